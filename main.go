@@ -1,0 +1,76 @@
+// Command rollouts-gatewayapi-ssa is an Argo Rollouts traffic router plugin
+// for Gateway API routes that writes every change as a server-side apply
+// under one field manager. Argo Rollouts starts it and talks to it over
+// hashicorp/go-plugin net/rpc.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	rolloutsrpc "github.com/argoproj/argo-rollouts/rollout/trafficrouting/plugin/rpc"
+	goplugin "github.com/hashicorp/go-plugin"
+	"github.com/sirupsen/logrus"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/plugin"
+	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
+)
+
+// handshake is the one Argo Rollouts uses for traffic router plugins.
+var handshake = goplugin.HandshakeConfig{
+	ProtocolVersion:  1,
+	MagicCookieKey:   "ARGO_ROLLOUTS_RPC_PLUGIN",
+	MagicCookieValue: "trafficrouter",
+}
+
+func main() {
+	var (
+		qps          = flag.Float64("kubeClientQPS", 40, "maximum queries per second to the Kubernetes apiserver")
+		burst        = flag.Int("kubeClientBurst", 80, "maximum burst of queries to the Kubernetes apiserver")
+		logFormat    = flag.String("logformat", "text", "log format: text or json")
+		logLevel     = flag.String("loglevel", "info", "log level: debug, info, warn or error")
+		fieldManager = flag.String("field-manager", ssa.DefaultFieldManager, "server-side apply field manager of every write")
+		pluginName   = flag.String("plugin-name", plugin.DefaultPluginName, "name the plugin is registered with in argo-rollouts-config; its config is read under trafficRouting.plugins.<name>")
+		callTimeout  = flag.Duration("call-timeout", 60*time.Second, "deadline of each call from Argo Rollouts, all its requests included")
+	)
+	flag.Parse()
+
+	log := logrus.New()
+	log.SetOutput(os.Stderr)
+	switch *logFormat {
+	case "text":
+		log.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
+	case "json":
+		log.SetFormatter(&logrus.JSONFormatter{})
+	default:
+		fmt.Fprintf(os.Stderr, "-logformat must be text or json, not %q\n", *logFormat)
+		os.Exit(2)
+	}
+	level, err := logrus.ParseLevel(*logLevel)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "-loglevel: %v\n", err)
+		os.Exit(2)
+	}
+	log.SetLevel(level)
+	if *fieldManager == "" {
+		fmt.Fprintln(os.Stderr, "-field-manager must not be empty")
+		os.Exit(2)
+	}
+
+	impl := plugin.New(plugin.Options{
+		FieldManager: *fieldManager,
+		PluginName:   *pluginName,
+		QPS:          float32(*qps),
+		Burst:        *burst,
+		CallTimeout:  *callTimeout,
+	}, logrus.NewEntry(log).WithField("plugin", "gatewayapi-ssa"))
+
+	goplugin.Serve(&goplugin.ServeConfig{
+		HandshakeConfig: handshake,
+		Plugins: map[string]goplugin.Plugin{
+			"RpcTrafficRouterPlugin": &rolloutsrpc.RpcTrafficRouterPlugin{Impl: impl},
+		},
+	})
+}

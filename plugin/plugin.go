@@ -1,0 +1,291 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	"github.com/argoproj/argo-rollouts/utils/plugin/types"
+	"github.com/sirupsen/logrus"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/pingpong"
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
+)
+
+// Type is what the plugin answers to Type().
+const Type = "GatewayAPI"
+
+// Options configure the plugin; main sets them from flags.
+type Options struct {
+	// FieldManager is the server-side apply field manager of every write.
+	FieldManager string
+	// PluginName is the key of the plugin's config under trafficRouting.plugins.
+	PluginName string
+	// QPS and Burst limit the plugin's requests to the apiserver.
+	QPS   float32
+	Burst int
+	// CallTimeout bounds each RPC call, all its requests included.
+	CallTimeout time.Duration
+	// MaxConcurrentWrites bounds how many routes one call writes at once.
+	MaxConcurrentWrites int
+}
+
+// UserAgent identifies the plugin's requests to the apiserver.
+const UserAgent = "rollouts-gatewayapi-ssa"
+
+// Plugin implements Argo Rollouts' traffic router plugin interface.
+type Plugin struct {
+	opts Options
+	log  *logrus.Entry
+
+	mu      sync.Mutex
+	reader  routes.Reader
+	applier *ssa.Applier
+}
+
+// New returns a plugin that builds its clients in InitPlugin.
+func New(opts Options, log *logrus.Entry) *Plugin {
+	if opts.FieldManager == "" {
+		opts.FieldManager = ssa.DefaultFieldManager
+	}
+	if opts.PluginName == "" {
+		opts.PluginName = DefaultPluginName
+	}
+	if opts.CallTimeout <= 0 {
+		opts.CallTimeout = 60 * time.Second
+	}
+	if opts.MaxConcurrentWrites <= 0 {
+		opts.MaxConcurrentWrites = 8
+	}
+	return &Plugin{opts: opts, log: log}
+}
+
+// InitPlugin builds the clients: in-cluster config, else KUBECONFIG (or
+// ~/.kube/config), else an error saying neither is there.
+func (p *Plugin) InitPlugin() (resp types.RpcError) {
+	defer p.recoverInto("InitPlugin", &resp)
+	cfg, err := restConfig()
+	if err != nil {
+		return types.RpcError{ErrorString: err.Error()}
+	}
+	cfg.QPS, cfg.Burst = p.opts.QPS, p.opts.Burst
+	cfg.UserAgent = UserAgent
+	if err := p.Connect(cfg); err != nil {
+		return types.RpcError{ErrorString: err.Error()}
+	}
+	p.log.WithFields(logrus.Fields{"host": cfg.Host, "fieldManager": p.opts.FieldManager, "pluginName": p.opts.PluginName}).Info("plugin initialized")
+	return types.RpcError{}
+}
+
+func restConfig() (*rest.Config, error) {
+	cfg, inClusterErr := rest.InClusterConfig()
+	if inClusterErr == nil {
+		return cfg, nil
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("no Kubernetes client config: not running in a cluster (%v), and KUBECONFIG (%q) gives none: %v",
+			inClusterErr, os.Getenv("KUBECONFIG"), err)
+	}
+	return cfg, nil
+}
+
+// Connect builds the plugin's clients for a cluster.
+func (p *Plugin) Connect(cfg *rest.Config) error {
+	gw, err := gateway.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("building the Gateway API client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("building the dynamic client: %w", err)
+	}
+	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("building the discovery client: %w", err)
+	}
+	reader := routes.NewCluster(dyn, disc, p.log)
+	p.Use(gw, reader)
+	return nil
+}
+
+// Use sets the clients the plugin reads and writes with.
+func (p *Plugin) Use(gw gateway.Interface, reader routes.Reader) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.reader = reader
+	p.applier = ssa.NewApplier(gw, reader, p.opts.FieldManager, p.log)
+}
+
+// UpdateHash has nothing to route: Gateway API routes select Services, not
+// pod hashes.
+func (p *Plugin) UpdateHash(*v1alpha1.Rollout, string, string, []v1alpha1.WeightDestination) types.RpcError {
+	return types.RpcError{}
+}
+
+// Type returns the plugin's type.
+func (p *Plugin) Type() string { return Type }
+
+// SetWeight gives the canary desiredWeight and stable the rest of
+// maxTrafficWeight in every rule that holds both, on every managed route.
+func (p *Plugin) SetWeight(ro *v1alpha1.Rollout, desiredWeight int32, additional []v1alpha1.WeightDestination) (resp types.RpcError) {
+	call := fmt.Sprintf("SetWeight(%d)", desiredWeight)
+	defer p.recoverInto(call, &resp)
+	if len(additional) > 0 {
+		return p.fail(ro, call, errors.New("experiment steps (additionalDestinations) are not supported by this plugin version yet"))
+	}
+	stable, canary, err := pingpong.Services(ro)
+	if err != nil {
+		return p.fail(ro, call, err)
+	}
+	max := int64(100)
+	if m := ro.Spec.Strategy.Canary.TrafficRouting.MaxTrafficWeight; m != nil {
+		max = int64(*m)
+	}
+	split := routes.Split{
+		Stable:       routes.ServiceRef(ro.Namespace, stable),
+		Canary:       routes.ServiceRef(ro.Namespace, canary),
+		CanaryWeight: int64(desiredWeight),
+		MaxWeight:    max,
+	}
+	if split.CanaryWeight < 0 || split.CanaryWeight > max {
+		return p.fail(ro, call, fmt.Errorf("weight %d is outside 0..%d (spec.strategy.canary.trafficRouting.maxTrafficWeight)", desiredWeight, max))
+	}
+	return p.update(ro, call, func(s Settings, live routes.Route) (ssa.Desired, error) {
+		rules, changes, err := routes.SetWeights(live, split)
+		if err != nil {
+			return ssa.Desired{}, err
+		}
+		d := ssa.Desired{Rules: rules}
+		for _, c := range changes {
+			d.Changes = append(d.Changes, c.String())
+		}
+		if routes.CanaryWeight(live.Namespace, rules, split.Stable, split.Canary) > 0 {
+			d.Labels = s.InProgressLabel
+		}
+		return d, nil
+	})
+}
+
+// SetHeaderRoute is not implemented yet; it says so instead of pretending.
+func (p *Plugin) SetHeaderRoute(ro *v1alpha1.Rollout, h *v1alpha1.SetHeaderRoute) (resp types.RpcError) {
+	defer p.recoverInto("SetHeaderRoute", &resp)
+	return p.fail(ro, "SetHeaderRoute", errors.New("setHeaderRoute steps are not supported by this plugin version yet"))
+}
+
+// SetMirrorRoute is not implemented yet; it says so instead of pretending.
+func (p *Plugin) SetMirrorRoute(ro *v1alpha1.Rollout, m *v1alpha1.SetMirrorRoute) (resp types.RpcError) {
+	defer p.recoverInto("SetMirrorRoute", &resp)
+	return p.fail(ro, "SetMirrorRoute", errors.New("setMirrorRoute steps are not supported by this plugin version yet"))
+}
+
+// VerifyWeight does not check the data plane yet: NotImplemented, never a
+// blind Verified.
+func (p *Plugin) VerifyWeight(*v1alpha1.Rollout, int32, []v1alpha1.WeightDestination) (types.RpcVerified, types.RpcError) {
+	return types.NotImplemented, types.RpcError{}
+}
+
+// RemoveManagedRoutes has nothing to remove: this version adds no rules.
+func (p *Plugin) RemoveManagedRoutes(*v1alpha1.Rollout) types.RpcError {
+	return types.RpcError{}
+}
+
+// computeFunc is a call's pure transform of one live route.
+type computeFunc func(s Settings, live routes.Route) (ssa.Desired, error)
+
+// update runs one call on every managed route: parse the config, read every
+// route, compute every route's desired state, and only if all of that worked,
+// write the routes that change, concurrently.
+func (p *Plugin) update(ro *v1alpha1.Rollout, call string, compute computeFunc) types.RpcError {
+	p.mu.Lock()
+	reader, applier := p.reader, p.applier
+	p.mu.Unlock()
+	if applier == nil {
+		return p.fail(ro, call, errors.New("the plugin has no Kubernetes client: InitPlugin failed or was not called"))
+	}
+	settings, err := ParseConfig(ro, p.opts.PluginName)
+	if err != nil {
+		return p.fail(ro, call, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), p.opts.CallTimeout)
+	defer cancel()
+
+	live, err := routes.Resolve(ctx, reader, settings.Targets)
+	if err != nil {
+		return p.fail(ro, call, fmt.Errorf("nothing was written: %w", err))
+	}
+	plans := make([]ssa.Plan, 0, len(live))
+	var errs []error
+	for _, r := range live {
+		plan, err := applier.Plan(r, func(l routes.Route) (ssa.Desired, error) { return compute(settings, l) })
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		plans = append(plans, plan)
+	}
+	if len(errs) > 0 {
+		return p.fail(ro, call, fmt.Errorf("nothing was written: %w", errors.Join(errs...)))
+	}
+
+	log := p.log.WithFields(logrus.Fields{"rollout": ro.Namespace + "/" + ro.Name, "call": call})
+	sem := make(chan struct{}, p.opts.MaxConcurrentWrites)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var failed []error
+	for _, plan := range plans {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				if r := recover(); r != nil {
+					mu.Lock()
+					failed = append(failed, fmt.Errorf("%s: internal error: %v", plan.Live.Ref, r))
+					mu.Unlock()
+				}
+			}()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			if err := applier.Write(ctx, plan, log); err != nil {
+				mu.Lock()
+				failed = append(failed, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(failed) > 0 {
+		return p.fail(ro, call, fmt.Errorf("%d of %d routes failed (the others are written; the call is safe to repeat): %w",
+			len(failed), len(plans), errors.Join(failed...)))
+	}
+	return types.RpcError{}
+}
+
+// fail logs and returns an RpcError that names the Rollout and the call.
+func (p *Plugin) fail(ro *v1alpha1.Rollout, call string, err error) types.RpcError {
+	msg := fmt.Sprintf("rollout %s/%s: %s: %s", ro.Namespace, ro.Name, call, strings.ReplaceAll(err.Error(), "\n", "; "))
+	p.log.WithFields(logrus.Fields{"rollout": ro.Namespace + "/" + ro.Name, "call": call}).Error(err.Error())
+	return types.RpcError{ErrorString: msg}
+}
+
+// recoverInto turns a panic into an RpcError: a panic crossing the RPC
+// boundary would kill the plugin process under the controller.
+func (p *Plugin) recoverInto(call string, resp *types.RpcError) {
+	if r := recover(); r != nil {
+		p.log.WithField("call", call).Errorf("panic: %v\n%s", r, debug.Stack())
+		*resp = types.RpcError{ErrorString: fmt.Sprintf("%s: internal error in the plugin: %v (please report it)", call, r)}
+	}
+}

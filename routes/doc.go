@@ -1,0 +1,15 @@
+// Package routes is the plugin's one representation of a Gateway API route:
+// HTTPRoute, GRPCRoute, TCPRoute and TLSRoute reduced to their identity, the
+// metadata the plugin reads, and spec.rules kept exactly as the apiserver
+// returned them.
+//
+// Keeping the rules verbatim is deliberate. spec.rules is an atomic list for
+// server-side apply, so whatever the plugin applies replaces the whole list:
+// every field the plugin does not manage must go back byte for byte, defaults
+// included, and no Go type may silently drop a field it does not know.
+//
+// The package holds pure transforms (live route in, desired rules out) and the
+// read side: finding routes by name or label selector, reading them from a watch
+// cache, and discovering which API version of each kind the cluster serves.
+// It never writes; package ssa does.
+package routes

@@ -1,0 +1,65 @@
+package routes
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Group is the API group of every route kind.
+const Group = "gateway.networking.k8s.io"
+
+// Kind is a Gateway API route kind the plugin manages.
+type Kind string
+
+const (
+	HTTPRoute Kind = "HTTPRoute"
+	GRPCRoute Kind = "GRPCRoute"
+	TCPRoute  Kind = "TCPRoute"
+	TLSRoute  Kind = "TLSRoute"
+)
+
+// Kinds lists every kind in the order the plugin processes them.
+var Kinds = []Kind{HTTPRoute, GRPCRoute, TCPRoute, TLSRoute}
+
+// Resource is the kind's plural resource name.
+func (k Kind) Resource() string {
+	switch k {
+	case HTTPRoute:
+		return "httproutes"
+	case GRPCRoute:
+		return "grpcroutes"
+	case TCPRoute:
+		return "tcproutes"
+	case TLSRoute:
+		return "tlsroutes"
+	}
+	return ""
+}
+
+// Versions lists the API versions the plugin can read and write for the kind,
+// preferred first. TCPRoute and TLSRoute are v1 from Gateway API 1.6 and 1.5;
+// older installs serve only v1alpha2.
+func (k Kind) Versions() []string {
+	switch k {
+	case HTTPRoute:
+		return []string{"v1", "v1beta1"}
+	case GRPCRoute, TCPRoute, TLSRoute:
+		return []string{"v1", "v1alpha2"}
+	}
+	return nil
+}
+
+// GVR is the kind's resource in the given version.
+func (k Kind) GVR(version string) schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: Group, Version: version, Resource: k.Resource()}
+}
+
+// Ref names one route.
+type Ref struct {
+	Kind      Kind
+	Namespace string
+	Name      string
+}
+
+func (r Ref) String() string { return fmt.Sprintf("%s %s/%s", r.Kind, r.Namespace, r.Name) }

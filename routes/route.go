@@ -1,0 +1,146 @@
+package routes
+
+import (
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// Route is a live route as the plugin sees it.
+type Route struct {
+	Ref
+	// Version is the API version the route was read in, e.g. v1 or v1alpha2.
+	Version         string
+	ResourceVersion string
+	Generation      int64
+	Labels          map[string]string
+	Annotations     map[string]string
+	ManagedFields   []metav1.ManagedFieldsEntry
+	// Rules is spec.rules exactly as served, defaults included.
+	Rules []Rule
+}
+
+// Rule is one entry of spec.rules in its JSON form. Fields the plugin does not
+// manage (matches, filters, timeouts, session persistence, fields added by
+// newer Gateway API releases) pass through untouched.
+type Rule map[string]any
+
+// FromUnstructured reads a route served by the apiserver.
+func FromUnstructured(u *unstructured.Unstructured) (Route, error) {
+	gv, kind := u.GroupVersionKind().GroupVersion(), Kind(u.GetKind())
+	r := Route{
+		Ref:             Ref{Kind: kind, Namespace: u.GetNamespace(), Name: u.GetName()},
+		Version:         gv.Version,
+		ResourceVersion: u.GetResourceVersion(),
+		Generation:      u.GetGeneration(),
+		Labels:          u.GetLabels(),
+		Annotations:     u.GetAnnotations(),
+		ManagedFields:   u.GetManagedFields(),
+	}
+	if gv.Group != Group || kind.Resource() == "" {
+		return Route{}, fmt.Errorf("%s %s/%s is not a Gateway API route", u.GetKind(), r.Namespace, r.Name)
+	}
+	raw, found, err := unstructured.NestedSlice(u.Object, "spec", "rules")
+	if err != nil {
+		return Route{}, fmt.Errorf("%s: spec.rules: %w", r.Ref, err)
+	}
+	if !found {
+		return r, nil
+	}
+	r.Rules = make([]Rule, len(raw))
+	for i, item := range raw {
+		m, ok := item.(map[string]any)
+		if !ok {
+			return Route{}, fmt.Errorf("%s: spec.rules[%d] is %T, not an object", r.Ref, i, item)
+		}
+		r.Rules[i] = m
+	}
+	return r, nil
+}
+
+// CopyRules returns a deep copy of rules, so a transform never changes the live route.
+func CopyRules(rules []Rule) []Rule {
+	out := make([]Rule, len(rules))
+	for i, r := range rules {
+		out[i] = runtime.DeepCopyJSONValue(map[string]any(r)).(map[string]any)
+	}
+	return out
+}
+
+// Name is the rule's name (sectionName), or "" for an unnamed rule.
+func (r Rule) Name() string {
+	name, _ := r["name"].(string)
+	return name
+}
+
+// BackendRefs returns the rule's backendRefs. Changing a returned BackendRef
+// changes the rule.
+func (r Rule) BackendRefs() []BackendRef {
+	raw, _ := r["backendRefs"].([]any)
+	out := make([]BackendRef, 0, len(raw))
+	for _, item := range raw {
+		if m, ok := item.(map[string]any); ok {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// BackendRef is one entry of a rule's backendRefs in its JSON form.
+type BackendRef map[string]any
+
+// Target is the object the backendRef points at, with defaults resolved: the
+// core group, kind Service, and the route's namespace when none is given.
+func (b BackendRef) Target(routeNamespace string) ObjectRef {
+	ref := ObjectRef{Kind: "Service", Namespace: routeNamespace}
+	if g, ok := b["group"].(string); ok {
+		ref.Group = g
+	}
+	if k, ok := b["kind"].(string); ok && k != "" {
+		ref.Kind = k
+	}
+	if ns, ok := b["namespace"].(string); ok && ns != "" {
+		ref.Namespace = ns
+	}
+	ref.Name, _ = b["name"].(string)
+	return ref
+}
+
+// Weight is the backendRef's weight; Gateway API's default is 1.
+func (b BackendRef) Weight() int64 {
+	switch w := b["weight"].(type) {
+	case int64:
+		return w
+	case float64:
+		return int64(w)
+	case nil:
+		return 1
+	}
+	return 1
+}
+
+// SetWeight sets the backendRef's weight.
+func (b BackendRef) SetWeight(w int64) { b["weight"] = w }
+
+// ObjectRef identifies a backend by group, kind, namespace and name: two
+// backendRefs point at the same backend only if all four match.
+type ObjectRef struct {
+	Group     string
+	Kind      string
+	Namespace string
+	Name      string
+}
+
+// ServiceRef is a core Service in a namespace.
+func ServiceRef(namespace, name string) ObjectRef {
+	return ObjectRef{Kind: "Service", Namespace: namespace, Name: name}
+}
+
+func (o ObjectRef) String() string {
+	if o.Group == "" && o.Kind == "Service" {
+		return fmt.Sprintf("Service %s/%s", o.Namespace, o.Name)
+	}
+	return fmt.Sprintf("%s.%s %s/%s", o.Kind, o.Group, o.Namespace, o.Name)
+}

@@ -1,0 +1,102 @@
+package routes
+
+import (
+	"fmt"
+)
+
+// Split is the traffic a rollout asks for on the rules it manages.
+type Split struct {
+	Stable ObjectRef
+	Canary ObjectRef
+	// CanaryWeight goes to the canary; MaxWeight - CanaryWeight to stable.
+	CanaryWeight int64
+	MaxWeight    int64
+}
+
+// Change is one weight a transform changed, for the log line of the write.
+type Change struct {
+	Rule    int
+	Backend ObjectRef
+	From    int64
+	To      int64
+}
+
+func (c Change) String() string {
+	return fmt.Sprintf("rule %d %s %d→%d", c.Rule, c.Backend, c.From, c.To)
+}
+
+// NoManagedRuleError says a route has no rule that sends traffic to both the
+// stable and the canary Service, so there is nothing to shift.
+type NoManagedRuleError struct {
+	Route          Ref
+	Stable, Canary ObjectRef
+}
+
+func (e *NoManagedRuleError) Error() string {
+	return fmt.Sprintf("%s has no rule whose backendRefs include both the stable %s and the canary %s; "+
+		"add both backendRefs to the rule whose traffic the rollout shifts", e.Route, e.Stable, e.Canary)
+}
+
+// ManagedRules returns the indexes of the rules whose backendRefs include both
+// the stable and the canary backend. Backends match on group, kind, namespace
+// and name, never on name alone.
+func ManagedRules(r Route, stable, canary ObjectRef) []int {
+	var out []int
+	for i, rule := range r.Rules {
+		var hasStable, hasCanary bool
+		for _, b := range rule.BackendRefs() {
+			switch b.Target(r.Namespace) {
+			case stable:
+				hasStable = true
+			case canary:
+				hasCanary = true
+			}
+		}
+		if hasStable && hasCanary {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// SetWeights returns a copy of the route's rules in which, in every managed
+// rule, the canary backendRef has CanaryWeight and the stable one MaxWeight
+// minus it. Every other backendRef and every other rule is left as it is.
+func SetWeights(r Route, s Split) ([]Rule, []Change, error) {
+	if s.CanaryWeight < 0 || s.CanaryWeight > s.MaxWeight {
+		return nil, nil, fmt.Errorf("canary weight %d is outside 0..%d (maxTrafficWeight)", s.CanaryWeight, s.MaxWeight)
+	}
+	managed := ManagedRules(r, s.Stable, s.Canary)
+	if len(managed) == 0 {
+		return nil, nil, &NoManagedRuleError{Route: r.Ref, Stable: s.Stable, Canary: s.Canary}
+	}
+	rules := CopyRules(r.Rules)
+	want := map[ObjectRef]int64{s.Stable: s.MaxWeight - s.CanaryWeight, s.Canary: s.CanaryWeight}
+	var changes []Change
+	for _, i := range managed {
+		for _, b := range rules[i].BackendRefs() {
+			target := b.Target(r.Namespace)
+			w, ok := want[target]
+			if !ok || b.Weight() == w {
+				continue
+			}
+			changes = append(changes, Change{Rule: i, Backend: target, From: b.Weight(), To: w})
+			b.SetWeight(w)
+		}
+	}
+	return rules, changes, nil
+}
+
+// CanaryWeight is the highest weight the canary has in a managed rule of the
+// given rules, 0 when none sends it traffic.
+func CanaryWeight(namespace string, rules []Rule, stable, canary ObjectRef) int64 {
+	var max int64
+	for _, i := range ManagedRules(Route{Ref: Ref{Namespace: namespace}, Rules: rules}, stable, canary) {
+		for _, b := range rules[i].BackendRefs() {
+			if b.Target(namespace) == canary && b.Weight() > max {
+				max = b.Weight()
+			}
+		}
+	}
+	return max
+}

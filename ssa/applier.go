@@ -1,0 +1,194 @@
+package ssa
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/sirupsen/logrus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+)
+
+// DefaultFieldManager is the field manager every write uses unless configured.
+const DefaultFieldManager = "argo-rollouts-gatewayapi"
+
+// maxAttempts bounds the re-read-and-recompute loop on optimistic-lock conflicts.
+const maxAttempts = 5
+
+// Desired is what the plugin wants a route to be: its rules and the labels the
+// plugin applies. A label the plugin applied before and leaves out here is
+// removed (if no other manager owns it).
+type Desired struct {
+	Rules  []routes.Rule
+	Labels map[string]string
+	// Changes says what differs from the live route, for the write's log line.
+	Changes []string
+}
+
+// Compute returns the desired state of a route from its live state. It must be
+// pure: the applier calls it again after every optimistic-lock conflict.
+type Compute func(live routes.Route) (Desired, error)
+
+// Applier writes routes.
+type Applier struct {
+	client       gateway.Interface
+	reader       routes.Reader
+	fieldManager string
+	log          *logrus.Entry
+}
+
+// NewApplier returns an Applier that writes as fieldManager.
+func NewApplier(client gateway.Interface, reader routes.Reader, fieldManager string, log *logrus.Entry) *Applier {
+	return &Applier{client: client, reader: reader, fieldManager: fieldManager, log: log}
+}
+
+// FieldManager is the name the applier writes under.
+func (a *Applier) FieldManager() string { return a.fieldManager }
+
+// Plan is a computed change to one route, not yet written.
+type Plan struct {
+	Live    routes.Route
+	Desired Desired
+	compute Compute
+}
+
+// Plan computes the desired state of a live route. Computing every route's
+// plan before writing any lets a caller refuse bad input with nothing written.
+func (a *Applier) Plan(live routes.Route, compute Compute) (Plan, error) {
+	d, err := compute(live)
+	if err != nil {
+		return Plan{}, &RouteError{Route: live.Ref, Err: err}
+	}
+	return Plan{Live: live, Desired: d, compute: compute}, nil
+}
+
+// Unchanged says whether the live route already is what the plan wants, in
+// which case nothing is sent.
+func (a *Applier) Unchanged(p Plan) bool {
+	live, d := p.Live, p.Desired
+	if len(live.Rules) != len(d.Rules) {
+		return false
+	}
+	for i := range live.Rules {
+		if !reflect.DeepEqual(map[string]any(live.Rules[i]), map[string]any(d.Rules[i])) {
+			return false
+		}
+	}
+	for k, v := range d.Labels {
+		if got, ok := live.Labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	for _, k := range OwnedLabels(live.ManagedFields, a.fieldManager) {
+		if _, keep := d.Labels[k]; !keep {
+			return false
+		}
+	}
+	return true
+}
+
+// Write applies the plan. On an optimistic-lock conflict it reads the route
+// again, recomputes and retries, at most maxAttempts times in all. It logs one
+// line per write that reached the apiserver.
+func (a *Applier) Write(ctx context.Context, p Plan, log *logrus.Entry) error {
+	for attempt := 1; ; attempt++ {
+		if a.Unchanged(p) {
+			return nil
+		}
+		stored, err := apply(ctx, a.client, p.Live, p.Desired, metav1.ApplyOptions{
+			FieldManager: a.fieldManager,
+			// The resourceVersion precondition guarantees the rules were computed
+			// from the latest value, so taking ownership loses nobody's change.
+			Force: true,
+		})
+		if err == nil {
+			a.reader.Written(stored)
+			log.WithFields(logrus.Fields{
+				"route":           p.Live.Ref.String(),
+				"fieldManager":    a.fieldManager,
+				"resourceVersion": p.Live.ResourceVersion + "→" + stored.ResourceVersion,
+				"changes":         a.describe(p),
+			}).Info("applied route")
+			return nil
+		}
+		if !isStale(err) {
+			return &RouteError{Route: p.Live.Ref, Err: explain(err, p.Live.Ref)}
+		}
+		if attempt == maxAttempts {
+			return &RouteError{Route: p.Live.Ref, Err: fmt.Errorf("the route kept changing under the plugin: %d attempts ended in optimistic-lock conflicts; the call is safe to repeat", attempt)}
+		}
+		live, err := a.reader.Fresh(ctx, p.Live.Ref)
+		if err != nil {
+			return &RouteError{Route: p.Live.Ref, Err: explain(err, p.Live.Ref)}
+		}
+		d, err := p.compute(live)
+		if err != nil {
+			return &RouteError{Route: p.Live.Ref, Err: err}
+		}
+		p = Plan{Live: live, Desired: d, compute: p.compute}
+	}
+}
+
+// describe says what a write changes, for its log line.
+func (a *Applier) describe(p Plan) string {
+	changes := slices.Clone(p.Desired.Changes)
+	for _, k := range slices.Sorted(maps.Keys(p.Desired.Labels)) {
+		if got, ok := p.Live.Labels[k]; !ok || got != p.Desired.Labels[k] {
+			changes = append(changes, fmt.Sprintf("label %s=%s set", k, p.Desired.Labels[k]))
+		}
+	}
+	for _, k := range OwnedLabels(p.Live.ManagedFields, a.fieldManager) {
+		if _, keep := p.Desired.Labels[k]; !keep {
+			changes = append(changes, fmt.Sprintf("label %s no longer applied", k))
+		}
+	}
+	return strings.Join(changes, "; ")
+}
+
+// isStale tells an optimistic-lock conflict (the route changed since it was
+// read) from a field-manager conflict.
+func isStale(err error) bool {
+	return apierrors.IsConflict(err) && !apierrors.HasStatusCause(err, metav1.CauseTypeFieldManagerConflict)
+}
+
+// explain adds what to do to the apiserver's answer.
+func explain(err error, ref routes.Ref) error {
+	var unrep *UnrepresentableError
+	switch {
+	case errors.As(err, &unrep):
+		return err
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("not found (deleted while the plugin worked on it?): %w", err)
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("forbidden: grant the plugin's ServiceAccount get, list, watch and patch on %s.%s: %w", ref.Kind.Resource(), routes.Group, err)
+	case apierrors.IsInvalid(err):
+		return fmt.Errorf("the apiserver rejected the new rules as invalid: %w", err)
+	}
+	return fmt.Errorf("the apiserver refused the apply: %w", err)
+}
+
+// RouteError is a failure on one route.
+type RouteError struct {
+	Route routes.Ref
+	Err   error
+}
+
+func (e *RouteError) Error() string { return e.Route.String() + ": " + e.Err.Error() }
+func (e *RouteError) Unwrap() error { return e.Err }
+
+// UnrepresentableError says a route holds something the plugin's Gateway API
+// types cannot carry; writing it would delete that part of the route.
+type UnrepresentableError struct{ Reason string }
+
+func (e *UnrepresentableError) Error() string {
+	return "spec.rules holds fields this plugin version cannot write back unchanged (" + e.Reason +
+		"); nothing was written: upgrade the plugin to a release built for this Gateway API version"
+}
