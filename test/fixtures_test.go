@@ -1,0 +1,166 @@
+package test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	rolloutsrpc "github.com/argoproj/argo-rollouts/rollout/trafficrouting/plugin/rpc"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/test/harness"
+)
+
+const fieldManager = "argo-rollouts-gatewayapi"
+
+var nsCounter atomic.Int32
+
+// namespace creates a fresh namespace holding Services "stable" and "canary".
+func namespace(t *testing.T, c *harness.Cluster) string {
+	t.Helper()
+	name := fmt.Sprintf("t%d-%s", nsCounter.Add(1), strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name())))
+	if len(name) > 50 {
+		name = strings.TrimRight(name[:50], "-")
+	}
+	ctx := context.Background()
+	if _, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, svc := range []string{"stable", "canary"} {
+		s := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: svc, Namespace: name},
+			Spec: corev1.ServiceSpec{
+				Selector: map[string]string{"app": "demo"},
+				Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}},
+			},
+		}
+		if _, err := c.Kube.CoreV1().Services(name).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return name
+}
+
+// create creates an object from YAML the way `kubectl create` does (an Update
+// under manager kubectl-create), in namespace ns, and returns it as stored.
+func create(t *testing.T, c *harness.Cluster, ns, manifest string) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(manifest), &u.Object); err != nil {
+		t.Fatalf("bad test manifest: %v\n%s", err, manifest)
+	}
+	u.SetNamespace(ns)
+	gvr := gvrOf(u)
+	out, err := c.Dynamic.Resource(gvr).Namespace(ns).Create(context.Background(), u, metav1.CreateOptions{FieldManager: "kubectl-create"})
+	if err != nil {
+		t.Fatalf("creating %s %s: %v", u.GetKind(), u.GetName(), err)
+	}
+	return out
+}
+
+func gvrOf(u *unstructured.Unstructured) schema.GroupVersionResource {
+	gv := u.GroupVersionKind().GroupVersion()
+	return gv.WithResource(strings.ToLower(u.GetKind()) + "s")
+}
+
+// get reads a route as stored.
+func get(t *testing.T, c *harness.Cluster, version, kind, ns, name string) *unstructured.Unstructured {
+	t.Helper()
+	gvr := schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: version, Resource: strings.ToLower(kind) + "s"}
+	u, err := c.Dynamic.Resource(gvr).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("reading %s %s/%s: %v", kind, ns, name, err)
+	}
+	return u
+}
+
+// weights maps "rule/backend name" to weight, for every backendRef of the route.
+func weights(u *unstructured.Unstructured) map[string]int64 {
+	out := map[string]int64{}
+	rules, _, _ := unstructured.NestedSlice(u.Object, "spec", "rules")
+	for i, r := range rules {
+		refs, _, _ := unstructured.NestedSlice(r.(map[string]any), "backendRefs")
+		for _, b := range refs {
+			m := b.(map[string]any)
+			w, _ := m["weight"].(int64)
+			out[fmt.Sprintf("%d/%s", i, m["name"])] = w
+		}
+	}
+	return out
+}
+
+// rollout is a Rollout with stable and canary Services and the given plugin config.
+func rollout(ns, config string) *v1alpha1.Rollout {
+	return &v1alpha1.Rollout{
+		ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: ns},
+		Spec: v1alpha1.RolloutSpec{Strategy: v1alpha1.RolloutStrategy{Canary: &v1alpha1.CanaryStrategy{
+			StableService: "stable",
+			CanaryService: "canary",
+			TrafficRouting: &v1alpha1.RolloutTrafficRouting{
+				Plugins: map[string]json.RawMessage{"argoproj-labs/gatewayAPI": json.RawMessage(config)},
+			},
+		}}},
+	}
+}
+
+// startPlugin starts the real plugin binary for a test; its log goes to the test log.
+func startPlugin(t *testing.T, c *harness.Cluster, args ...string) rolloutsrpc.TrafficRouterPlugin {
+	t.Helper()
+	p, err := harness.StartPlugin(pluginBin, c.Kubeconfig, testWriter{t}, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	return p.Plugin
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// eventually polls cond until it holds or 10 s pass.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// ownsRules says whether manager owns spec.rules through Apply.
+func ownsRules(u *unstructured.Unstructured, manager string) bool {
+	for _, e := range u.GetManagedFields() {
+		if e.Manager == manager && e.Operation == metav1.ManagedFieldsOperationApply && e.FieldsV1 != nil &&
+			strings.Contains(string(e.FieldsV1.Raw), `"f:rules"`) {
+			return true
+		}
+	}
+	return false
+}
+
+// pluginWrites returns the writes the plugin sent (by user agent).
+func pluginWrites(c *harness.Cluster) []harness.Request {
+	var out []harness.Request
+	for _, r := range c.Recorder.Writes() {
+		if strings.HasPrefix(r.UserAgent, "rollouts-gatewayapi-ssa") {
+			out = append(out, r)
+		}
+	}
+	return out
+}

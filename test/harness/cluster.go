@@ -1,0 +1,216 @@
+package harness
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+	"sigs.k8s.io/yaml"
+)
+
+// Channel is a set of Gateway API CRDs to install.
+type Channel string
+
+const (
+	// Standard is Gateway API v1.6.3's standard channel: TCPRoute and TLSRoute as v1 only.
+	Standard Channel = "standard"
+	// Experimental is v1.6.3's experimental channel.
+	Experimental Channel = "experimental"
+	// V1Alpha2Only is a cluster as older Gateway API installs left it: TCPRoute
+	// and TLSRoute served only as v1alpha2 (the experimental CRDs with every
+	// other version removed).
+	V1Alpha2Only Channel = "v1alpha2-only"
+)
+
+// Cluster is a running control plane.
+type Cluster struct {
+	Env     *envtest.Environment
+	Config  *rest.Config
+	Kube    kubernetes.Interface
+	Dynamic dynamic.Interface
+	Gateway gateway.Interface
+	// Recorder sits between the plugin and the apiserver.
+	Recorder *Recorder
+	// Kubeconfig is a file that points at the Recorder; give it to the plugin.
+	Kubeconfig string
+	dir        string
+}
+
+// RepoRoot is the repository's top directory.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// assets returns KUBEBUILDER_ASSETS, building the binaries if needed.
+func assets() (string, error) {
+	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
+		return dir, nil
+	}
+	cmd := exec.Command("bash", filepath.Join(RepoRoot(), "hack", "envtest-assets.sh"))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("hack/envtest-assets.sh: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// Start brings up etcd, kube-apiserver and the recording proxy, and installs
+// the channel's route CRDs.
+func Start(ch Channel) (*Cluster, error) {
+	dir, err := assets()
+	if err != nil {
+		return nil, err
+	}
+	crds, err := CRDs(ch)
+	if err != nil {
+		return nil, err
+	}
+	env := &envtest.Environment{
+		BinaryAssetsDirectory: dir,
+		CRDs:                  crds,
+		ErrorIfCRDPathMissing: true,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("starting envtest (assets in %s): %w", dir, err)
+	}
+	c := &Cluster{Env: env, Config: cfg}
+	if c.dir, err = os.MkdirTemp("", "gatewayapi-ssa-cluster-"); err != nil {
+		return nil, errors.Join(err, env.Stop())
+	}
+	c.Kube = kubernetes.NewForConfigOrDie(cfg)
+	c.Dynamic = dynamic.NewForConfigOrDie(cfg)
+	c.Gateway = gateway.NewForConfigOrDie(cfg)
+	if c.Recorder, err = NewRecorder(cfg); err != nil {
+		return nil, errors.Join(err, c.Stop())
+	}
+	c.Kubeconfig = filepath.Join(c.dir, "kubeconfig")
+	if err := os.WriteFile(c.Kubeconfig, []byte(kubeconfigFor(c.Recorder.URL)), 0o600); err != nil {
+		return nil, errors.Join(err, c.Stop())
+	}
+	return c, nil
+}
+
+// Stop stops everything Start started.
+func (c *Cluster) Stop() error {
+	if c.Recorder != nil {
+		c.Recorder.Close()
+	}
+	if c.dir != "" {
+		os.RemoveAll(c.dir)
+	}
+	return c.Env.Stop()
+}
+
+func kubeconfigFor(server string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: envtest
+  cluster:
+    server: %s
+users:
+- name: plugin
+contexts:
+- name: envtest
+  context: {cluster: envtest, user: plugin}
+current-context: envtest
+`, server)
+}
+
+// GatewayAPIDir is the gateway-api module's directory in the module cache.
+func GatewayAPIDir() (string, error) {
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api")
+	cmd.Dir = RepoRoot()
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("locating sigs.k8s.io/gateway-api: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// CRDs reads the Gateway API CRDs of a channel.
+func CRDs(ch Channel) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	dir, err := GatewayAPIDir()
+	if err != nil {
+		return nil, err
+	}
+	sub := string(ch)
+	if ch == V1Alpha2Only {
+		sub = string(Experimental)
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "config", "crd", sub, "gateway.networking.k8s.io_*.yaml"))
+	if err != nil || len(files) == 0 {
+		return nil, fmt.Errorf("no CRDs under %s/config/crd/%s: %v", dir, sub, err)
+	}
+	var out []*apiextensionsv1.CustomResourceDefinition
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		crds, err := decodeCRDs(data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		out = append(out, crds...)
+	}
+	if ch == V1Alpha2Only {
+		for _, crd := range out {
+			if crd.Spec.Names.Kind == "TCPRoute" || crd.Spec.Names.Kind == "TLSRoute" {
+				onlyVersion(crd, "v1alpha2")
+			}
+		}
+	}
+	return out, nil
+}
+
+func onlyVersion(crd *apiextensionsv1.CustomResourceDefinition, version string) {
+	var keep []apiextensionsv1.CustomResourceDefinitionVersion
+	for _, v := range crd.Spec.Versions {
+		if v.Name == version {
+			v.Served, v.Storage, v.Deprecated, v.DeprecationWarning = true, true, false, nil
+			keep = append(keep, v)
+		}
+	}
+	crd.Spec.Versions = keep
+}
+
+func decodeCRDs(data []byte) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	var out []*apiextensionsv1.CustomResourceDefinition
+	dec := utilyaml.NewYAMLReader(bufioReader(data))
+	for {
+		doc, err := dec.Read()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		var crd apiextensionsv1.CustomResourceDefinition
+		if err := yaml.Unmarshal(doc, &crd); err != nil {
+			return nil, err
+		}
+		if crd.Kind == "CustomResourceDefinition" {
+			out = append(out, &crd)
+		}
+	}
+}
+
+func bufioReader(data []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(data)) }

@@ -1,0 +1,73 @@
+package harness
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	rolloutsrpc "github.com/argoproj/argo-rollouts/rollout/trafficrouting/plugin/rpc"
+	"github.com/hashicorp/go-hclog"
+	goplugin "github.com/hashicorp/go-plugin"
+)
+
+// BuildPlugin builds the plugin binary into dir and returns its path.
+func BuildPlugin(dir string) (string, error) {
+	bin := filepath.Join(dir, "rollouts-gatewayapi-ssa")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Dir = RepoRoot()
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// PluginProcess is the plugin binary running under a go-plugin client, as the
+// Argo Rollouts controller runs it.
+type PluginProcess struct {
+	client *goplugin.Client
+	Plugin rolloutsrpc.TrafficRouterPlugin
+}
+
+// StartPlugin starts the binary with the kubeconfig in its environment and
+// dispenses the traffic router over RPC. logs receives the plugin's stderr.
+func StartPlugin(bin, kubeconfig string, logs io.Writer, args ...string) (*PluginProcess, error) {
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	// The controller uses these; so do we.
+	client := goplugin.NewClient(&goplugin.ClientConfig{
+		HandshakeConfig: goplugin.HandshakeConfig{
+			ProtocolVersion:  1,
+			MagicCookieKey:   "ARGO_ROLLOUTS_RPC_PLUGIN",
+			MagicCookieValue: "trafficrouter",
+		},
+		Plugins: map[string]goplugin.Plugin{"RpcTrafficRouterPlugin": &rolloutsrpc.RpcTrafficRouterPlugin{}},
+		Cmd:     cmd,
+		Logger:  hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info, Name: "plugin"}),
+	})
+	rpcClient, err := client.Client()
+	if err != nil {
+		client.Kill()
+		return nil, fmt.Errorf("starting the plugin: %w", err)
+	}
+	raw, err := rpcClient.Dispense("RpcTrafficRouterPlugin")
+	if err != nil {
+		client.Kill()
+		return nil, fmt.Errorf("dispensing RpcTrafficRouterPlugin: %w", err)
+	}
+	p, ok := raw.(rolloutsrpc.TrafficRouterPlugin)
+	if !ok {
+		client.Kill()
+		return nil, fmt.Errorf("dispensed %T, not a TrafficRouterPlugin", raw)
+	}
+	if e := p.InitPlugin(); e.HasError() {
+		client.Kill()
+		return nil, fmt.Errorf("InitPlugin: %s", e.ErrorString)
+	}
+	return &PluginProcess{client: client, Plugin: p}, nil
+}
+
+// Stop kills the plugin process.
+func (p *PluginProcess) Stop() { p.client.Kill() }

@@ -1,0 +1,116 @@
+package harness
+
+import (
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+
+	"k8s.io/client-go/rest"
+)
+
+// Request is one request the recorder forwarded.
+type Request struct {
+	Method      string
+	Path        string
+	ContentType string
+	UserAgent   string
+}
+
+// IsWrite says whether the request changes state.
+func (r Request) IsWrite() bool {
+	switch r.Method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+		return true
+	}
+	return false
+}
+
+// IsApply says whether the request is a server-side apply.
+func (r Request) IsApply() bool {
+	return r.Method == http.MethodPatch && strings.HasPrefix(r.ContentType, "application/apply-patch")
+}
+
+// Recorder is a plain-HTTP proxy on loopback in front of the apiserver. It
+// authenticates as the envtest admin, records every request, and can run a
+// hook before forwarding one (to change a route between the plugin's read and
+// its write).
+type Recorder struct {
+	URL string
+
+	mu       sync.Mutex
+	requests []Request
+	before   func(r *http.Request)
+	server   *http.Server
+}
+
+// NewRecorder starts a recorder for the apiserver behind cfg.
+func NewRecorder(cfg *rest.Config) (*Recorder, error) {
+	transport, err := rest.TransportFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	target, err := url.Parse(cfg.Host)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	rec := &Recorder{URL: "http://" + ln.Addr().String()}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.Transport = transport
+	proxy.FlushInterval = -1 // watches stream
+	rec.server = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec.mu.Lock()
+		rec.requests = append(rec.requests, Request{
+			Method: r.Method, Path: r.URL.Path, ContentType: r.Header.Get("Content-Type"), UserAgent: r.UserAgent(),
+		})
+		before := rec.before
+		rec.mu.Unlock()
+		if before != nil {
+			before(r)
+		}
+		proxy.ServeHTTP(w, r)
+	})}
+	go rec.server.Serve(ln)
+	return rec, nil
+}
+
+// Close stops the proxy.
+func (r *Recorder) Close() { r.server.Close() }
+
+// Requests returns what was recorded since the last Reset.
+func (r *Recorder) Requests() []Request {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Request(nil), r.requests...)
+}
+
+// Writes returns the recorded requests that change state.
+func (r *Recorder) Writes() []Request {
+	var out []Request
+	for _, req := range r.Requests() {
+		if req.IsWrite() {
+			out = append(out, req)
+		}
+	}
+	return out
+}
+
+// Reset forgets what was recorded.
+func (r *Recorder) Reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.requests = nil
+}
+
+// Before sets a hook run before each request is forwarded (nil removes it).
+func (r *Recorder) Before(hook func(*http.Request)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.before = hook
+}
