@@ -181,7 +181,13 @@ type RouteError struct {
 	Err   error
 }
 
-func (e *RouteError) Error() string { return e.Route.String() + ": " + e.Err.Error() }
+func (e *RouteError) Error() string {
+	msg := e.Err.Error()
+	if strings.HasPrefix(msg, e.Route.String()) {
+		return msg
+	}
+	return e.Route.String() + ": " + msg
+}
 func (e *RouteError) Unwrap() error { return e.Err }
 
 // UnrepresentableError says a route holds something the plugin's Gateway API

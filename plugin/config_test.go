@@ -1,0 +1,481 @@
+package plugin
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+)
+
+const cfgRolloutNS = "shop"
+
+// cfgRollout is a canary Rollout in namespace shop whose trafficRouting
+// plugins hold raw under pluginName.
+func cfgRollout(pluginName, raw string) *v1alpha1.Rollout {
+	return &v1alpha1.Rollout{
+		ObjectMeta: metav1.ObjectMeta{Namespace: cfgRolloutNS, Name: "web"},
+		Spec: v1alpha1.RolloutSpec{Strategy: v1alpha1.RolloutStrategy{Canary: &v1alpha1.CanaryStrategy{
+			StableService: "web-stable",
+			CanaryService: "web-canary",
+			TrafficRouting: &v1alpha1.RolloutTrafficRouting{
+				Plugins: map[string]json.RawMessage{pluginName: json.RawMessage(raw)},
+			},
+		}}},
+	}
+}
+
+// cfgSelector parses a selector in its string form, for expected values.
+func cfgSelector(t *testing.T, s string) labels.Selector {
+	t.Helper()
+	sel, err := labels.Parse(s)
+	if err != nil {
+		t.Fatalf("labels.Parse(%q): %v", s, err)
+	}
+	return sel
+}
+
+// cfgCompareSelectors compares labels.Selector values by their string form.
+var cfgCompareSelectors = cmp.Comparer(func(a, b labels.Selector) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return a.String() == b.String()
+})
+
+var cfgDefaultLabel = map[string]string{DefaultInProgressLabelKey: DefaultInProgressLabelValue}
+
+func TestParseConfig(t *testing.T) {
+	http := func(ns, name string) routes.Ref { return routes.Ref{Kind: routes.HTTPRoute, Namespace: ns, Name: name} }
+	grpc := func(ns, name string) routes.Ref { return routes.Ref{Kind: routes.GRPCRoute, Namespace: ns, Name: name} }
+	tcp := func(ns, name string) routes.Ref { return routes.Ref{Kind: routes.TCPRoute, Namespace: ns, Name: name} }
+	tls := func(ns, name string) routes.Ref { return routes.Ref{Kind: routes.TLSRoute, Namespace: ns, Name: name} }
+
+	tests := []struct {
+		name       string
+		pluginName string // default: DefaultPluginName
+		raw        string
+		want       func(t *testing.T) Settings
+	}{
+		{
+			name: "httpRoute",
+			raw:  `{"httpRoute": "web"}`,
+			want: func(*testing.T) Settings {
+				return Settings{Targets: routes.Targets{Named: []routes.Ref{http("shop", "web")}}, InProgressLabel: cfgDefaultLabel}
+			},
+		},
+		{
+			name: "grpcRoute",
+			raw:  `{"grpcRoute": "api"}`,
+			want: func(*testing.T) Settings {
+				return Settings{Targets: routes.Targets{Named: []routes.Ref{grpc("shop", "api")}}, InProgressLabel: cfgDefaultLabel}
+			},
+		},
+		{
+			name: "tcpRoute",
+			raw:  `{"tcpRoute": "db"}`,
+			want: func(*testing.T) Settings {
+				return Settings{Targets: routes.Targets{Named: []routes.Ref{tcp("shop", "db")}}, InProgressLabel: cfgDefaultLabel}
+			},
+		},
+		{
+			name: "tlsRoute",
+			raw:  `{"tlsRoute": "edge"}`,
+			want: func(*testing.T) Settings {
+				return Settings{Targets: routes.Targets{Named: []routes.Ref{tls("shop", "edge")}}, InProgressLabel: cfgDefaultLabel}
+			},
+		},
+		{
+			name: "the four route lists, with useHeaderRoutes",
+			raw: `{
+				"httpRoutes": [{"name": "web-a", "useHeaderRoutes": true}, {"name": "web-b"}],
+				"grpcRoutes": [{"name": "api-a", "useHeaderRoutes": false}],
+				"tcpRoutes":  [{"name": "db-a"}, {"name": "db-b", "useHeaderRoutes": true}],
+				"tlsRoutes":  [{"name": "edge-a"}]
+			}`,
+			want: func(*testing.T) Settings {
+				return Settings{Targets: routes.Targets{Named: []routes.Ref{
+					http("shop", "web-a"), http("shop", "web-b"),
+					grpc("shop", "api-a"),
+					tcp("shop", "db-a"), tcp("shop", "db-b"),
+					tls("shop", "edge-a"),
+				}}, InProgressLabel: cfgDefaultLabel}
+			},
+		},
+		{
+			name: "single names come before their kind's list, kinds in the order HTTP, gRPC, TCP, TLS",
+			raw: `{
+				"tlsRoutes": [{"name": "t2"}], "tlsRoute": "t1",
+				"tcpRoutes": [{"name": "c2"}], "tcpRoute": "c1",
+				"grpcRoutes": [{"name": "g2"}], "grpcRoute": "g1",
+				"httpRoutes": [{"name": "h2"}], "httpRoute": "h1"
+			}`,
+			want: func(*testing.T) Settings {
+				return Settings{Targets: routes.Targets{Named: []routes.Ref{
+					http("shop", "h1"), http("shop", "h2"),
+					grpc("shop", "g1"), grpc("shop", "g2"),
+					tcp("shop", "c1"), tcp("shop", "c2"),
+					tls("shop", "t1"), tls("shop", "t2"),
+				}}, InProgressLabel: cfgDefaultLabel}
+			},
+		},
+		{
+			name: "namespace holds the routes",
+			raw:  `{"httpRoute": "web", "grpcRoutes": [{"name": "api"}], "namespace": "gateways"}`,
+			want: func(*testing.T) Settings {
+				return Settings{Targets: routes.Targets{Named: []routes.Ref{http("gateways", "web"), grpc("gateways", "api")}}, InProgressLabel: cfgDefaultLabel}
+			},
+		},
+		{
+			name: "configMap is accepted and ignored",
+			raw:  `{"httpRoute": "web", "configMap": "argo-gatewayapi-configmap"}`,
+			want: func(*testing.T) Settings {
+				return Settings{Targets: routes.Targets{Named: []routes.Ref{http("shop", "web")}}, InProgressLabel: cfgDefaultLabel}
+			},
+		},
+		{
+			name: "the four selectors, in the order HTTP, gRPC, TCP, TLS, after named routes",
+			raw: `{
+				"tlsRouteSelector":  {"matchLabels": {"app": "edge"}},
+				"tcpRouteSelector":  {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["db", "cache"]}]},
+				"grpcRouteSelector": {"matchExpressions": [{"key": "canary", "operator": "Exists"}]},
+				"httpRouteSelector": {"matchLabels": {"app": "web", "team": "shop"}, "matchExpressions": [{"key": "env", "operator": "NotIn", "values": ["dev"]}]},
+				"httpRoute": "web",
+				"namespace": "gateways"
+			}`,
+			want: func(t *testing.T) Settings {
+				return Settings{
+					Targets: routes.Targets{
+						Named: []routes.Ref{http("gateways", "web")},
+						Selectors: []routes.Selection{
+							{Kind: routes.HTTPRoute, Namespace: "gateways", Selector: cfgSelector(t, "app=web,env notin (dev),team=shop")},
+							{Kind: routes.GRPCRoute, Namespace: "gateways", Selector: cfgSelector(t, "canary")},
+							{Kind: routes.TCPRoute, Namespace: "gateways", Selector: cfgSelector(t, "tier in (cache,db)")},
+							{Kind: routes.TLSRoute, Namespace: "gateways", Selector: cfgSelector(t, "app=edge")},
+						},
+					},
+					InProgressLabel: cfgDefaultLabel,
+				}
+			},
+		},
+		{
+			name: "a selector alone is enough",
+			raw:  `{"grpcRouteSelector": {"matchLabels": {"app": "api"}}}`,
+			want: func(t *testing.T) Settings {
+				return Settings{
+					Targets: routes.Targets{Selectors: []routes.Selection{
+						{Kind: routes.GRPCRoute, Namespace: "shop", Selector: cfgSelector(t, "app=api")},
+					}},
+					InProgressLabel: cfgDefaultLabel,
+				}
+			},
+		},
+		{
+			name: "disableInProgressLabel: no label",
+			raw:  `{"httpRoute": "web", "disableInProgressLabel": true}`,
+			want: func(*testing.T) Settings {
+				return Settings{Targets: routes.Targets{Named: []routes.Ref{http("shop", "web")}}}
+			},
+		},
+		{
+			name: "disableInProgressLabel wins over a custom label, even an invalid one",
+			raw:  `{"httpRoute": "web", "disableInProgressLabel": true, "inProgressLabelKey": "not a key!", "inProgressLabelValue": "x"}`,
+			want: func(*testing.T) Settings {
+				return Settings{Targets: routes.Targets{Named: []routes.Ref{http("shop", "web")}}}
+			},
+		},
+		{
+			name: "disableInProgressLabel false keeps the default label",
+			raw:  `{"httpRoute": "web", "disableInProgressLabel": false}`,
+			want: func(*testing.T) Settings {
+				return Settings{Targets: routes.Targets{Named: []routes.Ref{http("shop", "web")}}, InProgressLabel: cfgDefaultLabel}
+			},
+		},
+		{
+			name: "inProgressLabelKey and inProgressLabelValue",
+			raw:  `{"httpRoute": "web", "inProgressLabelKey": "example.com/canary", "inProgressLabelValue": "running"}`,
+			want: func(*testing.T) Settings {
+				return Settings{Targets: routes.Targets{Named: []routes.Ref{http("shop", "web")}}, InProgressLabel: map[string]string{"example.com/canary": "running"}}
+			},
+		},
+		{
+			name: "inProgressLabelKey alone keeps the default value",
+			raw:  `{"httpRoute": "web", "inProgressLabelKey": "canary"}`,
+			want: func(*testing.T) Settings {
+				return Settings{Targets: routes.Targets{Named: []routes.Ref{http("shop", "web")}}, InProgressLabel: map[string]string{"canary": DefaultInProgressLabelValue}}
+			},
+		},
+		{
+			name: "inProgressLabelValue alone keeps the default key",
+			raw:  `{"httpRoute": "web", "inProgressLabelValue": "yes"}`,
+			want: func(*testing.T) Settings {
+				return Settings{Targets: routes.Targets{Named: []routes.Ref{http("shop", "web")}}, InProgressLabel: map[string]string{DefaultInProgressLabelKey: "yes"}}
+			},
+		},
+		{
+			name:       "a custom plugin name reads the config under that name",
+			pluginName: "acme/gateway-ssa",
+			raw:        `{"httpRoute": "web"}`,
+			want: func(*testing.T) Settings {
+				return Settings{Targets: routes.Targets{Named: []routes.Ref{http("shop", "web")}}, InProgressLabel: cfgDefaultLabel}
+			},
+		},
+		{
+			name: "every key of the argoproj-labs config at once",
+			raw: `{
+				"httpRoute": "h", "grpcRoute": "g", "tcpRoute": "c", "tlsRoute": "t",
+				"httpRoutes": [{"name": "hs", "useHeaderRoutes": true}],
+				"grpcRoutes": [{"name": "gs", "useHeaderRoutes": true}],
+				"tcpRoutes": [{"name": "cs", "useHeaderRoutes": false}],
+				"tlsRoutes": [{"name": "ts", "useHeaderRoutes": false}],
+				"namespace": "gateways",
+				"configMap": "cm",
+				"httpRouteSelector": {"matchLabels": {"k": "h"}},
+				"grpcRouteSelector": {"matchLabels": {"k": "g"}},
+				"tcpRouteSelector": {"matchLabels": {"k": "c"}},
+				"tlsRouteSelector": {"matchLabels": {"k": "t"}},
+				"disableInProgressLabel": false,
+				"inProgressLabelKey": "rollout",
+				"inProgressLabelValue": "on"
+			}`,
+			want: func(t *testing.T) Settings {
+				return Settings{
+					Targets: routes.Targets{
+						Named: []routes.Ref{
+							http("gateways", "h"), http("gateways", "hs"),
+							grpc("gateways", "g"), grpc("gateways", "gs"),
+							tcp("gateways", "c"), tcp("gateways", "cs"),
+							tls("gateways", "t"), tls("gateways", "ts"),
+						},
+						Selectors: []routes.Selection{
+							{Kind: routes.HTTPRoute, Namespace: "gateways", Selector: cfgSelector(t, "k=h")},
+							{Kind: routes.GRPCRoute, Namespace: "gateways", Selector: cfgSelector(t, "k=g")},
+							{Kind: routes.TCPRoute, Namespace: "gateways", Selector: cfgSelector(t, "k=c")},
+							{Kind: routes.TLSRoute, Namespace: "gateways", Selector: cfgSelector(t, "k=t")},
+						},
+					},
+					InProgressLabel: map[string]string{"rollout": "on"},
+				}
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pluginName := tc.pluginName
+			if pluginName == "" {
+				pluginName = DefaultPluginName
+			}
+			got, err := ParseConfig(cfgRollout(pluginName, tc.raw), pluginName)
+			if err != nil {
+				t.Fatalf("ParseConfig: unexpected error: %v", err)
+			}
+			if diff := cmp.Diff(tc.want(t), got, cfgCompareSelectors); diff != "" {
+				t.Errorf("Settings (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestParseConfigSelectorMatches checks the parsed selectors select what the
+// config says, not only that they print the same.
+func TestParseConfigSelectorMatches(t *testing.T) {
+	raw := `{"httpRouteSelector": {"matchLabels": {"app": "web"}, "matchExpressions": [{"key": "env", "operator": "NotIn", "values": ["dev"]}]}}`
+	s, err := ParseConfig(cfgRollout(DefaultPluginName, raw), DefaultPluginName)
+	if err != nil {
+		t.Fatalf("ParseConfig: %v", err)
+	}
+	if len(s.Targets.Selectors) != 1 {
+		t.Fatalf("got %d selectors, want 1: %v", len(s.Targets.Selectors), s.Targets.Selectors)
+	}
+	sel := s.Targets.Selectors[0].Selector
+	tests := []struct {
+		labels labels.Set
+		want   bool
+	}{
+		{labels.Set{"app": "web"}, true},
+		{labels.Set{"app": "web", "env": "prod"}, true},
+		{labels.Set{"app": "web", "env": "dev"}, false},
+		{labels.Set{"app": "api"}, false},
+		{labels.Set{}, false},
+	}
+	for _, tc := range tests {
+		if got := sel.Matches(tc.labels); got != tc.want {
+			t.Errorf("selector %q matches %v = %v, want %v", sel, tc.labels, got, tc.want)
+		}
+	}
+}
+
+func TestParseConfigErrors(t *testing.T) {
+	where := `spec.strategy.canary.trafficRouting.plugins["argoproj-labs/gatewayAPI"]`
+	tests := []struct {
+		name       string
+		rollout    *v1alpha1.Rollout
+		pluginName string // default: DefaultPluginName
+		wantErr    []string
+	}{
+		{
+			name:    "unknown key",
+			rollout: cfgRollout(DefaultPluginName, `{"httpRoute": "web", "headerRoutes": true}`),
+			wantErr: []string{where, `unknown key "headerRoutes"`, "known keys: httpRoute, httpRoutes"},
+		},
+		{
+			name:    "empty raw message",
+			rollout: cfgRollout(DefaultPluginName, ``),
+			wantErr: []string{where, "malformed JSON", "empty"},
+		},
+		{
+			name:    "empty object names no route",
+			rollout: cfgRollout(DefaultPluginName, `{}`),
+			wantErr: []string{where, "names no route", "httpRoute(s)", "route selector"},
+		},
+		{
+			name:    "null names no route",
+			rollout: cfgRollout(DefaultPluginName, `null`),
+			wantErr: []string{where, "names no route"},
+		},
+		{
+			name:    "only keys that name no route",
+			rollout: cfgRollout(DefaultPluginName, `{"namespace": "gateways", "configMap": "cm", "httpRoutes": []}`),
+			wantErr: []string{where, "names no route"},
+		},
+		{
+			name:    "malformed JSON: cut short",
+			rollout: cfgRollout(DefaultPluginName, `{"httpRoute":`),
+			wantErr: []string{where, "malformed JSON", "cut short"},
+		},
+		{
+			name:    "malformed JSON: syntax error",
+			rollout: cfgRollout(DefaultPluginName, `{"httpRoute" "web"}`),
+			wantErr: []string{where, "malformed JSON at byte 14"},
+		},
+		{
+			name:    "trailing garbage",
+			rollout: cfgRollout(DefaultPluginName, `{"httpRoute": "web"} x`),
+			wantErr: []string{where, "malformed JSON", "unexpected data after the config object"},
+		},
+		{
+			name:    "a second object after the config",
+			rollout: cfgRollout(DefaultPluginName, `{"httpRoute": "web"}{"httpRoute": "other"}`),
+			wantErr: []string{where, "unexpected data after the config object"},
+		},
+		{
+			name:    "httpRoutes as a string",
+			rollout: cfgRollout(DefaultPluginName, `{"httpRoutes": "web"}`),
+			wantErr: []string{where, `key "httpRoutes" must be a list, not a JSON string`},
+		},
+		{
+			name:    "httpRoute as a list",
+			rollout: cfgRollout(DefaultPluginName, `{"httpRoute": ["web"]}`),
+			wantErr: []string{where, `key "httpRoute" must be a string, not a JSON array`},
+		},
+		{
+			name:    "disableInProgressLabel as a string",
+			rollout: cfgRollout(DefaultPluginName, `{"httpRoute": "web", "disableInProgressLabel": "yes"}`),
+			wantErr: []string{where, `key "disableInProgressLabel" must be true or false, not a JSON string`},
+		},
+		{
+			name:    "a selector as a string",
+			rollout: cfgRollout(DefaultPluginName, `{"tlsRouteSelector": "app=web"}`),
+			wantErr: []string{where, `key "tlsRouteSelector" must be an object, not a JSON string`},
+		},
+		{
+			name: "invalid selector: bad operator in matchExpressions",
+			rollout: cfgRollout(DefaultPluginName,
+				`{"httpRoute": "web", "tcpRouteSelector": {"matchExpressions": [{"key": "tier", "operator": "Like", "values": ["db"]}]}}`),
+			wantErr: []string{where, `key "tcpRouteSelector" is not a valid label selector`, `"Like"`},
+		},
+		{
+			name:    "invalid selector: bad label value in matchLabels",
+			rollout: cfgRollout(DefaultPluginName, `{"httpRouteSelector": {"matchLabels": {"app": "not a value!"}}}`),
+			wantErr: []string{where, `key "httpRouteSelector" is not a valid label selector`},
+		},
+		{
+			name:    "empty selector",
+			rollout: cfgRollout(DefaultPluginName, `{"httpRoute": "web", "grpcRouteSelector": {}}`),
+			wantErr: []string{where, `key "grpcRouteSelector" is empty`, "every GRPCRoute in namespace shop"},
+		},
+		{
+			name:    "selector with empty matchLabels and matchExpressions",
+			rollout: cfgRollout(DefaultPluginName, `{"httpRouteSelector": {"matchLabels": {}, "matchExpressions": []}}`),
+			wantErr: []string{where, `key "httpRouteSelector" is empty`},
+		},
+		{
+			name:    "httpRoutes entry without name",
+			rollout: cfgRollout(DefaultPluginName, `{"httpRoutes": [{"name": "web"}, {"useHeaderRoutes": true}]}`),
+			wantErr: []string{where, `key "httpRoutes": entry 1 has no name`},
+		},
+		{
+			name:    "every bad entry is reported",
+			rollout: cfgRollout(DefaultPluginName, `{"tlsRoutes": [{"name": ""}], "grpcRoutes": [{}], "tcpRouteSelector": {}}`),
+			wantErr: []string{where, `key "tlsRoutes": entry 0 has no name`, `key "grpcRoutes": entry 0 has no name`, `key "tcpRouteSelector" is empty`},
+		},
+		{
+			name:    "invalid inProgressLabelKey",
+			rollout: cfgRollout(DefaultPluginName, `{"httpRoute": "web", "inProgressLabelKey": "not a key!"}`),
+			wantErr: []string{where, `key "inProgressLabelKey"`, `"not a key!" is not a label key`},
+		},
+		{
+			name:    "invalid inProgressLabelValue",
+			rollout: cfgRollout(DefaultPluginName, `{"httpRoute": "web", "inProgressLabelValue": "not a value!"}`),
+			wantErr: []string{where, `key "inProgressLabelValue"`, `"not a value!" is not a label value`},
+		},
+		{
+			name:    "invalid namespace",
+			rollout: cfgRollout(DefaultPluginName, `{"httpRoute": "web", "namespace": "Not_A_Namespace"}`),
+			wantErr: []string{where, `key "namespace"`, `"Not_A_Namespace" is not a namespace name`},
+		},
+		{
+			name:    "config missing under the plugin name",
+			rollout: cfgRollout("acme/other", `{"httpRoute": "web"}`),
+			wantErr: []string{where, "is missing", "acme/other", "-plugin-name"},
+		},
+		{
+			name:       "config under the default name, plugin registered under another",
+			rollout:    cfgRollout(DefaultPluginName, `{"httpRoute": "web"}`),
+			pluginName: "acme/gateway-ssa",
+			wantErr:    []string{`plugins["acme/gateway-ssa"] is missing`, DefaultPluginName, "-plugin-name"},
+		},
+		{
+			name: "no trafficRouting at all",
+			rollout: func() *v1alpha1.Rollout {
+				ro := cfgRollout(DefaultPluginName, `{"httpRoute": "web"}`)
+				ro.Spec.Strategy.Canary.TrafficRouting = nil
+				return ro
+			}(),
+			wantErr: []string{"spec.strategy.canary.trafficRouting is not set"},
+		},
+		{
+			name: "no canary strategy",
+			rollout: &v1alpha1.Rollout{
+				ObjectMeta: metav1.ObjectMeta{Namespace: cfgRolloutNS, Name: "web"},
+				Spec:       v1alpha1.RolloutSpec{Strategy: v1alpha1.RolloutStrategy{BlueGreen: &v1alpha1.BlueGreenStrategy{ActiveService: "web"}}},
+			},
+			wantErr: []string{"spec.strategy.canary.trafficRouting is not set"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pluginName := tc.pluginName
+			if pluginName == "" {
+				pluginName = DefaultPluginName
+			}
+			got, err := ParseConfig(tc.rollout, pluginName)
+			if err == nil {
+				t.Fatalf("ParseConfig: no error, settings %+v", got)
+			}
+			for _, s := range tc.wantErr {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("error does not mention %q:\n%v", s, err)
+				}
+			}
+			if diff := cmp.Diff(Settings{}, got, cfgCompareSelectors); diff != "" {
+				t.Errorf("on error ParseConfig returned settings (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -1,0 +1,749 @@
+package routes
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// The rules below are in the form the apiserver serves them through
+// unstructured: JSON objects as map[string]any, lists as []any, numbers as
+// int64, server defaults (group "", kind Service, weight 1) included.
+
+const wtNS = "shop"
+
+var (
+	wtStable = ServiceRef(wtNS, "web-stable")
+	wtCanary = ServiceRef(wtNS, "web-canary")
+)
+
+// wtBackend is a backendRef as served: defaults included.
+func wtBackend(name string, weight int64) map[string]any {
+	return map[string]any{"group": "", "kind": "Service", "name": name, "port": int64(8080), "weight": weight}
+}
+
+// wtBackendNoWeight is a backendRef as written by a client that left out the
+// weight (and, as in older fixtures, the group and kind defaults).
+func wtBackendNoWeight(name string) map[string]any {
+	return map[string]any{"name": name, "port": int64(8080)}
+}
+
+// wtWith returns a copy of m with the given keys set.
+func wtWith(m map[string]any, kv ...any) map[string]any {
+	out := map[string]any{}
+	for k, v := range m {
+		out[k] = v
+	}
+	for i := 0; i < len(kv); i += 2 {
+		out[kv[i].(string)] = kv[i+1]
+	}
+	return out
+}
+
+// wtRule is one rule with a path match, a header filter and the given backends,
+// so tests show that fields the plugin does not manage pass through.
+func wtRule(path string, backends ...map[string]any) Rule {
+	refs := make([]any, len(backends))
+	for i, b := range backends {
+		refs[i] = b
+	}
+	return Rule{
+		"matches": []any{map[string]any{
+			"path": map[string]any{"type": "PathPrefix", "value": path},
+		}},
+		"filters": []any{map[string]any{
+			"type": "RequestHeaderModifier",
+			"requestHeaderModifier": map[string]any{
+				"add": []any{map[string]any{"name": "x-path", "value": path}},
+			},
+		}},
+		"timeouts":    map[string]any{"request": "10s"},
+		"backendRefs": refs,
+	}
+}
+
+func wtRoute(rules ...Rule) Route {
+	return Route{Ref: Ref{Kind: HTTPRoute, Namespace: wtNS, Name: "web"}, Version: "v1", Rules: rules}
+}
+
+func TestSetWeights(t *testing.T) {
+	serviceImport := map[string]any{"group": "multicluster.x-k8s.io", "kind": "ServiceImport", "name": "web-canary", "port": int64(8080), "weight": int64(7)}
+	mcsGroup := map[string]any{"group": "multicluster.x-k8s.io", "kind": "Service", "name": "web-canary", "port": int64(8080), "weight": int64(8)}
+	otherNS := wtWith(wtBackend("web-canary", 9), "namespace", "elsewhere")
+
+	tests := []struct {
+		name        string
+		route       func() Route // built fresh, so the input can be compared after the call
+		split       Split
+		wantRules   []Rule
+		wantChanges []Change
+	}{
+		{
+			name:  "stable and canary in one rule: canary gets w, stable max-w",
+			route: func() Route { return wtRoute(wtRule("/", wtBackend("web-stable", 100), wtBackend("web-canary", 0))) },
+			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 30, MaxWeight: 100},
+			wantRules: []Rule{
+				wtRule("/", wtBackend("web-stable", 70), wtBackend("web-canary", 30)),
+			},
+			wantChanges: []Change{
+				{Rule: 0, Backend: wtStable, From: 100, To: 70},
+				{Rule: 0, Backend: wtCanary, From: 0, To: 30},
+			},
+		},
+		{
+			name:  "order of backendRefs does not matter",
+			route: func() Route { return wtRoute(wtRule("/", wtBackend("web-canary", 10), wtBackend("web-stable", 90))) },
+			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 25, MaxWeight: 100},
+			wantRules: []Rule{
+				wtRule("/", wtBackend("web-canary", 25), wtBackend("web-stable", 75)),
+			},
+			wantChanges: []Change{
+				{Rule: 0, Backend: wtCanary, From: 10, To: 25},
+				{Rule: 0, Backend: wtStable, From: 90, To: 75},
+			},
+		},
+		{
+			name: "a third backendRef in the managed rule keeps its weight",
+			route: func() Route {
+				return wtRoute(wtRule("/", wtBackend("web-stable", 100), wtBackend("web-canary", 0), wtBackend("web-legacy", 5)))
+			},
+			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 40, MaxWeight: 100},
+			wantRules: []Rule{
+				wtRule("/", wtBackend("web-stable", 60), wtBackend("web-canary", 40), wtBackend("web-legacy", 5)),
+			},
+			wantChanges: []Change{
+				{Rule: 0, Backend: wtStable, From: 100, To: 60},
+				{Rule: 0, Backend: wtCanary, From: 0, To: 40},
+			},
+		},
+		{
+			name: "a rule without both Services keeps everything",
+			route: func() Route {
+				return wtRoute(
+					wtRule("/", wtBackend("web-stable", 100), wtBackend("web-canary", 0)),
+					wtRule("/admin", wtBackend("web-stable", 100)),
+					wtRule("/preview", wtBackend("web-canary", 3)),
+				)
+			},
+			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 20, MaxWeight: 100},
+			wantRules: []Rule{
+				wtRule("/", wtBackend("web-stable", 80), wtBackend("web-canary", 20)),
+				wtRule("/admin", wtBackend("web-stable", 100)),
+				wtRule("/preview", wtBackend("web-canary", 3)),
+			},
+			wantChanges: []Change{
+				{Rule: 0, Backend: wtStable, From: 100, To: 80},
+				{Rule: 0, Backend: wtCanary, From: 0, To: 20},
+			},
+		},
+		{
+			name: "two managed rules both change",
+			route: func() Route {
+				return wtRoute(
+					wtRule("/", wtBackend("web-stable", 100), wtBackend("web-canary", 0)),
+					wtRule("/static", wtBackend("cdn", 1)),
+					wtRule("/api", wtBackend("web-canary", 10), wtBackend("web-stable", 90)),
+				)
+			},
+			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 50, MaxWeight: 100},
+			wantRules: []Rule{
+				wtRule("/", wtBackend("web-stable", 50), wtBackend("web-canary", 50)),
+				wtRule("/static", wtBackend("cdn", 1)),
+				wtRule("/api", wtBackend("web-canary", 50), wtBackend("web-stable", 50)),
+			},
+			wantChanges: []Change{
+				{Rule: 0, Backend: wtStable, From: 100, To: 50},
+				{Rule: 0, Backend: wtCanary, From: 0, To: 50},
+				{Rule: 2, Backend: wtCanary, From: 10, To: 50},
+				{Rule: 2, Backend: wtStable, From: 90, To: 50},
+			},
+		},
+		{
+			name: "a ServiceImport named like the canary is not the canary",
+			route: func() Route {
+				return wtRoute(
+					wtRule("/", wtBackend("web-stable", 100), wtBackend("web-canary", 0), serviceImport),
+					wtRule("/mc", wtBackend("web-stable", 100), serviceImport),
+				)
+			},
+			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 10, MaxWeight: 100},
+			wantRules: []Rule{
+				wtRule("/", wtBackend("web-stable", 90), wtBackend("web-canary", 10), serviceImport),
+				wtRule("/mc", wtBackend("web-stable", 100), serviceImport),
+			},
+			wantChanges: []Change{
+				{Rule: 0, Backend: wtStable, From: 100, To: 90},
+				{Rule: 0, Backend: wtCanary, From: 0, To: 10},
+			},
+		},
+		{
+			name: "a backend of group multicluster.x-k8s.io named like the canary is not the canary",
+			route: func() Route {
+				return wtRoute(
+					wtRule("/", wtBackend("web-stable", 100), wtBackend("web-canary", 0), mcsGroup),
+					wtRule("/mc", wtBackend("web-stable", 100), mcsGroup),
+				)
+			},
+			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 10, MaxWeight: 100},
+			wantRules: []Rule{
+				wtRule("/", wtBackend("web-stable", 90), wtBackend("web-canary", 10), mcsGroup),
+				wtRule("/mc", wtBackend("web-stable", 100), mcsGroup),
+			},
+			wantChanges: []Change{
+				{Rule: 0, Backend: wtStable, From: 100, To: 90},
+				{Rule: 0, Backend: wtCanary, From: 0, To: 10},
+			},
+		},
+		{
+			name: "a Service named like the canary in another namespace is not the canary",
+			route: func() Route {
+				return wtRoute(
+					wtRule("/", wtBackend("web-stable", 100), wtBackend("web-canary", 0), otherNS),
+					wtRule("/other", wtBackend("web-stable", 100), otherNS),
+				)
+			},
+			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 10, MaxWeight: 100},
+			wantRules: []Rule{
+				wtRule("/", wtBackend("web-stable", 90), wtBackend("web-canary", 10), otherNS),
+				wtRule("/other", wtBackend("web-stable", 100), otherNS),
+			},
+			wantChanges: []Change{
+				{Rule: 0, Backend: wtStable, From: 100, To: 90},
+				{Rule: 0, Backend: wtCanary, From: 0, To: 10},
+			},
+		},
+		{
+			name: "the route's own namespace spelled out is the same Service",
+			route: func() Route {
+				return wtRoute(wtRule("/", wtWith(wtBackend("web-stable", 100), "namespace", wtNS), wtBackend("web-canary", 0)))
+			},
+			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 10, MaxWeight: 100},
+			wantRules: []Rule{
+				wtRule("/", wtWith(wtBackend("web-stable", 90), "namespace", wtNS), wtBackend("web-canary", 10)),
+			},
+			wantChanges: []Change{
+				{Rule: 0, Backend: wtStable, From: 100, To: 90},
+				{Rule: 0, Backend: wtCanary, From: 0, To: 10},
+			},
+		},
+		{
+			name: "missing weight means 1, and a third backendRef without weight stays without",
+			route: func() Route {
+				return wtRoute(wtRule("/", wtBackendNoWeight("web-stable"), wtBackendNoWeight("web-canary"), wtBackendNoWeight("web-legacy")))
+			},
+			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 0, MaxWeight: 100},
+			wantRules: []Rule{
+				wtRule("/",
+					wtWith(wtBackendNoWeight("web-stable"), "weight", int64(100)),
+					wtWith(wtBackendNoWeight("web-canary"), "weight", int64(0)),
+					wtBackendNoWeight("web-legacy")),
+			},
+			wantChanges: []Change{
+				{Rule: 0, Backend: wtStable, From: 1, To: 100},
+				{Rule: 0, Backend: wtCanary, From: 1, To: 0},
+			},
+		},
+		{
+			name: "missing weight equal to the wanted 1 is left missing",
+			route: func() Route {
+				return wtRoute(wtRule("/", wtBackend("web-stable", 5), wtBackendNoWeight("web-canary")))
+			},
+			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 1, MaxWeight: 100},
+			wantRules: []Rule{
+				wtRule("/", wtBackend("web-stable", 99), wtBackendNoWeight("web-canary")),
+			},
+			wantChanges: []Change{
+				{Rule: 0, Backend: wtStable, From: 5, To: 99},
+			},
+		},
+		{
+			name:  "maxWeight 1000 with 300 gives 700/300",
+			route: func() Route { return wtRoute(wtRule("/", wtBackend("web-stable", 1000), wtBackend("web-canary", 0))) },
+			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 300, MaxWeight: 1000},
+			wantRules: []Rule{
+				wtRule("/", wtBackend("web-stable", 700), wtBackend("web-canary", 300)),
+			},
+			wantChanges: []Change{
+				{Rule: 0, Backend: wtStable, From: 1000, To: 700},
+				{Rule: 0, Backend: wtCanary, From: 0, To: 300},
+			},
+		},
+		{
+			name:  "full promotion: canary gets everything",
+			route: func() Route { return wtRoute(wtRule("/", wtBackend("web-stable", 60), wtBackend("web-canary", 40))) },
+			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 100, MaxWeight: 100},
+			wantRules: []Rule{
+				wtRule("/", wtBackend("web-stable", 0), wtBackend("web-canary", 100)),
+			},
+			wantChanges: []Change{
+				{Rule: 0, Backend: wtStable, From: 60, To: 0},
+				{Rule: 0, Backend: wtCanary, From: 40, To: 100},
+			},
+		},
+		{
+			name:        "weights already as asked: same rules, no changes",
+			route:       func() Route { return wtRoute(wtRule("/", wtBackend("web-stable", 70), wtBackend("web-canary", 30))) },
+			split:       Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 30, MaxWeight: 100},
+			wantRules:   []Rule{wtRule("/", wtBackend("web-stable", 70), wtBackend("web-canary", 30))},
+			wantChanges: nil,
+		},
+		{
+			name: "one managed rule already right, the other changes",
+			route: func() Route {
+				return wtRoute(
+					wtRule("/", wtBackend("web-stable", 70), wtBackend("web-canary", 30)),
+					wtRule("/api", wtBackend("web-stable", 100), wtBackend("web-canary", 0)),
+				)
+			},
+			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 30, MaxWeight: 100},
+			wantRules: []Rule{
+				wtRule("/", wtBackend("web-stable", 70), wtBackend("web-canary", 30)),
+				wtRule("/api", wtBackend("web-stable", 70), wtBackend("web-canary", 30)),
+			},
+			wantChanges: []Change{
+				{Rule: 1, Backend: wtStable, From: 100, To: 70},
+				{Rule: 1, Backend: wtCanary, From: 0, To: 30},
+			},
+		},
+		{
+			name: "a named TCPRoute rule: name and every other field pass through",
+			route: func() Route {
+				r := wtRoute(Rule{
+					"name":        "main",
+					"backendRefs": []any{wtBackend("web-stable", 100), wtBackend("web-canary", 0)},
+				})
+				r.Kind = TCPRoute
+				return r
+			},
+			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 5, MaxWeight: 100},
+			wantRules: []Rule{{
+				"name":        "main",
+				"backendRefs": []any{wtBackend("web-stable", 95), wtBackend("web-canary", 5)},
+			}},
+			wantChanges: []Change{
+				{Rule: 0, Backend: wtStable, From: 100, To: 95},
+				{Rule: 0, Backend: wtCanary, From: 0, To: 5},
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			route := tc.route()
+			gotRules, gotChanges, err := SetWeights(route, tc.split)
+			if err != nil {
+				t.Fatalf("SetWeights: unexpected error: %v", err)
+			}
+			if diff := cmp.Diff(tc.wantRules, gotRules); diff != "" {
+				t.Errorf("rules (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantChanges, gotChanges); diff != "" {
+				t.Errorf("changes (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.route().Rules, route.Rules); diff != "" {
+				t.Errorf("SetWeights changed its input route's rules (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestSetWeightsReturnsDeepCopy changes every map and list reachable from the
+// returned rules and checks the input route did not change with them.
+func TestSetWeightsReturnsDeepCopy(t *testing.T) {
+	build := func() Route {
+		return wtRoute(
+			wtRule("/", wtBackend("web-stable", 100), wtBackend("web-canary", 0), wtBackend("web-legacy", 5)),
+			wtRule("/admin", wtBackend("web-stable", 100)),
+		)
+	}
+	route := build()
+	got, _, err := SetWeights(route, Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 10, MaxWeight: 100})
+	if err != nil {
+		t.Fatalf("SetWeights: %v", err)
+	}
+	for _, r := range got {
+		for _, b := range r.BackendRefs() {
+			b.SetWeight(12345)
+			b["name"] = "mutated"
+		}
+		r["matches"].([]any)[0].(map[string]any)["path"].(map[string]any)["value"] = "/mutated"
+		r["backendRefs"].([]any)[0] = "mutated"
+		r["timeouts"] = nil
+	}
+	if diff := cmp.Diff(build().Rules, route.Rules); diff != "" {
+		t.Errorf("changing SetWeights' result changed the input route (-before +after):\n%s", diff)
+	}
+}
+
+func TestSetWeightsErrors(t *testing.T) {
+	managed := func() Route { return wtRoute(wtRule("/", wtBackend("web-stable", 100), wtBackend("web-canary", 0))) }
+	tests := []struct {
+		name    string
+		route   func() Route
+		split   Split
+		wantErr []string // substrings of the message
+		// wantNoRule, if set, is the *NoManagedRuleError the call must return.
+		wantNoRule *NoManagedRuleError
+	}{
+		{
+			name:    "negative canary weight",
+			route:   managed,
+			split:   Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: -1, MaxWeight: 100},
+			wantErr: []string{"canary weight -1", "0..100"},
+		},
+		{
+			name:    "canary weight above maxWeight",
+			route:   managed,
+			split:   Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 101, MaxWeight: 100},
+			wantErr: []string{"canary weight 101", "0..100"},
+		},
+		{
+			name:    "canary weight above a maxWeight of 1000",
+			route:   managed,
+			split:   Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 1001, MaxWeight: 1000},
+			wantErr: []string{"canary weight 1001", "0..1000"},
+		},
+		{
+			name: "no rule holds both Services",
+			route: func() Route {
+				return wtRoute(wtRule("/", wtBackend("web-stable", 100)), wtRule("/preview", wtBackend("web-canary", 100)))
+			},
+			split:      Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 10, MaxWeight: 100},
+			wantErr:    []string{"HTTPRoute shop/web", "Service shop/web-stable", "Service shop/web-canary"},
+			wantNoRule: &NoManagedRuleError{Route: Ref{Kind: HTTPRoute, Namespace: wtNS, Name: "web"}, Stable: wtStable, Canary: wtCanary},
+		},
+		{
+			name:       "a route without rules",
+			route:      func() Route { return wtRoute() },
+			split:      Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 10, MaxWeight: 100},
+			wantErr:    []string{"HTTPRoute shop/web", "Service shop/web-stable", "Service shop/web-canary"},
+			wantNoRule: &NoManagedRuleError{Route: Ref{Kind: HTTPRoute, Namespace: wtNS, Name: "web"}, Stable: wtStable, Canary: wtCanary},
+		},
+		{
+			name: "the canary only as a ServiceImport",
+			route: func() Route {
+				return wtRoute(wtRule("/", wtBackend("web-stable", 100),
+					map[string]any{"group": "multicluster.x-k8s.io", "kind": "ServiceImport", "name": "web-canary", "weight": int64(0)}))
+			},
+			split:      Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 10, MaxWeight: 100},
+			wantErr:    []string{"HTTPRoute shop/web", "Service shop/web-stable", "Service shop/web-canary"},
+			wantNoRule: &NoManagedRuleError{Route: Ref{Kind: HTTPRoute, Namespace: wtNS, Name: "web"}, Stable: wtStable, Canary: wtCanary},
+		},
+		{
+			name: "the canary only in another namespace",
+			route: func() Route {
+				return wtRoute(wtRule("/", wtBackend("web-stable", 100), wtWith(wtBackend("web-canary", 0), "namespace", "elsewhere")))
+			},
+			split:      Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 10, MaxWeight: 100},
+			wantErr:    []string{"HTTPRoute shop/web", "Service shop/web-stable", "Service shop/web-canary"},
+			wantNoRule: &NoManagedRuleError{Route: Ref{Kind: HTTPRoute, Namespace: wtNS, Name: "web"}, Stable: wtStable, Canary: wtCanary},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			route := tc.route()
+			rules, changes, err := SetWeights(route, tc.split)
+			if err == nil {
+				t.Fatalf("SetWeights: no error; rules %v, changes %v", rules, changes)
+			}
+			for _, s := range tc.wantErr {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("error %q does not mention %q", err, s)
+				}
+			}
+			var noRule *NoManagedRuleError
+			isNoRule := errors.As(err, &noRule)
+			switch {
+			case tc.wantNoRule == nil && isNoRule:
+				t.Errorf("error is a *NoManagedRuleError, want a range error: %v", err)
+			case tc.wantNoRule != nil && !isNoRule:
+				t.Errorf("error is %T, want *NoManagedRuleError: %v", err, err)
+			case tc.wantNoRule != nil:
+				if diff := cmp.Diff(tc.wantNoRule, noRule); diff != "" {
+					t.Errorf("NoManagedRuleError (-want +got):\n%s", diff)
+				}
+			}
+			if rules != nil || changes != nil {
+				t.Errorf("on error SetWeights returned rules %v and changes %v, want nil", rules, changes)
+			}
+			if diff := cmp.Diff(tc.route().Rules, route.Rules); diff != "" {
+				t.Errorf("SetWeights changed its input route's rules (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestNoManagedRuleErrorMessage(t *testing.T) {
+	err := &NoManagedRuleError{
+		Route:  Ref{Kind: GRPCRoute, Namespace: "payments", Name: "api"},
+		Stable: ServiceRef("payments", "api-ping"),
+		Canary: ServiceRef("payments", "api-pong"),
+	}
+	want := "GRPCRoute payments/api has no rule whose backendRefs include both the stable Service payments/api-ping " +
+		"and the canary Service payments/api-pong; add both backendRefs to the rule whose traffic the rollout shifts"
+	if diff := cmp.Diff(want, err.Error()); diff != "" {
+		t.Errorf("message (-want +got):\n%s", diff)
+	}
+}
+
+func TestManagedRules(t *testing.T) {
+	tests := []struct {
+		name  string
+		route Route
+		want  []int
+	}{
+		{
+			name:  "no rules",
+			route: wtRoute(),
+			want:  nil,
+		},
+		{
+			name:  "one rule with both",
+			route: wtRoute(wtRule("/", wtBackend("web-stable", 1), wtBackend("web-canary", 1))),
+			want:  []int{0},
+		},
+		{
+			name: "only the rules with both, in order",
+			route: wtRoute(
+				wtRule("/a", wtBackend("web-stable", 1)),
+				wtRule("/b", wtBackend("web-canary", 1), wtBackend("web-stable", 1)),
+				wtRule("/c", wtBackend("web-canary", 1)),
+				wtRule("/d", wtBackend("web-stable", 1), wtBackend("x", 1), wtBackend("web-canary", 1)),
+			),
+			want: []int{1, 3},
+		},
+		{
+			name:  "defaults left out still match",
+			route: wtRoute(wtRule("/", wtBackendNoWeight("web-stable"), wtBackendNoWeight("web-canary"))),
+			want:  []int{0},
+		},
+		{
+			name: "kind, group and namespace must all match",
+			route: wtRoute(
+				wtRule("/kind", wtBackend("web-stable", 1), wtWith(wtBackend("web-canary", 1), "kind", "ServiceImport")),
+				wtRule("/group", wtBackend("web-stable", 1), wtWith(wtBackend("web-canary", 1), "group", "multicluster.x-k8s.io")),
+				wtRule("/ns", wtBackend("web-stable", 1), wtWith(wtBackend("web-canary", 1), "namespace", "elsewhere")),
+				wtRule("/stable-ns", wtWith(wtBackend("web-stable", 1), "namespace", "elsewhere"), wtBackend("web-canary", 1)),
+			),
+			want: nil,
+		},
+		{
+			name: "a rule without backendRefs",
+			route: wtRoute(
+				Rule{"matches": []any{}},
+				wtRule("/", wtBackend("web-stable", 1), wtBackend("web-canary", 1)),
+			),
+			want: []int{1},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := ManagedRules(tc.route, wtStable, wtCanary)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("ManagedRules (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestCanaryWeight(t *testing.T) {
+	tests := []struct {
+		name      string
+		namespace string
+		rules     []Rule
+		want      int64
+	}{
+		{
+			name:      "no rules",
+			namespace: wtNS,
+			want:      0,
+		},
+		{
+			name:      "the canary's weight in the managed rule",
+			namespace: wtNS,
+			rules:     []Rule{wtRule("/", wtBackend("web-stable", 70), wtBackend("web-canary", 30))},
+			want:      30,
+		},
+		{
+			name:      "the highest over managed rules",
+			namespace: wtNS,
+			rules: []Rule{
+				wtRule("/", wtBackend("web-stable", 90), wtBackend("web-canary", 10)),
+				wtRule("/api", wtBackend("web-canary", 40), wtBackend("web-stable", 60)),
+			},
+			want: 40,
+		},
+		{
+			name:      "a canary in an unmanaged rule does not count",
+			namespace: wtNS,
+			rules: []Rule{
+				wtRule("/", wtBackend("web-stable", 100), wtBackend("web-canary", 0)),
+				wtRule("/preview", wtBackend("web-canary", 100)),
+			},
+			want: 0,
+		},
+		{
+			name:      "a look-alike canary in a managed rule does not count",
+			namespace: wtNS,
+			rules: []Rule{wtRule("/",
+				wtBackend("web-stable", 100), wtBackend("web-canary", 0),
+				map[string]any{"group": "multicluster.x-k8s.io", "kind": "ServiceImport", "name": "web-canary", "weight": int64(50)},
+				wtWith(wtBackend("web-canary", 60), "namespace", "elsewhere"),
+			)},
+			want: 0,
+		},
+		{
+			name:      "missing weight is 1",
+			namespace: wtNS,
+			rules:     []Rule{wtRule("/", wtBackend("web-stable", 100), wtBackendNoWeight("web-canary"))},
+			want:      1,
+		},
+		{
+			name:      "the namespace argument resolves backendRefs without one",
+			namespace: "elsewhere",
+			rules:     []Rule{wtRule("/", wtBackend("web-stable", 70), wtBackend("web-canary", 30))},
+			want:      0,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := CanaryWeight(tc.namespace, tc.rules, wtStable, wtCanary); got != tc.want {
+				t.Errorf("CanaryWeight = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRuleBackendRefs(t *testing.T) {
+	tests := []struct {
+		name string
+		rule Rule
+		want []BackendRef
+	}{
+		{
+			name: "no backendRefs key",
+			rule: Rule{"matches": []any{}},
+			want: []BackendRef{},
+		},
+		{
+			name: "every backendRef, in order",
+			rule: wtRule("/", wtBackend("b", 2), wtBackend("a", 1)),
+			want: []BackendRef{wtBackend("b", 2), wtBackend("a", 1)},
+		},
+		{
+			name: "entries that are not objects are skipped",
+			rule: Rule{"backendRefs": []any{"junk", wtBackend("a", 1), nil, int64(3)}},
+			want: []BackendRef{wtBackend("a", 1)},
+		},
+		{
+			name: "backendRefs that is not a list",
+			rule: Rule{"backendRefs": map[string]any{"name": "a"}},
+			want: []BackendRef{},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, tc.rule.BackendRefs()); diff != "" {
+				t.Errorf("BackendRefs (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestBackendRefSetWeightChangesTheRule(t *testing.T) {
+	r := wtRule("/", wtBackend("web-stable", 100), wtBackendNoWeight("web-canary"))
+	refs := r.BackendRefs()
+	refs[0].SetWeight(60)
+	refs[1].SetWeight(40)
+	want := wtRule("/", wtBackend("web-stable", 60), wtWith(wtBackendNoWeight("web-canary"), "weight", int64(40)))
+	if diff := cmp.Diff(want, r); diff != "" {
+		t.Errorf("rule after SetWeight through BackendRefs (-want +got):\n%s", diff)
+	}
+}
+
+func TestBackendRefTarget(t *testing.T) {
+	tests := []struct {
+		name string
+		ref  BackendRef
+		want ObjectRef
+	}{
+		{
+			name: "defaults spelled out",
+			ref:  wtBackend("web", 1),
+			want: ObjectRef{Group: "", Kind: "Service", Namespace: wtNS, Name: "web"},
+		},
+		{
+			name: "defaults left out: core group, kind Service, the route's namespace",
+			ref:  BackendRef{"name": "web"},
+			want: ObjectRef{Group: "", Kind: "Service", Namespace: wtNS, Name: "web"},
+		},
+		{
+			name: "empty kind and namespace mean the defaults",
+			ref:  BackendRef{"name": "web", "kind": "", "namespace": ""},
+			want: ObjectRef{Group: "", Kind: "Service", Namespace: wtNS, Name: "web"},
+		},
+		{
+			name: "another namespace",
+			ref:  BackendRef{"name": "web", "namespace": "elsewhere"},
+			want: ObjectRef{Group: "", Kind: "Service", Namespace: "elsewhere", Name: "web"},
+		},
+		{
+			name: "ServiceImport",
+			ref:  BackendRef{"group": "multicluster.x-k8s.io", "kind": "ServiceImport", "name": "web"},
+			want: ObjectRef{Group: "multicluster.x-k8s.io", Kind: "ServiceImport", Namespace: wtNS, Name: "web"},
+		},
+		{
+			name: "a group with the default kind",
+			ref:  BackendRef{"group": "multicluster.x-k8s.io", "name": "web"},
+			want: ObjectRef{Group: "multicluster.x-k8s.io", Kind: "Service", Namespace: wtNS, Name: "web"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, tc.ref.Target(wtNS)); diff != "" {
+				t.Errorf("Target (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestBackendRefWeight(t *testing.T) {
+	tests := []struct {
+		name string
+		ref  BackendRef
+		want int64
+	}{
+		{name: "int64 as unstructured gives it", ref: BackendRef{"weight": int64(42)}, want: 42},
+		{name: "zero", ref: BackendRef{"weight": int64(0)}, want: 0},
+		{name: "the largest Gateway API weight", ref: BackendRef{"weight": int64(1000000)}, want: 1000000},
+		{name: "float64 as encoding/json gives it", ref: BackendRef{"weight": float64(7)}, want: 7},
+		{name: "missing means 1", ref: BackendRef{"name": "web"}, want: 1},
+		{name: "null means 1", ref: BackendRef{"weight": nil}, want: 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.ref.Weight(); got != tc.want {
+				t.Errorf("Weight = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestChangeString(t *testing.T) {
+	tests := []struct {
+		change Change
+		want   string
+	}{
+		{Change{Rule: 0, Backend: wtStable, From: 100, To: 70}, "rule 0 Service shop/web-stable 100→70"},
+		{
+			Change{Rule: 3, Backend: ObjectRef{Group: "multicluster.x-k8s.io", Kind: "ServiceImport", Namespace: wtNS, Name: "web"}, From: 1, To: 0},
+			"rule 3 ServiceImport.multicluster.x-k8s.io shop/web 1→0",
+		},
+	}
+	for _, tc := range tests {
+		if diff := cmp.Diff(tc.want, tc.change.String()); diff != "" {
+			t.Errorf("Change.String (-want +got):\n%s", diff)
+		}
+	}
+}
