@@ -21,13 +21,19 @@ if have "$DEST"; then
   echo "$DEST"; exit 0
 fi
 if command -v setup-envtest >/dev/null 2>&1; then
-  if dir=$(setup-envtest use -p path "$K8S_VERSION" 2>/dev/null) && have "$dir"; then
+  if dir=$(timeout 300 setup-envtest use -p path "$K8S_VERSION" 2>/dev/null) && have "$dir"; then
     echo "$dir"; exit 0
   fi
   log "setup-envtest could not provide $K8S_VERSION; building from the Go module proxy"
 fi
 
 mkdir -p "$DEST"
+# One build at a time: a second caller waits and then finds the binaries.
+exec 9>"$DEST/.lock"
+flock 9
+if have "$DEST"; then
+  echo "$DEST"; exit 0
+fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export GOFLAGS=-mod=mod GOWORK=off

@@ -81,6 +81,11 @@ func Start(ch Channel) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	rollouts, err := RolloutsCRDs()
+	if err != nil {
+		return nil, err
+	}
+	crds = append(crds, rollouts...)
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: dir,
 		CRDs:                  crds,
@@ -134,30 +139,31 @@ current-context: envtest
 `, server)
 }
 
-// GatewayAPIDir is the gateway-api module's directory in the module cache.
-func GatewayAPIDir() (string, error) {
-	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api")
+// moduleDir is a dependency's directory in the module cache.
+func moduleDir(module string) (string, error) {
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module)
 	cmd.Dir = RepoRoot()
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("locating sigs.k8s.io/gateway-api: %w", err)
+		return "", fmt.Errorf("locating %s: %w", module, err)
 	}
 	return strings.TrimSpace(string(out)), nil
 }
 
-// CRDs reads the Gateway API CRDs of a channel.
-func CRDs(ch Channel) ([]*apiextensionsv1.CustomResourceDefinition, error) {
-	dir, err := GatewayAPIDir()
+// RolloutsCRDs reads Argo Rollouts' CRDs (Rollout, Experiment, analysis), so
+// documented Rollouts can be applied and checked against their schema.
+func RolloutsCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	dir, err := moduleDir("github.com/argoproj/argo-rollouts")
 	if err != nil {
 		return nil, err
 	}
-	sub := string(ch)
-	if ch == V1Alpha2Only {
-		sub = string(Experimental)
-	}
-	files, err := filepath.Glob(filepath.Join(dir, "config", "crd", sub, "gateway.networking.k8s.io_*.yaml"))
+	return readCRDFiles(filepath.Join(dir, "manifests", "crds", "*-crd.yaml"))
+}
+
+func readCRDFiles(pattern string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	files, err := filepath.Glob(pattern)
 	if err != nil || len(files) == 0 {
-		return nil, fmt.Errorf("no CRDs under %s/config/crd/%s: %v", dir, sub, err)
+		return nil, fmt.Errorf("no CRDs match %s: %v", pattern, err)
 	}
 	var out []*apiextensionsv1.CustomResourceDefinition
 	for _, f := range files {
@@ -170,6 +176,23 @@ func CRDs(ch Channel) ([]*apiextensionsv1.CustomResourceDefinition, error) {
 			return nil, fmt.Errorf("%s: %w", f, err)
 		}
 		out = append(out, crds...)
+	}
+	return out, nil
+}
+
+// CRDs reads the Gateway API CRDs of a channel.
+func CRDs(ch Channel) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	dir, err := moduleDir("sigs.k8s.io/gateway-api")
+	if err != nil {
+		return nil, err
+	}
+	sub := string(ch)
+	if ch == V1Alpha2Only {
+		sub = string(Experimental)
+	}
+	out, err := readCRDFiles(filepath.Join(dir, "config", "crd", sub, "gateway.networking.k8s.io_*.yaml"))
+	if err != nil {
+		return nil, err
 	}
 	if ch == V1Alpha2Only {
 		for _, crd := range out {
