@@ -267,8 +267,12 @@ func (p *Plugin) update(ro *v1alpha1.Rollout, call string, compute computeFunc) 
 		}()
 	}
 	wg.Wait()
-	if len(failed) > 0 {
-		return p.fail(ro, call, fmt.Errorf("%d of %d routes failed (the others are written; the call is safe to repeat): %w",
+	switch {
+	case len(failed) == 0:
+	case len(failed) == len(plans):
+		return p.fail(ro, call, errors.Join(failed...))
+	default:
+		return p.fail(ro, call, fmt.Errorf("%d of %d routes failed; the others are written and the call is safe to repeat: %w",
 			len(failed), len(plans), errors.Join(failed...)))
 	}
 	return types.RpcError{}

@@ -116,11 +116,39 @@ func decodeRules(rules []routes.Rule, into any) error {
 		return err
 	}
 	for i := range want {
-		if i >= len(got) || !reflect.DeepEqual(want[i], got[i]) {
+		if i >= len(got) || !reflect.DeepEqual(pruneEmpty(want[i]), pruneEmpty(got[i])) {
 			return &UnrepresentableError{Reason: fmt.Sprintf("rule %d does not survive conversion to the typed apply configuration", i)}
 		}
 	}
 	return nil
+}
+
+// pruneEmpty drops null values and empty lists and objects, which the typed
+// apply configurations omit and which mean the same as an absent field.
+func pruneEmpty(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		out := map[string]any{}
+		for k, e := range t {
+			if p := pruneEmpty(e); p != nil {
+				out[k] = p
+			}
+		}
+		if len(out) == 0 {
+			return nil
+		}
+		return out
+	case []any:
+		if len(t) == 0 {
+			return nil
+		}
+		out := make([]any, len(t))
+		for i, e := range t {
+			out[i] = pruneEmpty(e)
+		}
+		return out
+	}
+	return v
 }
 
 func pointers[T any](items []T) []*T {

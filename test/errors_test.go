@@ -1,6 +1,7 @@
 package test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,6 +9,8 @@ import (
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	"github.com/argoproj/argo-rollouts/utils/plugin/types"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/test/harness"
 )
@@ -134,5 +137,48 @@ func TestInitPluginWithoutKubeconfig(t *testing.T) {
 	}
 	if _, statErr := os.Stat(filepath.Join(home, ".kube")); statErr == nil {
 		t.Error("the plugin created ~/.kube")
+	}
+}
+
+// An apiserver refusal is an RpcError naming the route and what to grant.
+func TestForbiddenWriteNamesRouteAndPermission(t *testing.T) {
+	ns := namespace(t, standard)
+	create(t, standard, ns, routeYAML("v1", "HTTPRoute", "route"))
+	ctx := context.Background()
+	role := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "routes-read-only"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"gateway.networking.k8s.io"}, Resources: []string{"httproutes"}, Verbs: []string{"get", "list", "watch"}}},
+	}
+	if _, err := standard.Kube.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "routes-read-only"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "routes-read-only"},
+		Subjects:   []rbacv1.Subject{{Kind: "User", Name: "read-only-plugin"}},
+	}
+	if _, err := standard.Kube.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, rec, err := standard.KubeconfigAs("read-only-plugin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+	proc, err := harness.StartPlugin(pluginBin, kubeconfig, testWriter{t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proc.Stop()
+	before := get(t, standard, "v1", "HTTPRoute", ns, "route").GetResourceVersion()
+	e := proc.Plugin.SetWeight(rollout(ns, `{"httpRoute": "route"}`), 30, nil)
+	t.Logf("error: %s", e.ErrorString)
+	for _, want := range []string{"HTTPRoute " + ns + "/route", "forbidden", "patch on httproutes.gateway.networking.k8s.io"} {
+		if !strings.Contains(e.ErrorString, want) {
+			t.Errorf("error %q does not mention %q", e.ErrorString, want)
+		}
+	}
+	if after := get(t, standard, "v1", "HTTPRoute", ns, "route").GetResourceVersion(); after != before {
+		t.Error("the route changed")
 	}
 }

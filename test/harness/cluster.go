@@ -237,3 +237,22 @@ func decodeCRDs(data []byte) ([]*apiextensionsv1.CustomResourceDefinition, error
 }
 
 func bufioReader(data []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(data)) }
+
+// KubeconfigAs returns a kubeconfig for a plugin that talks to the cluster as
+// user (through a recorder of its own) and that recorder; RBAC applies to it.
+func (c *Cluster) KubeconfigAs(user string) (string, *Recorder, error) {
+	u, err := c.Env.AddUser(envtest.User{Name: user}, nil)
+	if err != nil {
+		return "", nil, err
+	}
+	rec, err := NewRecorder(u.Config())
+	if err != nil {
+		return "", nil, err
+	}
+	path := filepath.Join(c.dir, "kubeconfig-"+user)
+	if err := os.WriteFile(path, []byte(kubeconfigFor(rec.URL)), 0o600); err != nil {
+		rec.Close()
+		return "", nil, err
+	}
+	return path, rec, nil
+}
