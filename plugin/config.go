@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
@@ -53,7 +55,22 @@ type Config struct {
 	DisableInProgressLabel bool   `json:"disableInProgressLabel,omitempty"`
 	InProgressLabelKey     string `json:"inProgressLabelKey,omitempty"`
 	InProgressLabelValue   string `json:"inProgressLabelValue,omitempty"`
+
+	// Options of this plugin, additive to the argoproj-labs config.
+
+	// VerifyWeight makes VerifyWeight check that the gateway accepted the
+	// weights (status.parents); off, VerifyWeight answers NotImplemented.
+	VerifyWeight bool `json:"verifyWeight,omitempty"`
+	// ConflictPolicy says what to do when another manager changed what the
+	// plugin manages mid-rollout: "Error" (default) or "Force".
+	ConflictPolicy string `json:"conflictPolicy,omitempty"`
 }
+
+// Conflict policies.
+const (
+	ConflictError = "Error"
+	ConflictForce = "Force"
+)
 
 // NamedRoute is one entry of httpRoutes, grpcRoutes, tcpRoutes or tlsRoutes.
 type NamedRoute struct {
@@ -67,12 +84,11 @@ type Settings struct {
 	Targets routes.Targets
 	// InProgressLabel is nil when the label is disabled.
 	InProgressLabel map[string]string
-}
-
-var configKeys = []string{
-	"httpRoute", "httpRoutes", "httpRouteSelector", "grpcRoute", "grpcRoutes", "grpcRouteSelector",
-	"tcpRoute", "tcpRoutes", "tcpRouteSelector", "tlsRoute", "tlsRoutes", "tlsRouteSelector",
-	"namespace", "configMap", "disableInProgressLabel", "inProgressLabelKey", "inProgressLabelValue",
+	// HeaderRoutes are the routes setHeaderRoute steps add rules to.
+	HeaderRoutes map[routes.Ref]bool
+	VerifyWeight bool
+	// ConflictPolicy is ConflictError or ConflictForce.
+	ConflictPolicy string
 }
 
 // ParseConfig reads and validates the Rollout's config for the plugin
@@ -91,14 +107,9 @@ func ParseConfig(ro *v1alpha1.Rollout, pluginName string) (Settings, error) {
 		}
 		return Settings{}, fmt.Errorf("%s is missing (the Rollout configures %v): the plugin reads its config under the name it is registered with; start it with -plugin-name to change that name", where, names)
 	}
-	var cfg Config
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&cfg); err != nil {
-		return Settings{}, fmt.Errorf("%s: %s", where, describeJSONError(err))
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return Settings{}, fmt.Errorf("%s: malformed JSON: unexpected data after the config object", where)
+	cfg, err := decodeConfig(raw)
+	if err != nil {
+		return Settings{}, fmt.Errorf("%s: %w", where, err)
 	}
 	s, err := cfg.settings(ro.Namespace)
 	if err != nil {
@@ -107,15 +118,63 @@ func ParseConfig(ro *v1alpha1.Rollout, pluginName string) (Settings, error) {
 	return s, nil
 }
 
-func describeJSONError(err error) string {
+// fields maps each config key, spelled exactly, to where it is decoded.
+func (c *Config) fields() map[string]any {
+	return map[string]any{
+		"httpRoute": &c.HTTPRoute, "httpRoutes": &c.HTTPRoutes, "httpRouteSelector": &c.HTTPRouteSelector,
+		"grpcRoute": &c.GRPCRoute, "grpcRoutes": &c.GRPCRoutes, "grpcRouteSelector": &c.GRPCRouteSelector,
+		"tcpRoute": &c.TCPRoute, "tcpRoutes": &c.TCPRoutes, "tcpRouteSelector": &c.TCPRouteSelector,
+		"tlsRoute": &c.TLSRoute, "tlsRoutes": &c.TLSRoutes, "tlsRouteSelector": &c.TLSRouteSelector,
+		"namespace": &c.Namespace, "configMap": &c.ConfigMap,
+		"disableInProgressLabel": &c.DisableInProgressLabel, "inProgressLabelKey": &c.InProgressLabelKey,
+		"inProgressLabelValue": &c.InProgressLabelValue,
+		"verifyWeight":         &c.VerifyWeight, "conflictPolicy": &c.ConflictPolicy,
+	}
+}
+
+// decodeConfig decodes key by key, so an error names the key it is about,
+// also for an unknown field nested inside one.
+func decodeConfig(raw []byte) (Config, error) {
+	var cfg Config
+	var top map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if err := dec.Decode(&top); err != nil {
+		return Config{}, errors.New(describeJSONError(err, ""))
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return Config{}, errors.New("malformed JSON: unexpected data after the config object")
+	}
+	fields := cfg.fields()
+	var errs []error
+	for _, key := range slices.Sorted(maps.Keys(top)) {
+		into, ok := fields[key]
+		if !ok {
+			errs = append(errs, fmt.Errorf("unknown key %q; known keys: %s", key, strings.Join(slices.Sorted(maps.Keys(fields)), ", ")))
+			continue
+		}
+		dec := json.NewDecoder(bytes.NewReader(top[key]))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(into); err != nil {
+			errs = append(errs, errors.New(describeJSONError(err, key)))
+		}
+	}
+	return cfg, errors.Join(errs...)
+}
+
+func describeJSONError(err error, key string) string {
 	var typeErr *json.UnmarshalTypeError
 	var syntaxErr *json.SyntaxError
 	switch {
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		key := strings.TrimPrefix(err.Error(), "json: unknown field ")
-		return fmt.Sprintf("unknown key %s; known keys: %s", key, strings.Join(configKeys, ", "))
+		return fmt.Sprintf("key %q: unknown field %s", key, strings.TrimPrefix(err.Error(), "json: unknown field "))
+	case errors.As(err, &typeErr) && key == "":
+		return fmt.Sprintf("the config must be a JSON object, not a JSON %s", typeErr.Value)
 	case errors.As(err, &typeErr):
-		return fmt.Sprintf("key %q must be %s, not a JSON %s", typeErr.Field, typeName(typeErr), typeErr.Value)
+		where := key
+		if typeErr.Field != "" {
+			where = key + "." + typeErr.Field
+		}
+		return fmt.Sprintf("key %q must be %s, not a JSON %s", where, typeName(typeErr), typeErr.Value)
 	case errors.As(err, &syntaxErr):
 		return fmt.Sprintf("malformed JSON at byte %d: %v", syntaxErr.Offset, err)
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
@@ -147,22 +206,30 @@ func (cfg Config) settings(rolloutNamespace string) (Settings, error) {
 	}
 	var t routes.Targets
 	var errs []error
-	addNamed := func(kind routes.Kind, single string, singleKey string, list []NamedRoute, listKey string) {
+	headerRoutes := map[routes.Ref]bool{}
+	addNamed := func(kind routes.Kind, single string, list []NamedRoute, listKey string) {
 		if single != "" {
-			t.Named = append(t.Named, routes.Ref{Kind: kind, Namespace: ns, Name: single})
+			// The single-route form has always taken header routes.
+			ref := routes.Ref{Kind: kind, Namespace: ns, Name: single}
+			t.Named = append(t.Named, ref)
+			headerRoutes[ref] = true
 		}
 		for i, r := range list {
 			if r.Name == "" {
 				errs = append(errs, fmt.Errorf("key %q: entry %d has no name", listKey, i))
 				continue
 			}
-			t.Named = append(t.Named, routes.Ref{Kind: kind, Namespace: ns, Name: r.Name})
+			ref := routes.Ref{Kind: kind, Namespace: ns, Name: r.Name}
+			t.Named = append(t.Named, ref)
+			if r.UseHeaderRoutes {
+				headerRoutes[ref] = true
+			}
 		}
 	}
-	addNamed(routes.HTTPRoute, cfg.HTTPRoute, "httpRoute", cfg.HTTPRoutes, "httpRoutes")
-	addNamed(routes.GRPCRoute, cfg.GRPCRoute, "grpcRoute", cfg.GRPCRoutes, "grpcRoutes")
-	addNamed(routes.TCPRoute, cfg.TCPRoute, "tcpRoute", cfg.TCPRoutes, "tcpRoutes")
-	addNamed(routes.TLSRoute, cfg.TLSRoute, "tlsRoute", cfg.TLSRoutes, "tlsRoutes")
+	addNamed(routes.HTTPRoute, cfg.HTTPRoute, cfg.HTTPRoutes, "httpRoutes")
+	addNamed(routes.GRPCRoute, cfg.GRPCRoute, cfg.GRPCRoutes, "grpcRoutes")
+	addNamed(routes.TCPRoute, cfg.TCPRoute, cfg.TCPRoutes, "tcpRoutes")
+	addNamed(routes.TLSRoute, cfg.TLSRoute, cfg.TLSRoutes, "tlsRoutes")
 
 	for _, s := range []struct {
 		kind routes.Kind
@@ -195,7 +262,15 @@ func (cfg Config) settings(rolloutNamespace string) (Settings, error) {
 		return Settings{}, errors.New("names no route: set httpRoute(s), grpcRoute(s), tcpRoute(s), tlsRoute(s) or a route selector")
 	}
 
-	out := Settings{Targets: t}
+	policy := cfg.ConflictPolicy
+	switch policy {
+	case "":
+		policy = ConflictError
+	case ConflictError, ConflictForce:
+	default:
+		return Settings{}, fmt.Errorf("key \"conflictPolicy\" must be %q or %q, not %q", ConflictError, ConflictForce, policy)
+	}
+	out := Settings{Targets: t, HeaderRoutes: headerRoutes, VerifyWeight: cfg.VerifyWeight, ConflictPolicy: policy}
 	if !cfg.DisableInProgressLabel {
 		key, value := cfg.InProgressLabelKey, cfg.InProgressLabelValue
 		if key == "" {

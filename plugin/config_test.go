@@ -50,11 +50,29 @@ var cfgCompareSelectors = cmp.Comparer(func(a, b labels.Selector) bool {
 
 var cfgDefaultLabel = map[string]string{DefaultInProgressLabelKey: DefaultInProgressLabelValue}
 
+// cfgHeader is the set of routes that take header routes.
+func cfgHeader(refs ...routes.Ref) map[routes.Ref]bool {
+	out := map[routes.Ref]bool{}
+	for _, r := range refs {
+		out[r] = true
+	}
+	return out
+}
+
 func TestParseConfig(t *testing.T) {
 	http := func(ns, name string) routes.Ref { return routes.Ref{Kind: routes.HTTPRoute, Namespace: ns, Name: name} }
 	grpc := func(ns, name string) routes.Ref { return routes.Ref{Kind: routes.GRPCRoute, Namespace: ns, Name: name} }
 	tcp := func(ns, name string) routes.Ref { return routes.Ref{Kind: routes.TCPRoute, Namespace: ns, Name: name} }
 	tls := func(ns, name string) routes.Ref { return routes.Ref{Kind: routes.TLSRoute, Namespace: ns, Name: name} }
+	// oneHTTPRoute is what {"httpRoute": "web", ...} gives with every other option at its default.
+	oneHTTPRoute := func() Settings {
+		return Settings{
+			Targets:         routes.Targets{Named: []routes.Ref{http("shop", "web")}},
+			InProgressLabel: cfgDefaultLabel,
+			HeaderRoutes:    cfgHeader(http("shop", "web")),
+			ConflictPolicy:  ConflictError,
+		}
+	}
 
 	tests := []struct {
 		name       string
@@ -66,32 +84,41 @@ func TestParseConfig(t *testing.T) {
 			name: "httpRoute",
 			raw:  `{"httpRoute": "web"}`,
 			want: func(*testing.T) Settings {
-				return Settings{Targets: routes.Targets{Named: []routes.Ref{http("shop", "web")}}, InProgressLabel: cfgDefaultLabel}
+				return Settings{
+					Targets:         routes.Targets{Named: []routes.Ref{http("shop", "web")}},
+					InProgressLabel: map[string]string{"rollouts.argoproj.io/gatewayapi-canary": "in-progress"},
+					HeaderRoutes:    map[routes.Ref]bool{http("shop", "web"): true},
+					VerifyWeight:    false,
+					ConflictPolicy:  "Error",
+				}
 			},
 		},
 		{
 			name: "grpcRoute",
 			raw:  `{"grpcRoute": "api"}`,
 			want: func(*testing.T) Settings {
-				return Settings{Targets: routes.Targets{Named: []routes.Ref{grpc("shop", "api")}}, InProgressLabel: cfgDefaultLabel}
+				return Settings{Targets: routes.Targets{Named: []routes.Ref{grpc("shop", "api")}}, InProgressLabel: cfgDefaultLabel,
+					HeaderRoutes: cfgHeader(grpc("shop", "api")), ConflictPolicy: ConflictError}
 			},
 		},
 		{
 			name: "tcpRoute",
 			raw:  `{"tcpRoute": "db"}`,
 			want: func(*testing.T) Settings {
-				return Settings{Targets: routes.Targets{Named: []routes.Ref{tcp("shop", "db")}}, InProgressLabel: cfgDefaultLabel}
+				return Settings{Targets: routes.Targets{Named: []routes.Ref{tcp("shop", "db")}}, InProgressLabel: cfgDefaultLabel,
+					HeaderRoutes: cfgHeader(tcp("shop", "db")), ConflictPolicy: ConflictError}
 			},
 		},
 		{
 			name: "tlsRoute",
 			raw:  `{"tlsRoute": "edge"}`,
 			want: func(*testing.T) Settings {
-				return Settings{Targets: routes.Targets{Named: []routes.Ref{tls("shop", "edge")}}, InProgressLabel: cfgDefaultLabel}
+				return Settings{Targets: routes.Targets{Named: []routes.Ref{tls("shop", "edge")}}, InProgressLabel: cfgDefaultLabel,
+					HeaderRoutes: cfgHeader(tls("shop", "edge")), ConflictPolicy: ConflictError}
 			},
 		},
 		{
-			name: "the four route lists, with useHeaderRoutes",
+			name: "the four route lists: only entries with useHeaderRoutes take header routes",
 			raw: `{
 				"httpRoutes": [{"name": "web-a", "useHeaderRoutes": true}, {"name": "web-b"}],
 				"grpcRoutes": [{"name": "api-a", "useHeaderRoutes": false}],
@@ -99,12 +126,17 @@ func TestParseConfig(t *testing.T) {
 				"tlsRoutes":  [{"name": "edge-a"}]
 			}`,
 			want: func(*testing.T) Settings {
-				return Settings{Targets: routes.Targets{Named: []routes.Ref{
-					http("shop", "web-a"), http("shop", "web-b"),
-					grpc("shop", "api-a"),
-					tcp("shop", "db-a"), tcp("shop", "db-b"),
-					tls("shop", "edge-a"),
-				}}, InProgressLabel: cfgDefaultLabel}
+				return Settings{
+					Targets: routes.Targets{Named: []routes.Ref{
+						http("shop", "web-a"), http("shop", "web-b"),
+						grpc("shop", "api-a"),
+						tcp("shop", "db-a"), tcp("shop", "db-b"),
+						tls("shop", "edge-a"),
+					}},
+					InProgressLabel: cfgDefaultLabel,
+					HeaderRoutes:    cfgHeader(http("shop", "web-a"), tcp("shop", "db-b")),
+					ConflictPolicy:  ConflictError,
+				}
 			},
 		},
 		{
@@ -116,27 +148,35 @@ func TestParseConfig(t *testing.T) {
 				"httpRoutes": [{"name": "h2"}], "httpRoute": "h1"
 			}`,
 			want: func(*testing.T) Settings {
-				return Settings{Targets: routes.Targets{Named: []routes.Ref{
-					http("shop", "h1"), http("shop", "h2"),
-					grpc("shop", "g1"), grpc("shop", "g2"),
-					tcp("shop", "c1"), tcp("shop", "c2"),
-					tls("shop", "t1"), tls("shop", "t2"),
-				}}, InProgressLabel: cfgDefaultLabel}
+				return Settings{
+					Targets: routes.Targets{Named: []routes.Ref{
+						http("shop", "h1"), http("shop", "h2"),
+						grpc("shop", "g1"), grpc("shop", "g2"),
+						tcp("shop", "c1"), tcp("shop", "c2"),
+						tls("shop", "t1"), tls("shop", "t2"),
+					}},
+					InProgressLabel: cfgDefaultLabel,
+					HeaderRoutes:    cfgHeader(http("shop", "h1"), grpc("shop", "g1"), tcp("shop", "c1"), tls("shop", "t1")),
+					ConflictPolicy:  ConflictError,
+				}
 			},
 		},
 		{
 			name: "namespace holds the routes",
 			raw:  `{"httpRoute": "web", "grpcRoutes": [{"name": "api"}], "namespace": "gateways"}`,
 			want: func(*testing.T) Settings {
-				return Settings{Targets: routes.Targets{Named: []routes.Ref{http("gateways", "web"), grpc("gateways", "api")}}, InProgressLabel: cfgDefaultLabel}
+				return Settings{
+					Targets:         routes.Targets{Named: []routes.Ref{http("gateways", "web"), grpc("gateways", "api")}},
+					InProgressLabel: cfgDefaultLabel,
+					HeaderRoutes:    cfgHeader(http("gateways", "web")),
+					ConflictPolicy:  ConflictError,
+				}
 			},
 		},
 		{
 			name: "configMap is accepted and ignored",
 			raw:  `{"httpRoute": "web", "configMap": "argo-gatewayapi-configmap"}`,
-			want: func(*testing.T) Settings {
-				return Settings{Targets: routes.Targets{Named: []routes.Ref{http("shop", "web")}}, InProgressLabel: cfgDefaultLabel}
-			},
+			want: func(*testing.T) Settings { return oneHTTPRoute() },
 		},
 		{
 			name: "the four selectors, in the order HTTP, gRPC, TCP, TLS, after named routes",
@@ -160,6 +200,8 @@ func TestParseConfig(t *testing.T) {
 						},
 					},
 					InProgressLabel: cfgDefaultLabel,
+					HeaderRoutes:    cfgHeader(http("gateways", "web")),
+					ConflictPolicy:  ConflictError,
 				}
 			},
 		},
@@ -172,6 +214,8 @@ func TestParseConfig(t *testing.T) {
 						{Kind: routes.GRPCRoute, Namespace: "shop", Selector: cfgSelector(t, "app=api")},
 					}},
 					InProgressLabel: cfgDefaultLabel,
+					HeaderRoutes:    cfgHeader(),
+					ConflictPolicy:  ConflictError,
 				}
 			},
 		},
@@ -179,51 +223,80 @@ func TestParseConfig(t *testing.T) {
 			name: "disableInProgressLabel: no label",
 			raw:  `{"httpRoute": "web", "disableInProgressLabel": true}`,
 			want: func(*testing.T) Settings {
-				return Settings{Targets: routes.Targets{Named: []routes.Ref{http("shop", "web")}}}
+				s := oneHTTPRoute()
+				s.InProgressLabel = nil
+				return s
 			},
 		},
 		{
 			name: "disableInProgressLabel wins over a custom label, even an invalid one",
 			raw:  `{"httpRoute": "web", "disableInProgressLabel": true, "inProgressLabelKey": "not a key!", "inProgressLabelValue": "x"}`,
 			want: func(*testing.T) Settings {
-				return Settings{Targets: routes.Targets{Named: []routes.Ref{http("shop", "web")}}}
+				s := oneHTTPRoute()
+				s.InProgressLabel = nil
+				return s
 			},
 		},
 		{
 			name: "disableInProgressLabel false keeps the default label",
 			raw:  `{"httpRoute": "web", "disableInProgressLabel": false}`,
-			want: func(*testing.T) Settings {
-				return Settings{Targets: routes.Targets{Named: []routes.Ref{http("shop", "web")}}, InProgressLabel: cfgDefaultLabel}
-			},
+			want: func(*testing.T) Settings { return oneHTTPRoute() },
 		},
 		{
 			name: "inProgressLabelKey and inProgressLabelValue",
 			raw:  `{"httpRoute": "web", "inProgressLabelKey": "example.com/canary", "inProgressLabelValue": "running"}`,
 			want: func(*testing.T) Settings {
-				return Settings{Targets: routes.Targets{Named: []routes.Ref{http("shop", "web")}}, InProgressLabel: map[string]string{"example.com/canary": "running"}}
+				s := oneHTTPRoute()
+				s.InProgressLabel = map[string]string{"example.com/canary": "running"}
+				return s
 			},
 		},
 		{
 			name: "inProgressLabelKey alone keeps the default value",
 			raw:  `{"httpRoute": "web", "inProgressLabelKey": "canary"}`,
 			want: func(*testing.T) Settings {
-				return Settings{Targets: routes.Targets{Named: []routes.Ref{http("shop", "web")}}, InProgressLabel: map[string]string{"canary": DefaultInProgressLabelValue}}
+				s := oneHTTPRoute()
+				s.InProgressLabel = map[string]string{"canary": DefaultInProgressLabelValue}
+				return s
 			},
 		},
 		{
 			name: "inProgressLabelValue alone keeps the default key",
 			raw:  `{"httpRoute": "web", "inProgressLabelValue": "yes"}`,
 			want: func(*testing.T) Settings {
-				return Settings{Targets: routes.Targets{Named: []routes.Ref{http("shop", "web")}}, InProgressLabel: map[string]string{DefaultInProgressLabelKey: "yes"}}
+				s := oneHTTPRoute()
+				s.InProgressLabel = map[string]string{DefaultInProgressLabelKey: "yes"}
+				return s
 			},
+		},
+		{
+			name: "verifyWeight",
+			raw:  `{"httpRoute": "web", "verifyWeight": true}`,
+			want: func(*testing.T) Settings {
+				s := oneHTTPRoute()
+				s.VerifyWeight = true
+				return s
+			},
+		},
+		{
+			name: "conflictPolicy Force",
+			raw:  `{"httpRoute": "web", "conflictPolicy": "Force"}`,
+			want: func(*testing.T) Settings {
+				s := oneHTTPRoute()
+				s.ConflictPolicy = ConflictForce
+				return s
+			},
+		},
+		{
+			name: "conflictPolicy Error spelled out",
+			raw:  `{"httpRoute": "web", "conflictPolicy": "Error"}`,
+			want: func(*testing.T) Settings { return oneHTTPRoute() },
 		},
 		{
 			name:       "a custom plugin name reads the config under that name",
 			pluginName: "acme/gateway-ssa",
 			raw:        `{"httpRoute": "web"}`,
-			want: func(*testing.T) Settings {
-				return Settings{Targets: routes.Targets{Named: []routes.Ref{http("shop", "web")}}, InProgressLabel: cfgDefaultLabel}
-			},
+			want:       func(*testing.T) Settings { return oneHTTPRoute() },
 		},
 		{
 			name: "every key of the argoproj-labs config at once",
@@ -260,6 +333,12 @@ func TestParseConfig(t *testing.T) {
 						},
 					},
 					InProgressLabel: map[string]string{"rollout": "on"},
+					HeaderRoutes: cfgHeader(
+						http("gateways", "h"), http("gateways", "hs"),
+						grpc("gateways", "g"), grpc("gateways", "gs"),
+						tcp("gateways", "c"), tls("gateways", "t"),
+					),
+					ConflictPolicy: ConflictError,
 				}
 			},
 		},
@@ -321,7 +400,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{
 			name:    "unknown key",
 			rollout: cfgRollout(DefaultPluginName, `{"httpRoute": "web", "headerRoutes": true}`),
-			wantErr: []string{where, `unknown key "headerRoutes"`, "known keys: httpRoute, httpRoutes"},
+			wantErr: []string{where, `unknown key "headerRoutes"`, "known keys: configMap, conflictPolicy"},
 		},
 		{
 			name:    "empty raw message",
@@ -430,6 +509,21 @@ func TestParseConfigErrors(t *testing.T) {
 			wantErr: []string{where, `key "namespace"`, `"Not_A_Namespace" is not a namespace name`},
 		},
 		{
+			name:    "conflictPolicy not Error or Force",
+			rollout: cfgRollout(DefaultPluginName, `{"httpRoute": "web", "conflictPolicy": "force"}`),
+			wantErr: []string{where, `key "conflictPolicy" must be "Error" or "Force", not "force"`},
+		},
+		{
+			name:    "verifyWeight as a string",
+			rollout: cfgRollout(DefaultPluginName, `{"httpRoute": "web", "verifyWeight": "true"}`),
+			wantErr: []string{where, `key "verifyWeight" must be true or false, not a JSON string`},
+		},
+		{
+			name:    "useHeaderRoutes as a string",
+			rollout: cfgRollout(DefaultPluginName, `{"httpRoutes": [{"name": "web", "useHeaderRoutes": "yes"}]}`),
+			wantErr: []string{where, `httpRoutes.useHeaderRoutes" must be true or false`},
+		},
+		{
 			name:    "config missing under the plugin name",
 			rollout: cfgRollout("acme/other", `{"httpRoute": "web"}`),
 			wantErr: []string{where, "is missing", "acme/other", "-plugin-name"},
@@ -477,5 +571,35 @@ func TestParseConfigErrors(t *testing.T) {
 				t.Errorf("on error ParseConfig returned settings (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// An unknown field inside a key is reported under that key, not as a
+// top-level key with the top-level list of known keys.
+func TestParseConfigNestedUnknownKeyNamesItsParent(t *testing.T) {
+	for raw, parent := range map[string]string{
+		`{"httpRouteSelector": {"matchLabel": {"app": "web"}}}`: "httpRouteSelector",
+		`{"httpRoutes": [{"nam": "web"}]}`:                      "httpRoutes",
+	} {
+		_, err := ParseConfig(cfgRollout(DefaultPluginName, raw), DefaultPluginName)
+		if err == nil || !strings.Contains(err.Error(), parent) || strings.Contains(err.Error(), "known keys:") {
+			t.Errorf("%s: error should name %q and not list the top-level keys; got:\n%v", raw, parent, err)
+		}
+	}
+}
+
+// Keys are matched as spelled: encoding/json alone would accept HTTPROUTE.
+func TestParseConfigKeysAreCaseSensitive(t *testing.T) {
+	_, err := ParseConfig(cfgRollout(DefaultPluginName, `{"HTTPROUTE": "web"}`), DefaultPluginName)
+	if err == nil || !strings.Contains(err.Error(), `unknown key "HTTPROUTE"`) {
+		t.Errorf("got %v, want an unknown key error", err)
+	}
+}
+
+// A config that is not an object says so, without an empty key name.
+func TestParseConfigNotAnObject(t *testing.T) {
+	_, err := ParseConfig(cfgRollout(DefaultPluginName, `[]`), DefaultPluginName)
+	if err == nil || !strings.Contains(err.Error(), "must be a JSON object") {
+		t.Errorf("got %v", err)
 	}
 }

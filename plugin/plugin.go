@@ -151,6 +151,9 @@ func (p *Plugin) SetWeight(ro *v1alpha1.Rollout, desiredWeight int32, additional
 	if err != nil {
 		return p.fail(ro, call, err)
 	}
+	if ro.Spec.Strategy.Canary.TrafficRouting == nil {
+		return p.fail(ro, call, errors.New("spec.strategy.canary.trafficRouting is not set"))
+	}
 	max := int64(100)
 	if m := ro.Spec.Strategy.Canary.TrafficRouting.MaxTrafficWeight; m != nil {
 		max = int64(*m)
@@ -192,10 +195,11 @@ func (p *Plugin) SetMirrorRoute(ro *v1alpha1.Rollout, m *v1alpha1.SetMirrorRoute
 	return p.fail(ro, "SetMirrorRoute", errors.New("setMirrorRoute steps are not supported by this plugin version yet"))
 }
 
-// VerifyWeight does not check the data plane yet: NotImplemented, never a
-// blind Verified.
-func (p *Plugin) VerifyWeight(*v1alpha1.Rollout, int32, []v1alpha1.WeightDestination) (types.RpcVerified, types.RpcError) {
-	return types.NotImplemented, types.RpcError{}
+// VerifyWeight says whether the gateways took the weights: with the Rollout's
+// verifyWeight option, from the routes' spec and status.parents (verify.go);
+// without it NotImplemented, never a blind Verified.
+func (p *Plugin) VerifyWeight(ro *v1alpha1.Rollout, desiredWeight int32, additional []v1alpha1.WeightDestination) (types.RpcVerified, types.RpcError) {
+	return p.verifyWeight(ro, desiredWeight, additional)
 }
 
 // RemoveManagedRoutes has nothing to remove: this version adds no rules.

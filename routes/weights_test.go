@@ -605,6 +605,20 @@ func TestCanaryWeight(t *testing.T) {
 			rules:     []Rule{wtRule("/", wtBackend("web-stable", 70), wtBackend("web-canary", 30))},
 			want:      0,
 		},
+		{
+			name:      "the namespace argument decides which rules are managed",
+			namespace: "elsewhere",
+			rules:     []Rule{wtRule("/", wtBackend("web-stable", 70), wtWith(wtBackend("web-canary", 30), "namespace", wtNS))},
+			want:      0,
+		},
+		{
+			name:      "explicit namespaces match from any route namespace",
+			namespace: "elsewhere",
+			rules: []Rule{wtRule("/",
+				wtWith(wtBackend("web-stable", 70), "namespace", wtNS),
+				wtWith(wtBackend("web-canary", 30), "namespace", wtNS))},
+			want: 30,
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

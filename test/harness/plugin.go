@@ -36,7 +36,6 @@ type PluginProcess struct {
 func StartPlugin(bin, kubeconfig string, logs io.Writer, args ...string) (*PluginProcess, error) {
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	// The controller uses these; so do we.
 	client := goplugin.NewClient(&goplugin.ClientConfig{
 		HandshakeConfig: goplugin.HandshakeConfig{
 			ProtocolVersion:  1,
@@ -45,7 +44,9 @@ func StartPlugin(bin, kubeconfig string, logs io.Writer, args ...string) (*Plugi
 		},
 		Plugins: map[string]goplugin.Plugin{"RpcTrafficRouterPlugin": &rolloutsrpc.RpcTrafficRouterPlugin{}},
 		Cmd:     cmd,
-		Logger:  hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info, Name: "plugin"}),
+		// The plugin logs with logrus, not hclog: pass its lines through as they are.
+		Stderr: logs,
+		Logger: hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info, Name: "plugin"}),
 	})
 	rpcClient, err := client.Client()
 	if err != nil {
