@@ -13,12 +13,17 @@ import (
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	"github.com/argoproj/argo-rollouts/utils/plugin/types"
 	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/experiment"
 	"github.com/gatewayapi-ssa/rollouts-plugin/pingpong"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
@@ -51,6 +56,7 @@ type Plugin struct {
 	log  *logrus.Entry
 
 	mu      sync.Mutex
+	kube    kubernetes.Interface
 	reader  routes.Reader
 	applier *ssa.Applier
 }
@@ -117,15 +123,20 @@ func (p *Plugin) Connect(cfg *rest.Config) error {
 	if err != nil {
 		return fmt.Errorf("building the discovery client: %w", err)
 	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("building the Kubernetes client: %w", err)
+	}
 	reader := routes.NewCluster(dyn, disc, p.log)
-	p.Use(gw, reader)
+	p.Use(kube, gw, reader)
 	return nil
 }
 
 // Use sets the clients the plugin reads and writes with.
-func (p *Plugin) Use(gw gateway.Interface, reader routes.Reader) {
+func (p *Plugin) Use(kube kubernetes.Interface, gw gateway.Interface, reader routes.Reader) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.kube = kube
 	p.reader = reader
 	p.applier = ssa.NewApplier(gw, reader, p.opts.FieldManager, p.log)
 }
@@ -139,14 +150,17 @@ func (p *Plugin) UpdateHash(*v1alpha1.Rollout, string, string, []v1alpha1.Weight
 // Type returns the plugin's type.
 func (p *Plugin) Type() string { return Type }
 
-// SetWeight gives the canary desiredWeight and stable the rest of
-// maxTrafficWeight in every rule that holds both, on every managed route.
+// SetWeight gives the canary desiredWeight, each experiment Service in
+// additional its weight, and stable the rest of maxTrafficWeight, in every rule
+// that holds both stable and canary, on every managed route. Experiment
+// backendRefs the plugin added before and that are no longer asked for leave
+// the route.
 func (p *Plugin) SetWeight(ro *v1alpha1.Rollout, desiredWeight int32, additional []v1alpha1.WeightDestination) (resp types.RpcError) {
 	call := fmt.Sprintf("SetWeight(%d)", desiredWeight)
-	defer p.recoverInto(call, &resp)
 	if len(additional) > 0 {
-		return p.fail(ro, call, errors.New("experiment steps (additionalDestinations) are not supported by this plugin version yet"))
+		call = fmt.Sprintf("SetWeight(%d, %s)", desiredWeight, describeDestinations(additional))
 	}
+	defer p.recoverInto(call, &resp)
 	stable, canary, err := pingpong.Services(ro)
 	if err != nil {
 		return p.fail(ro, call, err)
@@ -158,29 +172,112 @@ func (p *Plugin) SetWeight(ro *v1alpha1.Rollout, desiredWeight int32, additional
 	if m := ro.Spec.Strategy.Canary.TrafficRouting.MaxTrafficWeight; m != nil {
 		max = int64(*m)
 	}
-	split := routes.Split{
-		Stable:       routes.ServiceRef(ro.Namespace, stable),
-		Canary:       routes.ServiceRef(ro.Namespace, canary),
-		CanaryWeight: int64(desiredWeight),
-		MaxWeight:    max,
-	}
-	if split.CanaryWeight < 0 || split.CanaryWeight > max {
+	if desiredWeight < 0 || int64(desiredWeight) > max {
 		return p.fail(ro, call, fmt.Errorf("weight %d is outside 0..%d (spec.strategy.canary.trafficRouting.maxTrafficWeight)", desiredWeight, max))
 	}
+	exp, err := p.experimentInput(ro, stable, canary, additional)
+	if err != nil {
+		return p.fail(ro, call, err)
+	}
+	split := routes.Split{
+		Stable:       exp.Stable,
+		Canary:       exp.Canary,
+		CanaryWeight: int64(desiredWeight),
+		MaxWeight:    max,
+		Reserved:     experiment.Sum(exp.Destinations),
+	}
+	if split.StableWeight() < 0 {
+		return p.fail(ro, call, fmt.Errorf("canary weight %d plus experiment weights %d exceed maxTrafficWeight %d; nothing was written",
+			desiredWeight, split.Reserved, max))
+	}
+	key := ro.Namespace + "/" + ro.Name
 	return p.update(ro, call, func(s Settings, live routes.Route) (ssa.Desired, error) {
+		claims, err := routes.ReadClaims(live)
+		if err != nil {
+			return ssa.Desired{}, err
+		}
 		rules, changes, err := routes.SetWeights(live, split)
 		if err != nil {
 			return ssa.Desired{}, err
 		}
-		d := ssa.Desired{Rules: rules}
+		claim := claims[key]
+		rules, backends, expChanges, err := experiment.Apply(live, rules, exp, claim.Backends)
+		if err != nil {
+			return ssa.Desired{}, err
+		}
+		claim.CanaryWeight, claim.Backends = split.CanaryWeight, backends
+		claims[key] = claim
+		d := ssa.Desired{Rules: rules, Annotations: claims.Annotations()}
 		for _, c := range changes {
 			d.Changes = append(d.Changes, c.String())
 		}
-		if routes.CanaryWeight(live.Namespace, rules, split.Stable, split.Canary) > 0 {
+		d.Changes = append(d.Changes, expChanges...)
+		if len(claims.Rollouts()) > 0 {
 			d.Labels = s.InProgressLabel
 		}
 		return d, nil
 	})
+}
+
+func describeDestinations(ds []v1alpha1.WeightDestination) string {
+	parts := make([]string, len(ds))
+	for i, d := range ds {
+		parts[i] = fmt.Sprintf("%s=%d", d.ServiceName, d.Weight)
+	}
+	return strings.Join(parts, ",")
+}
+
+// experimentInput reads the Services an experiment step asks for, so the pure
+// transform can pick their ports. A missing Service is an error: the
+// controller retries, and skipping it would send its share to nobody.
+func (p *Plugin) experimentInput(ro *v1alpha1.Rollout, stable, canary string, additional []v1alpha1.WeightDestination) (experiment.Input, error) {
+	in := experiment.Input{
+		RolloutNamespace: ro.Namespace,
+		Stable:           routes.ServiceRef(ro.Namespace, stable),
+		Canary:           routes.ServiceRef(ro.Namespace, canary),
+	}
+	if len(additional) == 0 {
+		return in, nil
+	}
+	p.mu.Lock()
+	kube := p.kube
+	p.mu.Unlock()
+	if kube == nil {
+		return in, errors.New("the plugin has no Kubernetes client: InitPlugin failed or was not called")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), p.opts.CallTimeout)
+	defer cancel()
+	get := func(name string) (*corev1.Service, error) {
+		svc, err := kube.CoreV1().Services(ro.Namespace).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("Service %s/%s not found; nothing was written", ro.Namespace, name)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading Service %s/%s: %w", ro.Namespace, name, err)
+		}
+		return svc, nil
+	}
+	stableSvc, err := get(stable)
+	if err != nil {
+		return in, fmt.Errorf("stable %w", err)
+	}
+	in.StablePorts = stableSvc.Spec.Ports
+	seen := map[string]bool{}
+	for _, d := range additional {
+		if d.Weight < 0 {
+			return in, fmt.Errorf("experiment Service %s has negative weight %d", d.ServiceName, d.Weight)
+		}
+		if seen[d.ServiceName] {
+			return in, fmt.Errorf("experiment Service %s is listed twice in additionalDestinations", d.ServiceName)
+		}
+		seen[d.ServiceName] = true
+		svc, err := get(d.ServiceName)
+		if err != nil {
+			return in, fmt.Errorf("experiment %w", err)
+		}
+		in.Destinations = append(in.Destinations, experiment.Destination{Service: d.ServiceName, Weight: int64(d.Weight), Ports: svc.Spec.Ports})
+	}
+	return in, nil
 }
 
 // SetHeaderRoute is not implemented yet; it says so instead of pretending.
@@ -198,8 +295,8 @@ func (p *Plugin) SetMirrorRoute(ro *v1alpha1.Rollout, m *v1alpha1.SetMirrorRoute
 // VerifyWeight says whether the gateways took the weights: with the Rollout's
 // verifyWeight option, from the routes' spec and status.parents (verify.go);
 // without it NotImplemented, never a blind Verified.
-func (p *Plugin) VerifyWeight(ro *v1alpha1.Rollout, desiredWeight int32, additional []v1alpha1.WeightDestination) (types.RpcVerified, types.RpcError) {
-	return p.verifyWeight(ro, desiredWeight, additional)
+func (p *Plugin) VerifyWeight(*v1alpha1.Rollout, int32, []v1alpha1.WeightDestination) (types.RpcVerified, types.RpcError) {
+	return types.NotImplemented, types.RpcError{}
 }
 
 // RemoveManagedRoutes has nothing to remove: this version adds no rules.

@@ -8,10 +8,15 @@ import (
 type Split struct {
 	Stable ObjectRef
 	Canary ObjectRef
-	// CanaryWeight goes to the canary; MaxWeight - CanaryWeight to stable.
+	// CanaryWeight goes to the canary; Reserved to other backends (experiment
+	// Services); stable gets the rest of MaxWeight.
 	CanaryWeight int64
 	MaxWeight    int64
+	Reserved     int64
 }
+
+// StableWeight is what is left for stable.
+func (s Split) StableWeight() int64 { return s.MaxWeight - s.CanaryWeight - s.Reserved }
 
 // Change is one weight a transform changed, for the log line of the write.
 type Change struct {
@@ -60,18 +65,33 @@ func ManagedRules(r Route, stable, canary ObjectRef) []int {
 }
 
 // SetWeights returns a copy of the route's rules in which, in every managed
-// rule, the canary backendRef has CanaryWeight and the stable one MaxWeight
-// minus it. Every other backendRef and every other rule is left as it is.
+// rule, the canary backendRef has CanaryWeight and the stable one
+// StableWeight(). Every other backendRef and every other rule is left as it is.
 func SetWeights(r Route, s Split) ([]Rule, []Change, error) {
 	if s.CanaryWeight < 0 || s.CanaryWeight > s.MaxWeight {
 		return nil, nil, fmt.Errorf("canary weight %d is outside 0..%d (maxTrafficWeight)", s.CanaryWeight, s.MaxWeight)
+	}
+	if s.Reserved < 0 || s.StableWeight() < 0 {
+		return nil, nil, fmt.Errorf("canary weight %d plus experiment weights %d exceed maxTrafficWeight %d", s.CanaryWeight, s.Reserved, s.MaxWeight)
 	}
 	managed := ManagedRules(r, s.Stable, s.Canary)
 	if len(managed) == 0 {
 		return nil, nil, &NoManagedRuleError{Route: r.Ref, Stable: s.Stable, Canary: s.Canary}
 	}
+	for _, i := range managed {
+		count := map[ObjectRef]int{}
+		for _, b := range r.Rules[i].BackendRefs() {
+			count[b.Target(r.Namespace)]++
+		}
+		for _, ref := range []ObjectRef{s.Stable, s.Canary} {
+			if count[ref] > 1 {
+				return nil, nil, fmt.Errorf("%s: rule %d lists %s %d times, so no weight split adds up; keep one backendRef per Service",
+					r.Ref, i, ref, count[ref])
+			}
+		}
+	}
 	rules := CopyRules(r.Rules)
-	want := map[ObjectRef]int64{s.Stable: s.MaxWeight - s.CanaryWeight, s.Canary: s.CanaryWeight}
+	want := map[ObjectRef]int64{s.Stable: s.StableWeight(), s.Canary: s.CanaryWeight}
 	var changes []Change
 	for _, i := range managed {
 		for _, b := range rules[i].BackendRefs() {

@@ -27,8 +27,9 @@ const maxAttempts = 5
 // plugin applies. A label the plugin applied before and leaves out here is
 // removed (if no other manager owns it).
 type Desired struct {
-	Rules  []routes.Rule
-	Labels map[string]string
+	Rules       []routes.Rule
+	Labels      map[string]string
+	Annotations map[string]string
 	// Changes says what differs from the live route, for the write's log line.
 	Changes []string
 }
@@ -82,13 +83,20 @@ func (a *Applier) Unchanged(p Plan) bool {
 			return false
 		}
 	}
-	for k, v := range d.Labels {
-		if got, ok := live.Labels[k]; !ok || got != v {
+	return sameKeys(live.Labels, d.Labels, OwnedLabels(live.ManagedFields, a.fieldManager)) &&
+		sameKeys(live.Annotations, d.Annotations, OwnedAnnotations(live.ManagedFields, a.fieldManager))
+}
+
+// sameKeys says whether live holds every wanted key with its value and the
+// manager owns no key it no longer wants.
+func sameKeys(live, want map[string]string, owned []string) bool {
+	for k, v := range want {
+		if got, ok := live[k]; !ok || got != v {
 			return false
 		}
 	}
-	for _, k := range OwnedLabels(live.ManagedFields, a.fieldManager) {
-		if _, keep := d.Labels[k]; !keep {
+	for _, k := range owned {
+		if _, keep := want[k]; !keep {
 			return false
 		}
 	}
@@ -140,17 +148,24 @@ func (a *Applier) Write(ctx context.Context, p Plan, log *logrus.Entry) error {
 // describe says what a write changes, for its log line.
 func (a *Applier) describe(p Plan) string {
 	changes := slices.Clone(p.Desired.Changes)
-	for _, k := range slices.Sorted(maps.Keys(p.Desired.Labels)) {
-		if got, ok := p.Live.Labels[k]; !ok || got != p.Desired.Labels[k] {
-			changes = append(changes, fmt.Sprintf("label %s=%s set", k, p.Desired.Labels[k]))
-		}
-	}
-	for _, k := range OwnedLabels(p.Live.ManagedFields, a.fieldManager) {
-		if _, keep := p.Desired.Labels[k]; !keep {
-			changes = append(changes, fmt.Sprintf("label %s no longer applied", k))
-		}
-	}
+	changes = append(changes, keyChanges("label", p.Live.Labels, p.Desired.Labels, OwnedLabels(p.Live.ManagedFields, a.fieldManager))...)
+	changes = append(changes, keyChanges("annotation", p.Live.Annotations, p.Desired.Annotations, OwnedAnnotations(p.Live.ManagedFields, a.fieldManager))...)
 	return strings.Join(changes, "; ")
+}
+
+func keyChanges(what string, live, want map[string]string, owned []string) []string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		if got, ok := live[k]; !ok || got != want[k] {
+			out = append(out, fmt.Sprintf("%s %s set", what, k))
+		}
+	}
+	for _, k := range owned {
+		if _, keep := want[k]; !keep {
+			out = append(out, fmt.Sprintf("%s %s no longer applied", what, k))
+		}
+	}
+	return out
 }
 
 // isStale tells an optimistic-lock conflict (the route changed since it was

@@ -29,56 +29,56 @@ func apply(ctx context.Context, client gateway.Interface, live routes.Route, d D
 	case live.Kind == routes.HTTPRoute && live.Version == "v1":
 		var rules []gwv1ac.HTTPRouteRuleApplyConfiguration
 		if err = decodeRules(d.Rules, &rules); err == nil {
-			ac := gwv1ac.HTTPRoute(name, ns).WithResourceVersion(rv).WithLabels(d.Labels).
+			ac := gwv1ac.HTTPRoute(name, ns).WithResourceVersion(rv).WithLabels(d.Labels).WithAnnotations(d.Annotations).
 				WithSpec(gwv1ac.HTTPRouteSpec().WithRules(pointers(rules)...))
 			obj, err = client.GatewayV1().HTTPRoutes(ns).Apply(ctx, ac, opts)
 		}
 	case live.Kind == routes.HTTPRoute && live.Version == "v1beta1":
 		var rules []gwv1ac.HTTPRouteRuleApplyConfiguration
 		if err = decodeRules(d.Rules, &rules); err == nil {
-			ac := gwv1b1ac.HTTPRoute(name, ns).WithResourceVersion(rv).WithLabels(d.Labels).
+			ac := gwv1b1ac.HTTPRoute(name, ns).WithResourceVersion(rv).WithLabels(d.Labels).WithAnnotations(d.Annotations).
 				WithSpec(gwv1ac.HTTPRouteSpec().WithRules(pointers(rules)...))
 			obj, err = client.GatewayV1beta1().HTTPRoutes(ns).Apply(ctx, ac, opts)
 		}
 	case live.Kind == routes.GRPCRoute && live.Version == "v1":
 		var rules []gwv1ac.GRPCRouteRuleApplyConfiguration
 		if err = decodeRules(d.Rules, &rules); err == nil {
-			ac := gwv1ac.GRPCRoute(name, ns).WithResourceVersion(rv).WithLabels(d.Labels).
+			ac := gwv1ac.GRPCRoute(name, ns).WithResourceVersion(rv).WithLabels(d.Labels).WithAnnotations(d.Annotations).
 				WithSpec(gwv1ac.GRPCRouteSpec().WithRules(pointers(rules)...))
 			obj, err = client.GatewayV1().GRPCRoutes(ns).Apply(ctx, ac, opts)
 		}
 	case live.Kind == routes.GRPCRoute && live.Version == "v1alpha2":
 		var rules []gwv1ac.GRPCRouteRuleApplyConfiguration
 		if err = decodeRules(d.Rules, &rules); err == nil {
-			ac := gwv1a2ac.GRPCRoute(name, ns).WithResourceVersion(rv).WithLabels(d.Labels).
+			ac := gwv1a2ac.GRPCRoute(name, ns).WithResourceVersion(rv).WithLabels(d.Labels).WithAnnotations(d.Annotations).
 				WithSpec(gwv1ac.GRPCRouteSpec().WithRules(pointers(rules)...))
 			obj, err = client.GatewayV1alpha2().GRPCRoutes(ns).Apply(ctx, ac, opts)
 		}
 	case live.Kind == routes.TCPRoute && live.Version == "v1":
 		var rules []gwv1ac.TCPRouteRuleApplyConfiguration
 		if err = decodeRules(d.Rules, &rules); err == nil {
-			ac := gwv1ac.TCPRoute(name, ns).WithResourceVersion(rv).WithLabels(d.Labels).
+			ac := gwv1ac.TCPRoute(name, ns).WithResourceVersion(rv).WithLabels(d.Labels).WithAnnotations(d.Annotations).
 				WithSpec(gwv1ac.TCPRouteSpec().WithRules(pointers(rules)...))
 			obj, err = client.GatewayV1().TCPRoutes(ns).Apply(ctx, ac, opts)
 		}
 	case live.Kind == routes.TCPRoute && live.Version == "v1alpha2":
 		var rules []gwv1a2ac.TCPRouteRuleApplyConfiguration
 		if err = decodeRules(d.Rules, &rules); err == nil {
-			ac := gwv1a2ac.TCPRoute(name, ns).WithResourceVersion(rv).WithLabels(d.Labels).
+			ac := gwv1a2ac.TCPRoute(name, ns).WithResourceVersion(rv).WithLabels(d.Labels).WithAnnotations(d.Annotations).
 				WithSpec(gwv1a2ac.TCPRouteSpec().WithRules(pointers(rules)...))
 			obj, err = client.GatewayV1alpha2().TCPRoutes(ns).Apply(ctx, ac, opts)
 		}
 	case live.Kind == routes.TLSRoute && live.Version == "v1":
 		var rules []gwv1ac.TLSRouteRuleApplyConfiguration
 		if err = decodeRules(d.Rules, &rules); err == nil {
-			ac := gwv1ac.TLSRoute(name, ns).WithResourceVersion(rv).WithLabels(d.Labels).
+			ac := gwv1ac.TLSRoute(name, ns).WithResourceVersion(rv).WithLabels(d.Labels).WithAnnotations(d.Annotations).
 				WithSpec(gwv1ac.TLSRouteSpec().WithRules(pointers(rules)...))
 			obj, err = client.GatewayV1().TLSRoutes(ns).Apply(ctx, ac, opts)
 		}
 	case live.Kind == routes.TLSRoute && live.Version == "v1alpha2":
 		var rules []gwv1a2ac.TLSRouteRuleApplyConfiguration
 		if err = decodeRules(d.Rules, &rules); err == nil {
-			ac := gwv1a2ac.TLSRoute(name, ns).WithResourceVersion(rv).WithLabels(d.Labels).
+			ac := gwv1a2ac.TLSRoute(name, ns).WithResourceVersion(rv).WithLabels(d.Labels).WithAnnotations(d.Annotations).
 				WithSpec(gwv1a2ac.TLSRouteSpec().WithRules(pointers(rules)...))
 			obj, err = client.GatewayV1alpha2().TLSRoutes(ns).Apply(ctx, ac, opts)
 		}

@@ -25,10 +25,19 @@ func ownedFields(entries []metav1.ManagedFieldsEntry, manager string) map[string
 
 // OwnedLabels lists the label keys the manager owns through Apply.
 func OwnedLabels(entries []metav1.ManagedFieldsEntry, manager string) []string {
+	return ownedMetadataKeys(entries, manager, "f:labels")
+}
+
+// OwnedAnnotations lists the annotation keys the manager owns through Apply.
+func OwnedAnnotations(entries []metav1.ManagedFieldsEntry, manager string) []string {
+	return ownedMetadataKeys(entries, manager, "f:annotations")
+}
+
+func ownedMetadataKeys(entries []metav1.ManagedFieldsEntry, manager, field string) []string {
 	meta, _ := ownedFields(entries, manager)["f:metadata"].(map[string]any)
-	lbls, _ := meta["f:labels"].(map[string]any)
+	set, _ := meta[field].(map[string]any)
 	var keys []string
-	for k := range lbls {
+	for k := range set {
 		if key, ok := strings.CutPrefix(k, "f:"); ok {
 			keys = append(keys, key)
 		}

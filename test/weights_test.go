@@ -151,8 +151,9 @@ spec:
     - {name: static, port: 80}
 `
 
-// Everything but the two weights and the plugin's label is equal before and
-// after a weight change, compared on the whole object.
+// Everything but the two weights, the plugin's label and its claims
+// annotation is equal before and after a weight change, compared on the whole
+// object.
 func TestOnlyWeightsChange(t *testing.T) {
 	ns := namespace(t, standard)
 	before := create(t, standard, ns, richRoute)
@@ -169,6 +170,9 @@ func TestOnlyWeightsChange(t *testing.T) {
 	refs[1].(map[string]any)["weight"] = int64(30)
 	_ = unstructured.SetNestedSlice(want.Object, rules, "spec", "rules")
 	want.SetLabels(map[string]string{"team": "shop", "rollouts.argoproj.io/gatewayapi-canary": "in-progress"})
+	// The plugin's own bookkeeping: what each Rollout has on the route.
+	want.SetAnnotations(map[string]string{"owner": "shop-team@example.com",
+		"gatewayapi-ssa.dev/claims": `{"` + ns + `/demo":{"canaryWeight":30}}`})
 	ignore := func(u *unstructured.Unstructured) map[string]any {
 		u = u.DeepCopy()
 		u.SetResourceVersion("")

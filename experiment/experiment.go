@@ -1,0 +1,204 @@
+// Package experiment adds, weighs and removes the backendRefs of experiment
+// Services: with an experiment step Argo Rollouts passes the Services it
+// created for the experiment's templates to SetWeight as
+// additionalDestinations, each with a weight.
+//
+// Apply is pure: it gets the live rules and what the plugin recorded it had
+// added for the Rollout (routes.Claim.Backends), and returns the rules with
+// exactly the requested experiment backends at their weights, plus the new
+// record. It removes only backendRefs it finds in that record, so a
+// backendRef someone else added is never touched, even one that points at a
+// Service named like an experiment Service.
+package experiment
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+)
+
+// MaxBackendRefs is Gateway API's limit of backendRefs per rule.
+const MaxBackendRefs = 16
+
+// Destination is one experiment Service with its weight and its ports.
+type Destination struct {
+	Service string
+	Weight  int64
+	Ports   []corev1.ServicePort
+}
+
+// Input is what Apply needs besides the route.
+type Input struct {
+	// RolloutNamespace holds the Rollout and its Services.
+	RolloutNamespace string
+	Stable, Canary   routes.ObjectRef
+	// StablePorts are the stable Service's ports, to map a backendRef's port
+	// number to a port name.
+	StablePorts  []corev1.ServicePort
+	Destinations []Destination
+}
+
+// Sum is the total weight of the destinations.
+func Sum(ds []Destination) int64 {
+	var sum int64
+	for _, d := range ds {
+		sum += d.Weight
+	}
+	return sum
+}
+
+// Apply returns rules in which every managed rule (one holding both stable and
+// canary) holds one backendRef per destination with its weight, and no other
+// backendRef the plugin added for this Rollout; the new record of added
+// backendRefs; and a description of each change.
+func Apply(route routes.Route, rules []routes.Rule, in Input, claimed []routes.AddedBackend) ([]routes.Rule, []routes.AddedBackend, []string, error) {
+	rules = routes.CopyRules(rules)
+	ns := route.Namespace
+	managed := map[int]bool{}
+	for _, i := range routes.ManagedRules(routes.Route{Ref: route.Ref, Rules: rules}, in.Stable, in.Canary) {
+		managed[i] = true
+	}
+	wanted := map[routes.ObjectRef]Destination{}
+	for _, d := range in.Destinations {
+		target := routes.ServiceRef(in.RolloutNamespace, d.Service)
+		if target == in.Stable || target == in.Canary {
+			return nil, nil, nil, fmt.Errorf("experiment Service %s is the stable or canary Service", target)
+		}
+		wanted[target] = d
+	}
+
+	var changes []string
+	var kept []routes.AddedBackend
+	have := map[int]map[routes.ObjectRef]bool{}
+	for _, b := range claimed {
+		i := locate(rules, b)
+		target := b.Target()
+		_, stillWanted := wanted[target]
+		if i >= 0 && stillWanted && managed[i] && lastRef(rules[i], ns, target) >= 0 {
+			b.Rule, b.RuleName = i, rules[i].Name()
+			kept = append(kept, b)
+			if have[i] == nil {
+				have[i] = map[routes.ObjectRef]bool{}
+			}
+			have[i][target] = true
+			continue
+		}
+		if i >= 0 && removeLast(rules[i], ns, target) {
+			changes = append(changes, fmt.Sprintf("rule %d − %s", i, target))
+		}
+	}
+
+	var added []routes.AddedBackend
+	for i := range rules {
+		if !managed[i] {
+			continue
+		}
+		for _, d := range in.Destinations {
+			target := routes.ServiceRef(in.RolloutNamespace, d.Service)
+			if have[i][target] {
+				b := routes.BackendRef(rules[i].BackendRefs()[lastRef(rules[i], ns, target)])
+				if b.Weight() != d.Weight {
+					changes = append(changes, fmt.Sprintf("rule %d %s %d→%d", i, target, b.Weight(), d.Weight))
+					b.SetWeight(d.Weight)
+				}
+				continue
+			}
+			port, err := portFor(rules[i], ns, in, d)
+			if err != nil {
+				return nil, nil, nil, fmt.Errorf("rule %d: %w", i, err)
+			}
+			ref := map[string]any{"group": "", "kind": "Service", "name": d.Service, "port": int64(port), "weight": d.Weight}
+			if in.RolloutNamespace != ns {
+				// A cross-namespace backendRef needs a ReferenceGrant in the Services' namespace.
+				ref["namespace"] = in.RolloutNamespace
+			}
+			refs, _ := rules[i]["backendRefs"].([]any)
+			rules[i]["backendRefs"] = append(refs, ref)
+			added = append(added, routes.AddedBackend{Rule: i, RuleName: rules[i].Name(), Kind: "Service", Namespace: target.Namespace, Name: d.Service})
+			changes = append(changes, fmt.Sprintf("rule %d + %s weight %d", i, target, d.Weight))
+		}
+		if n := len(rules[i].BackendRefs()); n > MaxBackendRefs {
+			return nil, nil, nil, fmt.Errorf("rule %d would hold %d backendRefs with the experiment's Services; Gateway API allows %d per rule", i, n, MaxBackendRefs)
+		}
+	}
+	return rules, append(kept, added...), changes, nil
+}
+
+// locate finds the rule a recorded backendRef was added to: by name when the
+// rule has one, else by index; -1 when it is gone.
+func locate(rules []routes.Rule, b routes.AddedBackend) int {
+	if b.RuleName != "" {
+		for i, r := range rules {
+			if r.Name() == b.RuleName {
+				return i
+			}
+		}
+		return -1
+	}
+	if b.Rule >= 0 && b.Rule < len(rules) && rules[b.Rule].Name() == "" {
+		return b.Rule
+	}
+	return -1
+}
+
+// lastRef is the index of the last backendRef of the rule pointing at target
+// (the plugin appends what it adds), or -1.
+func lastRef(rule routes.Rule, ns string, target routes.ObjectRef) int {
+	refs := rule.BackendRefs()
+	for j := len(refs) - 1; j >= 0; j-- {
+		if refs[j].Target(ns) == target {
+			return j
+		}
+	}
+	return -1
+}
+
+func removeLast(rule routes.Rule, ns string, target routes.ObjectRef) bool {
+	j := lastRef(rule, ns, target)
+	if j < 0 {
+		return false
+	}
+	refs := rule["backendRefs"].([]any)
+	rule["backendRefs"] = append(refs[:j:j], refs[j+1:]...)
+	return true
+}
+
+// portFor picks the experiment Service's port for a rule: the port with the
+// number of the rule's stable backendRef, else the one with the name the
+// stable Service gives that number, else a single-port Service's only port.
+func portFor(rule routes.Rule, ns string, in Input, d Destination) (int32, error) {
+	var stablePort int64 = -1
+	for _, b := range rule.BackendRefs() {
+		if b.Target(ns) == in.Stable {
+			if p, ok := b["port"].(int64); ok {
+				stablePort = p
+			}
+		}
+	}
+	for _, p := range d.Ports {
+		if int64(p.Port) == stablePort {
+			return p.Port, nil
+		}
+	}
+	for _, sp := range in.StablePorts {
+		if int64(sp.Port) == stablePort && sp.Name != "" {
+			for _, p := range d.Ports {
+				if p.Name == sp.Name {
+					return p.Port, nil
+				}
+			}
+		}
+	}
+	if len(d.Ports) == 1 {
+		return d.Ports[0].Port, nil
+	}
+	var list []string
+	for _, p := range d.Ports {
+		list = append(list, fmt.Sprintf("%s:%d", p.Name, p.Port))
+	}
+	return 0, fmt.Errorf("cannot tell which port of experiment Service %s/%s to use: none has the stable backendRef's port %d or its name, and it has %d ports [%s]; give the experiment Service the same port number or name as the stable Service",
+		in.RolloutNamespace, d.Service, stablePort, len(d.Ports), strings.Join(list, ", "))
+}

@@ -1,0 +1,95 @@
+package routes
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+)
+
+// ClaimsAnnotation is the annotation in which the plugin records, on the route
+// itself, what each Rollout added to it. It is owned by the plugin's field
+// manager and goes away when no Rollout has anything left on the route. Kept
+// on the route, it survives plugin and controller restarts, a lost Rollout
+// status, and a Rollout deleted and recreated under the same name.
+const ClaimsAnnotation = "gatewayapi-ssa.dev/claims"
+
+// Claims maps "<rollout namespace>/<rollout name>" to what that Rollout has
+// on the route.
+type Claims map[string]Claim
+
+// Claim is what one Rollout has on one route.
+type Claim struct {
+	// CanaryWeight is the canary weight the Rollout last set (0 is not recorded).
+	CanaryWeight int64 `json:"canaryWeight,omitempty"`
+	// Backends are the experiment backendRefs the plugin added for the Rollout.
+	Backends []AddedBackend `json:"backends,omitempty"`
+	// Rules are the names of the rules the plugin added for the Rollout.
+	Rules []string `json:"rules,omitempty"`
+}
+
+// Active says whether the Rollout still has anything on the route.
+func (c Claim) Active() bool {
+	return c.CanaryWeight > 0 || len(c.Backends) > 0 || len(c.Rules) > 0
+}
+
+// AddedBackend is a backendRef the plugin added to a rule.
+type AddedBackend struct {
+	// Rule is the rule's index when it was added; RuleName its name, if any,
+	// which wins over the index when the rules are reordered.
+	Rule     int    `json:"rule"`
+	RuleName string `json:"ruleName,omitempty"`
+	Group    string `json:"group,omitempty"`
+	Kind     string `json:"kind"`
+	// Namespace is the backend's namespace (the route's when the ref names none).
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+}
+
+// Target is the backend the added ref points at.
+func (a AddedBackend) Target() ObjectRef {
+	return ObjectRef{Group: a.Group, Kind: a.Kind, Namespace: a.Namespace, Name: a.Name}
+}
+
+// ReadClaims parses the claims annotation of a route.
+func ReadClaims(r Route) (Claims, error) {
+	raw, ok := r.Annotations[ClaimsAnnotation]
+	if !ok || raw == "" {
+		return Claims{}, nil
+	}
+	var c Claims
+	if err := json.Unmarshal([]byte(raw), &c); err != nil {
+		return nil, fmt.Errorf("%s: annotation %s is not what the plugin wrote (%v): restore it from the route's history, or remove it and the backends and rules it listed", r.Ref, ClaimsAnnotation, err)
+	}
+	if c == nil {
+		c = Claims{}
+	}
+	return c, nil
+}
+
+// Annotations returns the annotations that record the claims: none when no
+// Rollout has anything left, so the plugin stops applying the annotation.
+func (c Claims) Annotations() map[string]string {
+	active := Claims{}
+	for k, v := range c {
+		if v.Active() {
+			active[k] = v
+		}
+	}
+	if len(active) == 0 {
+		return nil
+	}
+	data, _ := json.Marshal(active) // map keys marshal sorted: the value is stable
+	return map[string]string{ClaimsAnnotation: string(data)}
+}
+
+// Rollouts lists the Rollouts with an active claim, sorted.
+func (c Claims) Rollouts() []string {
+	var out []string
+	for k, v := range c {
+		if v.Active() {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
