@@ -128,17 +128,17 @@ func (p *Plugin) Connect(cfg *rest.Config) error {
 		return fmt.Errorf("building the Kubernetes client: %w", err)
 	}
 	reader := routes.NewCluster(dyn, disc, p.log)
-	p.Use(kube, gw, reader)
+	p.Use(kube, gw, dyn, reader)
 	return nil
 }
 
 // Use sets the clients the plugin reads and writes with.
-func (p *Plugin) Use(kube kubernetes.Interface, gw gateway.Interface, reader routes.Reader) {
+func (p *Plugin) Use(kube kubernetes.Interface, gw gateway.Interface, dyn dynamic.Interface, reader routes.Reader) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.kube = kube
 	p.reader = reader
-	p.applier = ssa.NewApplier(gw, reader, p.opts.FieldManager, p.log)
+	p.applier = ssa.NewApplier(gw, dyn, reader, p.opts.FieldManager, p.log)
 }
 
 // UpdateHash has nothing to route: Gateway API routes select Services, not
@@ -205,18 +205,48 @@ func (p *Plugin) SetWeight(ro *v1alpha1.Rollout, desiredWeight int32, additional
 		if err != nil {
 			return ssa.Desired{}, err
 		}
+		takeover, err := p.checkConflict(s, key, live, claim, rules)
+		if err != nil {
+			return ssa.Desired{}, err
+		}
+		var expTargets []routes.ObjectRef
+		for _, b := range backends {
+			expTargets = append(expTargets, b.Target())
+		}
 		claim.CanaryWeight, claim.Backends = split.CanaryWeight, backends
+		claim.Weights = routes.RecordWeights(live.Namespace, rules, split.Stable, split.Canary, expTargets)
 		claims[key] = claim
-		d := ssa.Desired{Rules: rules, Annotations: claims.Annotations()}
+		d := ssa.Desired{Rules: rules, Annotations: claims.Annotations(), Release: len(claims.Rollouts()) == 0}
 		for _, c := range changes {
 			d.Changes = append(d.Changes, c.String())
 		}
 		d.Changes = append(d.Changes, expChanges...)
-		if len(claims.Rollouts()) > 0 {
+		d.Changes = append(d.Changes, takeover...)
+		if !d.Release {
 			d.Labels = s.InProgressLabel
 		}
 		return d, nil
 	})
+}
+
+// checkConflict tells whether the desired rules would overwrite values
+// another manager changed since the plugin set them, while the Rollout is in
+// progress on the route. With conflictPolicy Error that is a ConflictError;
+// with Force the plugin takes over and says so in the write's log line.
+func (p *Plugin) checkConflict(s Settings, rollout string, live routes.Route, claim routes.Claim, desired []routes.Rule) ([]string, error) {
+	if !claim.Active() || ssa.OwnsRules(live.ManagedFields, p.opts.FieldManager) {
+		// Not in progress here, or nobody has changed spec.rules since the plugin's last apply.
+		return nil, nil
+	}
+	drift := routes.FindDrift(live.Namespace, live.Rules, desired, claim.Weights)
+	if len(drift) == 0 {
+		return nil, nil
+	}
+	conflict := &ssa.ConflictError{Route: live.Ref, Rollout: rollout, Managers: ssa.RulesOwners(live.ManagedFields, p.opts.FieldManager), Drift: drift}
+	if s.ConflictPolicy != ConflictForce {
+		return nil, conflict
+	}
+	return []string{fmt.Sprintf("conflictPolicy Force: took spec.rules over from %s", strings.Join(conflict.Managers, ", "))}, nil
 }
 
 func describeDestinations(ds []v1alpha1.WeightDestination) string {
@@ -295,8 +325,8 @@ func (p *Plugin) SetMirrorRoute(ro *v1alpha1.Rollout, m *v1alpha1.SetMirrorRoute
 // VerifyWeight says whether the gateways took the weights: with the Rollout's
 // verifyWeight option, from the routes' spec and status.parents (verify.go);
 // without it NotImplemented, never a blind Verified.
-func (p *Plugin) VerifyWeight(*v1alpha1.Rollout, int32, []v1alpha1.WeightDestination) (types.RpcVerified, types.RpcError) {
-	return types.NotImplemented, types.RpcError{}
+func (p *Plugin) VerifyWeight(ro *v1alpha1.Rollout, desiredWeight int32, additional []v1alpha1.WeightDestination) (types.RpcVerified, types.RpcError) {
+	return p.verifyWeight(ro, desiredWeight, additional)
 }
 
 // RemoveManagedRoutes has nothing to remove: this version adds no rules.

@@ -25,6 +25,18 @@ type Claim struct {
 	Backends []AddedBackend `json:"backends,omitempty"`
 	// Rules are the names of the rules the plugin added for the Rollout.
 	Rules []string `json:"rules,omitempty"`
+	// Weights are the weights the plugin last set for the Rollout, so that a
+	// change by another owner can be told from the plugin's own.
+	Weights []RecordedWeight `json:"weights,omitempty"`
+}
+
+// RecordedWeight is one weight the plugin set: a backend in a rule.
+type RecordedWeight struct {
+	Rule     int    `json:"rule"`
+	RuleName string `json:"ruleName,omitempty"`
+	// Service is "<namespace>/<name>" of the backend Service.
+	Service string `json:"service"`
+	Weight  int64  `json:"weight"`
 }
 
 // Active says whether the Rollout still has anything on the route.

@@ -20,6 +20,9 @@ type Route struct {
 	ManagedFields   []metav1.ManagedFieldsEntry
 	// Rules is spec.rules exactly as served, defaults included.
 	Rules []Rule
+	// Parents is spec.parentRefs and status.parents, read for VerifyStatus;
+	// writes never send them.
+	Parents Parents
 }
 
 // Rule is one entry of spec.rules in its JSON form. Fields the plugin does not
@@ -38,6 +41,7 @@ func FromUnstructured(u *unstructured.Unstructured) (Route, error) {
 		Labels:          u.GetLabels(),
 		Annotations:     u.GetAnnotations(),
 		ManagedFields:   u.GetManagedFields(),
+		Parents:         parentsFromUnstructured(u),
 	}
 	if gv.Group != Group || kind.Resource() == "" {
 		return Route{}, fmt.Errorf("%s %s/%s is not a Gateway API route", u.GetKind(), r.Namespace, r.Name)

@@ -12,6 +12,7 @@ import (
 	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
@@ -32,6 +33,9 @@ type Desired struct {
 	Annotations map[string]string
 	// Changes says what differs from the live route, for the write's log line.
 	Changes []string
+	// Release gives up the plugin's ownership after the write: no Rollout has
+	// anything left on the route, so GitOps tools see changes to it again.
+	Release bool
 }
 
 // Compute returns the desired state of a route from its live state. It must be
@@ -41,14 +45,15 @@ type Compute func(live routes.Route) (Desired, error)
 // Applier writes routes.
 type Applier struct {
 	client       gateway.Interface
+	dyn          dynamic.Interface
 	reader       routes.Reader
 	fieldManager string
 	log          *logrus.Entry
 }
 
 // NewApplier returns an Applier that writes as fieldManager.
-func NewApplier(client gateway.Interface, reader routes.Reader, fieldManager string, log *logrus.Entry) *Applier {
-	return &Applier{client: client, reader: reader, fieldManager: fieldManager, log: log}
+func NewApplier(client gateway.Interface, dyn dynamic.Interface, reader routes.Reader, fieldManager string, log *logrus.Entry) *Applier {
+	return &Applier{client: client, dyn: dyn, reader: reader, fieldManager: fieldManager, log: log}
 }
 
 // FieldManager is the name the applier writes under.
@@ -109,7 +114,7 @@ func sameKeys(live, want map[string]string, owned []string) bool {
 func (a *Applier) Write(ctx context.Context, p Plan, log *logrus.Entry) error {
 	for attempt := 1; ; attempt++ {
 		if a.Unchanged(p) {
-			return nil
+			return a.releaseIfDone(ctx, p, p.Live, log)
 		}
 		stored, err := apply(ctx, a.client, p.Live, p.Desired, metav1.ApplyOptions{
 			FieldManager: a.fieldManager,
@@ -125,7 +130,7 @@ func (a *Applier) Write(ctx context.Context, p Plan, log *logrus.Entry) error {
 				"resourceVersion": p.Live.ResourceVersion + "→" + stored.ResourceVersion,
 				"changes":         a.describe(p),
 			}).Info("applied route")
-			return nil
+			return a.releaseIfDone(ctx, p, stored, log)
 		}
 		if !isStale(err) {
 			return &RouteError{Route: p.Live.Ref, Err: explain(err, p.Live.Ref)}
@@ -142,6 +147,74 @@ func (a *Applier) Write(ctx context.Context, p Plan, log *logrus.Entry) error {
 			return &RouteError{Route: p.Live.Ref, Err: err}
 		}
 		p = Plan{Live: live, Desired: d, compute: p.compute}
+	}
+}
+
+// releaseIfDone drops the plugin's ownership when the plan says the rollouts
+// on the route are done and the plugin still owns something there.
+func (a *Applier) releaseIfDone(ctx context.Context, p Plan, current routes.Route, log *logrus.Entry) error {
+	if !p.Desired.Release || !ownsAnything(current.ManagedFields, a.fieldManager) {
+		return nil
+	}
+	if err := a.release(ctx, current, log); err != nil {
+		return &RouteError{Route: current.Ref, Err: fmt.Errorf("giving up ownership: %w", explain(err, current.Ref))}
+	}
+	return nil
+}
+
+// release removes the plugin's managedFields entries and keeps every value:
+// an Update of the object as read, minus those entries, guarded by its
+// resourceVersion. It is the one write that is not an apply; an apply cannot
+// give up a field without deleting its value.
+func (a *Applier) release(ctx context.Context, current routes.Route, log *logrus.Entry) error {
+	res := a.dyn.Resource(current.Kind.GVR(current.Version)).Namespace(current.Namespace)
+	for attempt := 1; ; attempt++ {
+		u, err := res.Get(ctx, current.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		live, err := routes.FromUnstructured(u)
+		if err != nil {
+			return err
+		}
+		claims, err := routes.ReadClaims(live)
+		if err != nil {
+			return err
+		}
+		if len(claims.Rollouts()) > 0 || !ownsAnything(live.ManagedFields, a.fieldManager) {
+			return nil // a Rollout started meanwhile, or someone else released it
+		}
+		var keep []metav1.ManagedFieldsEntry
+		var dropped []string
+		for _, e := range live.ManagedFields {
+			if e.Manager == a.fieldManager {
+				dropped = append(dropped, string(e.Operation))
+				continue
+			}
+			keep = append(keep, e)
+		}
+		if len(keep) == 0 {
+			// An empty list would mean "leave managedFields as they are".
+			keep = []metav1.ManagedFieldsEntry{{}}
+		}
+		u.SetManagedFields(keep)
+		stored, err := res.Update(ctx, u, metav1.UpdateOptions{FieldManager: a.fieldManager})
+		if isStale(err) && attempt < maxAttempts {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if r, err := routes.FromUnstructured(stored); err == nil {
+			a.reader.Written(r)
+		}
+		log.WithFields(logrus.Fields{
+			"route":           current.Ref.String(),
+			"fieldManager":    a.fieldManager,
+			"resourceVersion": live.ResourceVersion + "→" + stored.GetResourceVersion(),
+			"changes":         "ownership released (" + strings.Join(dropped, ", ") + " entry removed), every value kept",
+		}).Info("released route")
+		return nil
 	}
 }
 

@@ -2,6 +2,7 @@ package ssa
 
 import (
 	"encoding/json"
+	"fmt"
 	"sort"
 	"strings"
 
@@ -51,4 +52,40 @@ func OwnsRules(entries []metav1.ManagedFieldsEntry, manager string) bool {
 	spec, _ := ownedFields(entries, manager)["f:spec"].(map[string]any)
 	_, ok := spec["f:rules"]
 	return ok
+}
+
+// RulesOwners lists the other managers that own spec.rules, as
+// "name (Apply)" or "name (Update, apiVersion)".
+func RulesOwners(entries []metav1.ManagedFieldsEntry, except string) []string {
+	var out []string
+	for _, e := range entries {
+		if e.Manager == except || e.FieldsV1 == nil {
+			continue
+		}
+		var fields map[string]any
+		if json.Unmarshal(e.FieldsV1.Raw, &fields) != nil {
+			continue
+		}
+		spec, _ := fields["f:spec"].(map[string]any)
+		if _, ok := spec["f:rules"]; !ok {
+			continue
+		}
+		if e.Operation == metav1.ManagedFieldsOperationApply {
+			out = append(out, fmt.Sprintf("%s (Apply)", e.Manager))
+		} else {
+			out = append(out, fmt.Sprintf("%s (%s, %s)", e.Manager, e.Operation, e.APIVersion))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ownsAnything says whether the manager has any managedFields entry.
+func ownsAnything(entries []metav1.ManagedFieldsEntry, manager string) bool {
+	for _, e := range entries {
+		if e.Manager == manager {
+			return true
+		}
+	}
+	return false
 }

@@ -38,6 +38,8 @@ spec:
 // The real plugin walks a canary 0 → 30 → 100 → 0 on every route kind; each
 // change is one server-side apply under the plugin's field manager, which
 // then owns spec.rules; the in-progress label comes and goes with the canary.
+// When the rollout ends the plugin gives its ownership back with one Update
+// that keeps every value (the one write that is not an apply).
 func TestWeightWalkOnEveryKind(t *testing.T) {
 	walk := func(t *testing.T, c *harness.Cluster, version, kind string) {
 		ns := namespace(t, c)
@@ -50,8 +52,14 @@ func TestWeightWalkOnEveryKind(t *testing.T) {
 			stable   int64
 			canary   int64
 			labelled bool
-			writes   int
-		}{{0, 100, 0, false, 0}, {30, 70, 30, true, 1}, {100, 0, 100, true, 1}, {0, 100, 0, false, 1}} {
+			writes   []string // "apply" or "release"
+			owns     bool     // the plugin owns spec.rules afterwards
+		}{
+			{0, 100, 0, false, nil, false},
+			{30, 70, 30, true, []string{"apply"}, true},
+			{100, 0, 100, true, []string{"apply"}, true},
+			{0, 100, 0, false, []string{"apply", "release"}, false},
+		} {
 			c.Recorder.Reset()
 			if err := p.SetWeight(ro, step.weight, nil); err.HasError() {
 				t.Fatalf("SetWeight(%d): %s", step.weight, err)
@@ -65,16 +73,29 @@ func TestWeightWalkOnEveryKind(t *testing.T) {
 			if labelled != step.labelled {
 				t.Errorf("SetWeight(%d): in-progress label present = %v, want %v", step.weight, labelled, step.labelled)
 			}
+			var writes []string
 			for _, w := range pluginWrites(c) {
-				if !w.IsApply() {
-					t.Errorf("SetWeight(%d): plugin sent %s %s (%s), want only server-side applies", step.weight, w.Method, w.Path, w.ContentType)
+				switch {
+				case w.IsApply():
+					writes = append(writes, "apply")
+				case w.Method == http.MethodPut:
+					writes = append(writes, "release")
+				default:
+					writes = append(writes, w.Method+" "+w.ContentType)
 				}
 			}
-			if n := len(pluginWrites(c)); n != step.writes {
-				t.Errorf("SetWeight(%d): %d writes, want %d", step.weight, n, step.writes)
+			if diff := cmp.Diff(step.writes, writes); diff != "" {
+				t.Errorf("SetWeight(%d): writes (-want +got):\n%s", step.weight, diff)
 			}
-			if step.writes > 0 && !ownsRules(u, fieldManager) {
-				t.Errorf("SetWeight(%d): managedFields hold no Apply entry of %s owning f:spec.f:rules: %v", step.weight, fieldManager, u.GetManagedFields())
+			if got := ownsRules(u, fieldManager); got != step.owns {
+				t.Errorf("SetWeight(%d): plugin's Apply entry owns f:spec.f:rules = %v, want %v: %v", step.weight, got, step.owns, u.GetManagedFields())
+			}
+			if !step.owns {
+				for _, e := range u.GetManagedFields() {
+					if e.Manager == fieldManager {
+						t.Errorf("SetWeight(%d): the plugin still has a managedFields entry: %+v", step.weight, e)
+					}
+				}
 			}
 		}
 	}
@@ -172,7 +193,8 @@ func TestOnlyWeightsChange(t *testing.T) {
 	want.SetLabels(map[string]string{"team": "shop", "rollouts.argoproj.io/gatewayapi-canary": "in-progress"})
 	// The plugin's own bookkeeping: what each Rollout has on the route.
 	want.SetAnnotations(map[string]string{"owner": "shop-team@example.com",
-		"gatewayapi-ssa.dev/claims": `{"` + ns + `/demo":{"canaryWeight":30}}`})
+		"gatewayapi-ssa.dev/claims": `{"` + ns + `/demo":{"canaryWeight":30,"weights":[` +
+			`{"rule":0,"service":"` + ns + `/stable","weight":70},{"rule":0,"service":"` + ns + `/canary","weight":30}]}}`})
 	ignore := func(u *unstructured.Unstructured) map[string]any {
 		u = u.DeepCopy()
 		u.SetResourceVersion("")

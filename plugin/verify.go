@@ -1,0 +1,179 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	"github.com/argoproj/argo-rollouts/utils/plugin/types"
+	"github.com/sirupsen/logrus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/pingpong"
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+)
+
+// verifyWeight answers VerifyWeight. Without verifyWeight: true in the
+// Rollout's config it answers NotImplemented: the plugin cannot know whether
+// the gateway reports observedGeneration, and a blind Verified would let a
+// rollout promote on weights no gateway has taken.
+//
+// With the option it reads every managed route fresh from the apiserver (it
+// writes nothing) and answers Verified only when every route's spec carries
+// the desired weights (canary, experiment Services, stable the rest of
+// maxTrafficWeight) and every parent it names reports Accepted and
+// ResolvedRefs True for the route's current generation (routes.VerifyStatus).
+// A route that is behind gives NotVerified and one log line saying what is
+// behind; a condition reported False gives an RpcError naming the route, the
+// parent and the reason. Every error comes with NotVerified, never
+// NotImplemented: Argo Rollouts keeps the Verified value it gets alongside an
+// error, and NotVerified keeps a setWeight step from completing.
+func (p *Plugin) verifyWeight(ro *v1alpha1.Rollout, desiredWeight int32, additional []v1alpha1.WeightDestination) (verified types.RpcVerified, resp types.RpcError) {
+	call := fmt.Sprintf("VerifyWeight(%d)", desiredWeight)
+	if len(additional) > 0 {
+		parts := make([]string, len(additional))
+		for i, d := range additional {
+			parts[i] = fmt.Sprintf("%s=%d", d.ServiceName, d.Weight)
+		}
+		call = fmt.Sprintf("VerifyWeight(%d, %s)", desiredWeight, strings.Join(parts, ","))
+	}
+	verified = types.NotVerified
+	defer p.recoverInto(call, &resp)
+	settings, err := ParseConfig(ro, p.opts.PluginName)
+	if err != nil {
+		return types.NotVerified, p.fail(ro, call, err)
+	}
+	if !settings.VerifyWeight {
+		return types.NotImplemented, types.RpcError{}
+	}
+	stable, canary, err := pingpong.Services(ro)
+	if err != nil {
+		return types.NotVerified, p.fail(ro, call, err)
+	}
+	max := int64(100)
+	if m := ro.Spec.Strategy.Canary.TrafficRouting.MaxTrafficWeight; m != nil {
+		max = int64(*m)
+	}
+	split := routes.Split{
+		Stable:       routes.ServiceRef(ro.Namespace, stable),
+		Canary:       routes.ServiceRef(ro.Namespace, canary),
+		CanaryWeight: int64(desiredWeight),
+		MaxWeight:    max,
+	}
+	if split.CanaryWeight < 0 || split.CanaryWeight > max {
+		return types.NotVerified, p.fail(ro, call, fmt.Errorf("weight %d is outside 0..%d (spec.strategy.canary.trafficRouting.maxTrafficWeight)", desiredWeight, max))
+	}
+	// Experiment Services (in the Rollout's namespace, as SetWeight adds them)
+	// take their weights out of stable's share.
+	var extra []routes.BackendWeight
+	for _, d := range additional {
+		if d.Weight < 0 {
+			return types.NotVerified, p.fail(ro, call, fmt.Errorf("experiment Service %s has negative weight %d", d.ServiceName, d.Weight))
+		}
+		split.Reserved += int64(d.Weight)
+		extra = append(extra, routes.BackendWeight{Backend: routes.ServiceRef(ro.Namespace, d.ServiceName), Weight: int64(d.Weight)})
+	}
+	if split.StableWeight() < 0 {
+		return types.NotVerified, p.fail(ro, call, fmt.Errorf("canary weight %d plus experiment weights %d exceed maxTrafficWeight %d",
+			desiredWeight, split.Reserved, max))
+	}
+	p.mu.Lock()
+	reader := p.reader
+	p.mu.Unlock()
+	if reader == nil {
+		return types.NotVerified, p.fail(ro, call, errors.New("the plugin has no Kubernetes client: InitPlugin failed or was not called"))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), p.opts.CallTimeout)
+	defer cancel()
+
+	live, err := p.freshRoutes(ctx, reader, settings.Targets)
+	if err != nil {
+		return types.NotVerified, p.fail(ro, call, err)
+	}
+	log := p.log.WithFields(logrus.Fields{"rollout": ro.Namespace + "/" + ro.Name, "call": call})
+	var errs []error
+	var failed []string
+	behind := 0
+	for _, r := range live {
+		v, err := routes.VerifyStatus(r, split, extra)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", r.Ref, err))
+			continue
+		}
+		if len(v.Failed) > 0 {
+			failed = append(failed, v.String())
+			continue
+		}
+		if len(v.Behind) > 0 {
+			behind++
+			log.WithFields(logrus.Fields{
+				"route":      r.Ref.String(),
+				"generation": r.Generation,
+				"behind":     findings(v.Behind),
+			}).Info("weights not verified yet")
+		}
+	}
+	if len(failed) > 0 {
+		errs = append(errs, fmt.Errorf("a gateway controller refused the route: %s", strings.Join(failed, "; ")))
+	}
+	if len(errs) > 0 {
+		return types.NotVerified, p.fail(ro, call, errors.Join(errs...))
+	}
+	if behind > 0 {
+		return types.NotVerified, types.RpcError{}
+	}
+	log.WithField("routes", len(live)).Debug("weights verified")
+	return types.Verified, types.RpcError{}
+}
+
+// freshRoutes resolves the targets and reads every route again with a GET,
+// concurrently: VerifyWeight comes right after SetWeight, and a watch cache a
+// moment behind would show the generation before the write.
+func (p *Plugin) freshRoutes(ctx context.Context, reader routes.Reader, t routes.Targets) ([]routes.Route, error) {
+	resolved, err := routes.Resolve(ctx, reader, t)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]routes.Route, len(resolved))
+	errs := make([]error, len(resolved))
+	sem := make(chan struct{}, p.opts.MaxConcurrentWrites)
+	var wg sync.WaitGroup
+	for i, r := range resolved {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				if rec := recover(); rec != nil {
+					errs[i] = fmt.Errorf("%s: internal error: %v", r.Ref, rec)
+				}
+			}()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			fresh, err := reader.Fresh(ctx, r.Ref)
+			switch {
+			case apierrors.IsNotFound(err):
+				errs[i] = fmt.Errorf("%s not found (deleted?)", r.Ref)
+			case err != nil:
+				errs[i] = fmt.Errorf("reading %s: %w", r.Ref, err)
+			default:
+				out[i] = fresh
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func findings(fs []routes.Finding) string {
+	parts := make([]string, len(fs))
+	for i, f := range fs {
+		parts[i] = f.String()
+	}
+	return strings.Join(parts, "; ")
+}

@@ -1,0 +1,375 @@
+package routes
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// Route status conditions VerifyStatus checks (Gateway API RouteConditionType).
+const (
+	ConditionAccepted     = "Accepted"
+	ConditionResolvedRefs = "ResolvedRefs"
+	// ConditionPartiallyInvalid True means the controller dropped some rules
+	// (or fell back to an older generation, which shows as Accepted for that
+	// generation).
+	ConditionPartiallyInvalid = "PartiallyInvalid"
+)
+
+// checkedConditions are the conditions every parent must report True for the
+// route's current generation, in the order they are checked.
+var checkedConditions = []string{ConditionAccepted, ConditionResolvedRefs}
+
+// Parents is what a route says about its parents: the ones spec.parentRefs
+// names and what the gateway controllers reported in status.parents.
+type Parents struct {
+	// Refs is spec.parentRefs with defaults resolved.
+	Refs []ParentRef
+	// Status is status.parents, one entry per parent and controller.
+	Status []ParentStatus
+}
+
+// ParentRef is a parentRef with Gateway API's defaults resolved: group
+// gateway.networking.k8s.io and kind Gateway when not given, the route's
+// namespace when no namespace is given. An empty SectionName and a zero Port
+// mean "not set". Two ParentRefs name the same parent only if all fields match.
+type ParentRef struct {
+	Group       string
+	Kind        string
+	Namespace   string
+	Name        string
+	SectionName string
+	Port        int64
+}
+
+func (p ParentRef) String() string {
+	s := fmt.Sprintf("%s %s/%s", p.Kind, p.Namespace, p.Name)
+	if p.Group != Group {
+		s = fmt.Sprintf("%s.%s %s/%s", p.Kind, p.Group, p.Namespace, p.Name)
+	}
+	if p.SectionName != "" {
+		s += " sectionName " + p.SectionName
+	}
+	if p.Port != 0 {
+		s += fmt.Sprintf(" port %d", p.Port)
+	}
+	return s
+}
+
+// ParentStatus is one entry of status.parents.
+type ParentStatus struct {
+	ParentRef      ParentRef
+	ControllerName string
+	Conditions     []Condition
+}
+
+// Condition is one condition of a status.parents entry.
+type Condition struct {
+	Type               string
+	Status             string // "True", "False" or "Unknown"
+	Reason             string
+	Message            string
+	ObservedGeneration int64
+}
+
+// parentsFromUnstructured reads spec.parentRefs and status.parents. Entries
+// that are not objects are skipped: the CRD schema does not allow them, and
+// they would name no parent anyway.
+func parentsFromUnstructured(u *unstructured.Unstructured) Parents {
+	ns := u.GetNamespace()
+	var p Parents
+	refs, _, _ := unstructured.NestedSlice(u.Object, "spec", "parentRefs")
+	for _, item := range refs {
+		if m, ok := item.(map[string]any); ok {
+			p.Refs = append(p.Refs, parentRefFrom(m, ns))
+		}
+	}
+	statuses, _, _ := unstructured.NestedSlice(u.Object, "status", "parents")
+	for _, item := range statuses {
+		m, ok := item.(map[string]any)
+		if !ok {
+			continue
+		}
+		ref, _ := m["parentRef"].(map[string]any)
+		ps := ParentStatus{ParentRef: parentRefFrom(ref, ns)}
+		ps.ControllerName, _ = m["controllerName"].(string)
+		conds, _ := m["conditions"].([]any)
+		for _, c := range conds {
+			cm, ok := c.(map[string]any)
+			if !ok {
+				continue
+			}
+			cond := Condition{ObservedGeneration: toInt64(cm["observedGeneration"])}
+			cond.Type, _ = cm["type"].(string)
+			cond.Status, _ = cm["status"].(string)
+			cond.Reason, _ = cm["reason"].(string)
+			cond.Message, _ = cm["message"].(string)
+			ps.Conditions = append(ps.Conditions, cond)
+		}
+		p.Status = append(p.Status, ps)
+	}
+	return p
+}
+
+// parentRefFrom resolves a parentRef's defaults. An absent group means
+// gateway.networking.k8s.io; a group given as "" is the core group (a Service
+// parent, as in GAMMA), so it stays "".
+func parentRefFrom(m map[string]any, routeNamespace string) ParentRef {
+	ref := ParentRef{Group: Group, Kind: "Gateway", Namespace: routeNamespace}
+	if g, ok := m["group"].(string); ok {
+		ref.Group = g
+	}
+	if k, ok := m["kind"].(string); ok && k != "" {
+		ref.Kind = k
+	}
+	if ns, ok := m["namespace"].(string); ok && ns != "" {
+		ref.Namespace = ns
+	}
+	ref.Name, _ = m["name"].(string)
+	ref.SectionName, _ = m["sectionName"].(string)
+	ref.Port = toInt64(m["port"])
+	return ref
+}
+
+func toInt64(v any) int64 {
+	switch n := v.(type) {
+	case int64:
+		return n
+	case int32:
+		return int64(n)
+	case int:
+		return int64(n)
+	case float64:
+		return int64(n)
+	}
+	return 0
+}
+
+// Verdict is what VerifyStatus found on one route. The route is verified when
+// both Behind and Failed are empty.
+type Verdict struct {
+	Route      Ref
+	Generation int64
+	// Behind says what is not there yet: the spec does not carry the desired
+	// weights, a parent has no status, or a condition is missing, Unknown or
+	// reported for an older generation. Waiting may fix it.
+	Behind []Finding
+	// Failed lists the conditions a gateway controller reported False for the
+	// route's current generation: waiting will not fix them.
+	Failed []Finding
+}
+
+// Verified says whether every check held.
+func (v Verdict) Verified() bool { return len(v.Behind) == 0 && len(v.Failed) == 0 }
+
+// Finding is one thing VerifyStatus found wrong.
+type Finding struct {
+	// Parent is the parent the finding is about; nil for the spec.
+	Parent *ParentRef
+	// ControllerName is the gateway controller that wrote the status entry.
+	ControllerName string
+	// Condition is the condition type, "" when the finding is not about one.
+	Condition          string
+	Status             string
+	Reason             string
+	Message            string
+	ObservedGeneration int64
+	// Detail says what is wrong, in words.
+	Detail string
+}
+
+func (f Finding) String() string {
+	var b strings.Builder
+	if f.Parent != nil {
+		fmt.Fprintf(&b, "parent %s: ", f.Parent)
+	}
+	b.WriteString(f.Detail)
+	return b.String()
+}
+
+// String lists the findings, for a log line or an error.
+func (v Verdict) String() string {
+	var parts []string
+	for _, f := range v.Failed {
+		parts = append(parts, f.String())
+	}
+	for _, f := range v.Behind {
+		parts = append(parts, f.String())
+	}
+	return fmt.Sprintf("%s (generation %d): %s", v.Route, v.Generation, strings.Join(parts, "; "))
+}
+
+// BackendWeight is a backend other than stable and canary (an experiment
+// Service) and the weight it must have in every managed rule.
+type BackendWeight struct {
+	Backend ObjectRef
+	Weight  int64
+}
+
+// VerifyStatus says whether a route carries a split and its gateways have
+// accepted it:
+//
+//   - the live spec carries the split's weights in every managed rule, and
+//     the last backendRef to each extra backend there has its weight (the
+//     experiment transform appends one per Service);
+//   - for every parent that spec.parentRefs names, every status.parents entry
+//     for that parent reports Accepted=True and ResolvedRefs=True with an
+//     observedGeneration of at least the route's metadata.generation.
+//
+// A parent without a status entry, a missing or Unknown condition and a
+// condition for an older generation put the route Behind; a condition False
+// for the current generation is Failed, and so is PartiallyInvalid=True for
+// it (the controller dropped rules, maybe the ones carrying the weights).
+// When the spec does not carry the weights yet, that is the only finding: the
+// status cannot be about them. A route whose spec.parentRefs is empty is
+// Behind: no gateway serves it. Status entries for parents spec.parentRefs
+// does not name are ignored. The error is the one SetWeights gives for the
+// same split (no managed rule, weight out of range).
+func VerifyStatus(r Route, s Split, extra []BackendWeight) (Verdict, error) {
+	v := Verdict{Route: r.Ref, Generation: r.Generation}
+	_, changes, err := SetWeights(r, s)
+	if err != nil {
+		return v, err
+	}
+	var descs []string
+	for _, c := range changes {
+		descs = append(descs, fmt.Sprintf("rule %d %s has weight %d, want %d", c.Rule, c.Backend, c.From, c.To))
+	}
+	for _, i := range ManagedRules(r, s.Stable, s.Canary) {
+		for _, want := range extra {
+			b, ok := lastBackendRef(r.Rules[i], r.Namespace, want.Backend)
+			switch {
+			case !ok:
+				descs = append(descs, fmt.Sprintf("rule %d has no backendRef to %s (want weight %d)", i, want.Backend, want.Weight))
+			case b.Weight() != want.Weight:
+				descs = append(descs, fmt.Sprintf("rule %d %s has weight %d, want %d", i, want.Backend, b.Weight(), want.Weight))
+			}
+		}
+	}
+	if len(descs) > 0 {
+		v.Behind = append(v.Behind, Finding{
+			Detail: "spec does not carry the desired weights yet: " + strings.Join(descs, ", "),
+		})
+		return v, nil
+	}
+	if len(r.Parents.Refs) == 0 {
+		v.Behind = append(v.Behind, Finding{
+			Detail: "spec.parentRefs names no parent: no gateway serves this route, so none can carry the weights",
+		})
+		return v, nil
+	}
+	seen := map[ParentRef]bool{}
+	for _, ref := range r.Parents.Refs {
+		if seen[ref] {
+			continue
+		}
+		seen[ref] = true
+		parent := ref
+		var entries []ParentStatus
+		for _, st := range r.Parents.Status {
+			if st.ParentRef == ref {
+				entries = append(entries, st)
+			}
+		}
+		if len(entries) == 0 {
+			v.Behind = append(v.Behind, Finding{
+				Parent: &parent,
+				Detail: "no status.parents entry: no gateway controller has reported on this parent yet",
+			})
+			continue
+		}
+		for _, st := range entries {
+			for _, typ := range checkedConditions {
+				if f, failed, ok := checkCondition(st, typ, r.Generation); !ok {
+					f.Parent = &parent
+					if failed {
+						v.Failed = append(v.Failed, f)
+					} else {
+						v.Behind = append(v.Behind, f)
+					}
+				}
+			}
+			if f, dropped := droppedRules(st, r.Generation); dropped {
+				f.Parent = &parent
+				v.Failed = append(v.Failed, f)
+			}
+		}
+	}
+	return v, nil
+}
+
+// lastBackendRef is the rule's last backendRef pointing at target.
+func lastBackendRef(rule Rule, namespace string, target ObjectRef) (BackendRef, bool) {
+	refs := rule.BackendRefs()
+	for j := len(refs) - 1; j >= 0; j-- {
+		if refs[j].Target(namespace) == target {
+			return refs[j], true
+		}
+	}
+	return nil, false
+}
+
+// checkCondition checks one condition of one status entry. ok means it is True
+// for the generation; otherwise failed tells False-for-this-generation from
+// "not there yet".
+func checkCondition(st ParentStatus, typ string, generation int64) (f Finding, failed, ok bool) {
+	f = Finding{ControllerName: st.ControllerName, Condition: typ}
+	var cond *Condition
+	for i := range st.Conditions {
+		if st.Conditions[i].Type == typ {
+			cond = &st.Conditions[i]
+			break
+		}
+	}
+	if cond == nil {
+		f.Detail = fmt.Sprintf("%s has no %s condition", controller(st), typ)
+		return f, false, false
+	}
+	f.Status, f.Reason, f.Message, f.ObservedGeneration = cond.Status, cond.Reason, cond.Message, cond.ObservedGeneration
+	if cond.ObservedGeneration < generation {
+		gen := fmt.Sprintf("observedGeneration %d", cond.ObservedGeneration)
+		if cond.ObservedGeneration == 0 {
+			gen = "no observedGeneration"
+		}
+		f.Detail = fmt.Sprintf("%s reported %s=%s for an older generation (%s < generation %d)",
+			controller(st), typ, cond.Status, gen, generation)
+		return f, false, false
+	}
+	switch cond.Status {
+	case "True":
+		return f, false, true
+	case "False":
+		f.Detail = fmt.Sprintf("%s reports %s=False for generation %d: reason %s: %s",
+			controller(st), typ, cond.ObservedGeneration, cond.Reason, cond.Message)
+		return f, true, false
+	}
+	f.Detail = fmt.Sprintf("%s reports %s=%s for generation %d (reason %s: %s)",
+		controller(st), typ, cond.Status, cond.ObservedGeneration, cond.Reason, cond.Message)
+	return f, false, false
+}
+
+// droppedRules reports PartiallyInvalid=True for the generation: the
+// controller accepted the route but dropped some of its rules, and the
+// managed rules may be among them.
+func droppedRules(st ParentStatus, generation int64) (Finding, bool) {
+	for _, c := range st.Conditions {
+		if c.Type == ConditionPartiallyInvalid && c.Status == "True" && c.ObservedGeneration >= generation {
+			return Finding{
+				ControllerName: st.ControllerName, Condition: c.Type, Status: c.Status, Reason: c.Reason,
+				Message: c.Message, ObservedGeneration: c.ObservedGeneration,
+				Detail: fmt.Sprintf("%s reports PartiallyInvalid=True for generation %d (reason %s: %s): "+
+					"it dropped invalid rules, which may include the ones carrying the weights",
+					controller(st), c.ObservedGeneration, c.Reason, c.Message),
+			}, true
+		}
+	}
+	return Finding{}, false
+}
+
+func controller(st ParentStatus) string {
+	if st.ControllerName == "" {
+		return "the gateway controller"
+	}
+	return st.ControllerName
+}

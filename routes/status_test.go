@@ -1,0 +1,479 @@
+package routes
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+const stController = "example.com/gateway-controller"
+
+// stGateway is the parent most cases use: Gateway shop/gw, defaults resolved.
+var stGateway = ParentRef{Group: Group, Kind: "Gateway", Namespace: wtNS, Name: "gw"}
+
+func stParent(name string) ParentRef {
+	p := stGateway
+	p.Name = name
+	return p
+}
+
+func stPtr(p ParentRef) *ParentRef { return &p }
+
+// stCond is a condition as a gateway controller reports it.
+func stCond(typ, status string, gen int64, reason string) Condition {
+	return Condition{Type: typ, Status: status, Reason: reason, Message: typ + " " + status, ObservedGeneration: gen}
+}
+
+// stGood is the status of a parent that accepted generation gen.
+func stGood(parent ParentRef, gen int64) ParentStatus {
+	return ParentStatus{ParentRef: parent, ControllerName: stController, Conditions: []Condition{
+		stCond(ConditionAccepted, "True", gen, "Accepted"),
+		stCond(ConditionResolvedRefs, "True", gen, "ResolvedRefs"),
+	}}
+}
+
+// stRoute is HTTPRoute shop/web at generation 3 whose one rule carries 70/30.
+func stRoute(refs []ParentRef, status ...ParentStatus) Route {
+	return Route{
+		Ref:        Ref{Kind: HTTPRoute, Namespace: wtNS, Name: "web"},
+		Generation: 3,
+		Rules:      []Rule{wtRule("/", wtBackend("web-stable", 70), wtBackend("web-canary", 30))},
+		Parents:    Parents{Refs: refs, Status: status},
+	}
+}
+
+var stSplit = Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 30, MaxWeight: 100}
+
+func TestVerifyStatus(t *testing.T) {
+	webRef := Ref{Kind: HTTPRoute, Namespace: wtNS, Name: "web"}
+	verdict := func(behind, failed []Finding) Verdict {
+		return Verdict{Route: webRef, Generation: 3, Behind: behind, Failed: failed}
+	}
+	tests := []struct {
+		name  string
+		route Route
+		split Split
+		extra []BackendWeight
+		want  Verdict
+	}{
+		{
+			name:  "Accepted and ResolvedRefs True for the current generation: verified",
+			route: stRoute([]ParentRef{stGateway}, stGood(stGateway, 3)),
+			want:  verdict(nil, nil),
+		},
+		{
+			name:  "an observedGeneration newer than the read is verified too",
+			route: stRoute([]ParentRef{stGateway}, stGood(stGateway, 4)),
+			want:  verdict(nil, nil),
+		},
+		{
+			name:  "the spec does not carry the weights yet: that is the only finding, whatever the status says",
+			route: stRoute([]ParentRef{stGateway}, stGood(stGateway, 3)),
+			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 50, MaxWeight: 100},
+			want: verdict([]Finding{{
+				Detail: "spec does not carry the desired weights yet: rule 0 Service shop/web-stable has weight 70, want 50, " +
+					"rule 0 Service shop/web-canary has weight 30, want 50",
+			}}, nil),
+		},
+		{
+			name: "experiment backends at their weights, stable gets the rest: verified",
+			route: func() Route {
+				r := stRoute([]ParentRef{stGateway}, stGood(stGateway, 3))
+				r.Rules = []Rule{wtRule("/", wtBackend("web-stable", 50), wtBackend("web-canary", 30), wtBackend("exp-a", 15), wtBackend("exp-b", 5))}
+				return r
+			}(),
+			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 30, MaxWeight: 100, Reserved: 20},
+			extra: []BackendWeight{{ServiceRef(wtNS, "exp-a"), 15}, {ServiceRef(wtNS, "exp-b"), 5}},
+			want:  verdict(nil, nil),
+		},
+		{
+			name: "an experiment backend missing or at another weight: the spec does not carry the weights",
+			route: func() Route {
+				r := stRoute([]ParentRef{stGateway}, stGood(stGateway, 3))
+				r.Rules = []Rule{wtRule("/", wtBackend("web-stable", 50), wtBackend("web-canary", 30), wtBackend("exp-a", 10))}
+				return r
+			}(),
+			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 30, MaxWeight: 100, Reserved: 20},
+			extra: []BackendWeight{{ServiceRef(wtNS, "exp-a"), 15}, {ServiceRef(wtNS, "exp-b"), 5}},
+			want: verdict([]Finding{{
+				Detail: "spec does not carry the desired weights yet: rule 0 Service shop/exp-a has weight 10, want 15, " +
+					"rule 0 has no backendRef to Service shop/exp-b (want weight 5)",
+			}}, nil),
+		},
+		{
+			name:  "no status at all",
+			route: stRoute([]ParentRef{stGateway}),
+			want: verdict([]Finding{{
+				Parent: stPtr(stGateway),
+				Detail: "no status.parents entry: no gateway controller has reported on this parent yet",
+			}}, nil),
+		},
+		{
+			name:  "status for an older generation: both conditions behind",
+			route: stRoute([]ParentRef{stGateway}, stGood(stGateway, 2)),
+			want: verdict([]Finding{
+				{
+					Parent: stPtr(stGateway), ControllerName: stController, Condition: ConditionAccepted,
+					Status: "True", Reason: "Accepted", Message: "Accepted True", ObservedGeneration: 2,
+					Detail: stController + " reported Accepted=True for an older generation (observedGeneration 2 < generation 3)",
+				},
+				{
+					Parent: stPtr(stGateway), ControllerName: stController, Condition: ConditionResolvedRefs,
+					Status: "True", Reason: "ResolvedRefs", Message: "ResolvedRefs True", ObservedGeneration: 2,
+					Detail: stController + " reported ResolvedRefs=True for an older generation (observedGeneration 2 < generation 3)",
+				},
+			}, nil),
+		},
+		{
+			name: "conditions without observedGeneration never verify",
+			route: stRoute([]ParentRef{stGateway}, ParentStatus{ParentRef: stGateway, Conditions: []Condition{
+				{Type: ConditionAccepted, Status: "True", Reason: "Accepted"},
+				stCond(ConditionResolvedRefs, "True", 3, "ResolvedRefs"),
+			}}),
+			want: verdict([]Finding{{
+				Parent: stPtr(stGateway), Condition: ConditionAccepted, Status: "True", Reason: "Accepted",
+				Detail: "the gateway controller reported Accepted=True for an older generation (no observedGeneration < generation 3)",
+			}}, nil),
+		},
+		{
+			name: "ResolvedRefs False for the current generation fails, with reason and message",
+			route: stRoute([]ParentRef{stGateway}, ParentStatus{ParentRef: stGateway, ControllerName: stController, Conditions: []Condition{
+				stCond(ConditionAccepted, "True", 3, "Accepted"),
+				{Type: ConditionResolvedRefs, Status: "False", Reason: "BackendNotFound", Message: `service "web-canary" not found`, ObservedGeneration: 3},
+			}}),
+			want: verdict(nil, []Finding{{
+				Parent: stPtr(stGateway), ControllerName: stController, Condition: ConditionResolvedRefs,
+				Status: "False", Reason: "BackendNotFound", Message: `service "web-canary" not found`, ObservedGeneration: 3,
+				Detail: stController + ` reports ResolvedRefs=False for generation 3: reason BackendNotFound: service "web-canary" not found`,
+			}}),
+		},
+		{
+			name: "Accepted False for the current generation fails",
+			route: stRoute([]ParentRef{stGateway}, ParentStatus{ParentRef: stGateway, ControllerName: stController, Conditions: []Condition{
+				stCond(ConditionAccepted, "False", 3, "NotAllowedByListeners"),
+				stCond(ConditionResolvedRefs, "True", 3, "ResolvedRefs"),
+			}}),
+			want: verdict(nil, []Finding{{
+				Parent: stPtr(stGateway), ControllerName: stController, Condition: ConditionAccepted,
+				Status: "False", Reason: "NotAllowedByListeners", Message: "Accepted False", ObservedGeneration: 3,
+				Detail: stController + " reports Accepted=False for generation 3: reason NotAllowedByListeners: Accepted False",
+			}}),
+		},
+		{
+			name: "a False condition for an older generation is only behind: the controller has not seen the new spec",
+			route: stRoute([]ParentRef{stGateway}, ParentStatus{ParentRef: stGateway, ControllerName: stController, Conditions: []Condition{
+				stCond(ConditionAccepted, "True", 3, "Accepted"),
+				stCond(ConditionResolvedRefs, "False", 2, "BackendNotFound"),
+			}}),
+			want: verdict([]Finding{{
+				Parent: stPtr(stGateway), ControllerName: stController, Condition: ConditionResolvedRefs,
+				Status: "False", Reason: "BackendNotFound", Message: "ResolvedRefs False", ObservedGeneration: 2,
+				Detail: stController + " reported ResolvedRefs=False for an older generation (observedGeneration 2 < generation 3)",
+			}}, nil),
+		},
+		{
+			name: "Unknown for the current generation is behind",
+			route: stRoute([]ParentRef{stGateway}, ParentStatus{ParentRef: stGateway, ControllerName: stController, Conditions: []Condition{
+				stCond(ConditionAccepted, "Unknown", 3, "Pending"),
+				stCond(ConditionResolvedRefs, "True", 3, "ResolvedRefs"),
+			}}),
+			want: verdict([]Finding{{
+				Parent: stPtr(stGateway), ControllerName: stController, Condition: ConditionAccepted,
+				Status: "Unknown", Reason: "Pending", Message: "Accepted Unknown", ObservedGeneration: 3,
+				Detail: stController + " reports Accepted=Unknown for generation 3 (reason Pending: Accepted Unknown)",
+			}}, nil),
+		},
+		{
+			name: "a missing ResolvedRefs condition is behind",
+			route: stRoute([]ParentRef{stGateway}, ParentStatus{ParentRef: stGateway, ControllerName: stController, Conditions: []Condition{
+				stCond(ConditionAccepted, "True", 3, "Accepted"),
+			}}),
+			want: verdict([]Finding{{
+				Parent: stPtr(stGateway), ControllerName: stController, Condition: ConditionResolvedRefs,
+				Detail: stController + " has no ResolvedRefs condition",
+			}}, nil),
+		},
+		{
+			name:  "two parents, one behind",
+			route: stRoute([]ParentRef{stParent("gw-a"), stParent("gw-b")}, stGood(stParent("gw-a"), 3), stGood(stParent("gw-b"), 2)),
+			want: verdict([]Finding{
+				{
+					Parent: stPtr(stParent("gw-b")), ControllerName: stController, Condition: ConditionAccepted,
+					Status: "True", Reason: "Accepted", Message: "Accepted True", ObservedGeneration: 2,
+					Detail: stController + " reported Accepted=True for an older generation (observedGeneration 2 < generation 3)",
+				},
+				{
+					Parent: stPtr(stParent("gw-b")), ControllerName: stController, Condition: ConditionResolvedRefs,
+					Status: "True", Reason: "ResolvedRefs", Message: "ResolvedRefs True", ObservedGeneration: 2,
+					Detail: stController + " reported ResolvedRefs=True for an older generation (observedGeneration 2 < generation 3)",
+				},
+			}, nil),
+		},
+		{
+			name:  "two parents, one without status",
+			route: stRoute([]ParentRef{stParent("gw-a"), stParent("gw-b")}, stGood(stParent("gw-a"), 3)),
+			want: verdict([]Finding{{
+				Parent: stPtr(stParent("gw-b")),
+				Detail: "no status.parents entry: no gateway controller has reported on this parent yet",
+			}}, nil),
+		},
+		{
+			name: "one parent failed and one behind: both reported",
+			route: stRoute([]ParentRef{stParent("gw-a"), stParent("gw-b")},
+				ParentStatus{ParentRef: stParent("gw-a"), ControllerName: stController, Conditions: []Condition{
+					stCond(ConditionAccepted, "True", 3, "Accepted"),
+					stCond(ConditionResolvedRefs, "False", 3, "RefNotPermitted"),
+				}}),
+			want: verdict(
+				[]Finding{{
+					Parent: stPtr(stParent("gw-b")),
+					Detail: "no status.parents entry: no gateway controller has reported on this parent yet",
+				}},
+				[]Finding{{
+					Parent: stPtr(stParent("gw-a")), ControllerName: stController, Condition: ConditionResolvedRefs,
+					Status: "False", Reason: "RefNotPermitted", Message: "ResolvedRefs False", ObservedGeneration: 3,
+					Detail: stController + " reports ResolvedRefs=False for generation 3: reason RefNotPermitted: ResolvedRefs False",
+				}}),
+		},
+		{
+			name:  "status of a parent the spec no longer names is ignored",
+			route: stRoute([]ParentRef{stParent("gw-a")}, stGood(stParent("gw-a"), 3), stGood(stParent("old-gw"), 1)),
+			want:  verdict(nil, nil),
+		},
+		{
+			name: "sectionName must match: status for another listener is not status for this parent",
+			route: stRoute([]ParentRef{{Group: Group, Kind: "Gateway", Namespace: wtNS, Name: "gw", SectionName: "https"}},
+				stGood(ParentRef{Group: Group, Kind: "Gateway", Namespace: wtNS, Name: "gw", SectionName: "http"}, 3)),
+			want: verdict([]Finding{{
+				Parent: &ParentRef{Group: Group, Kind: "Gateway", Namespace: wtNS, Name: "gw", SectionName: "https"},
+				Detail: "no status.parents entry: no gateway controller has reported on this parent yet",
+			}}, nil),
+		},
+		{
+			name: "port must match",
+			route: stRoute([]ParentRef{{Group: Group, Kind: "Gateway", Namespace: wtNS, Name: "gw", Port: 443}},
+				stGood(ParentRef{Group: Group, Kind: "Gateway", Namespace: wtNS, Name: "gw", Port: 80}, 3)),
+			want: verdict([]Finding{{
+				Parent: &ParentRef{Group: Group, Kind: "Gateway", Namespace: wtNS, Name: "gw", Port: 443},
+				Detail: "no status.parents entry: no gateway controller has reported on this parent yet",
+			}}, nil),
+		},
+		{
+			name: "namespace must match",
+			route: stRoute([]ParentRef{{Group: Group, Kind: "Gateway", Namespace: "infra", Name: "gw"}},
+				stGood(stGateway, 3)),
+			want: verdict([]Finding{{
+				Parent: &ParentRef{Group: Group, Kind: "Gateway", Namespace: "infra", Name: "gw"},
+				Detail: "no status.parents entry: no gateway controller has reported on this parent yet",
+			}}, nil),
+		},
+		{
+			name: "kind and group must match: a Service parent (GAMMA) is not a Gateway of the same name",
+			route: stRoute([]ParentRef{{Group: "", Kind: "Service", Namespace: wtNS, Name: "gw"}},
+				stGood(stGateway, 3)),
+			want: verdict([]Finding{{
+				Parent: &ParentRef{Group: "", Kind: "Service", Namespace: wtNS, Name: "gw"},
+				Detail: "no status.parents entry: no gateway controller has reported on this parent yet",
+			}}, nil),
+		},
+		{
+			name: "two controllers report on one parent: both must be current",
+			route: stRoute([]ParentRef{stGateway}, stGood(stGateway, 3), ParentStatus{
+				ParentRef: stGateway, ControllerName: "other.example.com/mesh",
+				Conditions: []Condition{stCond(ConditionAccepted, "True", 3, "Accepted"), stCond(ConditionResolvedRefs, "True", 1, "ResolvedRefs")},
+			}),
+			want: verdict([]Finding{{
+				Parent: stPtr(stGateway), ControllerName: "other.example.com/mesh", Condition: ConditionResolvedRefs,
+				Status: "True", Reason: "ResolvedRefs", Message: "ResolvedRefs True", ObservedGeneration: 1,
+				Detail: "other.example.com/mesh reported ResolvedRefs=True for an older generation (observedGeneration 1 < generation 3)",
+			}}, nil),
+		},
+		{
+			name:  "a parent named twice in spec is checked once",
+			route: stRoute([]ParentRef{stGateway, stGateway}),
+			want: verdict([]Finding{{
+				Parent: stPtr(stGateway),
+				Detail: "no status.parents entry: no gateway controller has reported on this parent yet",
+			}}, nil),
+		},
+		{
+			name: "PartiallyInvalid True for the current generation fails: the dropped rules may carry the weights",
+			route: stRoute([]ParentRef{stGateway}, ParentStatus{ParentRef: stGateway, ControllerName: stController, Conditions: []Condition{
+				stCond(ConditionAccepted, "True", 3, "Accepted"),
+				stCond(ConditionResolvedRefs, "True", 3, "ResolvedRefs"),
+				{Type: ConditionPartiallyInvalid, Status: "True", Reason: "UnsupportedValue", Message: "Dropped Rule 0: bad filter", ObservedGeneration: 3},
+			}}),
+			want: verdict(nil, []Finding{{
+				Parent: stPtr(stGateway), ControllerName: stController, Condition: ConditionPartiallyInvalid,
+				Status: "True", Reason: "UnsupportedValue", Message: "Dropped Rule 0: bad filter", ObservedGeneration: 3,
+				Detail: stController + " reports PartiallyInvalid=True for generation 3 (reason UnsupportedValue: Dropped Rule 0: bad filter): " +
+					"it dropped invalid rules, which may include the ones carrying the weights",
+			}}),
+		},
+		{
+			name: "PartiallyInvalid for an older generation is ignored",
+			route: stRoute([]ParentRef{stGateway}, ParentStatus{ParentRef: stGateway, ControllerName: stController, Conditions: []Condition{
+				stCond(ConditionAccepted, "True", 3, "Accepted"),
+				stCond(ConditionResolvedRefs, "True", 3, "ResolvedRefs"),
+				stCond(ConditionPartiallyInvalid, "True", 2, "UnsupportedValue"),
+			}}),
+			want: verdict(nil, nil),
+		},
+		{
+			name:  "no parentRefs: no gateway serves the route",
+			route: stRoute(nil, stGood(stGateway, 3)),
+			want: verdict([]Finding{{
+				Detail: "spec.parentRefs names no parent: no gateway serves this route, so none can carry the weights",
+			}}, nil),
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			split := tc.split
+			if split == (Split{}) {
+				split = stSplit
+			}
+			before := tc.route.Rules[0].BackendRefs()[0].Weight()
+			got, err := VerifyStatus(tc.route, split, tc.extra)
+			if err != nil {
+				t.Fatalf("VerifyStatus: %v", err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("VerifyStatus (-want +got):\n%s", diff)
+			}
+			if got.Verified() != (len(tc.want.Behind) == 0 && len(tc.want.Failed) == 0) {
+				t.Errorf("Verified() = %v", got.Verified())
+			}
+			if after := tc.route.Rules[0].BackendRefs()[0].Weight(); after != before {
+				t.Errorf("VerifyStatus changed the route's rules: weight %d → %d", before, after)
+			}
+		})
+	}
+}
+
+func TestVerifyStatusErrors(t *testing.T) {
+	t.Run("no managed rule", func(t *testing.T) {
+		r := stRoute([]ParentRef{stGateway}, stGood(stGateway, 3))
+		r.Rules = []Rule{wtRule("/", wtBackend("web-stable", 100))}
+		_, err := VerifyStatus(r, stSplit, nil)
+		var noRule *NoManagedRuleError
+		if !errors.As(err, &noRule) {
+			t.Fatalf("error = %v, want a NoManagedRuleError", err)
+		}
+	})
+	t.Run("weight over maxTrafficWeight", func(t *testing.T) {
+		r := stRoute([]ParentRef{stGateway}, stGood(stGateway, 3))
+		_, err := VerifyStatus(r, Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 101, MaxWeight: 100}, nil)
+		if err == nil || !strings.Contains(err.Error(), "outside 0..100") {
+			t.Fatalf("error = %v, want one about the range", err)
+		}
+	})
+}
+
+func TestVerdictString(t *testing.T) {
+	v := Verdict{
+		Route:      Ref{Kind: HTTPRoute, Namespace: wtNS, Name: "web"},
+		Generation: 3,
+		Behind:     []Finding{{Parent: stPtr(stParent("gw-b")), Detail: "no status.parents entry"}},
+		Failed: []Finding{{
+			Parent: &ParentRef{Group: Group, Kind: "Gateway", Namespace: "infra", Name: "gw-a", SectionName: "https", Port: 443},
+			Detail: "x reports ResolvedRefs=False",
+		}},
+	}
+	want := "HTTPRoute shop/web (generation 3): parent Gateway infra/gw-a sectionName https port 443: x reports ResolvedRefs=False; " +
+		"parent Gateway shop/gw-b: no status.parents entry"
+	if diff := cmp.Diff(want, v.String()); diff != "" {
+		t.Errorf("String (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff("Service.mesh.example.com shop/api", ParentRef{Group: "mesh.example.com", Kind: "Service", Namespace: wtNS, Name: "api"}.String()); diff != "" {
+		t.Errorf("ParentRef.String (-want +got):\n%s", diff)
+	}
+}
+
+// FromUnstructured reads spec.parentRefs and status.parents with Gateway
+// API's defaults resolved, as the apiserver and typed clients serve them.
+func TestFromUnstructuredParents(t *testing.T) {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "gateway.networking.k8s.io/v1",
+		"kind":       "HTTPRoute",
+		"metadata":   map[string]any{"name": "web", "namespace": wtNS, "generation": int64(4)},
+		"spec": map[string]any{
+			"parentRefs": []any{
+				map[string]any{"name": "gw"},
+				map[string]any{"group": "gateway.networking.k8s.io", "kind": "Gateway", "namespace": "infra", "name": "edge", "sectionName": "https", "port": int64(443)},
+				map[string]any{"group": "", "kind": "Service", "name": "mesh-svc"},
+				"not an object",
+			},
+			"rules": []any{},
+		},
+		"status": map[string]any{
+			"parents": []any{
+				map[string]any{
+					"parentRef":      map[string]any{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "gw"},
+					"controllerName": stController,
+					"conditions": []any{
+						map[string]any{"type": "Accepted", "status": "True", "reason": "Accepted", "message": "ok",
+							"observedGeneration": int64(4), "lastTransitionTime": "2025-01-01T00:00:00Z"},
+						// A float, as a JSON decoder into any gives it.
+						map[string]any{"type": "ResolvedRefs", "status": "False", "reason": "BackendNotFound", "message": "no canary",
+							"observedGeneration": float64(3)},
+					},
+				},
+				map[string]any{
+					"parentRef":      map[string]any{"namespace": "infra", "name": "edge", "sectionName": "https", "port": int64(443)},
+					"controllerName": stController,
+				},
+			},
+		},
+	}}
+	r, err := FromUnstructured(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Parents{
+		Refs: []ParentRef{
+			stGateway,
+			{Group: Group, Kind: "Gateway", Namespace: "infra", Name: "edge", SectionName: "https", Port: 443},
+			{Group: "", Kind: "Service", Namespace: wtNS, Name: "mesh-svc"},
+		},
+		Status: []ParentStatus{
+			{
+				ParentRef:      stGateway,
+				ControllerName: stController,
+				Conditions: []Condition{
+					{Type: "Accepted", Status: "True", Reason: "Accepted", Message: "ok", ObservedGeneration: 4},
+					{Type: "ResolvedRefs", Status: "False", Reason: "BackendNotFound", Message: "no canary", ObservedGeneration: 3},
+				},
+			},
+			{
+				ParentRef:      ParentRef{Group: Group, Kind: "Gateway", Namespace: "infra", Name: "edge", SectionName: "https", Port: 443},
+				ControllerName: stController,
+			},
+		},
+	}
+	if diff := cmp.Diff(want, r.Parents); diff != "" {
+		t.Errorf("Parents (-want +got):\n%s", diff)
+	}
+	if r.Generation != 4 {
+		t.Errorf("Generation = %d, want 4", r.Generation)
+	}
+}
+
+// A route without parentRefs or status reads as empty Parents.
+func TestFromUnstructuredNoParents(t *testing.T) {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "gateway.networking.k8s.io/v1",
+		"kind":       "HTTPRoute",
+		"metadata":   map[string]any{"name": "web", "namespace": wtNS},
+	}}
+	r, err := FromUnstructured(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(Parents{}, r.Parents); diff != "" {
+		t.Errorf("Parents (-want +got):\n%s", diff)
+	}
+}
