@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,8 +23,20 @@ import (
 // DefaultFieldManager is the field manager every write uses unless configured.
 const DefaultFieldManager = "argo-rollouts-gatewayapi"
 
-// maxAttempts bounds the re-read-and-recompute loop on optimistic-lock conflicts.
-const maxAttempts = 5
+// maxAttempts bounds the re-read-and-recompute loop on optimistic-lock
+// conflicts; between attempts the applier waits a little longer each time,
+// with jitter, so writers contending for one route take turns.
+const maxAttempts = 8
+
+func backoff(ctx context.Context, attempt int) error {
+	d := time.Duration(attempt*attempt)*5*time.Millisecond + time.Duration(rand.Int64N(int64(10*time.Millisecond)))
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
 
 // Desired is what the plugin wants a route to be: its rules and the labels the
 // plugin applies. A label the plugin applied before and leaves out here is
@@ -138,6 +152,11 @@ func (a *Applier) Write(ctx context.Context, p Plan, log *logrus.Entry) error {
 		if attempt == maxAttempts {
 			return &RouteError{Route: p.Live.Ref, Err: fmt.Errorf("the route kept changing under the plugin: %d attempts ended in optimistic-lock conflicts; the call is safe to repeat", attempt)}
 		}
+		log.WithFields(logrus.Fields{"route": p.Live.Ref.String(), "resourceVersion": p.Live.ResourceVersion, "attempt": attempt}).
+			Debug("route changed since it was read; reading it again")
+		if err := backoff(ctx, attempt); err != nil {
+			return &RouteError{Route: p.Live.Ref, Err: fmt.Errorf("gave up after %d optimistic-lock conflicts: %w", attempt, err)}
+		}
 		live, err := a.reader.Fresh(ctx, p.Live.Ref)
 		if err != nil {
 			return &RouteError{Route: p.Live.Ref, Err: explain(err, p.Live.Ref)}
@@ -200,6 +219,9 @@ func (a *Applier) release(ctx context.Context, current routes.Route, log *logrus
 		u.SetManagedFields(keep)
 		stored, err := res.Update(ctx, u, metav1.UpdateOptions{FieldManager: a.fieldManager})
 		if isStale(err) && attempt < maxAttempts {
+			if err := backoff(ctx, attempt); err != nil {
+				return err
+			}
 			continue
 		}
 		if err != nil {

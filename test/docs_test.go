@@ -20,6 +20,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/restmapper"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/test/harness"
@@ -46,6 +47,14 @@ func TestDocumentedYAMLApplies(t *testing.T) {
 			t.Fatal(err)
 		}
 		sources[f] = []string{string(data)}
+	}
+	// Documented Argo CD Applications are checked against Argo CD's own CRDs.
+	argocd, err := harness.ArgoCDCRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := envtest.InstallCRDs(standard.Config, envtest.CRDInstallOptions{CRDs: argocd}); err != nil {
+		t.Fatal(err)
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(standard.Kube.Discovery()))
 	var applied int
@@ -125,7 +134,8 @@ func applyDoc(c *harness.Cluster, mapper meta.RESTMapper, u *unstructured.Unstru
 	if err != nil {
 		return err
 	}
-	opts := metav1.PatchOptions{FieldManager: "docs-test"}
+	// Strict: a misspelt or unknown field in the docs is an error, not a warning.
+	opts := metav1.PatchOptions{FieldManager: "docs-test", FieldValidation: "Strict"}
 	if m.Scope.Name() != meta.RESTScopeNameNamespace {
 		_, err = res.Patch(ctx, u.GetName(), types.ApplyPatchType, data, opts)
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -23,12 +24,15 @@ import (
 
 const fieldManager = "argo-rollouts-gatewayapi"
 
-var nsCounter atomic.Int32
+var (
+	nsCounter atomic.Int32
+	notDNS    = regexp.MustCompile(`[^a-z0-9]+`)
+)
 
 // namespace creates a fresh namespace holding Services "stable" and "canary".
 func namespace(t *testing.T, c *harness.Cluster) string {
 	t.Helper()
-	name := fmt.Sprintf("t%d-%s", nsCounter.Add(1), strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name())))
+	name := fmt.Sprintf("t%d-%s", nsCounter.Add(1), strings.Trim(notDNS.ReplaceAllString(strings.ToLower(t.Name()), "-"), "-"))
 	if len(name) > 50 {
 		name = strings.TrimRight(name[:50], "-")
 	}

@@ -1,6 +1,8 @@
 package test
 
 import (
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	"github.com/argoproj/argo-rollouts/utils/plugin/types"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
@@ -17,4 +19,17 @@ func hostnames(h []gwv1.Hostname) []string {
 		out[i] = string(n)
 	}
 	return out
+}
+
+// rpcErr is what the plugin's calls return.
+type rpcErr = types.RpcError
+
+type rpcAdapter struct {
+	p interface {
+		SetWeight(*v1alpha1.Rollout, int32, []v1alpha1.WeightDestination) types.RpcError
+	}
+}
+
+func (r rpcAdapter) SetWeight(ro *v1alpha1.Rollout, w int32, d []v1alpha1.WeightDestination) rpcErr {
+	return r.p.SetWeight(ro, w, d)
 }

@@ -3,6 +3,7 @@ package harness
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -258,4 +259,33 @@ func (c *Cluster) KubeconfigAs(user string) (string, *Recorder, error) {
 		return "", nil, err
 	}
 	return path, rec, nil
+}
+
+// ArgoCDVersion is the Argo CD release whose CRDs documented Applications are
+// checked against.
+const ArgoCDVersion = "v3.1.8"
+
+// ArgoCDCRDs fetches Argo CD's CRDs (Application, AppProject, ApplicationSet)
+// from the Go module proxy, in a throwaway module so go.mod is not touched.
+func ArgoCDCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	dir, err := os.MkdirTemp("", "argocd-crds-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module argocdcrds\n"), 0o644); err != nil {
+		return nil, err
+	}
+	cmd := exec.Command("go", "mod", "download", "-json", "github.com/argoproj/argo-cd/v3@"+ArgoCDVersion)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("go mod download argo-cd %s: %w", ArgoCDVersion, err)
+	}
+	var info struct{ Dir string }
+	if err := json.Unmarshal(out, &info); err != nil || info.Dir == "" {
+		return nil, fmt.Errorf("go mod download argo-cd: no directory in %s", out)
+	}
+	return readCRDFiles(filepath.Join(info.Dir, "manifests", "crds", "*-crd.yaml"))
 }
