@@ -58,7 +58,7 @@ func Apply(route routes.Route, rules []routes.Rule, in Input, claimed []routes.A
 	rules = routes.CopyRules(rules)
 	ns := route.Namespace
 	managed := map[int]bool{}
-	for _, i := range routes.ManagedRules(routes.Route{Ref: route.Ref, Rules: rules}, in.Stable, in.Canary) {
+	for _, i := range routes.ManagedRules(routes.Route{Ref: route.Ref, Annotations: route.Annotations, Rules: rules}, in.Stable, in.Canary) {
 		managed[i] = true
 	}
 	wanted := map[routes.ObjectRef]Destination{}

@@ -310,16 +310,20 @@ func (p *Plugin) experimentInput(ro *v1alpha1.Rollout, stable, canary string, ad
 	return in, nil
 }
 
-// SetHeaderRoute is not implemented yet; it says so instead of pretending.
+// SetHeaderRoute adds, on every HTTPRoute and GRPCRoute that takes header
+// routes, one rule per managed rule that sends the requests with the step's
+// headers to the canary; with no match it removes them (managedrules.go).
 func (p *Plugin) SetHeaderRoute(ro *v1alpha1.Rollout, h *v1alpha1.SetHeaderRoute) (resp types.RpcError) {
 	defer p.recoverInto("SetHeaderRoute", &resp)
-	return p.fail(ro, "SetHeaderRoute", errors.New("setHeaderRoute steps are not supported by this plugin version yet"))
+	return p.setHeaderRoute(ro, h)
 }
 
-// SetMirrorRoute is not implemented yet; it says so instead of pretending.
+// SetMirrorRoute adds, on every HTTPRoute and GRPCRoute, a rule that sends the
+// matching requests to stable and mirrors a percentage of them to the canary;
+// with no match or percentage 0 it removes it (managedrules.go).
 func (p *Plugin) SetMirrorRoute(ro *v1alpha1.Rollout, m *v1alpha1.SetMirrorRoute) (resp types.RpcError) {
 	defer p.recoverInto("SetMirrorRoute", &resp)
-	return p.fail(ro, "SetMirrorRoute", errors.New("setMirrorRoute steps are not supported by this plugin version yet"))
+	return p.setMirrorRoute(ro, m)
 }
 
 // VerifyWeight says whether the gateways took the weights: with the Rollout's
@@ -329,9 +333,11 @@ func (p *Plugin) VerifyWeight(ro *v1alpha1.Rollout, desiredWeight int32, additio
 	return p.verifyWeight(ro, desiredWeight, additional)
 }
 
-// RemoveManagedRoutes has nothing to remove: this version adds no rules.
-func (p *Plugin) RemoveManagedRoutes(*v1alpha1.Rollout) types.RpcError {
-	return types.RpcError{}
+// RemoveManagedRoutes removes every header and mirror rule the plugin added
+// for the Rollout, on every route it manages (managedrules.go).
+func (p *Plugin) RemoveManagedRoutes(ro *v1alpha1.Rollout) (resp types.RpcError) {
+	defer p.recoverInto("RemoveManagedRoutes", &resp)
+	return p.removeManagedRoutes(ro)
 }
 
 // computeFunc is a call's pure transform of one live route.

@@ -44,10 +44,16 @@ func (e *NoManagedRuleError) Error() string {
 
 // ManagedRules returns the indexes of the rules whose backendRefs include both
 // the stable and the canary backend. Backends match on group, kind, namespace
-// and name, never on name alone.
+// and name, never on name alone. Rules the plugin added for a header or mirror
+// step (named in the route's claims, see AddedRuleNames) are never managed
+// rules, so no weight or experiment change touches them.
 func ManagedRules(r Route, stable, canary ObjectRef) []int {
 	var out []int
+	added := AddedRuleNames(r)
 	for i, rule := range r.Rules {
+		if n := rule.Name(); n != "" && added[n] {
+			continue
+		}
 		var hasStable, hasCanary bool
 		for _, b := range rule.BackendRefs() {
 			switch b.Target(r.Namespace) {

@@ -116,11 +116,21 @@ func TestOtherCallsAnswerHonestly(t *testing.T) {
 	if err := p.RemoveManagedRoutes(ro); err.HasError() {
 		t.Errorf("RemoveManagedRoutes: %s", err)
 	}
-	if err := p.SetHeaderRoute(ro, &v1alpha1.SetHeaderRoute{Name: "h"}); !strings.Contains(err.ErrorString, "not supported") {
-		t.Errorf("SetHeaderRoute = %q, want a 'not supported' error rather than a silent success", err.ErrorString)
+	// Without a match, a header or mirror step removes its rule: here there is none.
+	standard.Recorder.Reset()
+	if err := p.SetHeaderRoute(ro, &v1alpha1.SetHeaderRoute{Name: "h"}); err.HasError() {
+		t.Errorf("SetHeaderRoute without match: %s", err)
 	}
-	if err := p.SetMirrorRoute(ro, &v1alpha1.SetMirrorRoute{Name: "m"}); !strings.Contains(err.ErrorString, "not supported") {
-		t.Errorf("SetMirrorRoute = %q, want a 'not supported' error rather than a silent success", err.ErrorString)
+	if err := p.SetMirrorRoute(ro, &v1alpha1.SetMirrorRoute{Name: "m"}); err.HasError() {
+		t.Errorf("SetMirrorRoute without match: %s", err)
+	}
+	if w := pluginWrites(standard); len(w) != 0 {
+		t.Errorf("removing header and mirror rules that are not there wrote %v", w)
+	}
+	// Adding one that the Rollout does not list in managedRoutes is an error, not a silent success.
+	header := &v1alpha1.SetHeaderRoute{Name: "h", Match: []v1alpha1.HeaderRoutingMatch{{HeaderName: "X-Canary", HeaderValue: &v1alpha1.StringMatch{Exact: "yes"}}}}
+	if err := p.SetHeaderRoute(ro, header); !strings.Contains(err.ErrorString, "managedRoutes") {
+		t.Errorf("SetHeaderRoute of an unlisted managed route = %q, want an error naming managedRoutes", err.ErrorString)
 	}
 }
 

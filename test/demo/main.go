@@ -137,7 +137,8 @@ func run(ctx context.Context, out io.Writer) (err error) {
 		return err
 	}
 	d.title("Done")
-	fmt.Fprintf(out, "Every change the plugin made was one server-side apply under the field manager\n%q.\n", fieldManager)
+	fmt.Fprintf(out, "Every change the plugin made was one server-side apply under the field manager\n%q; giving ownership back at the end of a rollout was one Update.\n", fieldManager)
+	fmt.Fprintln(out, "When Argo CD changed the weights mid-rollout the plugin answered with an error and wrote nothing.")
 	fmt.Fprintln(out, "Asking for the weight the route already had sent nothing.")
 	fmt.Fprintln(out, "The hostname another owner added stayed on the route.")
 	return nil
@@ -326,7 +327,7 @@ func (d *demo) walkCanary() error {
 		{"SetWeight(10)", "Step `setWeight: 10`: one apply moves 10% to the canary and adds the in-progress\nlabel. The plugin now owns spec.rules (atomic list: whoever applies it owns all of it).", 10, nil},
 		{"SetWeight(50)", "Someone promotes the paused rollout (kubectl argo rollouts promote rollouts-demo);\nthe next step is `setWeight: 50`.", 50, nil},
 		{"SetWeight(100)", "Every step is done: the controller sends all traffic to the canary before it makes\nthe new revision stable.", 100, nil},
-		{"SetWeight(0)", "Promotion: the canary's pods are now behind the stable Service, so the controller\nsends everything to stable again. The in-progress label goes away.", 0, nil},
+		{"SetWeight(0)", "Promotion: the canary's pods are now behind the stable Service, so the controller\nsends everything to stable again. The in-progress label goes away, and the plugin\ngives spec.rules back with one Update that keeps every value: nobody owns them now,\nso a GitOps tool sees every difference again.", 0, nil},
 	}
 	for _, s := range steps {
 		if err := d.setWeight(s.title, s.why, s.weight, s.wantWrites); err != nil {
@@ -367,10 +368,70 @@ func (d *demo) anotherOwnerEdits() error {
 	if err := d.checkHostname(); err != nil {
 		return err
 	}
-	if err := d.setWeight("SetWeight(0)", "And that rollout is promoted (or aborted): all traffic back to stable.", 0, nil); err != nil {
+	if err := d.gitopsConflict(); err != nil {
 		return err
 	}
-	return d.checkHostname()
+	// Argo CD's sync also put Git's hostnames back: that is its call, not the plugin's.
+	return d.setWeight("SetWeight(0)", "The user aborts that rollout: all traffic back to stable. That is what Git says too,\nso the plugin does not fight anyone; it gives up its ownership again.", 0, nil)
+}
+
+// gitopsConflict plays Argo CD syncing the route from Git mid-rollout (a
+// forced server-side apply of stable 100 / canary 0) and shows that the
+// plugin's next step fails with an error naming Argo CD instead of writing
+// the rollout's weights over Git's.
+func (d *demo) gitopsConflict() error {
+	if err := d.interrupted(); err != nil {
+		return err
+	}
+	d.step++
+	d.title(fmt.Sprintf("Step %d: Argo CD syncs the route from Git mid-rollout", d.step))
+	fmt.Fprintln(d.out, "Argo CD applies the route from Git with force (field manager \"argocd-controller\"):\nstable 100, canary 0. It now owns spec.rules.")
+	data, err := os.ReadFile(filepath.Join(harness.RepoRoot(), "docs", "examples", "demo.yaml"))
+	if err != nil {
+		return err
+	}
+	objs, err := decodeObjects(data)
+	if err != nil {
+		return err
+	}
+	for _, obj := range objs {
+		if obj.GetKind() != "HTTPRoute" {
+			continue
+		}
+		body, err := json.Marshal(obj.Object)
+		if err != nil {
+			return err
+		}
+		force := true
+		if _, err := d.cluster.Dynamic.Resource(gwv1.SchemeGroupVersion.WithResource("httproutes")).Namespace(namespace).
+			Patch(d.ctx, routeName, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: "argocd-controller", Force: &force}); err != nil {
+			return fmt.Errorf("applying the Git route as argocd-controller: %w", err)
+		}
+	}
+	route, err := d.route()
+	if err != nil {
+		return err
+	}
+	d.show(route)
+
+	d.step++
+	d.title(fmt.Sprintf("Step %d: SetWeight(50) after Argo CD's sync", d.step))
+	fmt.Fprintln(d.out, "The rollout's next step is `setWeight: 50`. The plugin sees that someone else changed\nthe weights it set and would have to change them back: it writes nothing and answers\nwith an error the Rollout shows (conflictPolicy: Force would let it take over).")
+	d.cluster.Recorder.Reset()
+	rpcErr := d.plugin.Plugin.SetWeight(d.rollout, 50, nil)
+	if !rpcErr.HasError() {
+		return fmt.Errorf("SetWeight(50) after Argo CD's sync succeeded; want a conflict error")
+	}
+	if n := len(d.cluster.Recorder.Writes()); n != 0 {
+		return fmt.Errorf("SetWeight(50) after Argo CD's sync sent %d writes, want none", n)
+	}
+	fmt.Fprintf(d.out, "\nplugin error:     %s\n", rpcErr.ErrorString)
+	route, err = d.route()
+	if err != nil {
+		return err
+	}
+	d.show(route)
+	return nil
 }
 
 func (d *demo) checkHostname() error {

@@ -1,0 +1,614 @@
+package routes
+
+import (
+	"fmt"
+	"maps"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Managed rules are the rules the plugin adds for setHeaderRoute and
+// setMirrorRoute steps. Each belongs to one managed route of one Rollout (a
+// name in spec.strategy.canary.trafficRouting.managedRoutes) and is
+// identified only by its rule name, recorded in that Rollout's claim
+// (Claim.Rules): the plugin never recognizes a rule by its shape, so a user's
+// rule that happens to send only to the canary is never taken for one.
+//
+// A managed route's rules are named after it: the first "<name>", further
+// ones "<name>-1", "<name>-2"… (a header route gets one rule per source rule).
+//
+// Placement: new rules are appended after the last rule. Gateway API gives
+// precedence by match specificity across all rules and uses list order only
+// to break ties, so appending changes no existing rule's index (records kept
+// by index, such as experiment backends on unnamed rules, stay valid). A
+// header rule is its source rule's match plus at least one header match, so it
+// always wins over its source rule. A rule whose match ties exactly with an
+// earlier rule's would never be used; that is an error before the write.
+
+// Gateway API limits on HTTPRoute and GRPCRoute, enforced by the CRDs.
+const (
+	MaxRules          = 16
+	MaxMatchesPerRule = 64
+	MaxMatchesInRoute = 128
+	MaxHeadersInMatch = 16
+	MaxFiltersPerRule = 16
+)
+
+// ManagedInput is what the header and mirror transforms need besides the route.
+type ManagedInput struct {
+	Stable, Canary ObjectRef
+	// RouteNames are the Rollout's spec.strategy.canary.trafficRouting.managedRoutes
+	// names; a generated name "<name>-<n>" must not be one of them.
+	RouteNames []string
+}
+
+// ManagedResult is a transform's outcome on one route.
+type ManagedResult struct {
+	Rules []Rule
+	// Claimed are the names of the rules the plugin has added for the Rollout
+	// on this route, after the change.
+	Claimed []string
+	Changes []string
+}
+
+// AddedRuleNames lists the names of the rules the plugin recorded as added,
+// by any Rollout, in the route's claims annotation. Such rules are never
+// managed rules: setting weights or experiments never changes them.
+func AddedRuleNames(r Route) map[string]bool {
+	claims, err := ReadClaims(r)
+	if err != nil {
+		// The callers that write read the claims themselves and refuse.
+		return nil
+	}
+	out := map[string]bool{}
+	for _, c := range claims {
+		for _, n := range c.Rules {
+			out[n] = true
+		}
+	}
+	return out
+}
+
+// SetNames are the names of the n rules of managed route base.
+func SetNames(base string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = base
+		if i > 0 {
+			out[i] = base + "-" + strconv.Itoa(i)
+		}
+	}
+	return out
+}
+
+// InSet says whether rule name belongs to managed route base: it is base, or
+// base-<n> and not itself one of the Rollout's managed route names.
+func InSet(name, base string, routeNames []string) bool {
+	if name == base {
+		return true
+	}
+	suffix, ok := strings.CutPrefix(name, base+"-")
+	if !ok || suffix == "" || suffix[0] == '0' || strings.Trim(suffix, "0123456789") != "" {
+		return false
+	}
+	return !slices.Contains(routeNames, name)
+}
+
+// SetHeaderRules returns the route with managed route name's header rules as
+// the step asks: for every managed source rule (one holding both stable and
+// canary, in route order), a rule with the source rule's matches, each with
+// the header matches added, its filters and other fields, and only the canary
+// backendRef (weight 1, so it carries all matching requests whatever the
+// canary's weight in the source rule, 0 included). No match removes the set.
+// claimed are the rule names the plugin recorded for the Rollout.
+func SetHeaderRules(r Route, claimed []string, in ManagedInput, name string, match []v1alpha1.HeaderRoutingMatch) (ManagedResult, error) {
+	kept, res := withoutSet(r, claimed, name, in.RouteNames)
+	if len(match) == 0 {
+		return res, nil
+	}
+	if r.Kind != HTTPRoute && r.Kind != GRPCRoute {
+		return ManagedResult{}, fmt.Errorf("a %s has no matches, so it cannot take header route %q", r.Kind, name)
+	}
+	headers, err := headerMatches(match)
+	if err != nil {
+		return ManagedResult{}, fmt.Errorf("header route %q: %w", name, err)
+	}
+	sources := ManagedRules(Route{Ref: r.Ref, Annotations: r.Annotations, Rules: kept}, in.Stable, in.Canary)
+	if len(sources) == 0 {
+		return ManagedResult{}, &NoManagedRuleError{Route: r.Ref, Stable: in.Stable, Canary: in.Canary}
+	}
+	names, err := setNames(name, len(sources), in.RouteNames)
+	if err != nil {
+		return ManagedResult{}, err
+	}
+	generated := make([]Rule, len(sources))
+	for k, i := range sources {
+		source := kept[i]
+		rule := copyRuleWithout(source, "name", "backendRefs", "matches")
+		rule["name"] = names[k]
+		matches, _ := source["matches"].([]any)
+		if len(matches) == 0 {
+			// No matches matches every request.
+			matches = []any{map[string]any{}}
+		}
+		out := make([]any, len(matches))
+		for j, m := range matches {
+			mm, ok := runtime.DeepCopyJSONValue(m).(map[string]any)
+			if !ok {
+				return ManagedResult{}, fmt.Errorf("rule %d match %d is %T, not an object", i, j, m)
+			}
+			if _, ok := mm["path"]; !ok && r.Kind == HTTPRoute {
+				// The CRD default, written out so that the applied rule equals the stored one.
+				mm["path"] = map[string]any{"type": "PathPrefix", "value": "/"}
+			}
+			have, _ := mm["headers"].([]any)
+			for _, h := range headers {
+				for _, e := range have {
+					if en, _ := e.(map[string]any)["name"].(string); strings.EqualFold(en, h["name"].(string)) {
+						return ManagedResult{}, fmt.Errorf("header route %q: rule %d already matches header %s in match %d, so the header rule cannot add its own match on it", name, i, en, j)
+					}
+				}
+				have = append(have, runtime.DeepCopyJSONValue(h))
+			}
+			mm["headers"] = have
+			out[j] = mm
+		}
+		rule["matches"] = out
+		canary, ok := firstRef(source, r.Namespace, in.Canary)
+		if !ok {
+			return ManagedResult{}, fmt.Errorf("rule %d has no backendRef to %s", i, in.Canary)
+		}
+		canary["weight"] = int64(1)
+		rule["backendRefs"] = []any{map[string]any(canary)}
+		generated[k] = rule
+	}
+	return place(r, claimed, res, kept, generated, names, name, in.RouteNames, "header route "+strconv.Quote(name))
+}
+
+// SetMirrorRule returns the route with managed route name's mirror rule as
+// the step asks: a rule with the step's matches (method, path, headers) that
+// sends to the stable backendRef of the first managed source rule, as that
+// rule does (its filters and other fields copied, weight 1), and mirrors
+// percent of the matching requests to the canary with a RequestMirror filter.
+// No match, or percent 0, removes it; nil percent mirrors every request.
+func SetMirrorRule(r Route, claimed []string, in ManagedInput, name string, match []v1alpha1.RouteMatch, percent *int32) (ManagedResult, error) {
+	kept, res := withoutSet(r, claimed, name, in.RouteNames)
+	pct := int64(100)
+	if percent != nil {
+		pct = int64(*percent)
+	}
+	if pct < 0 || pct > 100 {
+		return ManagedResult{}, fmt.Errorf("mirror route %q: percentage %d is outside 0..100", name, pct)
+	}
+	if len(match) == 0 || pct == 0 {
+		return res, nil
+	}
+	if r.Kind != HTTPRoute && r.Kind != GRPCRoute {
+		return ManagedResult{}, fmt.Errorf("a %s has no matches, so it cannot take mirror route %q", r.Kind, name)
+	}
+	matches, err := mirrorMatches(r.Kind, match)
+	if err != nil {
+		return ManagedResult{}, fmt.Errorf("mirror route %q: %w", name, err)
+	}
+	sources := ManagedRules(Route{Ref: r.Ref, Annotations: r.Annotations, Rules: kept}, in.Stable, in.Canary)
+	if len(sources) == 0 {
+		return ManagedResult{}, &NoManagedRuleError{Route: r.Ref, Stable: in.Stable, Canary: in.Canary}
+	}
+	names, err := setNames(name, 1, in.RouteNames)
+	if err != nil {
+		return ManagedResult{}, err
+	}
+	source := kept[sources[0]]
+	stable, _ := firstRef(source, r.Namespace, in.Stable)
+	canary, _ := firstRef(source, r.Namespace, in.Canary)
+	stable["weight"] = int64(1)
+	mirrorRef := map[string]any{}
+	for _, k := range []string{"group", "kind", "name", "namespace", "port"} {
+		if v, ok := canary[k]; ok {
+			mirrorRef[k] = v
+		}
+	}
+	// The CRD defaults; sent explicitly so that the applied rule equals the stored one.
+	if _, ok := mirrorRef["group"]; !ok {
+		mirrorRef["group"] = ""
+	}
+	if _, ok := mirrorRef["kind"]; !ok {
+		mirrorRef["kind"] = "Service"
+	}
+	rule := copyRuleWithout(source, "name", "backendRefs", "matches")
+	rule["name"] = names[0]
+	rule["matches"] = matches
+	rule["backendRefs"] = []any{map[string]any(stable)}
+	filters, _ := rule["filters"].([]any)
+	rule["filters"] = append(filters, map[string]any{
+		"type":          "RequestMirror",
+		"requestMirror": map[string]any{"backendRef": mirrorRef, "percent": pct},
+	})
+	return place(r, claimed, res, kept, []Rule{rule}, names, name, in.RouteNames, "mirror route "+strconv.Quote(name))
+}
+
+// RemoveAddedRules returns the route without every rule the plugin recorded
+// as added for the Rollout (claimed). A claimed rule that is already gone is
+// fine; a rule with any other name, or none, stays.
+func RemoveAddedRules(r Route, claimed []string) ManagedResult {
+	var kept []Rule
+	var removed []string
+	for _, rule := range CopyRules(r.Rules) {
+		if n := rule.Name(); n != "" && slices.Contains(claimed, n) {
+			removed = append(removed, n)
+			continue
+		}
+		kept = append(kept, rule)
+	}
+	res := ManagedResult{Rules: kept}
+	for _, n := range removed {
+		res.Changes = append(res.Changes, "− rule "+n)
+	}
+	return res
+}
+
+// CheckLimits refuses rules the CRD would refuse for their count: rules per
+// route, matches per rule and per route, header matches per match, filters per
+// rule, and duplicate rule names.
+func CheckLimits(kind Kind, rules []Rule) error {
+	if kind != HTTPRoute && kind != GRPCRoute {
+		return nil
+	}
+	if len(rules) > MaxRules {
+		return fmt.Errorf("the route would have %d rules; Gateway API allows at most %d rules per %s", len(rules), MaxRules, kind)
+	}
+	total := 0
+	seen := map[string]int{}
+	for i, rule := range rules {
+		if n := rule.Name(); n != "" {
+			if j, dup := seen[n]; dup {
+				return fmt.Errorf("rules %d and %d would both be named %q; rule names must be unique within a route", j, i, n)
+			}
+			seen[n] = i
+		}
+		matches, _ := rule["matches"].([]any)
+		if len(matches) > MaxMatchesPerRule {
+			return fmt.Errorf("rule %d would have %d matches; Gateway API allows at most %d per rule", i, len(matches), MaxMatchesPerRule)
+		}
+		total += len(matches)
+		for j, m := range matches {
+			mm, _ := m.(map[string]any)
+			if h, _ := mm["headers"].([]any); len(h) > MaxHeadersInMatch {
+				return fmt.Errorf("rule %d match %d would have %d header matches; Gateway API allows at most %d per match", i, j, len(h), MaxHeadersInMatch)
+			}
+		}
+		if f, _ := rule["filters"].([]any); len(f) > MaxFiltersPerRule {
+			return fmt.Errorf("rule %d would have %d filters; Gateway API allows at most %d per rule", i, len(f), MaxFiltersPerRule)
+		}
+	}
+	if total > MaxMatchesInRoute {
+		return fmt.Errorf("the route would have %d matches in all; Gateway API allows at most %d per %s", total, MaxMatchesInRoute, kind)
+	}
+	return nil
+}
+
+// withoutSet returns a copy of the rules without the claimed rules of
+// managed route base, and the result of that removal: the claimed names
+// without the set's (also recorded names whose rules are already gone).
+func withoutSet(r Route, claimed []string, base string, routeNames []string) ([]Rule, ManagedResult) {
+	kept := make([]Rule, 0, len(r.Rules))
+	var res ManagedResult
+	for _, rule := range CopyRules(r.Rules) {
+		if n := rule.Name(); n != "" && slices.Contains(claimed, n) && InSet(n, base, routeNames) {
+			res.Changes = append(res.Changes, "− rule "+n)
+			continue
+		}
+		kept = append(kept, rule)
+	}
+	for _, n := range claimed {
+		if !InSet(n, base, routeNames) {
+			res.Claimed = append(res.Claimed, n)
+		}
+	}
+	res.Rules = kept
+	return kept, res
+}
+
+// setNames are the names of a managed route's n rules, refused when one is
+// not a valid rule name or is the name of another of the Rollout's managed
+// routes.
+func setNames(base string, n int, routeNames []string) ([]string, error) {
+	names := SetNames(base, n)
+	for i, name := range names {
+		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+			return nil, fmt.Errorf("managed route %q: %q is not a valid rule name (a Gateway API SectionName: lower case letters, digits, '-' and '.'): %s; rename the managed route", base, name, strings.Join(errs, "; "))
+		}
+		if i > 0 && slices.Contains(routeNames, name) {
+			return nil, fmt.Errorf("managed route %q: its rule %d would be named %q, which is also a managed route of the Rollout; rename one of them", base, i+1, name)
+		}
+	}
+	return names, nil
+}
+
+// place appends the generated rules of a managed route to the rules kept, or,
+// when the route already holds exactly those rules as the Rollout's, leaves
+// it as it is (no reordering, so no write). It refuses names another owner
+// uses, rules that would never be used, and rules past the CRD limits.
+func place(r Route, claimed []string, res ManagedResult, kept []Rule, generated []Rule, names []string, base string, routeNames []string, what string) (ManagedResult, error) {
+	var mine []string
+	for _, n := range claimed {
+		if InSet(n, base, routeNames) {
+			mine = append(mine, n)
+		}
+	}
+	if slices.Equal(slices.Sorted(slices.Values(mine)), slices.Sorted(slices.Values(names))) &&
+		reflect.DeepEqual(namedRules(r.Rules, names), generated) {
+		return ManagedResult{Rules: CopyRules(r.Rules), Claimed: slices.Clone(claimed)}, nil
+	}
+	for _, rule := range kept {
+		if n := rule.Name(); slices.Contains(names, n) {
+			return ManagedResult{}, fmt.Errorf("%s: the route already has a rule named %q that the plugin did not add for this Rollout; rename that rule or the managed route", what, n)
+		}
+	}
+	rules := append(kept, generated...)
+	for k := len(kept); k < len(rules); k++ {
+		if err := shadowed(r.Kind, rules[:len(kept)], rules[k]); err != nil {
+			return ManagedResult{}, fmt.Errorf("%s: rule %q: %w", what, rules[k].Name(), err)
+		}
+	}
+	if err := CheckLimits(r.Kind, rules); err != nil {
+		return ManagedResult{}, fmt.Errorf("%s: %w", what, err)
+	}
+	var changes []string
+	for _, c := range res.Changes {
+		if n := strings.TrimPrefix(c, "− rule "); !slices.Contains(names, n) {
+			changes = append(changes, c)
+		}
+	}
+	for _, n := range names {
+		if slices.Contains(res.Changes, "− rule "+n) {
+			changes = append(changes, "~ rule "+n)
+		} else {
+			changes = append(changes, "+ rule "+n)
+		}
+	}
+	return ManagedResult{Rules: rules, Claimed: append(res.Claimed, names...), Changes: changes}, nil
+}
+
+// namedRules are the rules with the given names, in the given order; nil if
+// one is missing.
+func namedRules(rules []Rule, names []string) []Rule {
+	out := make([]Rule, 0, len(names))
+	for _, n := range names {
+		i := slices.IndexFunc(rules, func(r Rule) bool { return r.Name() == n })
+		if i < 0 {
+			return nil
+		}
+		out = append(out, rules[i])
+	}
+	return out
+}
+
+// shadowed refuses a new rule if one of its matches is exactly a match of an
+// earlier rule: Gateway API gives the tie to the earlier rule, so that match
+// of the new rule would never be used.
+func shadowed(kind Kind, earlier []Rule, rule Rule) error {
+	for j, m := range matchesOf(kind, rule) {
+		for i, e := range earlier {
+			for _, other := range matchesOf(kind, e) {
+				if reflect.DeepEqual(m, other) {
+					return fmt.Errorf("its match %d is the same as a match of rule %d, which comes first and so takes every request the new rule would get; make the match more specific (a method, a header or a longer path)", j, i)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// matchesOf returns a rule's matches in a form to compare: header and query
+// param matches sorted by name, empty lists dropped, no matches as the one
+// match that matches everything.
+func matchesOf(kind Kind, rule Rule) []map[string]any {
+	raw, _ := rule["matches"].([]any)
+	if len(raw) == 0 {
+		if kind == HTTPRoute {
+			return []map[string]any{{"path": map[string]any{"type": "PathPrefix", "value": "/"}}}
+		}
+		return []map[string]any{{}}
+	}
+	out := make([]map[string]any, 0, len(raw))
+	for _, m := range raw {
+		mm, _ := m.(map[string]any)
+		c := map[string]any{}
+		for k, v := range mm {
+			list, isList := v.([]any)
+			switch {
+			case isList && len(list) == 0:
+			case isList:
+				sorted := slices.Clone(list)
+				slices.SortFunc(sorted, func(a, b any) int {
+					an, _ := a.(map[string]any)["name"].(string)
+					bn, _ := b.(map[string]any)["name"].(string)
+					return strings.Compare(strings.ToLower(an), strings.ToLower(bn))
+				})
+				c[k] = sorted
+			default:
+				c[k] = v
+			}
+		}
+		if kind == HTTPRoute {
+			if _, ok := c["path"]; !ok {
+				c["path"] = map[string]any{"type": "PathPrefix", "value": "/"}
+			}
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// copyRuleWithout deep-copies a rule without the given fields.
+func copyRuleWithout(rule Rule, drop ...string) Rule {
+	out := Rule{}
+	for k, v := range rule {
+		if !slices.Contains(drop, k) {
+			out[k] = runtime.DeepCopyJSONValue(v)
+		}
+	}
+	return out
+}
+
+// firstRef returns a deep copy of the rule's first backendRef to target.
+func firstRef(rule Rule, namespace string, target ObjectRef) (BackendRef, bool) {
+	for _, b := range rule.BackendRefs() {
+		if b.Target(namespace) == target {
+			return runtime.DeepCopyJSONValue(map[string]any(b)).(map[string]any), true
+		}
+	}
+	return nil, false
+}
+
+// headerNamePattern is Gateway API's HTTPHeaderName.
+var headerNamePattern = regexp.MustCompile(`^[A-Za-z0-9!#$%&'*+\-.^_` + "`" + `|~]+$`)
+
+// headerMatches turns a setHeaderRoute step's matches into Gateway API header
+// matches (the same for HTTPRoute and GRPCRoute): exact stays Exact; prefix
+// becomes a RegularExpression of the escaped prefix, anchored at the start
+// and followed by ".*" so that it means the same in dialects that match the
+// whole value (RE2 in Envoy) and in those that search; regex is passed as a
+// RegularExpression.
+func headerMatches(match []v1alpha1.HeaderRoutingMatch) ([]map[string]any, error) {
+	out := make([]map[string]any, 0, len(match))
+	seen := map[string]bool{}
+	for i, m := range match {
+		h, err := headerMatch(m.HeaderName, m.HeaderValue)
+		if err != nil {
+			return nil, fmt.Errorf("match %d: %w", i, err)
+		}
+		if seen[strings.ToLower(m.HeaderName)] {
+			return nil, fmt.Errorf("match %d: header %s is matched twice", i, m.HeaderName)
+		}
+		seen[strings.ToLower(m.HeaderName)] = true
+		out = append(out, h)
+	}
+	return out, nil
+}
+
+func headerMatch(name string, value *v1alpha1.StringMatch) (map[string]any, error) {
+	if len(name) > 256 || !headerNamePattern.MatchString(name) {
+		return nil, fmt.Errorf("%q is not an HTTP header name", name)
+	}
+	if value == nil {
+		return nil, fmt.Errorf("header %s has no value to match (give exact, prefix or regex)", name)
+	}
+	typ, v, err := stringMatch(*value, "header "+name)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"name": name, "type": typ, "value": v}, nil
+}
+
+// stringMatch maps an Argo Rollouts StringMatch to a Gateway API match type
+// ("Exact" or "RegularExpression") and value.
+func stringMatch(s v1alpha1.StringMatch, what string) (string, string, error) {
+	set := 0
+	for _, v := range []string{s.Exact, s.Prefix, s.Regex} {
+		if v != "" {
+			set++
+		}
+	}
+	if set != 1 {
+		return "", "", fmt.Errorf("%s must give exactly one of exact, prefix and regex", what)
+	}
+	switch {
+	case s.Exact != "":
+		return "Exact", s.Exact, nil
+	case s.Prefix != "":
+		return "RegularExpression", "^" + regexp.QuoteMeta(s.Prefix) + ".*", nil
+	}
+	return "RegularExpression", s.Regex, nil
+}
+
+// httpMethods are the methods an HTTPRoute match can name.
+var httpMethods = []string{"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"}
+
+// mirrorMatches turns a setMirrorRoute step's matches into the route kind's
+// matches, every server default written out so that the applied rule equals
+// the stored one.
+//
+// HTTPRoute: path exact → Exact, prefix → PathPrefix (Gateway API matches
+// whole path elements: /api matches /api/v1, not /apiv1), regex →
+// RegularExpression; no path → PathPrefix "/"; method exact only.
+// GRPCRoute: path exact "/<service>/<method>" → that method, prefix
+// "/<service>/" → every method of the service; HTTP methods do not apply.
+func mirrorMatches(kind Kind, match []v1alpha1.RouteMatch) ([]any, error) {
+	out := make([]any, 0, len(match))
+	for i, m := range match {
+		mm := map[string]any{}
+		if kind == GRPCRoute {
+			if m.Method != nil {
+				return nil, fmt.Errorf("match %d: a GRPCRoute matches gRPC services and methods, not HTTP methods; use path /<service>/<method>", i)
+			}
+			if m.Path != nil {
+				method, err := grpcMethodMatch(*m.Path)
+				if err != nil {
+					return nil, fmt.Errorf("match %d: %w", i, err)
+				}
+				mm["method"] = method
+			}
+		} else {
+			path := map[string]any{"type": "PathPrefix", "value": "/"}
+			if m.Path != nil {
+				typ, v, err := stringMatch(*m.Path, "path")
+				if err != nil {
+					return nil, fmt.Errorf("match %d: %w", i, err)
+				}
+				if m.Path.Prefix != "" {
+					typ, v = "PathPrefix", m.Path.Prefix
+				}
+				path = map[string]any{"type": typ, "value": v}
+			}
+			mm["path"] = path
+			if m.Method != nil {
+				if m.Method.Exact == "" || m.Method.Prefix != "" || m.Method.Regex != "" {
+					return nil, fmt.Errorf("match %d: an HTTPRoute matches a method exactly; give method exact", i)
+				}
+				if !slices.Contains(httpMethods, m.Method.Exact) {
+					return nil, fmt.Errorf("match %d: method %q is not one of %s", i, m.Method.Exact, strings.Join(httpMethods, ", "))
+				}
+				mm["method"] = m.Method.Exact
+			}
+		}
+		if len(m.Headers) > 0 {
+			var headers []any
+			for _, name := range slices.Sorted(maps.Keys(m.Headers)) {
+				value := m.Headers[name]
+				h, err := headerMatch(name, &value)
+				if err != nil {
+					return nil, fmt.Errorf("match %d: %w", i, err)
+				}
+				headers = append(headers, h)
+			}
+			mm["headers"] = headers
+		}
+		out = append(out, mm)
+	}
+	return out, nil
+}
+
+func grpcMethodMatch(path v1alpha1.StringMatch) (map[string]any, error) {
+	switch {
+	case path.Exact != "" && path.Prefix == "" && path.Regex == "":
+		service, method, ok := strings.Cut(strings.TrimPrefix(path.Exact, "/"), "/")
+		if ok && strings.HasPrefix(path.Exact, "/") && service != "" && method != "" && !strings.Contains(method, "/") {
+			return map[string]any{"type": "Exact", "service": service, "method": method}, nil
+		}
+	case path.Prefix != "" && path.Exact == "" && path.Regex == "":
+		service, rest, ok := strings.Cut(strings.TrimPrefix(path.Prefix, "/"), "/")
+		if ok && strings.HasPrefix(path.Prefix, "/") && service != "" && rest == "" {
+			return map[string]any{"type": "Exact", "service": service}, nil
+		}
+	}
+	return nil, fmt.Errorf("a GRPCRoute path match must be exact /<service>/<method> or prefix /<service>/, not %+v", path)
+}

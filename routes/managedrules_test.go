@@ -1,0 +1,459 @@
+package routes
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	"github.com/google/go-cmp/cmp"
+)
+
+// Rules here are in the form the apiserver serves them (see weights_test.go).
+
+var mrIn = ManagedInput{Stable: wtStable, Canary: wtCanary, RouteNames: []string{"beta", "mirror", "other"}}
+
+func mrHeader(name, typ, value string) map[string]any {
+	return map[string]any{"name": name, "type": typ, "value": value}
+}
+
+// mrHeaderRule is wtRule(path, ...) turned into a header rule: named, the
+// headers added to its match, only the canary backendRef with weight 1.
+func mrHeaderRule(name, path string, headers ...map[string]any) Rule {
+	r := wtRule(path, wtBackend("web-canary", 1))
+	hs := make([]any, len(headers))
+	for i, h := range headers {
+		hs[i] = h
+	}
+	r["name"] = name
+	r["matches"] = []any{map[string]any{
+		"path":    map[string]any{"type": "PathPrefix", "value": path},
+		"headers": hs,
+	}}
+	return r
+}
+
+func mrNamed(name string, r Rule) Rule {
+	r["name"] = name
+	return r
+}
+
+// mrWithClaims returns the route with the claims annotation recording rules
+// for Rollouts (key → names).
+func mrWithClaims(r Route, rules map[string][]string) Route {
+	c := Claims{}
+	for k, names := range rules {
+		c[k] = Claim{Rules: names}
+	}
+	r.Annotations = c.Annotations()
+	return r
+}
+
+func mrMatch(headers ...v1alpha1.HeaderRoutingMatch) []v1alpha1.HeaderRoutingMatch { return headers }
+
+func exact(name, v string) v1alpha1.HeaderRoutingMatch {
+	return v1alpha1.HeaderRoutingMatch{HeaderName: name, HeaderValue: &v1alpha1.StringMatch{Exact: v}}
+}
+
+func TestSetHeaderRules(t *testing.T) {
+	managed := func(path string, canary int64) Rule {
+		return wtRule(path, wtBackend("web-stable", 100-canary), wtBackend("web-canary", canary))
+	}
+	userCanaryOnly := mrNamed("preview", wtRule("/preview", wtBackend("web-canary", 1)))
+	tests := []struct {
+		name        string
+		route       Route
+		claimed     []string
+		set         string
+		match       []v1alpha1.HeaderRoutingMatch
+		wantRules   []Rule
+		wantClaimed []string
+		wantChanges []string
+	}{
+		{
+			name:        "one managed rule: a header rule appended, canary only with weight 1 although the canary has 0",
+			route:       wtRoute(managed("/", 0)),
+			set:         "beta",
+			match:       mrMatch(exact("X-Canary", "yes")),
+			wantRules:   []Rule{managed("/", 0), mrHeaderRule("beta", "/", mrHeader("X-Canary", "Exact", "yes"))},
+			wantClaimed: []string{"beta"},
+			wantChanges: []string{"+ rule beta"},
+		},
+		{
+			name:  "prefix becomes an escaped, anchored regular expression; regex passes as is",
+			route: wtRoute(managed("/", 30)),
+			set:   "beta",
+			match: mrMatch(
+				v1alpha1.HeaderRoutingMatch{HeaderName: "X-Version", HeaderValue: &v1alpha1.StringMatch{Prefix: "v1.2+"}},
+				v1alpha1.HeaderRoutingMatch{HeaderName: "X-User", HeaderValue: &v1alpha1.StringMatch{Regex: "^(alice|bob)$"}},
+			),
+			wantRules: []Rule{managed("/", 30), mrHeaderRule("beta", "/",
+				mrHeader("X-Version", "RegularExpression", `^v1\.2\+.*`),
+				mrHeader("X-User", "RegularExpression", "^(alice|bob)$"))},
+			wantClaimed: []string{"beta"},
+			wantChanges: []string{"+ rule beta"},
+		},
+		{
+			name:  "one header rule per managed rule, named beta, beta-1; other rules stay, a user's canary-only rule too",
+			route: wtRoute(managed("/a", 10), wtRule("/static", wtBackend("static", 1)), userCanaryOnly, managed("/b", 10)),
+			set:   "beta",
+			match: mrMatch(exact("X-Canary", "yes")),
+			wantRules: []Rule{
+				managed("/a", 10), wtRule("/static", wtBackend("static", 1)), userCanaryOnly, managed("/b", 10),
+				mrHeaderRule("beta", "/a", mrHeader("X-Canary", "Exact", "yes")),
+				mrHeaderRule("beta-1", "/b", mrHeader("X-Canary", "Exact", "yes")),
+			},
+			wantClaimed: []string{"beta", "beta-1"},
+			wantChanges: []string{"+ rule beta", "+ rule beta-1"},
+		},
+		{
+			name: "the same call again changes nothing, even with the set not last",
+			route: mrWithClaims(wtRoute(managed("/", 30),
+				mrHeaderRule("beta", "/", mrHeader("X-Canary", "Exact", "yes")),
+				mrNamed("mirror", wtRule("/m", wtBackend("web-stable", 1)))), map[string][]string{"ns/demo": {"mirror", "beta"}}),
+			claimed: []string{"mirror", "beta"},
+			set:     "beta",
+			match:   mrMatch(exact("X-Canary", "yes")),
+			wantRules: []Rule{managed("/", 30),
+				mrHeaderRule("beta", "/", mrHeader("X-Canary", "Exact", "yes")),
+				mrNamed("mirror", wtRule("/m", wtBackend("web-stable", 1)))},
+			wantClaimed: []string{"mirror", "beta"},
+		},
+		{
+			name: "a new match replaces the set",
+			route: mrWithClaims(wtRoute(managed("/", 30), mrHeaderRule("beta", "/", mrHeader("X-Canary", "Exact", "yes"))),
+				map[string][]string{"ns/demo": {"beta"}}),
+			claimed:     []string{"beta"},
+			set:         "beta",
+			match:       mrMatch(exact("X-Canary", "always")),
+			wantRules:   []Rule{managed("/", 30), mrHeaderRule("beta", "/", mrHeader("X-Canary", "Exact", "always"))},
+			wantClaimed: []string{"beta"},
+			wantChanges: []string{"~ rule beta"},
+		},
+		{
+			name: "no match removes the set, recorded names whose rules are gone too; other sets and a look-alike stay",
+			route: mrWithClaims(wtRoute(managed("/a", 30), managed("/b", 30),
+				mrHeaderRule("beta", "/a", mrHeader("X-Canary", "Exact", "yes")),
+				mrHeaderRule("other", "/a", mrHeader("X-Other", "Exact", "yes")),
+				mrHeaderRule("beta-7", "/b", mrHeader("X-Canary", "Exact", "yes"))),
+				map[string][]string{"ns/demo": {"beta", "beta-1", "other"}}),
+			claimed: []string{"beta", "beta-1", "other"},
+			set:     "beta",
+			wantRules: []Rule{managed("/a", 30), managed("/b", 30),
+				mrHeaderRule("other", "/a", mrHeader("X-Other", "Exact", "yes")),
+				mrHeaderRule("beta-7", "/b", mrHeader("X-Canary", "Exact", "yes"))},
+			wantClaimed: []string{"other"},
+			wantChanges: []string{"− rule beta"},
+		},
+		{
+			name:        "no match and nothing recorded: nothing changes",
+			route:       wtRoute(managed("/", 30), userCanaryOnly),
+			set:         "beta",
+			wantRules:   []Rule{managed("/", 30), userCanaryOnly},
+			wantClaimed: nil,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			before := CopyRules(tc.route.Rules)
+			got, err := SetHeaderRules(tc.route, tc.claimed, mrIn, tc.set, tc.match)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.wantRules, got.Rules); diff != "" {
+				t.Errorf("rules (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantClaimed, got.Claimed); diff != "" {
+				t.Errorf("claimed (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantChanges, got.Changes); diff != "" {
+				t.Errorf("changes (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(before, tc.route.Rules); diff != "" {
+				t.Errorf("the live rules changed (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestSetHeaderRulesGRPC(t *testing.T) {
+	method := map[string]any{"type": "Exact", "service": "shop.Cart", "method": "Add"}
+	source := Rule{
+		"matches":     []any{map[string]any{"method": method}},
+		"backendRefs": []any{wtBackend("web-stable", 80), wtBackend("web-canary", 20)},
+	}
+	catchAll := Rule{"backendRefs": []any{wtBackend("web-stable", 80), wtBackend("web-canary", 20)}}
+	r := Route{Ref: Ref{Kind: GRPCRoute, Namespace: wtNS, Name: "api"}, Rules: []Rule{source, catchAll}}
+	got, err := SetHeaderRules(r, nil, mrIn, "beta", mrMatch(exact("x-canary", "yes")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := []any{mrHeader("x-canary", "Exact", "yes")}
+	want := []Rule{source, catchAll,
+		{"name": "beta", "matches": []any{map[string]any{"method": method, "headers": h}}, "backendRefs": []any{wtBackend("web-canary", 1)}},
+		{"name": "beta-1", "matches": []any{map[string]any{"headers": h}}, "backendRefs": []any{wtBackend("web-canary", 1)}},
+	}
+	if diff := cmp.Diff(want, got.Rules); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestSetHeaderRulesErrors(t *testing.T) {
+	managed := wtRule("/", wtBackend("web-stable", 100), wtBackend("web-canary", 0))
+	withHeader := wtWith(managed, "matches", []any{map[string]any{
+		"path":    map[string]any{"type": "PathPrefix", "value": "/"},
+		"headers": []any{mrHeader("x-canary", "Exact", "no")},
+	}})
+	var fifteen []Rule
+	for i := range 15 {
+		fifteen = append(fifteen, wtRule(fmt.Sprintf("/r%d", i), wtBackend("web-stable", 100), wtBackend("web-canary", 0)))
+	}
+	manyMatches := func() Rule {
+		var ms []any
+		for i := range 64 {
+			ms = append(ms, map[string]any{"path": map[string]any{"type": "PathPrefix", "value": fmt.Sprintf("/m%d", i)}})
+		}
+		return wtWith(managed, "matches", ms)
+	}
+	tests := []struct {
+		name  string
+		route Route
+		set   string
+		match []v1alpha1.HeaderRoutingMatch
+		in    ManagedInput
+		want  []string
+	}{
+		{"a rule the plugin did not record has the name", wtRoute(managed, mrNamed("beta", wtRule("/x", wtBackend("web-canary", 1)))), "beta",
+			mrMatch(exact("X-Canary", "yes")), mrIn, []string{`already has a rule named "beta"`, "did not add for this Rollout"}},
+		{"another Rollout's rule has the name", mrWithClaims(wtRoute(managed, mrNamed("beta", wtRule("/x", wtBackend("web-canary", 1)))), map[string][]string{"ns/other": {"beta"}}), "beta",
+			mrMatch(exact("X-Canary", "yes")), mrIn, []string{`already has a rule named "beta"`}},
+		{"not a section name", wtRoute(managed), "Beta_Route", mrMatch(exact("X-Canary", "yes")), mrIn, []string{`"Beta_Route" is not a valid rule name`}},
+		{"generated name is another managed route", wtRoute(managed, managed), "beta", mrMatch(exact("X-Canary", "yes")),
+			ManagedInput{Stable: wtStable, Canary: wtCanary, RouteNames: []string{"beta", "beta-1"}}, []string{`"beta-1", which is also a managed route`}},
+		{"source already matches the header", wtRoute(withHeader), "beta", mrMatch(exact("X-Canary", "yes")), mrIn, []string{"already matches header x-canary"}},
+		{"header twice", wtRoute(managed), "beta", mrMatch(exact("X-Canary", "yes"), exact("x-canary", "no")), mrIn, []string{"matched twice"}},
+		{"no value", wtRoute(managed), "beta", mrMatch(v1alpha1.HeaderRoutingMatch{HeaderName: "X-Canary"}), mrIn, []string{"no value"}},
+		{"two values", wtRoute(managed), "beta", mrMatch(v1alpha1.HeaderRoutingMatch{HeaderName: "X-Canary", HeaderValue: &v1alpha1.StringMatch{Exact: "a", Prefix: "b"}}), mrIn, []string{"exactly one of exact, prefix and regex"}},
+		{"bad header name", wtRoute(managed), "beta", mrMatch(exact("X Canary", "yes")), mrIn, []string{`"X Canary" is not an HTTP header name`}},
+		{"no managed rule", wtRoute(wtRule("/", wtBackend("web-stable", 1))), "beta", mrMatch(exact("X-Canary", "yes")), mrIn, []string{"has no rule whose backendRefs include both"}},
+		{"a TCPRoute", Route{Ref: Ref{Kind: TCPRoute, Namespace: wtNS, Name: "db"}, Rules: []Rule{{"backendRefs": []any{wtBackend("web-stable", 1), wtBackend("web-canary", 0)}}}}, "beta",
+			mrMatch(exact("X-Canary", "yes")), mrIn, []string{"a TCPRoute has no matches"}},
+		{"more than 16 rules", wtRoute(fifteen...), "beta", mrMatch(exact("X-Canary", "yes")), mrIn,
+			[]string{"header route \"beta\"", "30 rules", "at most 16 rules per HTTPRoute"}},
+		{"more than 128 matches", wtRoute(manyMatches(), manyMatches()), "beta", mrMatch(exact("X-Canary", "yes")), mrIn,
+			[]string{"256 matches in all", "at most 128 per HTTPRoute"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var claimed []string
+			_, err := SetHeaderRules(tc.route, claimed, tc.in, tc.set, tc.match)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestSetMirrorRule(t *testing.T) {
+	managed := wtRule("/", wtBackend("web-stable", 70), wtBackend("web-canary", 30))
+	pct := func(p int32) *int32 { return &p }
+	mirrorRule := func(percent int64, matches ...any) Rule {
+		r := wtRule("/", wtBackend("web-stable", 1))
+		r["name"] = "mirror"
+		r["matches"] = matches
+		filters := r["filters"].([]any)
+		r["filters"] = append(filters, map[string]any{
+			"type": "RequestMirror",
+			"requestMirror": map[string]any{
+				"backendRef": map[string]any{"group": "", "kind": "Service", "name": "web-canary", "port": int64(8080)},
+				"percent":    percent,
+			},
+		})
+		return r
+	}
+	get := map[string]any{"path": map[string]any{"type": "PathPrefix", "value": "/"}, "method": "GET"}
+	api := map[string]any{
+		"path":    map[string]any{"type": "PathPrefix", "value": "/api"},
+		"headers": []any{mrHeader("X-A", "Exact", "1"), mrHeader("X-B", "RegularExpression", `^b\..*`)},
+	}
+	tests := []struct {
+		name        string
+		route       Route
+		claimed     []string
+		match       []v1alpha1.RouteMatch
+		percent     *int32
+		wantRules   []Rule
+		wantClaimed []string
+	}{
+		{
+			name:        "method match, 25 percent: stable only, the canary as the mirror",
+			route:       wtRoute(managed),
+			match:       []v1alpha1.RouteMatch{{Method: &v1alpha1.StringMatch{Exact: "GET"}}},
+			percent:     pct(25),
+			wantRules:   []Rule{managed, mirrorRule(25, get)},
+			wantClaimed: []string{"mirror"},
+		},
+		{
+			name:  "path and headers (sorted by name), no percentage: every request",
+			route: wtRoute(managed),
+			match: []v1alpha1.RouteMatch{{
+				Path:    &v1alpha1.StringMatch{Prefix: "/api"},
+				Headers: map[string]v1alpha1.StringMatch{"X-B": {Prefix: "b."}, "X-A": {Exact: "1"}},
+			}},
+			wantRules:   []Rule{managed, mirrorRule(100, api)},
+			wantClaimed: []string{"mirror"},
+		},
+		{
+			name:        "percentage 0 removes it",
+			route:       mrWithClaims(wtRoute(managed, mirrorRule(25, get)), map[string][]string{"ns/demo": {"mirror"}}),
+			claimed:     []string{"mirror"},
+			match:       []v1alpha1.RouteMatch{{Method: &v1alpha1.StringMatch{Exact: "GET"}}},
+			percent:     pct(0),
+			wantRules:   []Rule{managed},
+			wantClaimed: nil,
+		},
+		{
+			name:        "no match removes it",
+			route:       mrWithClaims(wtRoute(managed, mirrorRule(25, get)), map[string][]string{"ns/demo": {"mirror"}}),
+			claimed:     []string{"mirror"},
+			wantRules:   []Rule{managed},
+			wantClaimed: nil,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := SetMirrorRule(tc.route, tc.claimed, mrIn, "mirror", tc.match, tc.percent)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.wantRules, got.Rules); diff != "" {
+				t.Errorf("rules (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantClaimed, got.Claimed); diff != "" {
+				t.Errorf("claimed (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestSetMirrorRuleErrors(t *testing.T) {
+	managed := wtRule("/", wtBackend("web-stable", 70), wtBackend("web-canary", 30))
+	grpc := Route{Ref: Ref{Kind: GRPCRoute, Namespace: wtNS, Name: "api"}, Rules: []Rule{{"backendRefs": []any{wtBackend("web-stable", 1), wtBackend("web-canary", 0)}}}}
+	pct := int32(101)
+	for _, tc := range []struct {
+		name    string
+		route   Route
+		match   []v1alpha1.RouteMatch
+		percent *int32
+		want    string
+	}{
+		{"a match the route's own rule already has: the mirror rule would never be used", wtRoute(managed),
+			[]v1alpha1.RouteMatch{{Path: &v1alpha1.StringMatch{Prefix: "/"}}}, nil, "same as a match of rule 0"},
+		{"an empty match is the catch-all", wtRoute(managed), []v1alpha1.RouteMatch{{}}, nil, "same as a match of rule 0"},
+		{"method by prefix", wtRoute(managed), []v1alpha1.RouteMatch{{Method: &v1alpha1.StringMatch{Prefix: "G"}}}, nil, "give method exact"},
+		{"unknown method", wtRoute(managed), []v1alpha1.RouteMatch{{Method: &v1alpha1.StringMatch{Exact: "get"}}}, nil, `method "get" is not one of`},
+		{"percentage over 100", wtRoute(managed), []v1alpha1.RouteMatch{{Method: &v1alpha1.StringMatch{Exact: "GET"}}}, &pct, "percentage 101 is outside 0..100"},
+		{"gRPC with an HTTP method", grpc, []v1alpha1.RouteMatch{{Method: &v1alpha1.StringMatch{Exact: "POST"}}}, nil, "not HTTP methods"},
+		{"gRPC path by regex", grpc, []v1alpha1.RouteMatch{{Path: &v1alpha1.StringMatch{Regex: ".*"}}}, nil, "must be exact /<service>/<method> or prefix /<service>/"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := SetMirrorRule(tc.route, nil, mrIn, "mirror", tc.match, tc.percent)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want one mentioning %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestSetMirrorRuleGRPC(t *testing.T) {
+	source := Rule{"backendRefs": []any{wtBackend("web-stable", 80), wtBackend("web-canary", 20)}}
+	r := Route{Ref: Ref{Kind: GRPCRoute, Namespace: wtNS, Name: "api"}, Rules: []Rule{source}}
+	got, err := SetMirrorRule(r, nil, mrIn, "mirror", []v1alpha1.RouteMatch{
+		{Path: &v1alpha1.StringMatch{Exact: "/shop.Cart/Add"}},
+		{Path: &v1alpha1.StringMatch{Prefix: "/shop.Orders/"}, Headers: map[string]v1alpha1.StringMatch{"x-tenant": {Exact: "a"}}},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Rule{source, {
+		"name": "mirror",
+		"matches": []any{
+			map[string]any{"method": map[string]any{"type": "Exact", "service": "shop.Cart", "method": "Add"}},
+			map[string]any{"method": map[string]any{"type": "Exact", "service": "shop.Orders"}, "headers": []any{mrHeader("x-tenant", "Exact", "a")}},
+		},
+		"backendRefs": []any{wtBackend("web-stable", 1)},
+		"filters": []any{map[string]any{"type": "RequestMirror", "requestMirror": map[string]any{
+			"backendRef": map[string]any{"group": "", "kind": "Service", "name": "web-canary", "port": int64(8080)},
+			"percent":    int64(100),
+		}}},
+	}}
+	if diff := cmp.Diff(want, got.Rules); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// RemoveAddedRules removes exactly the recorded names: not another Rollout's
+// rule, not a user's rule of the same shape, not an unnamed rule.
+func TestRemoveAddedRules(t *testing.T) {
+	managed := wtRule("/", wtBackend("web-stable", 70), wtBackend("web-canary", 30))
+	mine := mrHeaderRule("beta", "/", mrHeader("X-Canary", "Exact", "yes"))
+	theirs := mrHeaderRule("gamma", "/", mrHeader("X-Gamma", "Exact", "yes"))
+	userLookAlike := mrHeaderRule("beta-9", "/", mrHeader("X-Canary", "Exact", "yes"))
+	unnamed := wtRule("/c", wtBackend("web-canary", 1))
+	r := mrWithClaims(wtRoute(managed, mine, theirs, userLookAlike, unnamed), map[string][]string{"ns/demo": {"beta", "mirror"}, "ns/other": {"gamma"}})
+	got := RemoveAddedRules(r, []string{"beta", "mirror"})
+	if diff := cmp.Diff([]Rule{managed, theirs, userLookAlike, unnamed}, got.Rules); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"− rule beta"}, got.Changes); diff != "" {
+		t.Errorf("changes (-want +got):\n%s", diff)
+	}
+	again := RemoveAddedRules(Route{Ref: r.Ref, Rules: got.Rules}, []string{"beta", "mirror"})
+	if diff := cmp.Diff(got.Rules, again.Rules); diff != "" || len(again.Changes) > 0 {
+		t.Errorf("second removal changed something: %v\n%s", again.Changes, diff)
+	}
+}
+
+// A rule recorded as added by any Rollout is never a managed rule, even if it
+// holds both stable and canary: SetWeights leaves it alone.
+func TestSetWeightsSkipsAddedRules(t *testing.T) {
+	managed := wtRule("/", wtBackend("web-stable", 100), wtBackend("web-canary", 0))
+	added := mrNamed("mirror", wtRule("/m", wtBackend("web-stable", 50), wtBackend("web-canary", 50)))
+	r := mrWithClaims(wtRoute(managed, added), map[string][]string{"ns/other": {"mirror"}})
+	rules, _, err := SetWeights(r, Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 30, MaxWeight: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Rule{wtRule("/", wtBackend("web-stable", 70), wtBackend("web-canary", 30)), added}
+	if diff := cmp.Diff(want, rules); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestInSet(t *testing.T) {
+	names := []string{"beta", "beta-2"}
+	for _, tc := range []struct {
+		name string
+		want bool
+	}{
+		{"beta", true}, {"beta-1", true}, {"beta-12", true},
+		{"beta-2", false}, // a managed route of its own
+		{"beta-01", false}, {"beta-", false}, {"beta-x", false}, {"betas", false}, {"alpha", false},
+	} {
+		if got := InSet(tc.name, "beta", names); got != tc.want {
+			t.Errorf("InSet(%q) = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestCheckLimitsDuplicateNames(t *testing.T) {
+	r := []Rule{mrNamed("a", wtRule("/a")), mrNamed("a", wtRule("/b"))}
+	if err := CheckLimits(HTTPRoute, r); err == nil || !strings.Contains(err.Error(), `rules 0 and 1 would both be named "a"`) {
+		t.Errorf("error %v", err)
+	}
+}
