@@ -61,6 +61,12 @@ func Apply(route routes.Route, rules []routes.Rule, in Input, claimed []routes.A
 	for _, i := range routes.ManagedRules(routes.Route{Ref: route.Ref, Annotations: route.Annotations, Rules: rules}, in.Stable, in.Canary) {
 		managed[i] = true
 	}
+	// related rules still send to stable or canary: a managed rule someone
+	// took the canary out of is one, a rule someone inserted is not.
+	related := map[int]bool{}
+	for i, r := range rules {
+		related[i] = count(r, ns, in.Stable) > 0 || count(r, ns, in.Canary) > 0
+	}
 	wanted := map[routes.ObjectRef]Destination{}
 	for _, d := range in.Destinations {
 		target := routes.ServiceRef(in.RolloutNamespace, d.Service)
@@ -74,10 +80,11 @@ func Apply(route routes.Route, rules []routes.Rule, in Input, claimed []routes.A
 	var kept []routes.AddedBackend
 	have := map[int]map[routes.ObjectRef]bool{}
 	for _, b := range claimed {
-		i := locate(rules, b)
 		target := b.Target()
+		i := locate(rules, ns, b, managed, related)
+		ours := i >= 0 && count(rules[i], ns, target) > b.Others
 		_, stillWanted := wanted[target]
-		if i >= 0 && stillWanted && managed[i] && lastRef(rules[i], ns, target) >= 0 {
+		if ours && stillWanted && managed[i] {
 			b.Rule, b.RuleName = i, rules[i].Name()
 			kept = append(kept, b)
 			if have[i] == nil {
@@ -86,7 +93,7 @@ func Apply(route routes.Route, rules []routes.Rule, in Input, claimed []routes.A
 			have[i][target] = true
 			continue
 		}
-		if i >= 0 && removeLast(rules[i], ns, target) {
+		if ours && removeLast(rules[i], ns, target) {
 			changes = append(changes, fmt.Sprintf("rule %d − %s", i, target))
 		}
 	}
@@ -115,9 +122,10 @@ func Apply(route routes.Route, rules []routes.Rule, in Input, claimed []routes.A
 				// A cross-namespace backendRef needs a ReferenceGrant in the Services' namespace.
 				ref["namespace"] = in.RolloutNamespace
 			}
+			others := count(rules[i], ns, target)
 			refs, _ := rules[i]["backendRefs"].([]any)
 			rules[i]["backendRefs"] = append(refs, ref)
-			added = append(added, routes.AddedBackend{Rule: i, RuleName: rules[i].Name(), Kind: "Service", Namespace: target.Namespace, Name: d.Service})
+			added = append(added, routes.AddedBackend{Rule: i, RuleName: rules[i].Name(), Kind: "Service", Namespace: target.Namespace, Name: d.Service, Others: others})
 			changes = append(changes, fmt.Sprintf("rule %d + %s weight %d", i, target, d.Weight))
 		}
 		if n := len(rules[i].BackendRefs()); n > MaxBackendRefs {
@@ -127,21 +135,53 @@ func Apply(route routes.Route, rules []routes.Rule, in Input, claimed []routes.A
 	return rules, append(kept, added...), changes, nil
 }
 
-// locate finds the rule a recorded backendRef was added to: by name when the
-// rule has one, else by index; -1 when it is gone.
-func locate(rules []routes.Rule, b routes.AddedBackend) int {
+// locate finds the rule a recorded backendRef was added to, or -1 when it is
+// gone. A named rule is found by name (the recorded index decides between
+// rules sharing a name); an unnamed one by index while that rule still sends
+// to stable or canary (it may have been named since), else as the one managed
+// rule that still holds the plugin's backendRef (rules were inserted before it).
+func locate(rules []routes.Rule, ns string, b routes.AddedBackend, managed, related map[int]bool) int {
 	if b.RuleName != "" {
+		found := -1
 		for i, r := range rules {
-			if r.Name() == b.RuleName {
+			if r.Name() != b.RuleName {
+				continue
+			}
+			if i == b.Rule {
 				return i
 			}
+			if found < 0 {
+				found = i
+			}
 		}
-		return -1
+		if found >= 0 {
+			return found
+		}
 	}
-	if b.Rule >= 0 && b.Rule < len(rules) && rules[b.Rule].Name() == "" {
+	if b.Rule >= 0 && b.Rule < len(rules) && related[b.Rule] && (b.RuleName == "" || rules[b.Rule].Name() == "") {
 		return b.Rule
 	}
-	return -1
+	found := -1
+	for i := range rules {
+		if managed[i] && count(rules[i], ns, b.Target()) > b.Others {
+			if found >= 0 {
+				return -1 // ambiguous: touch nothing
+			}
+			found = i
+		}
+	}
+	return found
+}
+
+// count is how many backendRefs of the rule point at target.
+func count(rule routes.Rule, ns string, target routes.ObjectRef) int {
+	n := 0
+	for _, b := range rule.BackendRefs() {
+		if b.Target(ns) == target {
+			n++
+		}
+	}
+	return n
 }
 
 // lastRef is the index of the last backendRef of the rule pointing at target

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
@@ -91,7 +92,86 @@ func added(ruleIndex int, ruleName, name string) routes.AddedBackend {
 	return routes.AddedBackend{Rule: ruleIndex, RuleName: ruleName, Kind: "Service", Namespace: rolloutNS, Name: name}
 }
 
+func withOthers(b routes.AddedBackend, n int) routes.AddedBackend {
+	b.Others = n
+	return b
+}
+
 func rules(rs ...routes.Rule) []routes.Rule { return rs }
+
+// Edge cases where a recorded backendRef must be told from one that only
+// looks like it: the plugin removes exactly its own and never another's.
+func TestApplyTellsOwnRefsFromLookalikes(t *testing.T) {
+	foreign := ref(baseline, 8080, 7)
+	for _, tc := range []struct {
+		name        string
+		rules       []routes.Rule
+		claimed     []routes.AddedBackend
+		in          Input
+		wantRules   []routes.Rule
+		wantAdded   []routes.AddedBackend
+		wantChanges []string
+	}{
+		{
+			name:      "the plugin's ref is gone, a foreign one to the same Service stays on removal",
+			rules:     rules(rule("", "/", ref("web-stable", 8080, 100), ref("web-canary", 8080, 0), foreign)),
+			claimed:   []routes.AddedBackend{withOthers(added(0, "", baseline), 1)},
+			in:        input(),
+			wantRules: rules(rule("", "/", ref("web-stable", 8080, 100), ref("web-canary", 8080, 0), foreign)),
+		},
+		{
+			name:        "the plugin's ref is gone, a foreign one to the same Service is not adopted when still wanted",
+			rules:       rules(rule("", "/", ref("web-stable", 8080, 95), ref("web-canary", 8080, 0), foreign)),
+			claimed:     []routes.AddedBackend{withOthers(added(0, "", baseline), 1)},
+			in:          input(dest(baseline, 5)),
+			wantRules:   rules(rule("", "/", ref("web-stable", 8080, 95), ref("web-canary", 8080, 0), foreign, ref(baseline, 8080, 5))),
+			wantAdded:   []routes.AddedBackend{withOthers(added(0, "", baseline), 1)},
+			wantChanges: []string{"rule 0 + Service shop/" + baseline + " weight 5"},
+		},
+		{
+			name: "two rules share a name: the recorded index picks the right one",
+			rules: rules(rule("a", "/", ref("web-stable", 8080, 95), ref("web-canary", 8080, 0)),
+				rule("a", "/x", ref("web-stable", 8080, 95), ref("web-canary", 8080, 0), ref(baseline, 8080, 5))),
+			claimed:     []routes.AddedBackend{added(1, "a", baseline)},
+			in:          input(),
+			wantRules:   rules(rule("a", "/", ref("web-stable", 8080, 95), ref("web-canary", 8080, 0)), rule("a", "/x", ref("web-stable", 8080, 95), ref("web-canary", 8080, 0))),
+			wantChanges: []string{"rule 1 − Service shop/" + baseline},
+		},
+		{
+			name: "an unnamed rule inserted before the managed one: the plugin's ref is found where it went",
+			rules: rules(rule("", "/preview", foreign),
+				rule("", "/", ref("web-stable", 8080, 95), ref("web-canary", 8080, 0), ref(baseline, 8080, 5))),
+			claimed:     []routes.AddedBackend{added(0, "", baseline)},
+			in:          input(),
+			wantRules:   rules(rule("", "/preview", foreign), rule("", "/", ref("web-stable", 8080, 95), ref("web-canary", 8080, 0))),
+			wantChanges: []string{"rule 1 − Service shop/" + baseline},
+		},
+		{
+			name:        "a rule named after the plugin added to it",
+			rules:       rules(rule("main", "/", ref("web-stable", 8080, 95), ref("web-canary", 8080, 0), ref(baseline, 8080, 5))),
+			claimed:     []routes.AddedBackend{added(0, "", baseline)},
+			in:          input(),
+			wantRules:   rules(rule("main", "/", ref("web-stable", 8080, 95), ref("web-canary", 8080, 0))),
+			wantChanges: []string{"rule 0 − Service shop/" + baseline},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, added, changes, err := Apply(route(rolloutNS, tc.rules), tc.rules, tc.in, tc.claimed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.wantRules, got); diff != "" {
+				t.Errorf("rules (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantAdded, added, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("record (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantChanges, changes, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("changes (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
 
 func TestApply(t *testing.T) {
 	// A foreign backendRef: another team's Service, with its own weight.
@@ -224,7 +304,8 @@ func TestApply(t *testing.T) {
 				rule("", "/", ref("web-stable", 8080, 70), foreignBaseline, foreignBaselineElsewhere, ref("web-canary", 8080, 0), ref(baseline, 8080, 5)),
 				rule("", "/preview", foreignBaseline),
 			),
-			wantAdded:   []routes.AddedBackend{added(0, "", baseline)},
+			// One ref to the same Service was there before the plugin's: it is not the plugin's.
+			wantAdded:   []routes.AddedBackend{withOthers(added(0, "", baseline), 1)},
 			wantChanges: []string{"rule 0 + Service shop/" + baseline + " weight 5"},
 		},
 		{

@@ -55,6 +55,11 @@ type AddedBackend struct {
 	// Namespace is the backend's namespace (the route's when the ref names none).
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
+	// Others counts the backendRefs to the same backend that were in the rule
+	// when the plugin added its own (appended after them): while the rule holds
+	// more than that, the last one is the plugin's; otherwise the plugin's is gone
+	// and the ones left belong to someone else.
+	Others int `json:"others,omitempty"`
 }
 
 // Target is the backend the added ref points at.
