@@ -65,9 +65,7 @@ func (p *Plugin) setHeaderRoute(ro *v1alpha1.Rollout, h *v1alpha1.SetHeaderRoute
 		if err != nil {
 			return ssa.Desired{}, err
 		}
-		claim.Rules = res.Claimed
-		claims[key] = claim
-		return managedDesired(s, claims, res), nil
+		return p.managedDesired(s, key, live, claims, res)
 	})
 }
 
@@ -101,9 +99,7 @@ func (p *Plugin) setMirrorRoute(ro *v1alpha1.Rollout, m *v1alpha1.SetMirrorRoute
 		if err != nil {
 			return ssa.Desired{}, err
 		}
-		claim.Rules = res.Claimed
-		claims[key] = claim
-		return managedDesired(s, claims, res), nil
+		return p.managedDesired(s, key, live, claims, res)
 	})
 }
 
@@ -121,12 +117,11 @@ func (p *Plugin) removeManagedRoutes(ro *v1alpha1.Rollout) types.RpcError {
 		}
 		claim, ok := claims[key]
 		if !ok || len(claim.Rules) == 0 {
-			return managedDesired(s, claims, routes.ManagedResult{Rules: routes.CopyRules(live.Rules)}), nil
+			return p.managedDesired(s, key, live, claims, routes.ManagedResult{Rules: routes.CopyRules(live.Rules), Claimed: claim.Rules})
 		}
 		res := routes.RemoveAddedRules(live, claim.Rules)
-		claim.Rules = nil
-		claims[key] = claim
-		return managedDesired(s, claims, res), nil
+		res.Claimed = nil
+		return p.managedDesired(s, key, live, claims, res)
 	})
 }
 
@@ -205,10 +200,20 @@ func hasMatches(k routes.Kind) bool { return k == routes.HTTPRoute || k == route
 // removal call: the rules, the claims, and the in-progress label while any
 // Rollout has something on the route; when none has, the plugin gives up its
 // ownership (as SetWeight does).
-func managedDesired(s Settings, claims routes.Claims, res routes.ManagedResult) ssa.Desired {
-	d := ssa.Desired{Rules: res.Rules, Annotations: claims.Annotations(), Changes: res.Changes, Release: len(claims.Rollouts()) == 0}
+// A rule this Rollout added that someone else changed, and that this call
+// would change again, is a conflict as for weights (checkConflict).
+func (p *Plugin) managedDesired(s Settings, key string, live routes.Route, claims routes.Claims, res routes.ManagedResult) (ssa.Desired, error) {
+	claim := claims[key]
+	takeover, err := p.checkConflict(s, key, live, claim, res.Rules)
+	if err != nil {
+		return ssa.Desired{}, err
+	}
+	claim.Rules = res.Claimed
+	claim.RuleDigests = routes.DigestRules(res.Rules, claim.Rules)
+	claims[key] = claim
+	d := ssa.Desired{Rules: res.Rules, Annotations: claims.Annotations(), Changes: append(res.Changes, takeover...), Release: len(claims.Rollouts()) == 0}
 	if !d.Release {
 		d.Labels = s.InProgressLabel
 	}
-	return d
+	return d, nil
 }

@@ -239,10 +239,11 @@ func (p *Plugin) checkConflict(s Settings, rollout string, live routes.Route, cl
 		return nil, nil
 	}
 	drift := routes.FindDrift(live.Namespace, live.Rules, desired, claim.Weights)
-	if len(drift) == 0 {
+	ruleDrift := routes.FindRuleDrift(live.Rules, desired, claim.RuleDigests)
+	if len(drift) == 0 && len(ruleDrift) == 0 {
 		return nil, nil
 	}
-	conflict := &ssa.ConflictError{Route: live.Ref, Rollout: rollout, Managers: ssa.RulesOwners(live.ManagedFields, p.opts.FieldManager), Drift: drift}
+	conflict := &ssa.ConflictError{Route: live.Ref, Rollout: rollout, Managers: ssa.RulesOwners(live.ManagedFields, p.opts.FieldManager), Drift: drift, Rules: ruleDrift}
 	if s.ConflictPolicy != ConflictForce {
 		return nil, conflict
 	}

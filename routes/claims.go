@@ -28,6 +28,9 @@ type Claim struct {
 	// Weights are the weights the plugin last set for the Rollout, so that a
 	// change by another owner can be told from the plugin's own.
 	Weights []RecordedWeight `json:"weights,omitempty"`
+	// RuleDigests maps the name of each rule the plugin added to a digest of
+	// its content as the plugin wrote it, for the same purpose.
+	RuleDigests map[string]string `json:"ruleDigests,omitempty"`
 }
 
 // RecordedWeight is one weight the plugin set: a backend in a rule.

@@ -1,6 +1,9 @@
 package routes
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"strings"
 )
@@ -96,4 +99,70 @@ func lastRef(rule Rule, namespace string, target ObjectRef) int {
 		}
 	}
 	return -1
+}
+
+// RuleDigest is a short digest of a rule's content (JSON with sorted keys).
+func RuleDigest(r Rule) string {
+	data, _ := json.Marshal(map[string]any(r))
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:8])
+}
+
+// DigestRules records the digest of each named rule.
+func DigestRules(rules []Rule, names []string) map[string]string {
+	if len(names) == 0 {
+		return nil
+	}
+	out := map[string]string{}
+	for _, r := range rules {
+		for _, n := range names {
+			if r.Name() == n {
+				out[n] = RuleDigest(r)
+			}
+		}
+	}
+	return out
+}
+
+// FindRuleDrift lists the rules the plugin added that someone else changed or
+// removed since, and that the plugin would change again.
+func FindRuleDrift(live, desired []Rule, recorded map[string]string) []string {
+	byName := func(rules []Rule, name string) (Rule, bool) {
+		for _, r := range rules {
+			if r.Name() == name {
+				return r, true
+			}
+		}
+		return nil, false
+	}
+	var out []string
+	for _, name := range sortedKeys(recorded) {
+		liveRule, inLive := byName(live, name)
+		if inLive && RuleDigest(liveRule) == recorded[name] {
+			continue
+		}
+		desiredRule, inDesired := byName(desired, name)
+		if inLive == inDesired && (!inLive || RuleDigest(liveRule) == RuleDigest(desiredRule)) {
+			continue // the plugin would leave it as the other owner left it
+		}
+		if inLive {
+			out = append(out, fmt.Sprintf("rule %q: changed since the plugin wrote it", name))
+		} else {
+			out = append(out, fmt.Sprintf("rule %q: removed since the plugin added it", name))
+		}
+	}
+	return out
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	for i := 1; i < len(keys); i++ {
+		for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
+			keys[j], keys[j-1] = keys[j-1], keys[j]
+		}
+	}
+	return keys
 }

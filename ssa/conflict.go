@@ -17,16 +17,19 @@ type ConflictError struct {
 	// Managers own spec.rules now (the plugin no longer does).
 	Managers []string
 	Drift    []routes.Drift
+	// Rules describes changes to rules the plugin added.
+	Rules []string
 }
 
 func (e *ConflictError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: conflict: while rollout %s is in progress, spec.rules was changed by %s; ",
 		e.Route, e.Rollout, strings.Join(e.Managers, ", "))
-	drift := make([]string, len(e.Drift))
-	for i, d := range e.Drift {
-		drift[i] = d.String()
+	var drift []string
+	for _, d := range e.Drift {
+		drift = append(drift, d.String())
 	}
+	drift = append(drift, e.Rules...)
 	b.WriteString(strings.Join(drift, "; "))
 	b.WriteString(". The plugin left the route as it is. Resolve it by reverting that change, by making the other owner ignore the rollout's weights " +
 		"(docs/gitops.md), or by setting conflictPolicy: Force in the Rollout's plugin config to let the plugin take over")

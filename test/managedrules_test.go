@@ -500,3 +500,43 @@ func TestManagedRuleOverTheLimit(t *testing.T) {
 		t.Error("the route changed")
 	}
 }
+
+// Someone edits a header rule the plugin added, mid-rollout: setting the same
+// header route again would undo that edit, so it is a conflict error naming
+// the editor; weight changes, which leave the rule alone, go on; Force takes
+// the rule back.
+func TestEditedHeaderRuleIsAConflict(t *testing.T) {
+	ns := namespace(t, standard)
+	create(t, standard, ns, headerRoute)
+	p := startPlugin(t, standard)
+	ro := managedRollout(ns, "demo", `{"httpRoute": "route"}`, "beta")
+	must(t, "SetWeight(10)", p.SetWeight(ro, 10, nil))
+	must(t, "SetHeaderRoute", p.SetHeaderRoute(ro, headerStep("beta", "X-Canary", "yes")))
+
+	update{"kubectl-edit", func(u *unstructured.Unstructured) {
+		rules, _, _ := unstructured.NestedSlice(u.Object, "spec", "rules")
+		for _, r := range rules {
+			if r.(map[string]any)["name"] == "beta" {
+				r.(map[string]any)["timeouts"] = map[string]any{"request": "3s"}
+			}
+		}
+		_ = unstructured.SetNestedSlice(u.Object, rules, "spec", "rules")
+	}}.run(t, &scenario{c: standard, ns: ns})
+
+	err := p.SetHeaderRoute(ro, headerStep("beta", "X-Canary", "yes"))
+	for _, want := range []string{"conflict", "kubectl-edit (Update", `rule "beta": changed since the plugin wrote it`} {
+		if !strings.Contains(err.ErrorString, want) {
+			t.Errorf("SetHeaderRoute after kubectl edit: error %q does not mention %q", err.ErrorString, want)
+		}
+	}
+	if timeouts := ruleNamed(get(t, standard, "v1", "HTTPRoute", ns, "route"), "beta")["timeouts"]; timeouts == nil {
+		t.Error("the edited rule was overwritten")
+	}
+	must(t, "SetWeight(20) leaves the edited rule alone", p.SetWeight(ro, 20, nil))
+
+	force := managedRollout(ns, "demo", `{"httpRoute": "route", "conflictPolicy": "Force"}`, "beta")
+	must(t, "SetHeaderRoute with Force", p.SetHeaderRoute(force, headerStep("beta", "X-Canary", "yes")))
+	if timeouts := ruleNamed(get(t, standard, "v1", "HTTPRoute", ns, "route"), "beta")["timeouts"]; timeouts != nil {
+		t.Errorf("with Force the plugin should have taken the rule back, timeouts still %v", timeouts)
+	}
+}
