@@ -258,6 +258,14 @@ func decodeObjects(data []byte) ([]*unstructured.Unstructured, error) {
 // demoRollout is the Rollout the controller would hand the plugin. Only the
 // canary strategy matters to the plugin; the selector and pod template a real
 // Rollout needs are left out.
+// headerRouteName is the rule the demo's setHeaderRoute step adds.
+const headerRouteName = "canary-testers"
+
+// headerMatch sends requests with X-Canary: yes to the canary.
+func headerMatch() []v1alpha1.HeaderRoutingMatch {
+	return []v1alpha1.HeaderRoutingMatch{{HeaderName: "X-Canary", HeaderValue: &v1alpha1.StringMatch{Exact: "yes"}}}
+}
+
 func demoRollout() *v1alpha1.Rollout {
 	pause := intstr.FromString("30s")
 	return &v1alpha1.Rollout{
@@ -267,12 +275,14 @@ func demoRollout() *v1alpha1.Rollout {
 			StableService: stableSvc,
 			CanaryService: canarySvc,
 			TrafficRouting: &v1alpha1.RolloutTrafficRouting{
-				Plugins: map[string]json.RawMessage{pluginName: json.RawMessage(`{"httpRoute": "` + routeName + `"}`)},
+				Plugins:       map[string]json.RawMessage{pluginName: json.RawMessage(`{"httpRoute": "` + routeName + `"}`)},
+				ManagedRoutes: []v1alpha1.MangedRoutes{{Name: headerRouteName}},
 			},
 			Steps: []v1alpha1.CanaryStep{
 				{SetWeight: ptr(int32(10))},
 				{Pause: &v1alpha1.RolloutPause{}},
 				{SetWeight: ptr(int32(50))},
+				{SetHeaderRoute: &v1alpha1.SetHeaderRoute{Name: headerRouteName, Match: headerMatch()}},
 				{Pause: &v1alpha1.RolloutPause{Duration: &pause}},
 			},
 		}}},
@@ -333,8 +343,81 @@ func (d *demo) walkCanary() error {
 		if err := d.setWeight(s.title, s.why, s.weight, s.wantWrites); err != nil {
 			return err
 		}
+		if s.weight == 50 {
+			if err := d.headerRoute(); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
+}
+
+// headerRoute runs the Rollout's setHeaderRoute step and then, as the
+// controller does at the end of the steps, RemoveManagedRoutes.
+func (d *demo) headerRoute() error {
+	for _, call := range []struct {
+		title, why string
+		run        func() (string, error)
+	}{
+		{"SetHeaderRoute(canary-testers)", "Step `setHeaderRoute`: a rule named canary-testers, a copy of the managed rule with the\nheader match X-Canary: yes, sends those requests to the canary only. It is recorded in the\nplugin's annotation, so only this rule, found by name, is ever removed.", func() (string, error) {
+			return d.plugin.Plugin.SetHeaderRoute(d.rollout, &v1alpha1.SetHeaderRoute{Name: headerRouteName, Match: headerMatch()}).ErrorString, nil
+		}},
+		{"RemoveManagedRoutes", "The steps are done: the controller removes every rule listed in managedRoutes.", func() (string, error) {
+			return d.plugin.Plugin.RemoveManagedRoutes(d.rollout).ErrorString, nil
+		}},
+	} {
+		if err := d.interrupted(); err != nil {
+			return err
+		}
+		d.step++
+		d.title(fmt.Sprintf("Step %d: %s", d.step, call.title))
+		fmt.Fprintln(d.out, call.why)
+		d.cluster.Recorder.Reset()
+		if msg, _ := call.run(); msg != "" {
+			return fmt.Errorf("%s returned an error: %s", call.title, msg)
+		}
+		route, err := d.route()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(d.out, "\nplugin writes:    %s\n", describeWrites(d.cluster.Recorder.Writes()))
+		fmt.Fprintf(d.out, "rules:            %s\n", strings.Join(ruleSummaries(route), "; "))
+		d.show(route)
+	}
+	return nil
+}
+
+// ruleSummaries says, per rule, its name, header matches and backends.
+func ruleSummaries(route *unstructured.Unstructured) []string {
+	rules, _, _ := unstructured.NestedSlice(route.Object, "spec", "rules")
+	var out []string
+	for i, r := range rules {
+		rule := r.(map[string]any)
+		name, _ := rule["name"].(string)
+		if name == "" {
+			name = fmt.Sprintf("#%d", i)
+		}
+		var headers, backends []string
+		matches, _, _ := unstructured.NestedSlice(rule, "matches")
+		for _, m := range matches {
+			hs, _, _ := unstructured.NestedSlice(m.(map[string]any), "headers")
+			for _, h := range hs {
+				hm := h.(map[string]any)
+				headers = append(headers, fmt.Sprintf("%v: %v", hm["name"], hm["value"]))
+			}
+		}
+		refs, _, _ := unstructured.NestedSlice(rule, "backendRefs")
+		for _, ref := range refs {
+			m := ref.(map[string]any)
+			backends = append(backends, fmt.Sprintf("%v=%v", m["name"], m["weight"]))
+		}
+		s := name + " → " + strings.Join(backends, " ")
+		if len(headers) > 0 {
+			s = name + " [" + strings.Join(headers, ", ") + "] → " + strings.Join(backends, " ")
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // anotherOwnerEdits changes the route as someone else would mid-rollout, and
@@ -548,10 +631,12 @@ func describeWrites(writes []harness.Request) string {
 }
 
 // weights maps backend name to weight over every rule of the route.
+// weights are the backendRef weights of the route's first rule, the one the
+// rollout shifts (a header rule the plugin adds comes after it).
 func weights(route *unstructured.Unstructured) map[string]int64 {
 	out := map[string]int64{}
 	rules, _, _ := unstructured.NestedSlice(route.Object, "spec", "rules")
-	for _, rule := range rules {
+	for _, rule := range rules[:min(1, len(rules))] {
 		refs, _, _ := unstructured.NestedSlice(rule.(map[string]any), "backendRefs")
 		for _, ref := range refs {
 			m, _ := ref.(map[string]any)
