@@ -110,7 +110,7 @@ func (p *Plugin) setMirrorRoute(ro *v1alpha1.Rollout, m *v1alpha1.SetMirrorRoute
 // a rule named like one of its managed routes that it did not add stays.
 func (p *Plugin) removeManagedRoutes(ro *v1alpha1.Rollout) types.RpcError {
 	key := ro.Namespace + "/" + ro.Name
-	return p.update(ro, "RemoveManagedRoutes", func(s Settings, live routes.Route) (ssa.Desired, error) {
+	return p.update(ro, callRemoveManagedRoutes, func(s Settings, live routes.Route) (ssa.Desired, error) {
 		claims, err := routes.ReadClaims(live)
 		if err != nil {
 			return ssa.Desired{}, err

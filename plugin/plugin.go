@@ -341,6 +341,8 @@ func (p *Plugin) RemoveManagedRoutes(ro *v1alpha1.Rollout) (resp types.RpcError)
 	return p.removeManagedRoutes(ro)
 }
 
+const callRemoveManagedRoutes = "RemoveManagedRoutes"
+
 // computeFunc is a call's pure transform of one live route.
 type computeFunc func(s Settings, live routes.Route) (ssa.Desired, error)
 
@@ -361,7 +363,14 @@ func (p *Plugin) update(ro *v1alpha1.Rollout, call string, compute computeFunc) 
 	ctx, cancel := context.WithTimeout(context.Background(), p.opts.CallTimeout)
 	defer cancel()
 
-	live, err := routes.Resolve(ctx, reader, settings.Targets)
+	resolve := routes.Resolve
+	if call == callRemoveManagedRoutes {
+		// Nothing of the plugin's is on a route that is not there; SetWeight
+		// reports the missing route (the controller shows its errors, and calls
+		// RemoveManagedRoutes first on every reconcile before the canary is up).
+		resolve = routes.ResolveExisting
+	}
+	live, err := resolve(ctx, reader, settings.Targets)
 	if err != nil {
 		return p.fail(ro, call, fmt.Errorf("nothing was written: %w", err))
 	}

@@ -192,3 +192,21 @@ func TestForbiddenWriteNamesRouteAndPermission(t *testing.T) {
 		t.Error("the route changed")
 	}
 }
+
+// RemoveManagedRoutes on a route that does not exist has nothing to remove and
+// succeeds, so the controller goes on to SetWeight, whose error names the
+// missing route and reaches the Rollout's status (the controller does not
+// surface RemoveManagedRoutes errors; it calls it first on every reconcile
+// before the canary is up).
+func TestMissingRouteIsSetWeightsError(t *testing.T) {
+	ns := namespace(t, standard)
+	create(t, standard, ns, routeYAML("v1", "HTTPRoute", "route"))
+	p := startPlugin(t, standard)
+	ro := rollout(ns, `{"httpRoutes": [{"name": "route"}, {"name": "does-not-exist"}]}`)
+	if err := p.RemoveManagedRoutes(ro); err.HasError() {
+		t.Errorf("RemoveManagedRoutes: %s", err)
+	}
+	if err := p.SetWeight(ro, 10, nil); !strings.Contains(err.ErrorString, "HTTPRoute "+ns+"/does-not-exist not found") {
+		t.Errorf("SetWeight = %q, want the missing route named", err.ErrorString)
+	}
+}

@@ -523,7 +523,14 @@ func TestEditedHeaderRuleIsAConflict(t *testing.T) {
 		_ = unstructured.SetNestedSlice(u.Object, rules, "spec", "rules")
 	}}.run(t, &scenario{c: standard, ns: ns})
 
-	err := p.SetHeaderRoute(ro, headerStep("beta", "X-Canary", "yes"))
+	// The plugin reads from a watch cache: until it has seen the edit, the route
+	// looks as the plugin left it and the call is a no-op. The controller calls
+	// again on its next reconcile; so does this test.
+	var err rpcErr
+	eventually(t, "a conflict error after the edit", func() bool {
+		err = p.SetHeaderRoute(ro, headerStep("beta", "X-Canary", "yes"))
+		return err.HasError()
+	})
 	for _, want := range []string{"conflict", "kubectl-edit (Update", `rule "beta": changed since the plugin wrote it`} {
 		if !strings.Contains(err.ErrorString, want) {
 			t.Errorf("SetHeaderRoute after kubectl edit: error %q does not mention %q", err.ErrorString, want)
