@@ -280,6 +280,10 @@ func demoRollout() *v1alpha1.Rollout {
 			},
 			Steps: []v1alpha1.CanaryStep{
 				{SetWeight: ptr(int32(10))},
+				{Experiment: &v1alpha1.RolloutExperimentStep{Duration: "10m", Templates: []v1alpha1.RolloutExperimentTemplate{
+					{Name: "baseline", SpecRef: v1alpha1.StableSpecRef, Weight: ptr(int32(5)), Service: &v1alpha1.TemplateService{}},
+					{Name: "canary", SpecRef: v1alpha1.CanarySpecRef, Weight: ptr(int32(25)), Service: &v1alpha1.TemplateService{}},
+				}}},
 				{Pause: &v1alpha1.RolloutPause{}},
 				{SetWeight: ptr(int32(50))},
 				{SetHeaderRoute: &v1alpha1.SetHeaderRoute{Name: headerRouteName, Match: headerMatch()}},
@@ -343,10 +347,53 @@ func (d *demo) walkCanary() error {
 		if err := d.setWeight(s.title, s.why, s.weight, s.wantWrites); err != nil {
 			return err
 		}
+		if s.weight == 10 {
+			if err := d.experimentStep(); err != nil {
+				return err
+			}
+		}
 		if s.weight == 50 {
 			if err := d.headerRoute(); err != nil {
 				return err
 			}
+		}
+	}
+	return nil
+}
+
+// experimentStep runs an experiment step with weighted baseline and canary
+// templates (the GKE case: canary 10 stays, baseline 5, experiment canary 25,
+// stable 60), then the end of the experiment, which takes their backends away.
+func (d *demo) experimentStep() error {
+	for _, call := range []struct {
+		title, why string
+		dests      []v1alpha1.WeightDestination
+		want       map[string]int64
+	}{
+		{"SetWeight(10, baseline=5, canary=25)", "An experiment step runs a baseline and a canary template with weights 5 and 25: the\ncontroller passes their Services as additionalDestinations. The plugin adds a backendRef\nfor each to the managed rule and records them in its annotation; stable gets the rest.",
+			[]v1alpha1.WeightDestination{{ServiceName: "rollouts-demo-exp-baseline", Weight: 5}, {ServiceName: "rollouts-demo-exp-canary", Weight: 25}},
+			map[string]int64{stableSvc: 60, canarySvc: 10, "rollouts-demo-exp-baseline": 5, "rollouts-demo-exp-canary": 25}},
+		{"SetWeight(10)", "The experiment ends: no additionalDestinations. Exactly the backendRefs the plugin added\nleave the route.", nil,
+			map[string]int64{stableSvc: 90, canarySvc: 10}},
+	} {
+		if err := d.interrupted(); err != nil {
+			return err
+		}
+		d.step++
+		d.title(fmt.Sprintf("Step %d: %s", d.step, call.title))
+		fmt.Fprintln(d.out, call.why)
+		d.cluster.Recorder.Reset()
+		if e := d.plugin.Plugin.SetWeight(d.rollout, 10, call.dests); e.HasError() {
+			return fmt.Errorf("%s returned an error: %s", call.title, e.ErrorString)
+		}
+		route, err := d.route()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(d.out, "\nplugin writes:    %s\n", describeWrites(d.cluster.Recorder.Writes()))
+		d.show(route)
+		if got := weights(route); !mapsEqual(got, call.want) {
+			return fmt.Errorf("after %s the route's weights are %s, want %s", call.title, formatWeights(got), formatWeights(call.want))
 		}
 	}
 	return nil
