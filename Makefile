@@ -51,3 +51,9 @@ bench:
 
 clean:
 	rm -rf bin
+
+## e2e: the real Argo Rollouts controller drives the plugin on a cluster of local processes (docs/e2e.md)
+.PHONY: e2e
+e2e:
+	@bash hack/envtest-assets.sh >/dev/null && bash hack/e2e-assets.sh >/dev/null
+	$(GO) test -tags e2e ./test/e2e/ -count=1 -v -timeout 30m

@@ -1,0 +1,78 @@
+//go:build e2e
+
+// Package e2e runs the plugin under the real Argo Rollouts controller on a
+// cluster made of local processes (see docs/e2e.md): `make e2e`.
+package e2e
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+// theCluster is shared by every scenario; each scenario has a namespace of its own.
+var theCluster *cluster
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	ctrllog.SetLogger(logr.Discard()) // envtest's own logging; its processes log to files
+	c, err := startCluster()
+	// Stop everything on interrupt too: the processes run in process groups of
+	// their own, so a ^C in the terminal does not reach them.
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	go func() {
+		s := <-signals
+		fmt.Fprintf(os.Stderr, "e2e: %v: stopping the cluster\n", s)
+		c.stop()
+		os.Exit(130)
+	}()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: starting the cluster: %v\n", err)
+		c.stop()
+		os.Exit(1)
+	}
+	theCluster = c
+	// go test's -timeout panics without running deferred code: stop the
+	// cluster shortly before it.
+	if f := flag.Lookup("test.timeout"); f != nil {
+		if d, ok := f.Value.(flag.Getter).Get().(time.Duration); ok && d > time.Minute {
+			time.AfterFunc(d-30*time.Second, func() {
+				fmt.Fprintf(os.Stderr, "e2e: the test timeout (%s) is near: stopping the cluster\n", d)
+				c.stop()
+			})
+		}
+	}
+	code := m.Run()
+	c.stop()
+	c.printTimings()
+	os.Exit(code)
+}
+
+func (c *cluster) printTimings() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fmt.Println("e2e: timings")
+	for _, t := range c.timings {
+		fmt.Printf("  %-60s %6.1fs\n", t.what, t.took.Seconds())
+	}
+	fmt.Printf("e2e: logs in %s\n", c.logDir)
+}
+
+// TestScenarios walks every scenario (scenarios_test.go) on the shared
+// cluster, in parallel: each in its own namespace, with a bounded wait per step.
+func TestScenarios(t *testing.T) {
+	for _, sc := range scenarios() {
+		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
+			runScenario(t, theCluster, sc)
+		})
+	}
+}

@@ -1,0 +1,379 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// The issues that track plugin features some scenarios need.
+const (
+	issueExperiments   = "issue 3 (experiment steps)"
+	issueManagedRoutes = "issue 5 (managed rules: setHeaderRoute)"
+)
+
+// service is a Service in front of the Rollout's pods (Argo Rollouts adds the
+// pod-template-hash to its selector).
+func service(name, app string, port int) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Service
+metadata:
+  name: %s
+spec:
+  selector:
+    app: %s
+  ports:
+  - name: main
+    port: %d
+    targetPort: 8080
+---
+`, name, app, port)
+}
+
+// httpRoute is an HTTPRoute with one rule: stable 100, canary 0.
+func httpRoute(name, stable, canary string) string {
+	return fmt.Sprintf(`apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata:
+  name: %s
+spec:
+  parentRefs:
+  - name: e2e-gateway
+  hostnames:
+  - %s.example.com
+  rules:
+  - matches:
+    - path:
+        type: PathPrefix
+        value: /
+    backendRefs:
+    - name: %s
+      port: 80
+      weight: 100
+    - name: %s
+      port: 80
+      weight: 0
+---
+`, name, name, stable, canary)
+}
+
+// rollout is a Rollout of two replicas of image app:v1 with a canary strategy
+// (indented YAML under spec.strategy.canary).
+func rollout(name, canary string) string {
+	return fmt.Sprintf(`apiVersion: argoproj.io/v1alpha1
+kind: Rollout
+metadata:
+  name: %s
+spec:
+  replicas: 2
+  revisionHistoryLimit: 3
+  selector:
+    matchLabels:
+      app: %s
+  template:
+    metadata:
+      labels:
+        app: %s
+    spec:
+      containers:
+      - name: app
+        image: registry.example/%s:v1
+        ports:
+        - containerPort: 8080
+  strategy:
+    canary:
+      scaleDownDelaySeconds: 5
+%s
+`, name, name, name, name, indent(strings.TrimSpace(canary), 6))
+}
+
+func indent(s string, n int) string {
+	pad := strings.Repeat(" ", n)
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		if l != "" {
+			lines[i] = pad + l
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+func img(app, tag string) action { return image("registry.example/" + app + ":" + tag) }
+
+// installed is the first step of every scenario: the Rollout's first revision
+// is Healthy and the route is untouched.
+func installed(weights map[string]int64) step {
+	return step{name: "installed: Healthy, route untouched", want: want{phase: "Healthy", promoted: true, weights: weights}}
+}
+
+func scenarios() []scenario {
+	return []scenario{
+		{
+			name: "canary",
+			objects: service("canary-stable", "canary", 80) + service("canary-canary", "canary", 80) +
+				httpRoute("canary", "canary-stable", "canary-canary") +
+				rollout("canary", `
+stableService: canary-stable
+canaryService: canary-canary
+trafficRouting:
+  plugins:
+    argoproj-labs/gatewayAPI:
+      httpRoute: canary
+steps:
+- setWeight: 10
+- pause: {}
+- setWeight: 50
+- pause: {}`),
+			rollout: "canary",
+			route:   routeRef{"HTTPRoute", "canary"},
+			steps: []step{
+				installed(map[string]int64{"canary-stable": 100, "canary-canary": 0}),
+				{name: "image v2: setWeight 10, paused", do: img("canary", "v2"),
+					want: want{phase: "Paused", stepIndex: index(1), weights: map[string]int64{"canary-stable": 90, "canary-canary": 10}}},
+				{name: "promote: setWeight 50, paused", do: action{kind: promote},
+					want: want{phase: "Paused", stepIndex: index(3), weights: map[string]int64{"canary-stable": 50, "canary-canary": 50}}},
+				{name: "promote: fully promoted, stable 100", do: action{kind: promote},
+					want: want{phase: "Healthy", promoted: true, stepIndex: index(4), weights: map[string]int64{"canary-stable": 100, "canary-canary": 0}}},
+			},
+		},
+		{
+			name: "abort",
+			objects: service("abort-stable", "abort", 80) + service("abort-canary", "abort", 80) +
+				httpRoute("abort", "abort-stable", "abort-canary") +
+				rollout("abort", `
+stableService: abort-stable
+canaryService: abort-canary
+trafficRouting:
+  plugins:
+    argoproj-labs/gatewayAPI:
+      httpRoute: abort
+steps:
+- setWeight: 30
+- pause: {}
+- setWeight: 60
+- pause: {}`),
+			rollout: "abort",
+			route:   routeRef{"HTTPRoute", "abort"},
+			steps: []step{
+				installed(map[string]int64{"abort-stable": 100, "abort-canary": 0}),
+				{name: "image v2: setWeight 30, paused", do: img("abort", "v2"),
+					want: want{phase: "Paused", stepIndex: index(1), weights: map[string]int64{"abort-stable": 70, "abort-canary": 30}}},
+				{name: "abort: stable 100, Degraded", do: action{kind: abort},
+					want: want{phase: "Degraded", aborted: true, weights: map[string]int64{"abort-stable": 100, "abort-canary": 0}}},
+				{name: "image back to v1: Healthy, stable 100", do: img("abort", "v1"),
+					want: want{phase: "Healthy", promoted: true, weights: map[string]int64{"abort-stable": 100, "abort-canary": 0}}},
+			},
+		},
+		{
+			name: "pingpong-tcp",
+			objects: service("pp-ping", "pp", 9000) + service("pp-pong", "pp", 9000) + `apiVersion: gateway.networking.k8s.io/v1
+kind: TCPRoute
+metadata:
+  name: pp
+spec:
+  parentRefs:
+  - name: e2e-gateway
+    sectionName: tcp
+  rules:
+  - backendRefs:
+    - name: pp-ping
+      port: 9000
+      weight: 100
+    - name: pp-pong
+      port: 9000
+      weight: 0
+---
+` + rollout("pp", `
+pingPong:
+  pingService: pp-ping
+  pongService: pp-pong
+trafficRouting:
+  plugins:
+    argoproj-labs/gatewayAPI:
+      tcpRoute: pp
+steps:
+- setWeight: 20
+- pause: {}`),
+			rollout: "pp",
+			route:   routeRef{"TCPRoute", "pp"},
+			steps: []step{
+				{name: "installed: ping stable, ping 100", want: want{phase: "Healthy", promoted: true, stablePingPong: "ping",
+					weights: map[string]int64{"pp-ping": 100, "pp-pong": 0}}},
+				{name: "image v2: pong is canary, 80/20", do: img("pp", "v2"),
+					want: want{phase: "Paused", stepIndex: index(1), stablePingPong: "ping", weights: map[string]int64{"pp-ping": 80, "pp-pong": 20}}},
+				{name: "promote: pong stable, pong 100", do: action{kind: promote},
+					want: want{phase: "Healthy", promoted: true, stablePingPong: "pong", weights: map[string]int64{"pp-ping": 0, "pp-pong": 100}}},
+				{name: "image v3: ping is canary, 20/80", do: img("pp", "v3"),
+					want: want{phase: "Paused", stepIndex: index(1), stablePingPong: "pong", weights: map[string]int64{"pp-ping": 20, "pp-pong": 80}}},
+				{name: "promote: ping stable again, ping 100", do: action{kind: promote},
+					want: want{phase: "Healthy", promoted: true, stablePingPong: "ping", weights: map[string]int64{"pp-ping": 100, "pp-pong": 0}}},
+			},
+		},
+		{
+			// The controller reports plugin errors as TrafficRoutingError events.
+			name: "missing-route",
+			objects: service("missing-stable", "missing", 80) + service("missing-canary", "missing", 80) +
+				httpRoute("present", "missing-stable", "missing-canary") +
+				rollout("missing", `
+stableService: missing-stable
+canaryService: missing-canary
+trafficRouting:
+  plugins:
+    argoproj-labs/gatewayAPI:
+      httpRoute: does-not-exist
+steps:
+- setWeight: 10
+- pause: {}`),
+			rollout: "missing",
+			route:   routeRef{"HTTPRoute", "present"},
+			steps: []step{
+				{name: "the plugin's error reaches the Rollout", within: time.Minute,
+					want: want{errorText: []string{"HTTPRoute e2e-missing-route/does-not-exist", "not found"},
+						weights: map[string]int64{"missing-stable": 100, "missing-canary": 0}}},
+			},
+		},
+		{
+			// The GKE case: an experiment with baseline and canary templates
+			// that take weight next to the canary, then end.
+			name:  "experiment",
+			needs: issueExperiments,
+			objects: service("exp-stable", "exp", 80) + service("exp-canary", "exp", 80) +
+				httpRoute("exp", "exp-stable", "exp-canary") +
+				rollout("exp", `
+stableService: exp-stable
+canaryService: exp-canary
+trafficRouting:
+  plugins:
+    argoproj-labs/gatewayAPI:
+      httpRoute: exp
+steps:
+- setWeight: 10
+- experiment:
+    duration: 30s
+    templates:
+    - name: baseline
+      specRef: stable
+      service:
+        name: exp-baseline
+      weight: 5
+    - name: experiment
+      specRef: canary
+      service:
+        name: exp-experiment
+      weight: 25
+- pause: {}`),
+			rollout: "exp",
+			route:   routeRef{"HTTPRoute", "exp"},
+			steps: []step{
+				installed(map[string]int64{"exp-stable": 100, "exp-canary": 0}),
+				{name: "image v2: experiment running, 60/10/5/25", do: img("exp", "v2"),
+					want: want{stepIndex: index(1), weights: map[string]int64{"exp-stable": 60, "exp-canary": 10, "exp-baseline": 5, "exp-experiment": 25}}},
+				{name: "experiment ended: its backends gone, 90/10", within: 3 * time.Minute,
+					want: want{phase: "Paused", stepIndex: index(2), weights: map[string]int64{"exp-stable": 90, "exp-canary": 10}}},
+				{name: "promote: stable 100", do: action{kind: promote},
+					want: want{phase: "Healthy", promoted: true, weights: map[string]int64{"exp-stable": 100, "exp-canary": 0}}},
+			},
+		},
+		{
+			// setCanaryScale first: while the canary has no available pod, Argo
+			// Rollouts calls RemoveManagedRoutes on every reconcile, so a header
+			// rule set before that is removed again (and never set back: the
+			// controller calls SetHeaderRoute only on the setHeaderRoute step).
+			name:  "header-route",
+			needs: issueManagedRoutes,
+			objects: service("hdr-stable", "hdr", 80) + service("hdr-canary", "hdr", 80) +
+				httpRoute("hdr", "hdr-stable", "hdr-canary") +
+				rollout("hdr", `
+stableService: hdr-stable
+canaryService: hdr-canary
+trafficRouting:
+  managedRoutes:
+  - name: canary-header
+  plugins:
+    argoproj-labs/gatewayAPI:
+      httpRoute: hdr
+steps:
+- setCanaryScale:
+    replicas: 1
+- setHeaderRoute:
+    name: canary-header
+    match:
+    - headerName: X-Canary
+      headerValue:
+        exact: "yes"
+- pause: {}
+- setWeight: 20
+- pause: {}`),
+			rollout: "hdr",
+			route:   routeRef{"HTTPRoute", "hdr"},
+			steps: []step{
+				installed(map[string]int64{"hdr-stable": 100, "hdr-canary": 0}),
+				{name: "image v2: header rule to canary, paused", do: img("hdr", "v2"),
+					want: want{phase: "Paused", stepIndex: index(2), rules: 2, header: &headerRule{"X-Canary", "yes", "hdr-canary"},
+						weights: map[string]int64{"hdr-stable": 100, "hdr-canary": 0}}},
+				{name: "promote: setWeight 20 next to the header rule", do: action{kind: promote},
+					want: want{phase: "Paused", stepIndex: index(4), rules: 2, header: &headerRule{"X-Canary", "yes", "hdr-canary"},
+						weights: map[string]int64{"hdr-stable": 80, "hdr-canary": 20}}},
+				{name: "promote: header rule gone, stable 100", do: action{kind: promote},
+					want: want{phase: "Healthy", promoted: true, rules: 1, noHeaderRule: "X-Canary",
+						weights: map[string]int64{"hdr-stable": 100, "hdr-canary": 0}}},
+			},
+		},
+		{
+			// Abort while a header rule and an experiment's backends are on the
+			// route: both go, stable gets everything back.
+			name:  "abort-managed",
+			needs: issueExperiments + ", " + issueManagedRoutes,
+			objects: service("am-stable", "am", 80) + service("am-canary", "am", 80) +
+				httpRoute("am", "am-stable", "am-canary") +
+				rollout("am", `
+stableService: am-stable
+canaryService: am-canary
+trafficRouting:
+  managedRoutes:
+  - name: canary-header
+  plugins:
+    argoproj-labs/gatewayAPI:
+      httpRoute: am
+steps:
+- setCanaryScale:
+    replicas: 1
+- setHeaderRoute:
+    name: canary-header
+    match:
+    - headerName: X-Canary
+      headerValue:
+        exact: "yes"
+- setWeight: 10
+- experiment:
+    duration: 10m
+    templates:
+    - name: baseline
+      specRef: stable
+      service:
+        name: am-baseline
+      weight: 5
+    - name: experiment
+      specRef: canary
+      service:
+        name: am-experiment
+      weight: 25
+- pause: {}`),
+			rollout: "am",
+			route:   routeRef{"HTTPRoute", "am"},
+			steps: []step{
+				installed(map[string]int64{"am-stable": 100, "am-canary": 0}),
+				{name: "image v2: header rule and experiment on the route", do: img("am", "v2"),
+					want: want{stepIndex: index(3), rules: 2, header: &headerRule{"X-Canary", "yes", "am-canary"},
+						weights: map[string]int64{"am-stable": 60, "am-canary": 10, "am-baseline": 5, "am-experiment": 25}}},
+				{name: "abort: rule and experiment backends gone, stable 100", do: action{kind: abort},
+					want: want{phase: "Degraded", aborted: true, rules: 1, noHeaderRule: "X-Canary",
+						weights: map[string]int64{"am-stable": 100, "am-canary": 0}}},
+				{name: "image back to v1: Healthy, stable 100", do: img("am", "v1"),
+					want: want{phase: "Healthy", promoted: true, rules: 1, weights: map[string]int64{"am-stable": 100, "am-canary": 0}}},
+			},
+		},
+	}
+}
