@@ -21,6 +21,8 @@ CACHE="${E2E_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rollouts-gatewayapi-ssa/e2e}
 DEST="$CACHE/k8s-$K8S_VERSION-kwok-$KWOK_VERSION-rollouts-$ROLLOUTS_VERSION"
 
 log() { echo "e2e-assets: $*" >&2; }
+# shellcheck source=hack/lib.sh
+. "$(dirname "$0")/lib.sh"
 have_all() {
   [ -x "$DEST/kube-controller-manager" ] && [ -x "$DEST/kube-scheduler" ] &&
     [ -x "$DEST/kwok" ] && [ -d "$DEST/kwok-stage" ] &&
@@ -69,25 +71,7 @@ copy_replaces() {
 if [ ! -x "$DEST/kube-controller-manager" ] || [ ! -x "$DEST/kube-scheduler" ]; then
   log "building kube-controller-manager and kube-scheduler v$K8S_VERSION (about 2 minutes after kube-apiserver, 12 from nothing)"
   mkdir -p "$work/kube" && cd "$work/kube"
-  go mod init e2e-kube >/dev/null 2>&1
-  modfile=$(gomod_field "k8s.io/kubernetes@v$K8S_VERSION" GoMod)
-  staging_version="v0.${K8S_VERSION#1.}"
-  # Every staging module k8s.io/kubernetes replaces with ./staging/... comes from the proxy instead.
-  for m in $(awk '$2 == "=>" && $3 ~ /^\.\/staging\// {print $1}' "$modfile"); do
-    go mod edit -replace "$m=$m@$staging_version"
-  done
-  go mod edit -require "k8s.io/kubernetes@v$K8S_VERSION"
-  cat > tools.go <<'GO'
-//go:build tools
-
-package tools
-
-import (
-	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
-	_ "k8s.io/kubernetes/cmd/kube-scheduler"
-)
-GO
-  go mod tidy >&2
+  kubernetes_module "$K8S_VERSION" kube-controller-manager kube-scheduler
   for b in kube-controller-manager kube-scheduler; do
     go build -o "$DEST/$b.tmp" "k8s.io/kubernetes/cmd/$b" >&2
     mv "$DEST/$b.tmp" "$DEST/$b"

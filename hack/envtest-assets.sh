@@ -12,6 +12,8 @@ CACHE="${ENVTEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rollouts-gatewayapi-ssa/
 DEST="$CACHE/k8s-$K8S_VERSION-etcd-$ETCD_VERSION"
 
 log() { echo "envtest-assets: $*" >&2; }
+# shellcheck source=hack/lib.sh
+. "$(dirname "$0")/lib.sh"
 have() { [ -x "$1/kube-apiserver" ] && [ -x "$1/etcd" ]; }
 
 if [ -n "${KUBEBUILDER_ASSETS:-}" ] && have "$KUBEBUILDER_ASSETS"; then
@@ -50,22 +52,7 @@ fi
 if [ ! -x "$DEST/kube-apiserver" ]; then
   log "building kube-apiserver v$K8S_VERSION (about 10 minutes the first time)"
   mkdir -p "$work/apiserver" && cd "$work/apiserver"
-  go mod init envtest-apiserver >/dev/null 2>&1
-  modfile=$(go mod download -json "k8s.io/kubernetes@v$K8S_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
-  staging_version="v0.${K8S_VERSION#1.}"
-  # Every staging module k8s.io/kubernetes replaces with ./staging/... comes from the proxy instead.
-  for m in $(awk '$2 == "=>" && $3 ~ /^\.\/staging\// {print $1}' "$modfile"); do
-    go mod edit -replace "$m=$m@$staging_version"
-  done
-  go mod edit -require "k8s.io/kubernetes@v$K8S_VERSION"
-  cat > tools.go <<'GO'
-//go:build tools
-
-package tools
-
-import _ "k8s.io/kubernetes/cmd/kube-apiserver"
-GO
-  go mod tidy >&2
+  kubernetes_module "$K8S_VERSION" kube-apiserver
   CGO_ENABLED=0 go build -o "$DEST/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver >&2
   mv "$DEST/kube-apiserver.tmp" "$DEST/kube-apiserver"
 fi
