@@ -64,6 +64,10 @@ type Config struct {
 	// ConflictPolicy says what to do when another manager changed what the
 	// plugin manages mid-rollout: "Error" (default) or "Force".
 	ConflictPolicy string `json:"conflictPolicy,omitempty"`
+	// SelectedRoutesUseHeaderRoutes makes the HTTPRoutes and GRPCRoutes found
+	// by a selector take setHeaderRoute rules, as useHeaderRoutes does for a
+	// named one.
+	SelectedRoutesUseHeaderRoutes bool `json:"selectedRoutesUseHeaderRoutes,omitempty"`
 }
 
 // Conflict policies.
@@ -84,9 +88,12 @@ type Settings struct {
 	Targets routes.Targets
 	// InProgressLabel is nil when the label is disabled.
 	InProgressLabel map[string]string
-	// HeaderRoutes are the routes setHeaderRoute steps add rules to.
+	// HeaderRoutes are the named routes setHeaderRoute steps add rules to.
 	HeaderRoutes map[routes.Ref]bool
-	VerifyWeight bool
+	// SelectedHeaderRoutes: routes found by a selector (and not named) take
+	// them too.
+	SelectedHeaderRoutes bool
+	VerifyWeight         bool
 	// ConflictPolicy is ConflictError or ConflictForce.
 	ConflictPolicy string
 }
@@ -129,6 +136,7 @@ func (c *Config) fields() map[string]any {
 		"disableInProgressLabel": &c.DisableInProgressLabel, "inProgressLabelKey": &c.InProgressLabelKey,
 		"inProgressLabelValue": &c.InProgressLabelValue,
 		"verifyWeight":         &c.VerifyWeight, "conflictPolicy": &c.ConflictPolicy,
+		"selectedRoutesUseHeaderRoutes": &c.SelectedRoutesUseHeaderRoutes,
 	}
 }
 
@@ -270,7 +278,8 @@ func (cfg Config) settings(rolloutNamespace string) (Settings, error) {
 	default:
 		return Settings{}, fmt.Errorf("key \"conflictPolicy\" must be %q or %q, not %q", ConflictError, ConflictForce, policy)
 	}
-	out := Settings{Targets: t, HeaderRoutes: headerRoutes, VerifyWeight: cfg.VerifyWeight, ConflictPolicy: policy}
+	out := Settings{Targets: t, HeaderRoutes: headerRoutes, SelectedHeaderRoutes: cfg.SelectedRoutesUseHeaderRoutes,
+		VerifyWeight: cfg.VerifyWeight, ConflictPolicy: policy}
 	if !cfg.DisableInProgressLabel {
 		key, value := cfg.InProgressLabelKey, cfg.InProgressLabelValue
 		if key == "" {
@@ -288,4 +297,14 @@ func (cfg Config) settings(rolloutNamespace string) (Settings, error) {
 		out.InProgressLabel = map[string]string{key: value}
 	}
 	return out, nil
+}
+
+// TakesHeaderRoutes says whether setHeaderRoute rules go on the route: a named
+// route by its own entry, a route found only by a selector by
+// selectedRoutesUseHeaderRoutes.
+func (s Settings) TakesHeaderRoutes(ref routes.Ref) bool {
+	if s.HeaderRoutes[ref] {
+		return true
+	}
+	return s.SelectedHeaderRoutes && !slices.Contains(s.Targets.Named, ref)
 }

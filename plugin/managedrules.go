@@ -41,7 +41,7 @@ func (p *Plugin) setHeaderRoute(ro *v1alpha1.Rollout, h *v1alpha1.SetHeaderRoute
 	}
 	if adding {
 		if s, err := ParseConfig(ro, p.opts.PluginName); err == nil && !takesHeaderRoutes(s) {
-			return p.fail(ro, call, errors.New("no HTTPRoute or GRPCRoute of the Rollout takes header routes: name one with httpRoute or grpcRoute, or list it under httpRoutes or grpcRoutes with useHeaderRoutes: true (routes found by a selector take none); nothing was written"))
+			return p.fail(ro, call, errors.New("no HTTPRoute or GRPCRoute of the Rollout takes header routes: name one with httpRoute or grpcRoute, or list it under httpRoutes or grpcRoutes with useHeaderRoutes: true, or set selectedRoutesUseHeaderRoutes: true for routes found by a selector; nothing was written"))
 		}
 	}
 	listed := p.listedForHeaderRoutes(ro)
@@ -55,7 +55,7 @@ func (p *Plugin) setHeaderRoute(ro *v1alpha1.Rollout, h *v1alpha1.SetHeaderRoute
 		switch {
 		case !hasMatches(live.Kind) && adding && listed[live.Ref]:
 			return ssa.Desired{}, fmt.Errorf("listed with useHeaderRoutes: true, but a %s has no matches and cannot take header route %q; remove useHeaderRoutes from its entry", live.Kind, h.Name)
-		case !hasMatches(live.Kind) || !s.HeaderRoutes[live.Ref]:
+		case !hasMatches(live.Kind) || !s.TakesHeaderRoutes(live.Ref):
 			// Not a header route: the set must not be here (it is, if the
 			// route stopped taking header routes since it was added).
 			match = nil
@@ -186,6 +186,11 @@ func (p *Plugin) listedForHeaderRoutes(ro *v1alpha1.Rollout) map[routes.Ref]bool
 func takesHeaderRoutes(s Settings) bool {
 	for ref, ok := range s.HeaderRoutes {
 		if ok && hasMatches(ref.Kind) {
+			return true
+		}
+	}
+	for _, sel := range s.Targets.Selectors {
+		if s.SelectedHeaderRoutes && hasMatches(sel.Kind) {
 			return true
 		}
 	}

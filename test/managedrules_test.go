@@ -547,3 +547,32 @@ func TestEditedHeaderRuleIsAConflict(t *testing.T) {
 		t.Errorf("with Force the plugin should have taken the rule back, timeouts still %v", timeouts)
 	}
 }
+
+// Routes found by a selector take header routes when the config says
+// selectedRoutesUseHeaderRoutes: true; a named route keeps its own setting.
+func TestHeaderRouteOnSelectedRoutes(t *testing.T) {
+	ns := namespace(t, standard)
+	for _, name := range []string{"sel-a", "sel-b", "named"} {
+		manifest := strings.Replace(routeYAML("v1", "HTTPRoute", name), "  name: "+name, "  name: "+name+"\n  labels: {canary-of: demo}", 1)
+		create(t, standard, ns, manifest)
+	}
+	p := startPlugin(t, standard)
+	without := managedRollout(ns, "demo", `{"httpRouteSelector": {"matchLabels": {"canary-of": "demo"}}}`, "beta")
+	if err := p.SetHeaderRoute(without, headerStep("beta", "X-Canary", "yes")); !strings.Contains(err.ErrorString, "selectedRoutesUseHeaderRoutes") {
+		t.Errorf("without the key: %q, want an error pointing to selectedRoutesUseHeaderRoutes", err.ErrorString)
+	}
+	ro := managedRollout(ns, "demo", `{"httpRoutes": [{"name": "named"}],
+		"httpRouteSelector": {"matchLabels": {"canary-of": "demo"}}, "selectedRoutesUseHeaderRoutes": true}`, "beta")
+	must(t, "SetHeaderRoute", p.SetHeaderRoute(ro, headerStep("beta", "X-Canary", "yes")))
+	for name, want := range map[string][]string{"sel-a": {"-", "beta"}, "sel-b": {"-", "beta"}, "named": {"-"}} {
+		if diff := cmp.Diff(want, ruleNames(get(t, standard, "v1", "HTTPRoute", ns, name))); diff != "" {
+			t.Errorf("%s rules (-want +got):\n%s", name, diff)
+		}
+	}
+	must(t, "RemoveManagedRoutes", p.RemoveManagedRoutes(ro))
+	for _, name := range []string{"sel-a", "sel-b"} {
+		if diff := cmp.Diff([]string{"-"}, ruleNames(get(t, standard, "v1", "HTTPRoute", ns, name))); diff != "" {
+			t.Errorf("%s after RemoveManagedRoutes (-want +got):\n%s", name, diff)
+		}
+	}
+}
