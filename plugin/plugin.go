@@ -389,31 +389,13 @@ func (p *Plugin) update(ro *v1alpha1.Rollout, call string, compute computeFunc) 
 	}
 
 	log := p.log.WithFields(logrus.Fields{"rollout": ro.Namespace + "/" + ro.Name, "call": call})
-	sem := make(chan struct{}, p.opts.MaxConcurrentWrites)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var failed []error
-	for _, plan := range plans {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() {
-				if r := recover(); r != nil {
-					mu.Lock()
-					failed = append(failed, fmt.Errorf("%s: internal error: %v", plan.Live.Ref, r))
-					mu.Unlock()
-				}
-			}()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			if err := applier.Write(ctx, plan, log); err != nil {
-				mu.Lock()
-				failed = append(failed, err)
-				mu.Unlock()
-			}
-		}()
+	refs := make([]routes.Ref, len(plans))
+	for i, plan := range plans {
+		refs[i] = plan.Live.Ref
 	}
-	wg.Wait()
+	failed := failures(perRoute(refs, p.opts.MaxConcurrentWrites, func(i int) error {
+		return applier.Write(ctx, plans[i], log)
+	}))
 	switch {
 	case len(failed) == 0:
 	case len(failed) == len(plans):

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	"github.com/argoproj/argo-rollouts/utils/plugin/types"
@@ -138,32 +137,21 @@ func (p *Plugin) freshRoutes(ctx context.Context, reader routes.Reader, t routes
 		return nil, err
 	}
 	out := make([]routes.Route, len(resolved))
-	errs := make([]error, len(resolved))
-	sem := make(chan struct{}, p.opts.MaxConcurrentWrites)
-	var wg sync.WaitGroup
+	refs := make([]routes.Ref, len(resolved))
 	for i, r := range resolved {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() {
-				if rec := recover(); rec != nil {
-					errs[i] = fmt.Errorf("%s: internal error: %v", r.Ref, rec)
-				}
-			}()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			fresh, err := reader.Fresh(ctx, r.Ref)
-			switch {
-			case apierrors.IsNotFound(err):
-				errs[i] = fmt.Errorf("%s not found (deleted?)", r.Ref)
-			case err != nil:
-				errs[i] = fmt.Errorf("reading %s: %w", r.Ref, err)
-			default:
-				out[i] = fresh
-			}
-		}()
+		refs[i] = r.Ref
 	}
-	wg.Wait()
+	errs := perRoute(refs, p.opts.MaxConcurrentWrites, func(i int) error {
+		fresh, err := reader.Fresh(ctx, refs[i])
+		switch {
+		case apierrors.IsNotFound(err):
+			return fmt.Errorf("%s not found (deleted?)", refs[i])
+		case err != nil:
+			return fmt.Errorf("reading %s: %w", refs[i], err)
+		}
+		out[i] = fresh
+		return nil
+	})
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
