@@ -1,4 +1,5 @@
 # The README's two commands: `make demo` (the main job) and `make test`.
+# `make demo-plugin` is the plugin-only demo; `make e2e` the controller's scenarios.
 #
 # Tests that need an apiserver use envtest. hack/envtest-assets.sh finds or
 # builds kube-apiserver and etcd: $KUBEBUILDER_ASSETS, then setup-envtest, then
@@ -12,7 +13,7 @@ export ENVTEST_K8S_VERSION ENVTEST_ETCD_VERSION
 BIN ?= bin/rollouts-gatewayapi-ssa
 GO ?= go
 
-.PHONY: all build test unit demo envtest-assets bench vet clean
+.PHONY: all build test unit demo demo-plugin envtest-assets bench vet clean
 
 all: build
 
@@ -40,10 +41,15 @@ test: vet
 	  echo "envtest binaries: $$assets" && \
 	  KUBEBUILDER_ASSETS="$$assets" $(GO) test -count=1 -timeout 20m ./...
 
-## demo: a canary walked by the real plugin on a local control plane
+## demo: the real Argo Rollouts controller walks a Rollout with the plugin on a cluster of local processes
+## (the first run builds every binary, about 37 minutes on 2 cores; test/e2e/cluster)
 demo:
+	@$(GO) run ./test/demo
+
+## demo-plugin: the plugin alone, called over RPC as the controller would, on kube-apiserver and etcd
+demo-plugin:
 	@assets=$$(bash hack/envtest-assets.sh) && \
-	  KUBEBUILDER_ASSETS="$$assets" $(GO) run ./test/demo
+	  KUBEBUILDER_ASSETS="$$assets" $(GO) run ./test/demo -plugin-only
 
 ## bench: benchmarks of the pure transforms
 bench:

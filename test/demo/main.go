@@ -1,8 +1,12 @@
 // Command demo shows what the plugin does to a Gateway API HTTPRoute during a
 // canary, on a real kube-apiserver, for someone seeing the plugin for the
-// first time. `make demo` runs it.
+// first time.
 //
-// It starts a local control plane (kube-apiserver and etcd from envtest, with
+// `make demo` runs it as it is: the real Argo Rollouts controller walks a
+// Rollout on a cluster of local processes (controller.go, on the cluster of
+// test/e2e/cluster).
+//
+// `make demo-plugin` runs it with -plugin-only: it starts a local control plane (kube-apiserver and etcd from envtest, with
 // the Gateway API v1.6.3 standard CRDs), applies docs/examples/demo.yaml the
 // way kubectl would, starts the real plugin binary over go-plugin RPC exactly
 // as the Argo Rollouts controller does, and then plays the controller: it
@@ -23,6 +27,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -32,7 +37,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -43,10 +47,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/restmapper"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
 
+	e2ecluster "github.com/gatewayapi-ssa/rollouts-plugin/test/e2e/cluster"
 	"github.com/gatewayapi-ssa/rollouts-plugin/test/harness"
 )
 
@@ -67,16 +74,23 @@ const (
 func main() {
 	// Ctrl-C cancels ctx instead of killing the process, so run's deferred
 	// cleanup stops the plugin and the control plane on the way out.
+	pluginOnly := flag.Bool("plugin-only", false, "play the controller: call the plugin over RPC directly, on kube-apiserver and etcd only (make demo-plugin)")
+	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Stdout); err != nil {
+	demo := runController
+	if *pluginOnly {
+		demo = run
+	}
+	if err := demo(ctx, os.Stdout); err != nil {
 		stop()
 		fmt.Fprintf(os.Stderr, "\ndemo failed: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-// run is the whole demo; every resource it starts is stopped before it returns.
+// run is the whole plugin-only demo; every resource it starts is stopped
+// before it returns.
 func run(ctx context.Context, out io.Writer) (err error) {
 	d := &demo{ctx: ctx, out: out}
 	d.title("Argo Rollouts Gateway API plugin (server-side apply): demo")
@@ -91,7 +105,7 @@ func run(ctx context.Context, out io.Writer) (err error) {
 			err = errors.Join(err, fmt.Errorf("stopping the control plane: %w", stopErr))
 		}
 	}()
-	d.cluster = cluster
+	d.cluster, d.kube, d.dyn = cluster, cluster.Kube, cluster.Dynamic
 	if err := d.interrupted(); err != nil {
 		return err
 	}
@@ -113,7 +127,9 @@ func run(ctx context.Context, out io.Writer) (err error) {
 
 	fmt.Fprintln(out, "Starting the plugin binary over go-plugin RPC, as the Argo Rollouts controller does;")
 	fmt.Fprintln(out, "its log lines go to stderr, prefixed with \"plugin |\".")
-	plugin, err := harness.StartPlugin(bin, cluster.Kubeconfig, newPrefixWriter(os.Stderr, "plugin | "))
+	plugin, err := harness.StartPlugin(bin, cluster.Kubeconfig, e2ecluster.NewLineWriter(func(line string) {
+		fmt.Fprintf(os.Stderr, "plugin | %s\n", line)
+	}))
 	if err != nil {
 		return fmt.Errorf("starting the plugin: %w", err)
 	}
@@ -163,9 +179,12 @@ func startCluster(out io.Writer) (*harness.Cluster, error) {
 
 // demo holds what every step needs.
 type demo struct {
-	ctx     context.Context
-	out     io.Writer
-	cluster *harness.Cluster
+	ctx context.Context
+	out io.Writer
+	// kube and dyn talk to the apiserver as admin (not through the recorder).
+	kube    kubernetes.Interface
+	dyn     dynamic.Interface
+	cluster *harness.Cluster // plugin-only demo
 	plugin  *harness.PluginProcess
 	rollout *v1alpha1.Rollout
 	// lastRV is the route's resourceVersion at the previous snapshot, to show
@@ -200,7 +219,7 @@ func (d *demo) applyExamples(path string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	groups, err := restmapper.GetAPIGroupResources(d.cluster.Kube.Discovery())
+	groups, err := restmapper.GetAPIGroupResources(d.kube.Discovery())
 	if err != nil {
 		return fmt.Errorf("discovering the apiserver's resources: %w", err)
 	}
@@ -217,7 +236,7 @@ func (d *demo) applyExamples(path string) error {
 		if err != nil {
 			return fmt.Errorf("encoding %s %s: %w", gvk.Kind, obj.GetName(), err)
 		}
-		res := d.cluster.Dynamic.Resource(mapping.Resource)
+		res := d.dyn.Resource(mapping.Resource)
 		var client interface {
 			Patch(context.Context, string, types.PatchType, []byte, metav1.PatchOptions, ...string) (*unstructured.Unstructured, error)
 		} = res
@@ -533,7 +552,7 @@ func (d *demo) gitopsConflict() error {
 			return err
 		}
 		force := true
-		if _, err := d.cluster.Dynamic.Resource(gwv1.SchemeGroupVersion.WithResource("httproutes")).Namespace(namespace).
+		if _, err := d.dyn.Resource(gwv1.SchemeGroupVersion.WithResource("httproutes")).Namespace(namespace).
 			Patch(d.ctx, routeName, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: "argocd-controller", Force: &force}); err != nil {
 			return fmt.Errorf("applying the Git route as argocd-controller: %w", err)
 		}
@@ -617,7 +636,7 @@ func (d *demo) setWeight(title, why string, weight int32, wantWrites *int) error
 // through the recorder, so the demo's reads never count as the plugin's).
 func (d *demo) route() (*unstructured.Unstructured, error) {
 	gvr := gwv1.SchemeGroupVersion.WithResource("httproutes")
-	u, err := d.cluster.Dynamic.Resource(gvr).Namespace(namespace).Get(d.ctx, routeName, metav1.GetOptions{})
+	u, err := d.dyn.Resource(gvr).Namespace(namespace).Get(d.ctx, routeName, metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("reading HTTPRoute %s/%s: %w", namespace, routeName, err)
 	}
@@ -862,34 +881,4 @@ func indent(text, prefix string) string {
 		}
 	}
 	return strings.Join(lines, "")
-}
-
-// prefixWriter writes each complete line to w with a prefix. The plugin's log
-// arrives in arbitrary chunks from another goroutine; buffering to line ends
-// keeps every line whole and marked.
-type prefixWriter struct {
-	mu     sync.Mutex
-	w      io.Writer
-	prefix string
-	buf    []byte
-}
-
-func newPrefixWriter(w io.Writer, prefix string) *prefixWriter {
-	return &prefixWriter{w: w, prefix: prefix}
-}
-
-func (p *prefixWriter) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.buf = append(p.buf, b...)
-	for {
-		i := bytes.IndexByte(p.buf, '\n')
-		if i < 0 {
-			return len(b), nil
-		}
-		if _, err := fmt.Fprintf(p.w, "%s%s\n", p.prefix, p.buf[:i]); err != nil {
-			return len(b), err
-		}
-		p.buf = p.buf[i+1:]
-	}
 }

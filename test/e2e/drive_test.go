@@ -4,11 +4,11 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,15 +16,10 @@ import (
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
-)
 
-var rolloutsGVR = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "rollouts"}
+	"github.com/gatewayapi-ssa/rollouts-plugin/test/e2e/cluster"
+)
 
 // scenario is one Rollout walked through its steps by the real controller.
 type scenario struct {
@@ -121,35 +116,9 @@ func index(i int32) *int32 { return &i }
 // observed is what the test saw of the Rollout and the route.
 type observed struct {
 	rollout *v1alpha1.Rollout
-	route   []rule
+	route   []cluster.Rule
 	events  []string
 	err     error
-}
-
-type rule struct {
-	name     string
-	headers  []string // "name=value" of every header match
-	backends []backend
-}
-
-type backend struct {
-	name   string
-	weight int64
-}
-
-func (r rule) String() string {
-	var b []string
-	for _, be := range r.backends {
-		b = append(b, fmt.Sprintf("%s=%d", be.name, be.weight))
-	}
-	s := "{" + strings.Join(b, " ") + "}"
-	if r.name != "" {
-		s = r.name + ":" + s
-	}
-	if len(r.headers) > 0 {
-		s = "[" + strings.Join(r.headers, ",") + "]" + s
-	}
-	return s
 }
 
 func (o observed) String() string {
@@ -157,21 +126,8 @@ func (o observed) String() string {
 		return "error: " + o.err.Error()
 	}
 	var b strings.Builder
-	ro := o.rollout
-	if ro != nil {
-		idx := "nil"
-		if ro.Status.CurrentStepIndex != nil {
-			idx = fmt.Sprint(*ro.Status.CurrentStepIndex)
-		}
-		fmt.Fprintf(&b, "  rollout: phase=%s message=%q step=%s stableRS=%s currentPodHash=%s abort=%v paused=%v pauseConditions=%d stablePingPong=%q\n",
-			ro.Status.Phase, ro.Status.Message, idx, ro.Status.StableRS, ro.Status.CurrentPodHash, ro.Status.Abort,
-			ro.Spec.Paused, len(ro.Status.PauseConditions), ro.Status.Canary.StablePingPong)
-		if w := ro.Status.Canary.Weights; w != nil {
-			fmt.Fprintf(&b, "  status.canary.weights: stable=%d canary=%d additional=%v\n", w.Stable.Weight, w.Canary.Weight, w.Additional)
-		}
-		for _, c := range ro.Status.Conditions {
-			fmt.Fprintf(&b, "  condition %s=%s %s: %s\n", c.Type, c.Status, c.Reason, c.Message)
-		}
+	if o.rollout != nil {
+		b.WriteString(cluster.DescribeRollout(o.rollout))
 	}
 	fmt.Fprintf(&b, "  route rules: %v\n", o.route)
 	for _, e := range lastN(o.events, 8) {
@@ -192,24 +148,9 @@ func (w want) mismatches(o observed) []string {
 	if o.err != nil {
 		return []string{o.err.Error()}
 	}
-	var out []string
 	ro := o.rollout
 	// Status written for an older spec (before the last action) proves nothing.
-	if ro.Status.ObservedGeneration != strconv.FormatInt(ro.Generation, 10) {
-		out = append(out, fmt.Sprintf("status.observedGeneration %q, generation %d", ro.Status.ObservedGeneration, ro.Generation))
-	}
-	if w.phase != "" && string(ro.Status.Phase) != w.phase {
-		out = append(out, fmt.Sprintf("phase %s, want %s", ro.Status.Phase, w.phase))
-	}
-	if w.stepIndex != nil && (ro.Status.CurrentStepIndex == nil || *ro.Status.CurrentStepIndex != *w.stepIndex) {
-		out = append(out, fmt.Sprintf("step index %v, want %d", deref(ro.Status.CurrentStepIndex), *w.stepIndex))
-	}
-	if w.promoted && (ro.Status.StableRS == "" || ro.Status.StableRS != ro.Status.CurrentPodHash) {
-		out = append(out, fmt.Sprintf("not promoted: stableRS %q, currentPodHash %q", ro.Status.StableRS, ro.Status.CurrentPodHash))
-	}
-	if w.aborted && !ro.Status.Abort {
-		out = append(out, "status.abort is not true")
-	}
+	out := cluster.RolloutWant{Phase: w.phase, StepIndex: w.stepIndex, Promoted: w.promoted, Aborted: w.aborted}.Mismatches(ro)
 	if w.stablePingPong != "" && string(ro.Status.Canary.StablePingPong) != w.stablePingPong {
 		out = append(out, fmt.Sprintf("stablePingPong %q, want %q", ro.Status.Canary.StablePingPong, w.stablePingPong))
 	}
@@ -223,7 +164,7 @@ func (w want) mismatches(o observed) []string {
 		out = append(out, fmt.Sprintf("no rule matches header %s", h.name))
 	} else if h != nil {
 		r := findHeaderRule(o.route, h.name)
-		if !contains(r.headers, h.name+"="+h.value) || len(r.backends) != 1 || r.backends[0].name != h.backend {
+		if !contains(r.Headers, h.name+"="+h.value) || len(r.Backends) != 1 || r.Backends[0].Name != h.backend {
 			out = append(out, fmt.Sprintf("header rule %v, want %s=%s sending everything to %s", r, h.name, h.value, h.backend))
 		}
 	}
@@ -234,13 +175,6 @@ func (w want) mismatches(o observed) []string {
 		out = append(out, fmt.Sprintf("no event, status message or condition contains all of %q", w.errorText))
 	}
 	return out
-}
-
-func deref(p *int32) any {
-	if p == nil {
-		return "nil"
-	}
-	return *p
 }
 
 func contains(s []string, v string) bool {
@@ -254,12 +188,12 @@ func contains(s []string, v string) bool {
 
 // checkWeights compares the main rule: the one rule whose backendRefs name
 // every Service in want.
-func checkWeights(rules []rule, want map[string]int64) []string {
-	var main []rule
+func checkWeights(rules []cluster.Rule, want map[string]int64) []string {
+	var main []cluster.Rule
 	for _, r := range rules {
 		names := map[string]bool{}
-		for _, b := range r.backends {
-			names[b.name] = true
+		for _, b := range r.Backends {
+			names[b.Name] = true
 		}
 		all := true
 		for n := range want {
@@ -275,8 +209,8 @@ func checkWeights(rules []rule, want map[string]int64) []string {
 		return []string{fmt.Sprintf("%d rules hold all of %v, want exactly one", len(main), keys(want))}
 	}
 	got := map[string]int64{}
-	for _, b := range main[0].backends {
-		got[b.name] += b.weight
+	for _, b := range main[0].Backends {
+		got[b.Name] += b.Weight
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) { // fmt sorts map keys
 		return []string{fmt.Sprintf("weights %v, want %v", got, want)}
@@ -293,9 +227,9 @@ func keys(m map[string]int64) []string {
 	return out
 }
 
-func findHeaderRule(rules []rule, header string) *rule {
+func findHeaderRule(rules []cluster.Rule, header string) *cluster.Rule {
 	for i, r := range rules {
-		for _, h := range r.headers {
+		for _, h := range r.Headers {
 			if strings.HasPrefix(h, header+"=") {
 				return &rules[i]
 			}
@@ -335,7 +269,7 @@ func errorSource(o observed, words []string) string {
 
 // run is one scenario on the cluster.
 type run struct {
-	c  *cluster
+	c  *cluster.Cluster
 	sc scenario
 	ns string
 }
@@ -348,28 +282,11 @@ func (r *run) ctx() (context.Context, context.CancelFunc) {
 func (r *run) setup(t *testing.T) {
 	ctx, cancel := r.ctx()
 	defer cancel()
-	if _, err := r.c.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.ns}}, metav1.CreateOptions{}); err != nil {
+	if _, err := r.c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(r.sc.objects), 4096)
-	for {
-		var obj map[string]any
-		if err := dec.Decode(&obj); err != nil {
-			if err.Error() == "EOF" {
-				break
-			}
-			t.Fatalf("scenario objects: %v", err)
-		}
-		if obj == nil {
-			continue
-		}
-		u := &unstructured.Unstructured{Object: obj}
-		u.SetNamespace(r.ns)
-		gvk := u.GroupVersionKind()
-		gvr := gvk.GroupVersion().WithResource(strings.ToLower(gvk.Kind) + "s")
-		if _, err := r.c.dyn.Resource(gvr).Namespace(r.ns).Create(ctx, u, metav1.CreateOptions{FieldManager: "e2e-create"}); err != nil {
-			t.Fatalf("creating %s %s: %v", gvk.Kind, u.GetName(), err)
-		}
+	if err := r.c.CreateObjects(ctx, r.ns, r.sc.objects, "e2e-create"); err != nil {
+		t.Fatalf("scenario objects: %v", err)
 	}
 }
 
@@ -377,119 +294,43 @@ func (r *run) setup(t *testing.T) {
 func (r *run) do(t *testing.T, a action) {
 	ctx, cancel := r.ctx()
 	defer cancel()
-	ri := r.c.dyn.Resource(rolloutsGVR).Namespace(r.ns)
+	var err error
 	switch a.kind {
 	case none:
 	case setImage:
-		// `kubectl argo rollouts set image` / a JSON patch: kubectl set image does not know the kind.
-		patch := fmt.Sprintf(`[{"op":"replace","path":"/spec/template/spec/containers/0/image","value":%q}]`, a.image)
-		if _, err := ri.Patch(ctx, r.sc.rollout, types.JSONPatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-			t.Fatalf("setting image: %v", err)
-		}
+		err = r.c.SetImage(ctx, r.ns, r.sc.rollout, a.image)
 	case promote:
-		// kubectl argo rollouts promote: unpause the spec if paused, then clear
-		// the pause conditions through the status subresource.
-		ro, err := r.getRollout(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ro.Spec.Paused {
-			if _, err := ri.Patch(ctx, r.sc.rollout, types.MergePatchType, []byte(`{"spec":{"paused":false}}`), metav1.PatchOptions{}); err != nil {
-				t.Fatalf("promote (spec): %v", err)
-			}
-		}
-		if len(ro.Status.PauseConditions) > 0 {
-			if _, err := ri.Patch(ctx, r.sc.rollout, types.MergePatchType, []byte(`{"status":{"pauseConditions":null}}`), metav1.PatchOptions{}, "status"); err != nil {
-				t.Fatalf("promote (status): %v", err)
-			}
-		} else if !ro.Spec.Paused {
-			t.Fatalf("promote: the rollout is not paused:\n%s", observed{rollout: ro})
-		}
+		err = r.c.Promote(ctx, r.ns, r.sc.rollout)
 	case abort:
-		if _, err := ri.Patch(ctx, r.sc.rollout, types.MergePatchType, []byte(`{"status":{"abort":true}}`), metav1.PatchOptions{}, "status"); err != nil {
-			t.Fatalf("abort: %v", err)
-		}
+		err = r.c.Abort(ctx, r.ns, r.sc.rollout)
 	}
-}
-
-func (r *run) getRollout(ctx context.Context) (*v1alpha1.Rollout, error) {
-	u, err := r.c.dyn.Resource(rolloutsGVR).Namespace(r.ns).Get(ctx, r.sc.rollout, metav1.GetOptions{})
 	if err != nil {
-		return nil, err
+		t.Fatal(err)
 	}
-	ro := &v1alpha1.Rollout{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, ro); err != nil {
-		return nil, err
-	}
-	return ro, nil
-}
-
-func (r *run) routeGVR() schema.GroupVersionResource {
-	return schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: strings.ToLower(r.sc.route.kind) + "s"}
 }
 
 func (r *run) observe() observed {
 	ctx, cancel := r.ctx()
 	defer cancel()
 	var o observed
-	if o.rollout, o.err = r.getRollout(ctx); o.err != nil {
+	if o.rollout, o.err = r.c.Rollout(ctx, r.ns, r.sc.rollout); o.err != nil {
 		return o
 	}
-	u, err := r.c.dyn.Resource(r.routeGVR()).Namespace(r.ns).Get(ctx, r.sc.route.name, metav1.GetOptions{})
+	u, err := r.c.Route(ctx, r.ns, r.sc.route.kind, r.sc.route.name)
 	if err != nil {
 		o.err = err
 		return o
 	}
-	o.route = rulesOf(u)
-	events, err := r.c.kube.CoreV1().Events(r.ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + r.sc.rollout})
+	o.route = cluster.Rules(u)
+	items, err := r.c.Events(ctx, r.ns, "involvedObject.name="+r.sc.rollout)
 	if err != nil {
 		o.err = err
 		return o
 	}
-	items := events.Items
-	sort.SliceStable(items, func(i, j int) bool { return eventTime(items[i]).Before(eventTime(items[j])) })
 	for _, e := range items {
 		o.events = append(o.events, fmt.Sprintf("%s %s: %s", e.Type, e.Reason, e.Message))
 	}
 	return o
-}
-
-func eventTime(e corev1.Event) time.Time {
-	if !e.LastTimestamp.IsZero() {
-		return e.LastTimestamp.Time
-	}
-	return e.EventTime.Time
-}
-
-// rulesOf reads spec.rules of any route kind.
-func rulesOf(u *unstructured.Unstructured) []rule {
-	raw, _, _ := unstructured.NestedSlice(u.Object, "spec", "rules")
-	var out []rule
-	for _, x := range raw {
-		m, _ := x.(map[string]any)
-		var r rule
-		r.name, _, _ = unstructured.NestedString(m, "name")
-		matches, _, _ := unstructured.NestedSlice(m, "matches")
-		for _, mm := range matches {
-			hs, _, _ := unstructured.NestedSlice(mm.(map[string]any), "headers")
-			for _, h := range hs {
-				hm := h.(map[string]any)
-				r.headers = append(r.headers, fmt.Sprintf("%v=%v", hm["name"], hm["value"]))
-			}
-		}
-		refs, _, _ := unstructured.NestedSlice(m, "backendRefs")
-		for _, ref := range refs {
-			rm := ref.(map[string]any)
-			name, _, _ := unstructured.NestedString(rm, "name")
-			w, found, _ := unstructured.NestedInt64(rm, "weight")
-			if !found {
-				w = 1
-			}
-			r.backends = append(r.backends, backend{name: name, weight: w})
-		}
-		out = append(out, r)
-	}
-	return out
 }
 
 // await polls until the step's state is reached, the step's time is up (fail
@@ -502,33 +343,34 @@ func (r *run) await(t *testing.T, st step) time.Duration {
 		within = defaultStepTimeout
 	}
 	start := time.Now()
-	deadline := start.Add(within)
-	for {
-		o := r.observe()
+	var o observed
+	err := r.c.Await(context.Background(), within, func() (string, error) {
+		o = r.observe()
 		problems := st.want.mismatches(o)
 		if len(problems) == 0 {
-			if len(st.want.errorText) > 0 {
-				t.Logf("found in %s", errorSource(o, st.want.errorText))
-			}
-			return time.Since(start)
+			return "", nil
 		}
 		if r.sc.needs != "" {
 			if msg := r.notSupported(o); msg != "" {
 				t.Skipf("step %q: the plugin does not support this yet (%s): %s", st.name, r.sc.needs, msg)
 			}
 		}
-		if dead := r.c.dead(); len(dead) > 0 {
-			t.Fatalf("step %q: cluster process died: %s\nlast observed:\n%s", st.name, strings.Join(dead, "; "), o)
+		return strings.Join(problems, "; "), nil
+	})
+	switch {
+	case errors.Is(err, cluster.ErrNotReached):
+		var logged string
+		if lines := r.c.ControllerLog.Find(3, "level=error", r.ns); len(lines) > 0 {
+			logged = "\nlast errors in the controller's log for " + r.ns + ":\n  " + strings.Join(lines, "\n  ")
 		}
-		if time.Now().After(deadline) {
-			var logged string
-			if lines := r.c.controllerLog.find(3, "level=error", r.ns); len(lines) > 0 {
-				logged = "\nlast errors in the controller's log for " + r.ns + ":\n  " + strings.Join(lines, "\n  ")
-			}
-			t.Fatalf("step %q (%s): not reached within %s: %s\nlast observed:\n%s%s", st.name, st.do, within, strings.Join(problems, "; "), o, logged)
-		}
-		time.Sleep(500 * time.Millisecond)
+		t.Fatalf("step %q (%s): %v\nlast observed:\n%s%s", st.name, st.do, err, o, logged)
+	case err != nil:
+		t.Fatalf("step %q: %v\nlast observed:\n%s", st.name, err, o)
 	}
+	if len(st.want.errorText) > 0 {
+		t.Logf("found in %s", errorSource(o, st.want.errorText))
+	}
+	return time.Since(start)
 }
 
 // notSupported finds the plugin's "not supported" answer for this scenario:
@@ -543,7 +385,7 @@ func (r *run) notSupported(o observed) string {
 	if o.rollout != nil && strings.Contains(strings.ToLower(o.rollout.Status.Message), "not supported") {
 		return o.rollout.Status.Message
 	}
-	if lines := r.c.controllerLog.find(1, "not supported", r.ns); len(lines) > 0 {
+	if lines := r.c.ControllerLog.Find(1, "not supported", r.ns); len(lines) > 0 {
 		return lines[0]
 	}
 	return ""
@@ -554,30 +396,28 @@ func (r *run) dump(t *testing.T) {
 	ctx, cancel := r.ctx()
 	defer cancel()
 	var b strings.Builder
-	if u, err := r.c.dyn.Resource(rolloutsGVR).Namespace(r.ns).Get(ctx, r.sc.rollout, metav1.GetOptions{}); err == nil {
+	if u, err := r.c.Dynamic.Resource(cluster.RolloutsGVR).Namespace(r.ns).Get(ctx, r.sc.rollout, metav1.GetOptions{}); err == nil {
 		y, _ := yaml.Marshal(u.Object)
 		fmt.Fprintf(&b, "# Rollout %s/%s\n%s\n", r.ns, r.sc.rollout, y)
 	}
-	if u, err := r.c.dyn.Resource(r.routeGVR()).Namespace(r.ns).Get(ctx, r.sc.route.name, metav1.GetOptions{}); err == nil {
+	if u, err := r.c.Route(ctx, r.ns, r.sc.route.kind, r.sc.route.name); err == nil {
 		y, _ := yaml.Marshal(u.Object)
 		fmt.Fprintf(&b, "# %s %s/%s\n%s\n", r.sc.route.kind, r.ns, r.sc.route.name, y)
 	}
-	if ev, err := r.c.kube.CoreV1().Events(r.ns).List(ctx, metav1.ListOptions{}); err == nil {
+	if items, err := r.c.Events(ctx, r.ns, ""); err == nil {
 		b.WriteString("# Events\n")
-		items := ev.Items
-		sort.SliceStable(items, func(i, j int) bool { return eventTime(items[i]).Before(eventTime(items[j])) })
 		for _, e := range items {
-			fmt.Fprintf(&b, "%s %s %s/%s %s: %s\n", eventTime(e).Format(time.RFC3339), e.Type, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
+			fmt.Fprintf(&b, "%s %s %s/%s %s: %s\n", cluster.EventTime(e).Format(time.RFC3339), e.Type, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
 		}
 	}
-	path := filepath.Join(r.c.logDir, "scenario-"+r.sc.name+".txt")
+	path := filepath.Join(r.c.LogDir, "scenario-"+r.sc.name+".txt")
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
 		t.Logf("writing %s: %v", path, err)
 	}
 }
 
 // runScenario creates the objects and walks the steps, each with a bounded wait.
-func runScenario(t *testing.T, c *cluster, sc scenario) {
+func runScenario(t *testing.T, c *cluster.Cluster, sc scenario) {
 	r := &run{c: c, sc: sc, ns: "e2e-" + sc.name}
 	start := time.Now()
 	t.Cleanup(func() {
@@ -589,7 +429,7 @@ func runScenario(t *testing.T, c *cluster, sc scenario) {
 		case t.Failed():
 			status = "FAILED"
 		}
-		c.measure(fmt.Sprintf("scenario %s (%s)", sc.name, status), start)
+		c.Measure(fmt.Sprintf("scenario %s (%s)", sc.name, status), start)
 	})
 	r.setup(t)
 	for _, st := range sc.steps {

@@ -13,17 +13,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"github.com/gatewayapi-ssa/rollouts-plugin/test/e2e/cluster"
 )
 
 // theCluster is shared by every scenario; each scenario has a namespace of its own.
-var theCluster *cluster
+var theCluster *cluster.Cluster
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	ctrllog.SetLogger(logr.Discard()) // envtest's own logging; its processes log to files
-	c, err := startCluster()
+	c, err := cluster.Start(cluster.Options{Name: "e2e", Dir: os.Getenv("E2E_DIR")})
 	// Stop everything on interrupt too: the processes run in process groups of
 	// their own, so a ^C in the terminal does not reach them.
 	signals := make(chan os.Signal, 1)
@@ -31,12 +29,12 @@ func TestMain(m *testing.M) {
 	go func() {
 		s := <-signals
 		fmt.Fprintf(os.Stderr, "e2e: %v: stopping the cluster\n", s)
-		c.stop()
+		c.Stop()
 		os.Exit(130)
 	}()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: starting the cluster: %v\n", err)
-		c.stop()
+		c.Stop()
 		os.Exit(1)
 	}
 	theCluster = c
@@ -46,24 +44,14 @@ func TestMain(m *testing.M) {
 		if d, ok := f.Value.(flag.Getter).Get().(time.Duration); ok && d > time.Minute {
 			time.AfterFunc(d-30*time.Second, func() {
 				fmt.Fprintf(os.Stderr, "e2e: the test timeout (%s) is near: stopping the cluster\n", d)
-				c.stop()
+				c.Stop()
 			})
 		}
 	}
 	code := m.Run()
-	c.stop()
-	c.printTimings()
+	c.Stop()
+	c.PrintTimings()
 	os.Exit(code)
-}
-
-func (c *cluster) printTimings() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	fmt.Println("e2e: timings")
-	for _, t := range c.timings {
-		fmt.Printf("  %-60s %6.1fs\n", t.what, t.took.Seconds())
-	}
-	fmt.Printf("e2e: logs in %s\n", c.logDir)
 }
 
 // TestScenarios walks every scenario (scenarios_test.go) on the shared

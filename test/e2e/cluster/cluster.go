@@ -1,6 +1,4 @@
-//go:build e2e
-
-package e2e
+package cluster
 
 import (
 	"bytes"
@@ -19,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -27,17 +26,20 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/test/harness"
 )
 
 // Names the cluster is set up with.
 const (
-	rolloutsNamespace = "argo-rollouts"
-	// pluginName is the name Rollouts use under trafficRouting.plugins; the
+	// RolloutsNamespace holds the controller's ConfigMap.
+	RolloutsNamespace = "argo-rollouts"
+	// PluginName is the name Rollouts use under trafficRouting.plugins; the
 	// plugin reads its config under the same name by default.
-	pluginName = "argoproj-labs/gatewayAPI"
-	nodeName   = "kwok-node-0"
+	PluginName = "argoproj-labs/gatewayAPI"
+	// NodeName is the one fake Node kwok runs pods on.
+	NodeName = "kwok-node-0"
 	// kwokNodeAnnotation marks the Nodes kwok manages.
 	kwokNodeAnnotation = "kwok.x-k8s.io/node"
 )
@@ -67,22 +69,36 @@ type timing struct {
 	took time.Duration
 }
 
-// cluster is a Kubernetes cluster made of local processes: etcd and
+// Options say how Start sets up a run.
+type Options struct {
+	// Name prefixes every line Start and Stop print ("e2e: ...") and the
+	// run's temporary directory; default "cluster".
+	Name string
+	// Dir is the run's directory (logs, kubeconfig, PKI); default a new
+	// temporary directory.
+	Dir string
+	// Out receives the progress lines; default os.Stdout.
+	Out io.Writer
+}
+
+// Cluster is a Kubernetes cluster made of local processes: etcd and
 // kube-apiserver (envtest), kube-controller-manager, kube-scheduler, kwok with
 // one fake Node, and the Argo Rollouts controller running the plugin binary.
-type cluster struct {
-	dir        string // everything of this run
-	logDir     string // one log file per process
-	kubeconfig string // admin kubeconfig the processes use
-	plugin     string // the plugin binary the controller loads
-	cfg        *rest.Config
-	kube       kubernetes.Interface
-	dyn        dynamic.Interface
-	env        *envtest.Environment
-	// controllerLog keeps the controller's (and the plugin's) log lines that
+type Cluster struct {
+	Dir        string // everything of this run
+	LogDir     string // one log file per process
+	Kubeconfig string // admin kubeconfig the processes use
+	Plugin     string // the plugin binary the controller loads
+	Config     *rest.Config
+	Kube       kubernetes.Interface
+	Dynamic    dynamic.Interface
+	// ControllerLog keeps the controller's (and the plugin's) log lines that
 	// report errors or say "not supported".
-	controllerLog *lineCatcher
+	ControllerLog *LineCatcher
 
+	name     string
+	out      io.Writer
+	env      *envtest.Environment
 	mu       sync.Mutex
 	procs    []*proc
 	timings  []timing
@@ -90,16 +106,33 @@ type cluster struct {
 	logs     []*os.File
 }
 
-func (c *cluster) measure(what string, since time.Time) {
+// Measure records and prints how long a phase took since since.
+func (c *Cluster) Measure(what string, since time.Time) {
 	d := time.Since(since)
 	c.mu.Lock()
 	c.timings = append(c.timings, timing{what, d})
 	c.mu.Unlock()
-	fmt.Printf("e2e: %-58s %6.1fs\n", what, d.Seconds())
+	c.printf("%-58s %6.1fs\n", what, d.Seconds())
 }
 
-func (c *cluster) openLog(name string) (*os.File, error) {
-	f, err := os.OpenFile(filepath.Join(c.logDir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+// printf prints one progress line, prefixed with the run's name.
+func (c *Cluster) printf(format string, args ...any) {
+	fmt.Fprintf(c.out, c.name+": "+format, args...)
+}
+
+// PrintTimings prints every phase Measure recorded, and where the logs are.
+func (c *Cluster) PrintTimings() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.printf("timings\n")
+	for _, t := range c.timings {
+		fmt.Fprintf(c.out, "  %-60s %6.1fs\n", t.what, t.took.Seconds())
+	}
+	c.printf("logs in %s\n", c.LogDir)
+}
+
+func (c *Cluster) openLog(name string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(c.LogDir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -109,20 +142,27 @@ func (c *cluster) openLog(name string) (*os.File, error) {
 	return f, nil
 }
 
-// startCluster brings everything up. On error the returned cluster holds
-// whatever was started; stop it.
-func startCluster() (c *cluster, err error) {
-	c = &cluster{controllerLog: newLineCatcher("not supported", "level=error")}
-	if c.dir = os.Getenv("E2E_DIR"); c.dir == "" {
-		if c.dir, err = os.MkdirTemp("", "rollouts-gatewayapi-ssa-e2e-"); err != nil {
+// Start brings everything up. On error the returned cluster holds whatever
+// was started; Stop it.
+func Start(opts Options) (c *Cluster, err error) {
+	c = &Cluster{ControllerLog: NewLineCatcher("not supported", "level=error"), name: opts.Name, out: opts.Out, Dir: opts.Dir}
+	if c.name == "" {
+		c.name = "cluster"
+	}
+	if c.out == nil {
+		c.out = os.Stdout
+	}
+	if c.Dir == "" {
+		if c.Dir, err = os.MkdirTemp("", "rollouts-gatewayapi-ssa-"+c.name+"-"); err != nil {
 			return c, err
 		}
 	}
-	c.logDir = filepath.Join(c.dir, "logs")
-	if err := os.MkdirAll(c.logDir, 0o755); err != nil {
+	c.LogDir = filepath.Join(c.Dir, "logs")
+	if err := os.MkdirAll(c.LogDir, 0o755); err != nil {
 		return c, err
 	}
-	fmt.Printf("e2e: logs of every process in %s\n", c.logDir)
+	c.printf("logs of every process in %s\n", c.LogDir)
+	ctrllog.SetLogger(logr.Discard()) // envtest's own logging; its processes log to files
 
 	// Binaries: cached outside the repository, built from the Go module proxy when missing.
 	t0 := time.Now()
@@ -130,43 +170,43 @@ func startCluster() (c *cluster, err error) {
 	if err != nil {
 		return c, err
 	}
-	c.measure("binaries: kube-apiserver, etcd (hack/envtest-assets.sh)", t0)
+	c.Measure("binaries: kube-apiserver, etcd (hack/envtest-assets.sh)", t0)
 	t0 = time.Now()
 	assets, err := script("hack/e2e-assets.sh")
 	if err != nil {
 		return c, err
 	}
-	c.measure("binaries: kcm, scheduler, kwok, controller (e2e-assets)", t0)
+	c.Measure("binaries: kcm, scheduler, kwok, controller (e2e-assets)", t0)
 	t0 = time.Now()
-	if c.plugin, err = harness.BuildPlugin(filepath.Join(c.dir, "bin")); err != nil {
+	if c.Plugin, err = harness.BuildPlugin(filepath.Join(c.Dir, "bin")); err != nil {
 		return c, err
 	}
-	c.measure("binary: the plugin (harness.BuildPlugin)", t0)
+	c.Measure("binary: the plugin (harness.BuildPlugin)", t0)
 
 	start := time.Now()
 	if err := c.startControlPlane(envtestAssets); err != nil {
 		return c, err
 	}
-	c.measure("cluster: etcd + kube-apiserver + CRDs (envtest)", start)
+	c.Measure("cluster: etcd + kube-apiserver + CRDs (envtest)", start)
 
 	t0 = time.Now()
 	if err := c.startKubeControllers(assets); err != nil {
 		return c, err
 	}
-	c.measure("cluster: kube-controller-manager + kube-scheduler healthy", t0)
+	c.Measure("cluster: kube-controller-manager + kube-scheduler healthy", t0)
 
 	t0 = time.Now()
 	if err := c.startKwok(assets); err != nil {
 		return c, err
 	}
-	c.measure("cluster: kwok, Node Ready and schedulable", t0)
+	c.Measure("cluster: kwok, Node Ready and schedulable", t0)
 
 	t0 = time.Now()
 	if err := c.startRolloutsController(assets); err != nil {
 		return c, err
 	}
-	c.measure("cluster: Argo Rollouts controller healthy", t0)
-	c.measure("cluster: total start", start)
+	c.Measure("cluster: Argo Rollouts controller healthy", t0)
+	c.Measure("cluster: total start", start)
 	return c, nil
 }
 
@@ -185,7 +225,7 @@ func script(path string) (string, error) {
 	return dir, nil
 }
 
-func (c *cluster) startControlPlane(assets string) error {
+func (c *Cluster) startControlPlane(assets string) error {
 	crds, err := harness.CRDs(harness.Standard)
 	if err != nil {
 		return err
@@ -202,7 +242,7 @@ func (c *cluster) startControlPlane(assets string) error {
 	if err != nil {
 		return err
 	}
-	pki := filepath.Join(c.dir, "pki")
+	pki := filepath.Join(c.Dir, "pki")
 	if err := os.MkdirAll(pki, 0o700); err != nil {
 		return err
 	}
@@ -235,30 +275,30 @@ func (c *cluster) startControlPlane(assets string) error {
 	if err != nil {
 		return err
 	}
-	c.kubeconfig = filepath.Join(c.dir, "kubeconfig")
-	if err := os.WriteFile(c.kubeconfig, kc, 0o600); err != nil {
+	c.Kubeconfig = filepath.Join(c.Dir, "kubeconfig")
+	if err := os.WriteFile(c.Kubeconfig, kc, 0o600); err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(pki, "serving-ca.crt"), api.SecureServing.CA, 0o644); err != nil {
 		return err
 	}
-	c.cfg = admin.Config()
-	c.cfg.QPS, c.cfg.Burst = 200, 400
-	c.kube = kubernetes.NewForConfigOrDie(c.cfg)
-	c.dyn = dynamic.NewForConfigOrDie(c.cfg)
+	c.Config = admin.Config()
+	c.Config.QPS, c.Config.Burst = 200, 400
+	c.Kube = kubernetes.NewForConfigOrDie(c.Config)
+	c.Dynamic = dynamic.NewForConfigOrDie(c.Config)
 	return nil
 }
 
-func (c *cluster) startKubeControllers(assets string) error {
-	pki := filepath.Join(c.dir, "pki")
+func (c *Cluster) startKubeControllers(assets string) error {
+	pki := filepath.Join(c.Dir, "pki")
 	kcmPort, err := freePort()
 	if err != nil {
 		return err
 	}
 	kubeconfigFlags := []string{
-		"--kubeconfig=" + c.kubeconfig,
-		"--authentication-kubeconfig=" + c.kubeconfig,
-		"--authorization-kubeconfig=" + c.kubeconfig,
+		"--kubeconfig=" + c.Kubeconfig,
+		"--authentication-kubeconfig=" + c.Kubeconfig,
+		"--authorization-kubeconfig=" + c.Kubeconfig,
 		"--leader-elect=false",
 		"--bind-address=127.0.0.1",
 	}
@@ -267,8 +307,8 @@ func (c *cluster) startKubeControllers(assets string) error {
 		"--service-account-private-key-file="+filepath.Join(pki, "sa-signer.key"),
 		"--root-ca-file="+filepath.Join(pki, "serving-ca.crt"),
 		"--secure-port="+strconv.Itoa(kcmPort),
-		"--cert-dir="+filepath.Join(c.dir, "kube-controller-manager"),
-	), nil, c.dir, nil)
+		"--cert-dir="+filepath.Join(c.Dir, "kube-controller-manager"),
+	), nil, c.Dir, nil)
 	if err != nil {
 		return err
 	}
@@ -278,8 +318,8 @@ func (c *cluster) startKubeControllers(assets string) error {
 	}
 	sched, err := c.start("kube-scheduler", filepath.Join(assets, "kube-scheduler"), append(kubeconfigFlags,
 		"--secure-port="+strconv.Itoa(schedPort),
-		"--cert-dir="+filepath.Join(c.dir, "kube-scheduler"),
-	), nil, c.dir, nil)
+		"--cert-dir="+filepath.Join(c.Dir, "kube-scheduler"),
+	), nil, c.Dir, nil)
 	if err != nil {
 		return err
 	}
@@ -289,7 +329,7 @@ func (c *cluster) startKubeControllers(assets string) error {
 	return waitHealthy(sched, fmt.Sprintf("https://127.0.0.1:%d/healthz", schedPort), 90*time.Second)
 }
 
-func (c *cluster) startKwok(assets string) error {
+func (c *Cluster) startKwok(assets string) error {
 	stage := filepath.Join(assets, "kwok-stage")
 	var configs []string
 	for _, f := range []string{
@@ -305,14 +345,14 @@ func (c *cluster) startKwok(assets string) error {
 		}
 		configs = append(configs, "--config="+path)
 	}
-	home := filepath.Join(c.dir, "kwok")
+	home := filepath.Join(c.Dir, "kwok")
 	if err := os.MkdirAll(home, 0o755); err != nil {
 		return err
 	}
 	// HOME keeps kwok from reading ~/.kwok/kwok.yaml; without --node-port or
 	// --server-address it serves nothing.
 	kwok, err := c.start("kwok", filepath.Join(assets, "kwok"), append([]string{
-		"--kubeconfig=" + c.kubeconfig,
+		"--kubeconfig=" + c.Kubeconfig,
 		"--manage-nodes-with-annotation-selector=" + kwokNodeAnnotation + "=fake",
 		"--node-lease-duration-seconds=40",
 		"--cidr=10.244.0.0/16",
@@ -325,10 +365,10 @@ func (c *cluster) startKwok(assets string) error {
 	quantity := resource.MustParse
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:        nodeName,
+			Name:        NodeName,
 			Annotations: map[string]string{kwokNodeAnnotation: "fake", "node.alpha.kubernetes.io/ttl": "0"},
 			Labels: map[string]string{
-				"kubernetes.io/hostname": nodeName, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64", "type": "kwok",
+				"kubernetes.io/hostname": NodeName, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64", "type": "kwok",
 			},
 		},
 		Status: corev1.NodeStatus{
@@ -336,8 +376,8 @@ func (c *cluster) startKwok(assets string) error {
 			Capacity:    corev1.ResourceList{"cpu": quantity("32"), "memory": quantity("256Gi"), "pods": quantity("110")},
 		},
 	}
-	if _, err := c.kube.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("creating Node %s: %w", nodeName, err)
+	if _, err := c.Kube.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating Node %s: %w", NodeName, err)
 	}
 	// Ready is kwok's work; the not-ready:NoSchedule taint goes once the
 	// node-lifecycle controller has seen it Ready.
@@ -346,7 +386,7 @@ func (c *cluster) startKwok(assets string) error {
 		if kwok.exited() {
 			return fmt.Errorf("kwok exited: %v (see %s)", kwok.err, kwok.logPath)
 		}
-		n, err := c.kube.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		n, err := c.Kube.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
 		if err == nil {
 			ready := false
 			for _, cond := range n.Status.Conditions {
@@ -363,28 +403,28 @@ func (c *cluster) startKwok(assets string) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("Node %s not Ready and untainted within 90s: %s", nodeName, last)
+			return fmt.Errorf("Node %s not Ready and untainted within 90s: %s", NodeName, last)
 		case <-time.After(300 * time.Millisecond):
 		}
 	}
 }
 
-func (c *cluster) startRolloutsController(assets string) error {
+func (c *Cluster) startRolloutsController(assets string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := c.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: rolloutsNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: RolloutsNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
 	// Plugins are read once, at start: the ConfigMap comes first.
 	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: "argo-rollouts-config", Namespace: rolloutsNamespace},
-		Data:       map[string]string{"trafficRouterPlugins": fmt.Sprintf("- name: %q\n  location: %q\n", pluginName, "file://"+c.plugin)},
+		ObjectMeta: metav1.ObjectMeta{Name: "argo-rollouts-config", Namespace: RolloutsNamespace},
+		Data:       map[string]string{"trafficRouterPlugins": fmt.Sprintf("- name: %q\n  location: %q\n", PluginName, "file://"+c.Plugin)},
 	}
-	if _, err := c.kube.CoreV1().ConfigMaps(rolloutsNamespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+	if _, err := c.Kube.CoreV1().ConfigMaps(RolloutsNamespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		return err
 	}
 	// It copies file:// plugins to ./plugin-bin/<name>: a working directory of its own.
-	wd := filepath.Join(c.dir, "rollouts-controller")
+	wd := filepath.Join(c.Dir, "rollouts-controller")
 	if err := os.MkdirAll(wd, 0o755); err != nil {
 		return err
 	}
@@ -401,7 +441,7 @@ func (c *cluster) startRolloutsController(assets string) error {
 		"--metricsPort=" + strconv.Itoa(metricsPort),
 		"--healthzPort=" + strconv.Itoa(healthzPort),
 		"--loglevel=info",
-	}, []string{"KUBECONFIG=" + c.kubeconfig, "POD_NAMESPACE=" + rolloutsNamespace}, wd, c.controllerLog)
+	}, []string{"KUBECONFIG=" + c.Kubeconfig, "POD_NAMESPACE=" + RolloutsNamespace}, wd, c.ControllerLog)
 	if err != nil {
 		return err
 	}
@@ -411,7 +451,7 @@ func (c *cluster) startRolloutsController(assets string) error {
 // start runs a binary in a process group of its own, its output in
 // logs/<name>.log (and in extra, if set). Its environment is the test's minus
 // anything that would point it at another cluster, plus env.
-func (c *cluster) start(name, bin string, args, env []string, dir string, extra io.Writer) (*proc, error) {
+func (c *Cluster) start(name, bin string, args, env []string, dir string, extra io.Writer) (*proc, error) {
 	if _, err := os.Stat(bin); err != nil {
 		return nil, err
 	}
@@ -459,8 +499,8 @@ func cleanEnv() []string {
 	return out
 }
 
-// dead names the processes that have exited while they should be running.
-func (c *cluster) dead() []string {
+// Dead names the processes that have exited while they should be running.
+func (c *Cluster) Dead() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []string
@@ -472,10 +512,10 @@ func (c *cluster) dead() []string {
 	return out
 }
 
-// stop stops the controller first (with the plugin in its process group),
+// Stop stops the controller first (with the plugin in its process group),
 // then every other process in reverse start order, then kube-apiserver and
 // etcd. Safe to call more than once and from a signal handler.
-func (c *cluster) stop() {
+func (c *Cluster) Stop() {
 	c.stopOnce.Do(func() {
 		c.mu.Lock()
 		procs := append([]*proc(nil), c.procs...)
@@ -490,7 +530,7 @@ func (c *cluster) stop() {
 		}
 		if c.env != nil {
 			if err := c.env.Stop(); err != nil {
-				fmt.Fprintf(os.Stderr, "e2e: stopping etcd and kube-apiserver: %v\n", err)
+				fmt.Fprintf(os.Stderr, "%s: stopping etcd and kube-apiserver: %v\n", c.name, err)
 			}
 		}
 		c.mu.Lock()
@@ -500,12 +540,12 @@ func (c *cluster) stop() {
 		c.mu.Unlock()
 		// The binaries (the plugin and the controller's copy of it) go; logs,
 		// kubeconfig and PKI stay.
-		if c.dir != "" {
-			os.RemoveAll(filepath.Join(c.dir, "bin"))
-			os.RemoveAll(filepath.Join(c.dir, "rollouts-controller", "plugin-bin"))
+		if c.Dir != "" {
+			os.RemoveAll(filepath.Join(c.Dir, "bin"))
+			os.RemoveAll(filepath.Join(c.Dir, "rollouts-controller", "plugin-bin"))
 		}
-		if c.logDir != "" {
-			fmt.Printf("e2e: everything stopped; logs in %s\n", c.logDir)
+		if c.LogDir != "" {
+			c.printf("everything stopped; logs in %s\n", c.LogDir)
 		}
 	})
 }
@@ -580,48 +620,69 @@ func tail(path string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// lineCatcher is an io.Writer that keeps the lines containing one of its phrases.
-type lineCatcher struct {
-	phrases []string
-	mu      sync.Mutex
-	buf     []byte
-	lines   []string
+// LineWriter is an io.Writer that hands every complete line written to it,
+// without its newline, to a function. Output arriving in arbitrary chunks
+// from several goroutines stays whole, one line at a time.
+type LineWriter struct {
+	mu   sync.Mutex
+	buf  []byte
+	line func(string)
 }
 
-func newLineCatcher(phrases ...string) *lineCatcher {
-	for i := range phrases {
-		phrases[i] = strings.ToLower(phrases[i])
-	}
-	return &lineCatcher{phrases: phrases}
-}
+// NewLineWriter returns a LineWriter calling line for every line.
+func NewLineWriter(line func(string)) *LineWriter { return &LineWriter{line: line} }
 
-func (l *lineCatcher) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.buf = append(l.buf, p...)
+func (w *LineWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
 	for {
-		i := bytes.IndexByte(l.buf, '\n')
+		i := bytes.IndexByte(w.buf, '\n')
 		if i < 0 {
 			break
 		}
-		line := string(l.buf[:i])
-		l.buf = l.buf[i+1:]
-		lower := strings.ToLower(line)
-		for _, ph := range l.phrases {
-			if strings.Contains(lower, ph) && len(l.lines) < 100000 {
-				l.lines = append(l.lines, line)
-				break
-			}
-		}
+		line := string(w.buf[:i])
+		w.buf = w.buf[i+1:]
+		w.line(line)
 	}
-	if len(l.buf) > 1<<20 { // a runaway line without newline
-		l.buf = nil
+	if len(w.buf) > 1<<20 { // a runaway line without newline
+		w.buf = nil
 	}
 	return len(p), nil
 }
 
-// find returns the kept lines (at most the last n) that contain every one of the words.
-func (l *lineCatcher) find(n int, words ...string) []string {
+// LineCatcher is an io.Writer that keeps the lines containing one of its phrases.
+type LineCatcher struct {
+	*LineWriter
+	phrases []string
+	mu      sync.Mutex
+	lines   []string
+}
+
+// NewLineCatcher returns a LineCatcher for the phrases (matched ignoring case).
+func NewLineCatcher(phrases ...string) *LineCatcher {
+	for i := range phrases {
+		phrases[i] = strings.ToLower(phrases[i])
+	}
+	l := &LineCatcher{phrases: phrases}
+	l.LineWriter = NewLineWriter(l.keep)
+	return l
+}
+
+func (l *LineCatcher) keep(line string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lower := strings.ToLower(line)
+	for _, ph := range l.phrases {
+		if strings.Contains(lower, ph) && len(l.lines) < 100000 {
+			l.lines = append(l.lines, line)
+			return
+		}
+	}
+}
+
+// Find returns the kept lines (at most the last n) that contain every one of the words.
+func (l *LineCatcher) Find(n int, words ...string) []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var out []string
