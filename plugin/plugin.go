@@ -295,6 +295,9 @@ func (p *Plugin) experimentInput(ro *v1alpha1.Rollout, stable, canary string, ad
 	in.StablePorts = stableSvc.Spec.Ports
 	seen := map[string]bool{}
 	for _, d := range additional {
+		if d.ServiceName == "" {
+			return in, fmt.Errorf("additionalDestinations has an entry (weight %d) with no Service name: Argo Rollouts creates no Service for an experiment template whose pod template has no container port; give the template's container a port", d.Weight)
+		}
 		if d.Weight < 0 {
 			return in, fmt.Errorf("experiment Service %s has negative weight %d", d.ServiceName, d.Weight)
 		}

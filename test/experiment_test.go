@@ -202,6 +202,7 @@ func TestExperimentErrorsWriteNothing(t *testing.T) {
 		{"missing Service", 0, []v1alpha1.WeightDestination{{ServiceName: "exp-baseline", Weight: 5}, {ServiceName: "exp-gone", Weight: 25}}, []string{"Service " + ns + "/exp-gone not found"}},
 		{"ambiguous port", 0, []v1alpha1.WeightDestination{{ServiceName: "exp-ambiguous", Weight: 5}}, []string{"HTTPRoute " + ns + "/route", "rule 0", "exp-ambiguous", "metrics:9090", "admin:9091"}},
 		{"more than 16 backendRefs", 0, many, []string{"HTTPRoute " + ns + "/route", "rule 0", "17 backendRefs", "allows 16"}},
+		{"experiment template without a Service", 0, []v1alpha1.WeightDestination{{ServiceName: "", Weight: 5}}, []string{"no Service name", "container port"}},
 		{"weights over the maximum", 80, []v1alpha1.WeightDestination{{ServiceName: "exp-baseline", Weight: 25}}, []string{"canary weight 80 plus experiment weights 25 exceed maxTrafficWeight 100"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
