@@ -65,7 +65,7 @@ func Apply(route routes.Route, rules []routes.Rule, in Input, claimed []routes.A
 	// took the canary out of is one, a rule someone inserted is not.
 	related := map[int]bool{}
 	for i, r := range rules {
-		related[i] = count(r, ns, in.Stable) > 0 || count(r, ns, in.Canary) > 0
+		related[i] = r.CountRefs(ns, in.Stable) > 0 || r.CountRefs(ns, in.Canary) > 0
 	}
 	wanted := map[routes.ObjectRef]Destination{}
 	for _, d := range in.Destinations {
@@ -82,7 +82,7 @@ func Apply(route routes.Route, rules []routes.Rule, in Input, claimed []routes.A
 	for _, b := range claimed {
 		target := b.Target()
 		i := locate(rules, ns, b, managed, related)
-		ours := i >= 0 && count(rules[i], ns, target) > b.Others
+		ours := i >= 0 && rules[i].CountRefs(ns, target) > b.Others
 		_, stillWanted := wanted[target]
 		if ours && stillWanted && managed[i] {
 			b.Rule, b.RuleName = i, rules[i].Name()
@@ -106,7 +106,7 @@ func Apply(route routes.Route, rules []routes.Rule, in Input, claimed []routes.A
 		for _, d := range in.Destinations {
 			target := routes.ServiceRef(in.RolloutNamespace, d.Service)
 			if have[i][target] {
-				b := routes.BackendRef(rules[i].BackendRefs()[lastRef(rules[i], ns, target)])
+				b := routes.BackendRef(rules[i].BackendRefs()[rules[i].LastRef(ns, target)])
 				if b.Weight() != d.Weight {
 					changes = append(changes, fmt.Sprintf("rule %d %s %d→%d", i, target, b.Weight(), d.Weight))
 					b.SetWeight(d.Weight)
@@ -122,7 +122,7 @@ func Apply(route routes.Route, rules []routes.Rule, in Input, claimed []routes.A
 				// A cross-namespace backendRef needs a ReferenceGrant in the Services' namespace.
 				ref["namespace"] = in.RolloutNamespace
 			}
-			others := count(rules[i], ns, target)
+			others := rules[i].CountRefs(ns, target)
 			refs, _ := rules[i]["backendRefs"].([]any)
 			rules[i]["backendRefs"] = append(refs, ref)
 			added = append(added, routes.AddedBackend{Rule: i, RuleName: rules[i].Name(), Kind: "Service", Namespace: target.Namespace, Name: d.Service, Others: others})
@@ -163,7 +163,7 @@ func locate(rules []routes.Rule, ns string, b routes.AddedBackend, managed, rela
 	}
 	found := -1
 	for i := range rules {
-		if managed[i] && count(rules[i], ns, b.Target()) > b.Others {
+		if managed[i] && rules[i].CountRefs(ns, b.Target()) > b.Others {
 			if found >= 0 {
 				return -1 // ambiguous: touch nothing
 			}
@@ -173,31 +173,8 @@ func locate(rules []routes.Rule, ns string, b routes.AddedBackend, managed, rela
 	return found
 }
 
-// count is how many backendRefs of the rule point at target.
-func count(rule routes.Rule, ns string, target routes.ObjectRef) int {
-	n := 0
-	for _, b := range rule.BackendRefs() {
-		if b.Target(ns) == target {
-			n++
-		}
-	}
-	return n
-}
-
-// lastRef is the index of the last backendRef of the rule pointing at target
-// (the plugin appends what it adds), or -1.
-func lastRef(rule routes.Rule, ns string, target routes.ObjectRef) int {
-	refs := rule.BackendRefs()
-	for j := len(refs) - 1; j >= 0; j-- {
-		if refs[j].Target(ns) == target {
-			return j
-		}
-	}
-	return -1
-}
-
 func removeLast(rule routes.Rule, ns string, target routes.ObjectRef) bool {
-	j := lastRef(rule, ns, target)
+	j := rule.LastRef(ns, target)
 	if j < 0 {
 		return false
 	}

@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -15,7 +17,7 @@ func RecordWeights(namespace string, rules []Rule, stable, canary ObjectRef, oth
 	targets := append([]ObjectRef{stable, canary}, others...)
 	for _, i := range ManagedRules(Route{Ref: Ref{Namespace: namespace}, Rules: rules}, stable, canary) {
 		for _, t := range targets {
-			if j := lastRef(rules[i], namespace, t); j >= 0 {
+			if j := rules[i].LastRef(namespace, t); j >= 0 {
 				out = append(out, RecordedWeight{Rule: i, RuleName: rules[i].Name(), Service: t.Namespace + "/" + t.Name, Weight: rules[i].BackendRefs()[j].Weight()})
 			}
 		}
@@ -83,22 +85,11 @@ func weightOf(namespace string, rules []Rule, rec RecordedWeight, target ObjectR
 	if i < 0 {
 		return -1
 	}
-	j := lastRef(rules[i], namespace, target)
+	j := rules[i].LastRef(namespace, target)
 	if j < 0 {
 		return -1
 	}
 	return rules[i].BackendRefs()[j].Weight()
-}
-
-// lastRef is the index of the last backendRef of the rule pointing at target, or -1.
-func lastRef(rule Rule, namespace string, target ObjectRef) int {
-	refs := rule.BackendRefs()
-	for j := len(refs) - 1; j >= 0; j-- {
-		if refs[j].Target(namespace) == target {
-			return j
-		}
-	}
-	return -1
 }
 
 // RuleDigest is a short digest of a rule's content (JSON with sorted keys).
@@ -136,7 +127,7 @@ func FindRuleDrift(live, desired []Rule, recorded map[string]string) []string {
 		return nil, false
 	}
 	var out []string
-	for _, name := range sortedKeys(recorded) {
+	for _, name := range slices.Sorted(maps.Keys(recorded)) {
 		liveRule, inLive := byName(live, name)
 		if inLive && RuleDigest(liveRule) == recorded[name] {
 			continue
@@ -152,17 +143,4 @@ func FindRuleDrift(live, desired []Rule, recorded map[string]string) []string {
 		}
 	}
 	return out
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	for i := 1; i < len(keys); i++ {
-		for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
-			keys[j], keys[j-1] = keys[j-1], keys[j]
-		}
-	}
-	return keys
 }

@@ -92,6 +92,29 @@ func (r Rule) BackendRefs() []BackendRef {
 	return out
 }
 
+// LastRef is the index of the rule's last backendRef pointing at target, or
+// -1. The plugin appends what it adds, so its own ref is the last one.
+func (r Rule) LastRef(namespace string, target ObjectRef) int {
+	refs := r.BackendRefs()
+	for j := len(refs) - 1; j >= 0; j-- {
+		if refs[j].Target(namespace) == target {
+			return j
+		}
+	}
+	return -1
+}
+
+// CountRefs is how many of the rule's backendRefs point at target.
+func (r Rule) CountRefs(namespace string, target ObjectRef) int {
+	n := 0
+	for _, b := range r.BackendRefs() {
+		if b.Target(namespace) == target {
+			n++
+		}
+	}
+	return n
+}
+
 // BackendRef is one entry of a rule's backendRefs in its JSON form.
 type BackendRef map[string]any
 

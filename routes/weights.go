@@ -85,14 +85,10 @@ func SetWeights(r Route, s Split) ([]Rule, []Change, error) {
 		return nil, nil, &NoManagedRuleError{Route: r.Ref, Stable: s.Stable, Canary: s.Canary}
 	}
 	for _, i := range managed {
-		count := map[ObjectRef]int{}
-		for _, b := range r.Rules[i].BackendRefs() {
-			count[b.Target(r.Namespace)]++
-		}
 		for _, ref := range []ObjectRef{s.Stable, s.Canary} {
-			if count[ref] > 1 {
+			if n := r.Rules[i].CountRefs(r.Namespace, ref); n > 1 {
 				return nil, nil, fmt.Errorf("%s: rule %d lists %s %d times, so no weight split adds up; keep one backendRef per Service",
-					r.Ref, i, ref, count[ref])
+					r.Ref, i, ref, n)
 			}
 		}
 	}
