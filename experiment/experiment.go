@@ -39,6 +39,9 @@ type Input struct {
 	// number to a port name.
 	StablePorts  []corev1.ServicePort
 	Destinations []Destination
+	// AddedRules are the names of the rules the plugin added on the route for
+	// header and mirror steps (any Rollout's): they are never weighted rules.
+	AddedRules map[string]bool
 }
 
 // Sum is the total weight of the destinations.
@@ -50,18 +53,18 @@ func Sum(ds []Destination) int64 {
 	return sum
 }
 
-// Apply returns rules in which every managed rule (one holding both stable and
-// canary) holds one backendRef per destination with its weight, and no other
-// backendRef the plugin added for this Rollout; the new record of added
+// Apply returns rules in which every weighted rule (one holding both stable
+// and canary) holds one backendRef per destination with its weight, and no
+// other backendRef the plugin added for this Rollout; the new record of added
 // backendRefs; and a description of each change.
 func Apply(route routes.Route, rules []routes.Rule, in Input, claimed []routes.AddedBackend) ([]routes.Rule, []routes.AddedBackend, []string, error) {
 	rules = routes.CopyRules(rules)
 	ns := route.Namespace
-	managed := map[int]bool{}
-	for _, i := range routes.ManagedRules(routes.Route{Ref: route.Ref, Annotations: route.Annotations, Rules: rules}, in.Stable, in.Canary) {
-		managed[i] = true
+	weighted := map[int]bool{}
+	for _, i := range routes.WeightedRules(ns, rules, in.Stable, in.Canary, in.AddedRules) {
+		weighted[i] = true
 	}
-	// related rules still send to stable or canary: a managed rule someone
+	// related rules still send to stable or canary: a weighted rule someone
 	// took the canary out of is one, a rule someone inserted is not.
 	related := map[int]bool{}
 	for i, r := range rules {
@@ -81,10 +84,10 @@ func Apply(route routes.Route, rules []routes.Rule, in Input, claimed []routes.A
 	have := map[int]map[routes.ObjectRef]bool{}
 	for _, b := range claimed {
 		target := b.Target()
-		i := locate(rules, ns, b, managed, related)
+		i := locate(rules, ns, b, weighted, related)
 		ours := i >= 0 && rules[i].CountRefs(ns, target) > b.Others
 		_, stillWanted := wanted[target]
-		if ours && stillWanted && managed[i] {
+		if ours && stillWanted && weighted[i] {
 			b.Rule, b.RuleName = i, rules[i].Name()
 			kept = append(kept, b)
 			if have[i] == nil {
@@ -100,7 +103,7 @@ func Apply(route routes.Route, rules []routes.Rule, in Input, claimed []routes.A
 
 	var added []routes.AddedBackend
 	for i := range rules {
-		if !managed[i] {
+		if !weighted[i] {
 			continue
 		}
 		for _, d := range in.Destinations {
@@ -129,7 +132,7 @@ func Apply(route routes.Route, rules []routes.Rule, in Input, claimed []routes.A
 			changes = append(changes, fmt.Sprintf("rule %d + %s weight %d", i, target, d.Weight))
 		}
 		if n := len(rules[i].BackendRefs()); n > MaxBackendRefs {
-			return nil, nil, nil, fmt.Errorf("rule %d would hold %d backendRefs with the experiment's Services; Gateway API allows %d per rule", i, n, MaxBackendRefs)
+			return nil, nil, nil, &routes.LimitError{Msg: fmt.Sprintf("rule %d would hold %d backendRefs with the experiment's Services; Gateway API allows %d per rule", i, n, MaxBackendRefs)}
 		}
 	}
 	return rules, append(kept, added...), changes, nil
@@ -138,9 +141,10 @@ func Apply(route routes.Route, rules []routes.Rule, in Input, claimed []routes.A
 // locate finds the rule a recorded backendRef was added to, or -1 when it is
 // gone. A named rule is found by name (the recorded index decides between
 // rules sharing a name); an unnamed one by index while that rule still sends
-// to stable or canary (it may have been named since), else as the one managed
-// rule that still holds the plugin's backendRef (rules were inserted before it).
-func locate(rules []routes.Rule, ns string, b routes.AddedBackend, managed, related map[int]bool) int {
+// to stable or canary (it may have been named since), else as the one
+// weighted rule that still holds the plugin's backendRef (rules were inserted
+// before it).
+func locate(rules []routes.Rule, ns string, b routes.AddedBackend, weighted, related map[int]bool) int {
 	if b.RuleName != "" {
 		found := -1
 		for i, r := range rules {
@@ -163,7 +167,7 @@ func locate(rules []routes.Rule, ns string, b routes.AddedBackend, managed, rela
 	}
 	found := -1
 	for i := range rules {
-		if managed[i] && rules[i].CountRefs(ns, b.Target()) > b.Others {
+		if weighted[i] && rules[i].CountRefs(ns, b.Target()) > b.Others {
 			if found >= 0 {
 				return -1 // ambiguous: touch nothing
 			}

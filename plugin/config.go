@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
@@ -63,18 +65,12 @@ type Config struct {
 	VerifyWeight bool `json:"verifyWeight,omitempty"`
 	// ConflictPolicy says what to do when another manager changed what the
 	// plugin manages mid-rollout: "Error" (default) or "Force".
-	ConflictPolicy string `json:"conflictPolicy,omitempty"`
+	ConflictPolicy desired.ConflictPolicy `json:"conflictPolicy,omitempty"`
 	// SelectedRoutesUseHeaderRoutes makes the HTTPRoutes and GRPCRoutes found
 	// by a selector take setHeaderRoute rules, as useHeaderRoutes does for a
 	// named one.
 	SelectedRoutesUseHeaderRoutes bool `json:"selectedRoutesUseHeaderRoutes,omitempty"`
 }
-
-// Conflict policies.
-const (
-	ConflictError = "Error"
-	ConflictForce = "Force"
-)
 
 // NamedRoute is one entry of httpRoutes, grpcRoutes, tcpRoutes or tlsRoutes.
 type NamedRoute struct {
@@ -83,19 +79,24 @@ type NamedRoute struct {
 	UseHeaderRoutes bool `json:"useHeaderRoutes,omitempty"`
 }
 
-// Settings is a validated Config: the routes to manage and how to label them.
+// Settings is a validated Config: the Rollout's routes and how the plugin
+// treats them. It is parsed once per call.
 type Settings struct {
 	Targets routes.Targets
 	// InProgressLabel is nil when the label is disabled.
 	InProgressLabel map[string]string
-	// HeaderRoutes are the named routes setHeaderRoute steps add rules to.
+	// HeaderRoutes are the named routes setHeaderRoute steps add rules to:
+	// the single-route forms, and list entries with useHeaderRoutes: true.
 	HeaderRoutes map[routes.Ref]bool
+	// ListedForHeaderRoutes are the list entries with useHeaderRoutes: true
+	// (nil when there are none): on a kind without matches, a step that adds
+	// a rule is an error for them, where the single form skips the route.
+	ListedForHeaderRoutes map[routes.Ref]bool
 	// SelectedHeaderRoutes: routes found by a selector (and not named) take
 	// them too.
 	SelectedHeaderRoutes bool
 	VerifyWeight         bool
-	// ConflictPolicy is ConflictError or ConflictForce.
-	ConflictPolicy string
+	ConflictPolicy       desired.ConflictPolicy
 }
 
 // ParseConfig reads and validates the Rollout's config for the plugin
@@ -192,13 +193,12 @@ func describeJSONError(err error, key string) string {
 }
 
 func typeName(e *json.UnmarshalTypeError) string {
-	t := e.Type.String()
-	switch {
-	case strings.HasPrefix(t, "[]"):
+	switch e.Type.Kind() {
+	case reflect.Slice:
 		return "a list"
-	case t == "string":
+	case reflect.String:
 		return "a string"
-	case t == "bool":
+	case reflect.Bool:
 		return "true or false"
 	}
 	return "an object"
@@ -215,6 +215,7 @@ func (cfg Config) settings(rolloutNamespace string) (Settings, error) {
 	var t routes.Targets
 	var errs []error
 	headerRoutes := map[routes.Ref]bool{}
+	var listed map[routes.Ref]bool
 	addNamed := func(kind routes.Kind, single string, list []NamedRoute, listKey string) {
 		if single != "" {
 			// The single-route form has always taken header routes.
@@ -231,6 +232,10 @@ func (cfg Config) settings(rolloutNamespace string) (Settings, error) {
 			t.Named = append(t.Named, ref)
 			if r.UseHeaderRoutes {
 				headerRoutes[ref] = true
+				if listed == nil {
+					listed = map[routes.Ref]bool{}
+				}
+				listed[ref] = true
 			}
 		}
 	}
@@ -273,13 +278,13 @@ func (cfg Config) settings(rolloutNamespace string) (Settings, error) {
 	policy := cfg.ConflictPolicy
 	switch policy {
 	case "":
-		policy = ConflictError
-	case ConflictError, ConflictForce:
+		policy = desired.ReportConflicts
+	case desired.ReportConflicts, desired.TakeOver:
 	default:
-		return Settings{}, fmt.Errorf("key \"conflictPolicy\" must be %q or %q, not %q", ConflictError, ConflictForce, policy)
+		return Settings{}, fmt.Errorf("key \"conflictPolicy\" must be %q or %q, not %q", desired.ReportConflicts, desired.TakeOver, policy)
 	}
-	out := Settings{Targets: t, HeaderRoutes: headerRoutes, SelectedHeaderRoutes: cfg.SelectedRoutesUseHeaderRoutes,
-		VerifyWeight: cfg.VerifyWeight, ConflictPolicy: policy}
+	out := Settings{Targets: t, HeaderRoutes: headerRoutes, ListedForHeaderRoutes: listed,
+		SelectedHeaderRoutes: cfg.SelectedRoutesUseHeaderRoutes, VerifyWeight: cfg.VerifyWeight, ConflictPolicy: policy}
 	if !cfg.DisableInProgressLabel {
 		key, value := cfg.InProgressLabelKey, cfg.InProgressLabelValue
 		if key == "" {
@@ -307,4 +312,32 @@ func (s Settings) TakesHeaderRoutes(ref routes.Ref) bool {
 		return true
 	}
 	return s.SelectedHeaderRoutes && !slices.Contains(s.Targets.Named, ref)
+}
+
+// anyTakesHeaderRoutes says whether any route of the config can take header
+// rules: an HTTPRoute or GRPCRoute that takes header routes.
+func (s Settings) anyTakesHeaderRoutes() bool {
+	for ref, ok := range s.HeaderRoutes {
+		if ok && desired.HasMatches(ref.Kind) {
+			return true
+		}
+	}
+	for _, sel := range s.Targets.Selectors {
+		if s.SelectedHeaderRoutes && desired.HasMatches(sel.Kind) {
+			return true
+		}
+	}
+	return false
+}
+
+// env is what a call of Rollout rollout runs in on the route ref.
+func (s Settings) env(rollout, fieldManager string, ref routes.Ref) desired.Env {
+	return desired.Env{
+		Rollout:               rollout,
+		FieldManager:          fieldManager,
+		ConflictPolicy:        s.ConflictPolicy,
+		InProgressLabel:       s.InProgressLabel,
+		TakesHeaderRoutes:     s.TakesHeaderRoutes(ref),
+		ListedForHeaderRoutes: s.ListedForHeaderRoutes[ref],
+	}
 }

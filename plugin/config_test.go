@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
@@ -70,7 +71,7 @@ func TestParseConfig(t *testing.T) {
 			Targets:         routes.Targets{Named: []routes.Ref{http("shop", "web")}},
 			InProgressLabel: cfgDefaultLabel,
 			HeaderRoutes:    cfgHeader(http("shop", "web")),
-			ConflictPolicy:  ConflictError,
+			ConflictPolicy:  desired.ReportConflicts,
 		}
 	}
 
@@ -98,7 +99,7 @@ func TestParseConfig(t *testing.T) {
 			raw:  `{"grpcRoute": "api"}`,
 			want: func(*testing.T) Settings {
 				return Settings{Targets: routes.Targets{Named: []routes.Ref{grpc("shop", "api")}}, InProgressLabel: cfgDefaultLabel,
-					HeaderRoutes: cfgHeader(grpc("shop", "api")), ConflictPolicy: ConflictError}
+					HeaderRoutes: cfgHeader(grpc("shop", "api")), ConflictPolicy: desired.ReportConflicts}
 			},
 		},
 		{
@@ -106,7 +107,7 @@ func TestParseConfig(t *testing.T) {
 			raw:  `{"tcpRoute": "db"}`,
 			want: func(*testing.T) Settings {
 				return Settings{Targets: routes.Targets{Named: []routes.Ref{tcp("shop", "db")}}, InProgressLabel: cfgDefaultLabel,
-					HeaderRoutes: cfgHeader(tcp("shop", "db")), ConflictPolicy: ConflictError}
+					HeaderRoutes: cfgHeader(tcp("shop", "db")), ConflictPolicy: desired.ReportConflicts}
 			},
 		},
 		{
@@ -114,7 +115,7 @@ func TestParseConfig(t *testing.T) {
 			raw:  `{"tlsRoute": "edge"}`,
 			want: func(*testing.T) Settings {
 				return Settings{Targets: routes.Targets{Named: []routes.Ref{tls("shop", "edge")}}, InProgressLabel: cfgDefaultLabel,
-					HeaderRoutes: cfgHeader(tls("shop", "edge")), ConflictPolicy: ConflictError}
+					HeaderRoutes: cfgHeader(tls("shop", "edge")), ConflictPolicy: desired.ReportConflicts}
 			},
 		},
 		{
@@ -135,7 +136,9 @@ func TestParseConfig(t *testing.T) {
 					}},
 					InProgressLabel: cfgDefaultLabel,
 					HeaderRoutes:    cfgHeader(http("shop", "web-a"), tcp("shop", "db-b")),
-					ConflictPolicy:  ConflictError,
+					// Only list entries are listed: for a TCPRoute that makes a header step an error.
+					ListedForHeaderRoutes: cfgHeader(http("shop", "web-a"), tcp("shop", "db-b")),
+					ConflictPolicy:        desired.ReportConflicts,
 				}
 			},
 		},
@@ -157,7 +160,7 @@ func TestParseConfig(t *testing.T) {
 					}},
 					InProgressLabel: cfgDefaultLabel,
 					HeaderRoutes:    cfgHeader(http("shop", "h1"), grpc("shop", "g1"), tcp("shop", "c1"), tls("shop", "t1")),
-					ConflictPolicy:  ConflictError,
+					ConflictPolicy:  desired.ReportConflicts,
 				}
 			},
 		},
@@ -169,7 +172,7 @@ func TestParseConfig(t *testing.T) {
 					Targets:         routes.Targets{Named: []routes.Ref{http("gateways", "web"), grpc("gateways", "api")}},
 					InProgressLabel: cfgDefaultLabel,
 					HeaderRoutes:    cfgHeader(http("gateways", "web")),
-					ConflictPolicy:  ConflictError,
+					ConflictPolicy:  desired.ReportConflicts,
 				}
 			},
 		},
@@ -201,7 +204,7 @@ func TestParseConfig(t *testing.T) {
 					},
 					InProgressLabel: cfgDefaultLabel,
 					HeaderRoutes:    cfgHeader(http("gateways", "web")),
-					ConflictPolicy:  ConflictError,
+					ConflictPolicy:  desired.ReportConflicts,
 				}
 			},
 		},
@@ -215,7 +218,7 @@ func TestParseConfig(t *testing.T) {
 					}},
 					InProgressLabel: cfgDefaultLabel,
 					HeaderRoutes:    cfgHeader(),
-					ConflictPolicy:  ConflictError,
+					ConflictPolicy:  desired.ReportConflicts,
 				}
 			},
 		},
@@ -283,7 +286,7 @@ func TestParseConfig(t *testing.T) {
 			raw:  `{"httpRoute": "web", "conflictPolicy": "Force"}`,
 			want: func(*testing.T) Settings {
 				s := oneHTTPRoute()
-				s.ConflictPolicy = ConflictForce
+				s.ConflictPolicy = desired.TakeOver
 				return s
 			},
 		},
@@ -338,7 +341,8 @@ func TestParseConfig(t *testing.T) {
 						grpc("gateways", "g"), grpc("gateways", "gs"),
 						tcp("gateways", "c"), tls("gateways", "t"),
 					),
-					ConflictPolicy: ConflictError,
+					ListedForHeaderRoutes: cfgHeader(http("gateways", "hs"), grpc("gateways", "gs")),
+					ConflictPolicy:        desired.ReportConflicts,
 				}
 			},
 		},

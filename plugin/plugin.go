@@ -13,9 +13,6 @@ import (
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	"github.com/argoproj/argo-rollouts/utils/plugin/types"
 	"github.com/sirupsen/logrus"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -23,8 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/experiment"
-	"github.com/gatewayapi-ssa/rollouts-plugin/pingpong"
+	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
 )
@@ -151,183 +147,66 @@ func (p *Plugin) UpdateHash(*v1alpha1.Rollout, string, string, []v1alpha1.Weight
 func (p *Plugin) Type() string { return Type }
 
 // SetWeight gives the canary desiredWeight, each experiment Service in
-// additional its weight, and stable the rest of maxTrafficWeight, in every rule
-// that holds both stable and canary, on every managed route. Experiment
-// backendRefs the plugin added before and that are no longer asked for leave
-// the route.
+// additional its weight, and stable the rest of maxTrafficWeight, in every
+// weighted rule of every route of the Rollout. Experiment backendRefs the
+// plugin added before and that are no longer asked for leave the route.
 func (p *Plugin) SetWeight(ro *v1alpha1.Rollout, desiredWeight int32, additional []v1alpha1.WeightDestination) (resp types.RpcError) {
-	call := fmt.Sprintf("SetWeight(%d)", desiredWeight)
-	if len(additional) > 0 {
-		call = fmt.Sprintf("SetWeight(%d, %s)", desiredWeight, describeDestinations(additional))
-	}
-	defer p.recoverInto(call, &resp)
-	stable, canary, err := pingpong.Services(ro)
-	if err != nil {
-		return p.fail(ro, call, err)
-	}
-	if ro.Spec.Strategy.Canary.TrafficRouting == nil {
-		return p.fail(ro, call, errors.New("spec.strategy.canary.trafficRouting is not set"))
-	}
-	max := int64(100)
-	if m := ro.Spec.Strategy.Canary.TrafficRouting.MaxTrafficWeight; m != nil {
-		max = int64(*m)
-	}
-	if desiredWeight < 0 || int64(desiredWeight) > max {
-		return p.fail(ro, call, fmt.Errorf("weight %d is outside 0..%d (spec.strategy.canary.trafficRouting.maxTrafficWeight)", desiredWeight, max))
-	}
-	exp, err := p.experimentInput(ro, stable, canary, additional)
-	if err != nil {
-		return p.fail(ro, call, err)
-	}
-	split := routes.Split{
-		Stable:       exp.Stable,
-		Canary:       exp.Canary,
-		CanaryWeight: int64(desiredWeight),
-		MaxWeight:    max,
-		Reserved:     experiment.Sum(exp.Destinations),
-	}
-	if split.StableWeight() < 0 {
-		return p.fail(ro, call, fmt.Errorf("canary weight %d plus experiment weights %d exceed maxTrafficWeight %d; nothing was written",
-			desiredWeight, split.Reserved, max))
-	}
-	key := ro.Namespace + "/" + ro.Name
-	return p.update(ro, call, func(s Settings, live routes.Route) (ssa.Desired, error) {
-		claims, err := routes.ReadClaims(live)
-		if err != nil {
-			return ssa.Desired{}, err
-		}
-		rules, changes, err := routes.SetWeights(live, split)
-		if err != nil {
-			return ssa.Desired{}, err
-		}
-		claim := claims[key]
-		rules, backends, expChanges, err := experiment.Apply(live, rules, exp, claim.Backends)
-		if err != nil {
-			return ssa.Desired{}, err
-		}
-		takeover, err := p.checkConflict(s, key, live, claim, rules)
-		if err != nil {
-			return ssa.Desired{}, err
-		}
-		var expTargets []routes.ObjectRef
-		for _, b := range backends {
-			expTargets = append(expTargets, b.Target())
-		}
-		claim.CanaryWeight, claim.Backends = split.CanaryWeight, backends
-		claim.Weights = routes.RecordWeights(live.Namespace, rules, split.Stable, split.Canary, expTargets)
-		claims[key] = claim
-		d := ssa.Desired{Rules: rules, Annotations: claims.Annotations(), Release: len(claims.Rollouts()) == 0}
-		for _, c := range changes {
-			d.Changes = append(d.Changes, c.String())
-		}
-		d.Changes = append(d.Changes, expChanges...)
-		d.Changes = append(d.Changes, takeover...)
-		if !d.Release {
-			d.Labels = s.InProgressLabel
-		}
-		return d, nil
-	})
-}
-
-// checkConflict tells whether the desired rules would overwrite values
-// another manager changed since the plugin set them, while the Rollout is in
-// progress on the route. With conflictPolicy Error that is a ConflictError;
-// with Force the plugin takes over and says so in the write's log line.
-func (p *Plugin) checkConflict(s Settings, rollout string, live routes.Route, claim routes.Claim, desired []routes.Rule) ([]string, error) {
-	if !claim.Active() || ssa.OwnsRules(live.ManagedFields, p.opts.FieldManager) {
-		// Not in progress here, or nobody has changed spec.rules since the plugin's last apply.
-		return nil, nil
-	}
-	drift := routes.FindDrift(live.Namespace, live.Rules, desired, claim.Weights)
-	ruleDrift := routes.FindRuleDrift(live.Rules, desired, claim.RuleDigests)
-	if len(drift) == 0 && len(ruleDrift) == 0 {
-		return nil, nil
-	}
-	conflict := &ssa.ConflictError{Route: live.Ref, Rollout: rollout, Managers: ssa.RulesOwners(live.ManagedFields, p.opts.FieldManager), Drift: drift, Rules: ruleDrift}
-	if s.ConflictPolicy != ConflictForce {
-		return nil, conflict
-	}
-	return []string{fmt.Sprintf("conflictPolicy Force: took spec.rules over from %s", strings.Join(conflict.Managers, ", "))}, nil
-}
-
-func describeDestinations(ds []v1alpha1.WeightDestination) string {
-	parts := make([]string, len(ds))
-	for i, d := range ds {
-		parts[i] = fmt.Sprintf("%s=%d", d.ServiceName, d.Weight)
-	}
-	return strings.Join(parts, ",")
-}
-
-// experimentInput reads the Services an experiment step asks for, so the pure
-// transform can pick their ports. A missing Service is an error: the
-// controller retries, and skipping it would send its share to nobody.
-func (p *Plugin) experimentInput(ro *v1alpha1.Rollout, stable, canary string, additional []v1alpha1.WeightDestination) (experiment.Input, error) {
-	in := experiment.Input{
-		RolloutNamespace: ro.Namespace,
-		Stable:           routes.ServiceRef(ro.Namespace, stable),
-		Canary:           routes.ServiceRef(ro.Namespace, canary),
-	}
-	if len(additional) == 0 {
-		return in, nil
-	}
-	p.mu.Lock()
-	kube := p.kube
-	p.mu.Unlock()
-	if kube == nil {
-		return in, errors.New("the plugin has no Kubernetes client: InitPlugin failed or was not called")
-	}
+	name := describeSplit("SetWeight", desiredWeight, additional)
+	defer p.recoverInto(name, &resp)
 	ctx, cancel := context.WithTimeout(context.Background(), p.opts.CallTimeout)
 	defer cancel()
-	get := func(name string) (*corev1.Service, error) {
-		svc, err := kube.CoreV1().Services(ro.Namespace).Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("Service %s/%s not found; nothing was written", ro.Namespace, name)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reading Service %s/%s: %w", ro.Namespace, name, err)
-		}
-		return svc, nil
-	}
-	stableSvc, err := get(stable)
+	call, err := p.setWeightCall(ctx, ro, desiredWeight, additional)
 	if err != nil {
-		return in, fmt.Errorf("stable %w", err)
+		return p.fail(ro, name, err)
 	}
-	in.StablePorts = stableSvc.Spec.Ports
-	seen := map[string]bool{}
-	for _, d := range additional {
-		if d.ServiceName == "" {
-			return in, fmt.Errorf("additionalDestinations has an entry (weight %d) with no Service name: Argo Rollouts creates no Service for an experiment template whose pod template has no container port; give the template's container a port", d.Weight)
-		}
-		if d.Weight < 0 {
-			return in, fmt.Errorf("experiment Service %s has negative weight %d", d.ServiceName, d.Weight)
-		}
-		if seen[d.ServiceName] {
-			return in, fmt.Errorf("experiment Service %s is listed twice in additionalDestinations", d.ServiceName)
-		}
-		seen[d.ServiceName] = true
-		svc, err := get(d.ServiceName)
-		if err != nil {
-			return in, fmt.Errorf("experiment %w", err)
-		}
-		in.Destinations = append(in.Destinations, experiment.Destination{Service: d.ServiceName, Weight: int64(d.Weight), Ports: svc.Spec.Ports})
-	}
-	return in, nil
+	return p.run(ctx, ro, name, call, p.config(ro))
 }
 
 // SetHeaderRoute adds, on every HTTPRoute and GRPCRoute that takes header
-// routes, one rule per managed rule that sends the requests with the step's
-// headers to the canary; with no match it removes them (managedrules.go).
+// routes, one rule per weighted rule that sends the requests with the step's
+// headers to the canary; with no match it removes them.
 func (p *Plugin) SetHeaderRoute(ro *v1alpha1.Rollout, h *v1alpha1.SetHeaderRoute) (resp types.RpcError) {
 	defer p.recoverInto("SetHeaderRoute", &resp)
-	return p.setHeaderRoute(ro, h)
+	if h == nil {
+		return p.fail(ro, "SetHeaderRoute", errors.New("no setHeaderRoute given"))
+	}
+	name := fmt.Sprintf("SetHeaderRoute(%s)", h.Name)
+	cfg := p.config(ro)
+	call, err := setHeaderCall(ro, h, cfg)
+	if err != nil {
+		return p.fail(ro, name, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), p.opts.CallTimeout)
+	defer cancel()
+	return p.run(ctx, ro, name, call, cfg)
 }
 
 // SetMirrorRoute adds, on every HTTPRoute and GRPCRoute, a rule that sends the
 // matching requests to stable and mirrors a percentage of them to the canary;
-// with no match or percentage 0 it removes it (managedrules.go).
+// with no match or percentage 0 it removes it.
 func (p *Plugin) SetMirrorRoute(ro *v1alpha1.Rollout, m *v1alpha1.SetMirrorRoute) (resp types.RpcError) {
 	defer p.recoverInto("SetMirrorRoute", &resp)
-	return p.setMirrorRoute(ro, m)
+	if m == nil {
+		return p.fail(ro, "SetMirrorRoute", errors.New("no setMirrorRoute given"))
+	}
+	name := fmt.Sprintf("SetMirrorRoute(%s)", m.Name)
+	call, err := setMirrorCall(ro, m)
+	if err != nil {
+		return p.fail(ro, name, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), p.opts.CallTimeout)
+	defer cancel()
+	return p.run(ctx, ro, name, call, p.config(ro))
+}
+
+// RemoveManagedRoutes removes every header and mirror rule the plugin added
+// for the Rollout, on every one of its routes.
+func (p *Plugin) RemoveManagedRoutes(ro *v1alpha1.Rollout) (resp types.RpcError) {
+	const name = "RemoveManagedRoutes"
+	defer p.recoverInto(name, &resp)
+	ctx, cancel := context.WithTimeout(context.Background(), p.opts.CallTimeout)
+	defer cancel()
+	return p.run(ctx, ro, name, desired.RemoveManaged{}, p.config(ro))
 }
 
 // VerifyWeight says whether the gateways took the weights: with the Rollout's
@@ -337,50 +216,48 @@ func (p *Plugin) VerifyWeight(ro *v1alpha1.Rollout, desiredWeight int32, additio
 	return p.verifyWeight(ro, desiredWeight, additional)
 }
 
-// RemoveManagedRoutes removes every header and mirror rule the plugin added
-// for the Rollout, on every route it manages (managedrules.go).
-func (p *Plugin) RemoveManagedRoutes(ro *v1alpha1.Rollout) (resp types.RpcError) {
-	defer p.recoverInto("RemoveManagedRoutes", &resp)
-	return p.removeManagedRoutes(ro)
+// config is a Rollout's config as ParseConfig read it, once per call; its
+// error is reported where the call needs the config.
+type config struct {
+	Settings
+	err error
 }
 
-const callRemoveManagedRoutes = "RemoveManagedRoutes"
+func (p *Plugin) config(ro *v1alpha1.Rollout) config {
+	s, err := ParseConfig(ro, p.opts.PluginName)
+	return config{Settings: s, err: err}
+}
 
-// computeFunc is a call's pure transform of one live route.
-type computeFunc func(s Settings, live routes.Route) (ssa.Desired, error)
-
-// update runs one call on every managed route: parse the config, read every
-// route, compute every route's desired state, and only if all of that worked,
-// write the routes that change, concurrently.
-func (p *Plugin) update(ro *v1alpha1.Rollout, call string, compute computeFunc) types.RpcError {
+// run carries out one call on every route of the Rollout: read every route,
+// decide every route's desired state (package desired), and only if all of
+// that worked, write the routes that change, concurrently (package ssa).
+func (p *Plugin) run(ctx context.Context, ro *v1alpha1.Rollout, name string, call desired.Call, cfg config) types.RpcError {
 	p.mu.Lock()
 	reader, applier := p.reader, p.applier
 	p.mu.Unlock()
 	if applier == nil {
-		return p.fail(ro, call, errors.New("the plugin has no Kubernetes client: InitPlugin failed or was not called"))
+		return p.fail(ro, name, errNoClient)
 	}
-	settings, err := ParseConfig(ro, p.opts.PluginName)
-	if err != nil {
-		return p.fail(ro, call, err)
+	if cfg.err != nil {
+		return p.fail(ro, name, cfg.err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), p.opts.CallTimeout)
-	defer cancel()
-
 	resolve := routes.Resolve
-	if call == callRemoveManagedRoutes {
+	if _, removing := call.(desired.RemoveManaged); removing {
 		// Nothing of the plugin's is on a route that is not there; SetWeight
 		// reports the missing route (the controller shows its errors, and calls
 		// RemoveManagedRoutes first on every reconcile before the canary is up).
 		resolve = routes.ResolveExisting
 	}
-	live, err := resolve(ctx, reader, settings.Targets)
+	live, err := resolve(ctx, reader, cfg.Targets)
 	if err != nil {
-		return p.fail(ro, call, fmt.Errorf("nothing was written: %w", err))
+		return p.fail(ro, name, fmt.Errorf("nothing was written: %w", err))
 	}
+	rollout := ro.Namespace + "/" + ro.Name
 	plans := make([]ssa.Plan, 0, len(live))
 	var errs []error
 	for _, r := range live {
-		plan, err := applier.Plan(r, func(l routes.Route) (ssa.Desired, error) { return compute(settings, l) })
+		env := cfg.env(rollout, p.opts.FieldManager, r.Ref)
+		plan, err := applier.Plan(r, func(l routes.Route) (desired.Result, error) { return call.Desired(l, env) })
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -388,10 +265,14 @@ func (p *Plugin) update(ro *v1alpha1.Rollout, call string, compute computeFunc) 
 		plans = append(plans, plan)
 	}
 	if len(errs) > 0 {
-		return p.fail(ro, call, fmt.Errorf("nothing was written: %w", errors.Join(errs...)))
+		return p.fail(ro, name, fmt.Errorf("nothing was written: %w", errors.Join(errs...)))
 	}
+	return p.write(ctx, ro, name, applier, plans)
+}
 
-	log := p.log.WithFields(logrus.Fields{"rollout": ro.Namespace + "/" + ro.Name, "call": call})
+// write writes the plans concurrently and says which routes failed.
+func (p *Plugin) write(ctx context.Context, ro *v1alpha1.Rollout, name string, applier *ssa.Applier, plans []ssa.Plan) types.RpcError {
+	log := p.log.WithFields(logrus.Fields{"rollout": ro.Namespace + "/" + ro.Name, "call": name})
 	refs := make([]routes.Ref, len(plans))
 	for i, plan := range plans {
 		refs[i] = plan.Live.Ref
@@ -402,13 +283,15 @@ func (p *Plugin) update(ro *v1alpha1.Rollout, call string, compute computeFunc) 
 	switch {
 	case len(failed) == 0:
 	case len(failed) == len(plans):
-		return p.fail(ro, call, errors.Join(failed...))
+		return p.fail(ro, name, errors.Join(failed...))
 	default:
-		return p.fail(ro, call, fmt.Errorf("%d of %d routes failed; the others are written and the call is safe to repeat: %w",
+		return p.fail(ro, name, fmt.Errorf("%d of %d routes failed; the others are written and the call is safe to repeat: %w",
 			len(failed), len(plans), errors.Join(failed...)))
 	}
 	return types.RpcError{}
 }
+
+var errNoClient = errors.New("the plugin has no Kubernetes client: InitPlugin failed or was not called")
 
 // fail logs and returns an RpcError that names the Rollout and the call.
 func (p *Plugin) fail(ro *v1alpha1.Rollout, call string, err error) types.RpcError {

@@ -11,7 +11,6 @@ import (
 	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/pingpong"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
@@ -31,59 +30,32 @@ import (
 // NotImplemented: Argo Rollouts keeps the Verified value it gets alongside an
 // error, and NotVerified keeps a setWeight step from completing.
 func (p *Plugin) verifyWeight(ro *v1alpha1.Rollout, desiredWeight int32, additional []v1alpha1.WeightDestination) (verified types.RpcVerified, resp types.RpcError) {
-	call := fmt.Sprintf("VerifyWeight(%d)", desiredWeight)
-	if len(additional) > 0 {
-		parts := make([]string, len(additional))
-		for i, d := range additional {
-			parts[i] = fmt.Sprintf("%s=%d", d.ServiceName, d.Weight)
-		}
-		call = fmt.Sprintf("VerifyWeight(%d, %s)", desiredWeight, strings.Join(parts, ","))
-	}
+	call := describeSplit("VerifyWeight", desiredWeight, additional)
 	verified = types.NotVerified
 	defer p.recoverInto(call, &resp)
-	settings, err := ParseConfig(ro, p.opts.PluginName)
-	if err != nil {
-		return types.NotVerified, p.fail(ro, call, err)
+	cfg := p.config(ro)
+	if cfg.err != nil {
+		return types.NotVerified, p.fail(ro, call, cfg.err)
 	}
+	settings := cfg.Settings
 	if !settings.VerifyWeight {
 		return types.NotImplemented, types.RpcError{}
 	}
-	stable, canary, err := pingpong.Services(ro)
+	split, err := validateSplit(ro, desiredWeight, additional)
 	if err != nil {
 		return types.NotVerified, p.fail(ro, call, err)
-	}
-	max := int64(100)
-	if m := ro.Spec.Strategy.Canary.TrafficRouting.MaxTrafficWeight; m != nil {
-		max = int64(*m)
-	}
-	split := routes.Split{
-		Stable:       routes.ServiceRef(ro.Namespace, stable),
-		Canary:       routes.ServiceRef(ro.Namespace, canary),
-		CanaryWeight: int64(desiredWeight),
-		MaxWeight:    max,
-	}
-	if split.CanaryWeight < 0 || split.CanaryWeight > max {
-		return types.NotVerified, p.fail(ro, call, fmt.Errorf("weight %d is outside 0..%d (spec.strategy.canary.trafficRouting.maxTrafficWeight)", desiredWeight, max))
 	}
 	// Experiment Services (in the Rollout's namespace, as SetWeight adds them)
 	// take their weights out of stable's share.
 	var extra []routes.BackendWeight
 	for _, d := range additional {
-		if d.Weight < 0 {
-			return types.NotVerified, p.fail(ro, call, fmt.Errorf("experiment Service %s has negative weight %d", d.ServiceName, d.Weight))
-		}
-		split.Reserved += int64(d.Weight)
 		extra = append(extra, routes.BackendWeight{Backend: routes.ServiceRef(ro.Namespace, d.ServiceName), Weight: int64(d.Weight)})
-	}
-	if split.StableWeight() < 0 {
-		return types.NotVerified, p.fail(ro, call, fmt.Errorf("canary weight %d plus experiment weights %d exceed maxTrafficWeight %d",
-			desiredWeight, split.Reserved, max))
 	}
 	p.mu.Lock()
 	reader := p.reader
 	p.mu.Unlock()
 	if reader == nil {
-		return types.NotVerified, p.fail(ro, call, errors.New("the plugin has no Kubernetes client: InitPlugin failed or was not called"))
+		return types.NotVerified, p.fail(ro, call, errNoClient)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), p.opts.CallTimeout)
 	defer cancel()

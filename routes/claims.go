@@ -102,6 +102,18 @@ func (c Claims) Annotations() map[string]string {
 	return map[string]string{ClaimsAnnotation: string(data)}
 }
 
+// AddedRules are the names of the rules the plugin added for any Rollout:
+// such rules are never weighted rules.
+func (c Claims) AddedRules() map[string]bool {
+	out := map[string]bool{}
+	for _, claim := range c {
+		for _, n := range claim.Rules {
+			out[n] = true
+		}
+	}
+	return out
+}
+
 // Rollouts lists the Rollouts with an active claim, sorted.
 func (c Claims) Rollouts() []string {
 	var out []string

@@ -22,6 +22,10 @@ import (
 
 // Reader reads routes. Get and List may answer from a watch cache; Fresh
 // always asks the apiserver (the answer to a stale cache).
+//
+// Every Route a Reader returns belongs to the caller: it shares no map, slice
+// or rule with what the reader keeps or hands to anyone else, so concurrent
+// calls may change what they got without copying first.
 type Reader interface {
 	Get(ctx context.Context, ref Ref) (Route, error)
 	Fresh(ctx context.Context, ref Ref) (Route, error)
@@ -29,7 +33,8 @@ type Reader interface {
 	// ServedVersion is the API version the plugin reads and writes kind in.
 	ServedVersion(ctx context.Context, kind Kind) (string, error)
 	// Written tells the reader about an object the plugin just wrote, so the
-	// next Get does not answer with an older cached copy.
+	// next Get does not answer with an older cached copy. The reader keeps a
+	// copy of r.
 	Written(r Route)
 }
 
@@ -178,7 +183,7 @@ func (c *Cluster) List(ctx context.Context, kind Kind, namespace string, selecto
 func (c *Cluster) Written(r Route) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.written[r.Ref] = r
+	c.written[r.Ref] = r.DeepCopy()
 }
 
 // newest answers with what the plugin wrote itself when the cache has not
@@ -191,7 +196,7 @@ func (c *Cluster) newest(cached Route) Route {
 		return cached
 	}
 	if newer(w.ResourceVersion, cached.ResourceVersion) {
-		return w
+		return w.DeepCopy()
 	}
 	delete(c.written, cached.Ref)
 	return cached

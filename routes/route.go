@@ -2,6 +2,8 @@ package routes
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -64,6 +66,33 @@ func FromUnstructured(u *unstructured.Unstructured) (Route, error) {
 	return r, nil
 }
 
+// DeepCopy returns a copy of the route that shares no map, slice or rule with
+// it: a Reader hands out copies, so no caller can change what another sees.
+func (r Route) DeepCopy() Route {
+	out := r
+	out.Labels = maps.Clone(r.Labels)
+	out.Annotations = maps.Clone(r.Annotations)
+	out.ManagedFields = make([]metav1.ManagedFieldsEntry, len(r.ManagedFields))
+	for i := range r.ManagedFields {
+		r.ManagedFields[i].DeepCopyInto(&out.ManagedFields[i])
+	}
+	if r.ManagedFields == nil {
+		out.ManagedFields = nil
+	}
+	if r.Rules != nil {
+		out.Rules = CopyRules(r.Rules)
+	}
+	out.Parents = Parents{Refs: slices.Clone(r.Parents.Refs), Status: make([]ParentStatus, len(r.Parents.Status))}
+	for i, st := range r.Parents.Status {
+		st.Conditions = slices.Clone(st.Conditions)
+		out.Parents.Status[i] = st
+	}
+	if r.Parents.Status == nil {
+		out.Parents.Status = nil
+	}
+	return out
+}
+
 // CopyRules returns a deep copy of rules, so a transform never changes the live route.
 func CopyRules(rules []Rule) []Rule {
 	out := make([]Rule, len(rules))
@@ -102,6 +131,17 @@ func (r Rule) LastRef(namespace string, target ObjectRef) int {
 		}
 	}
 	return -1
+}
+
+// CopyRef returns a deep copy of the rule's first backendRef pointing at
+// target: the one a rule the plugin generates from this rule sends to.
+func (r Rule) CopyRef(namespace string, target ObjectRef) (BackendRef, bool) {
+	for _, b := range r.BackendRefs() {
+		if b.Target(namespace) == target {
+			return runtime.DeepCopyJSONValue(map[string]any(b)).(map[string]any), true
+		}
+	}
+	return nil, false
 }
 
 // CountRefs is how many of the rule's backendRefs point at target.

@@ -201,7 +201,7 @@ func (v Verdict) String() string {
 }
 
 // BackendWeight is a backend other than stable and canary (an experiment
-// Service) and the weight it must have in every managed rule.
+// Service) and the weight it must have in every weighted rule.
 type BackendWeight struct {
 	Backend ObjectRef
 	Weight  int64
@@ -210,7 +210,7 @@ type BackendWeight struct {
 // VerifyStatus says whether a route carries a split and its gateways have
 // accepted it:
 //
-//   - the live spec carries the split's weights in every managed rule, and
+//   - the live spec carries the split's weights in every weighted rule, and
 //     the last backendRef to each extra backend there has its weight (the
 //     experiment transform appends one per Service);
 //   - for every parent that spec.parentRefs names, every status.parents entry
@@ -225,10 +225,14 @@ type BackendWeight struct {
 // status cannot be about them. A route whose spec.parentRefs is empty is
 // Behind: no gateway serves it. Status entries for parents spec.parentRefs
 // does not name are ignored. The error is the one SetWeights gives for the
-// same split (no managed rule, weight out of range).
+// same split (no weighted rule, weight out of range).
 func VerifyStatus(r Route, s Split, extra []BackendWeight) (Verdict, error) {
 	v := Verdict{Route: r.Ref, Generation: r.Generation}
-	_, changes, err := SetWeights(r, s)
+	// A claims annotation that does not parse hides no weighted rule here;
+	// SetWeight reports it.
+	claims, _ := ReadClaims(r)
+	added := claims.AddedRules()
+	_, changes, err := SetWeights(r, s, added)
 	if err != nil {
 		return v, err
 	}
@@ -236,14 +240,14 @@ func VerifyStatus(r Route, s Split, extra []BackendWeight) (Verdict, error) {
 	for _, c := range changes {
 		descs = append(descs, fmt.Sprintf("rule %d %s has weight %d, want %d", c.Rule, c.Backend, c.From, c.To))
 	}
-	for _, i := range ManagedRules(r, s.Stable, s.Canary) {
+	for _, i := range WeightedRules(r.Namespace, r.Rules, s.Stable, s.Canary, added) {
 		for _, want := range extra {
-			b, ok := lastBackendRef(r.Rules[i], r.Namespace, want.Backend)
+			j := r.Rules[i].LastRef(r.Namespace, want.Backend)
 			switch {
-			case !ok:
+			case j < 0:
 				descs = append(descs, fmt.Sprintf("rule %d has no backendRef to %s (want weight %d)", i, want.Backend, want.Weight))
-			case b.Weight() != want.Weight:
-				descs = append(descs, fmt.Sprintf("rule %d %s has weight %d, want %d", i, want.Backend, b.Weight(), want.Weight))
+			case r.Rules[i].BackendRefs()[j].Weight() != want.Weight:
+				descs = append(descs, fmt.Sprintf("rule %d %s has weight %d, want %d", i, want.Backend, r.Rules[i].BackendRefs()[j].Weight(), want.Weight))
 			}
 		}
 	}
@@ -299,17 +303,6 @@ func VerifyStatus(r Route, s Split, extra []BackendWeight) (Verdict, error) {
 	return v, nil
 }
 
-// lastBackendRef is the rule's last backendRef pointing at target.
-func lastBackendRef(rule Rule, namespace string, target ObjectRef) (BackendRef, bool) {
-	refs := rule.BackendRefs()
-	for j := len(refs) - 1; j >= 0; j-- {
-		if refs[j].Target(namespace) == target {
-			return refs[j], true
-		}
-	}
-	return nil, false
-}
-
 // checkCondition checks one condition of one status entry. ok means it is True
 // for the generation; otherwise failed tells False-for-this-generation from
 // "not there yet".
@@ -351,7 +344,7 @@ func checkCondition(st ParentStatus, typ string, generation int64) (f Finding, f
 
 // droppedRules reports PartiallyInvalid=True for the generation: the
 // controller accepted the route but dropped some of its rules, and the
-// managed rules may be among them.
+// weighted rules may be among them.
 func droppedRules(st ParentStatus, generation int64) (Finding, bool) {
 	for _, c := range st.Conditions {
 		if c.Type == ConditionPartiallyInvalid && c.Status == "True" && c.ObservedGeneration >= generation {

@@ -359,9 +359,9 @@ func TestVerifyStatusErrors(t *testing.T) {
 		r := stRoute([]ParentRef{stGateway}, stGood(stGateway, 3))
 		r.Rules = []Rule{wtRule("/", wtBackend("web-stable", 100))}
 		_, err := VerifyStatus(r, stSplit, nil)
-		var noRule *NoManagedRuleError
+		var noRule *NoWeightedRuleError
 		if !errors.As(err, &noRule) {
-			t.Fatalf("error = %v, want a NoManagedRuleError", err)
+			t.Fatalf("error = %v, want a NoWeightedRuleError", err)
 		}
 	})
 	t.Run("weight over maxTrafficWeight", func(t *testing.T) {

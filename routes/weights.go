@@ -4,7 +4,7 @@ import (
 	"fmt"
 )
 
-// Split is the traffic a rollout asks for on the rules it manages.
+// Split is the traffic a rollout asks for on its weighted rules.
 type Split struct {
 	Stable ObjectRef
 	Canary ObjectRef
@@ -30,33 +30,33 @@ func (c Change) String() string {
 	return fmt.Sprintf("rule %d %s %d→%d", c.Rule, c.Backend, c.From, c.To)
 }
 
-// NoManagedRuleError says a route has no rule that sends traffic to both the
-// stable and the canary Service, so there is nothing to shift.
-type NoManagedRuleError struct {
+// NoWeightedRuleError says a route has no rule that sends traffic to both
+// the stable and the canary Service, so there is nothing to shift.
+type NoWeightedRuleError struct {
 	Route          Ref
 	Stable, Canary ObjectRef
 }
 
-func (e *NoManagedRuleError) Error() string {
+func (e *NoWeightedRuleError) Error() string {
 	return fmt.Sprintf("%s has no rule whose backendRefs include both the stable %s and the canary %s; "+
 		"add both backendRefs to the rule whose traffic the rollout shifts", e.Route, e.Stable, e.Canary)
 }
 
-// ManagedRules returns the indexes of the rules whose backendRefs include both
-// the stable and the canary backend. Backends match on group, kind, namespace
-// and name, never on name alone. Rules the plugin added for a header or mirror
-// step (named in the route's claims, see AddedRuleNames) are never managed
-// rules, so no weight or experiment change touches them.
-func ManagedRules(r Route, stable, canary ObjectRef) []int {
+// WeightedRules returns the indexes of the weighted rules: the rules whose
+// backendRefs include both the stable and the canary backend, where the
+// rollout sets the weights. Backends match on group, kind, namespace and
+// name, never on name alone. A rule the plugin added for a header or mirror
+// step (its name is in added, the names every Rollout's claim records) is
+// never a weighted rule, so no weight or experiment change touches it.
+func WeightedRules(namespace string, rules []Rule, stable, canary ObjectRef, added map[string]bool) []int {
 	var out []int
-	added := AddedRuleNames(r)
-	for i, rule := range r.Rules {
+	for i, rule := range rules {
 		if n := rule.Name(); n != "" && added[n] {
 			continue
 		}
 		var hasStable, hasCanary bool
 		for _, b := range rule.BackendRefs() {
-			switch b.Target(r.Namespace) {
+			switch b.Target(namespace) {
 			case stable:
 				hasStable = true
 			case canary:
@@ -70,21 +70,22 @@ func ManagedRules(r Route, stable, canary ObjectRef) []int {
 	return out
 }
 
-// SetWeights returns a copy of the route's rules in which, in every managed
+// SetWeights returns a copy of the route's rules in which, in every weighted
 // rule, the canary backendRef has CanaryWeight and the stable one
-// StableWeight(). Every other backendRef and every other rule is left as it is.
-func SetWeights(r Route, s Split) ([]Rule, []Change, error) {
+// StableWeight(). Every other backendRef and every other rule is left as it
+// is. added are the names of the rules the plugin added (WeightedRules).
+func SetWeights(r Route, s Split, added map[string]bool) ([]Rule, []Change, error) {
 	if s.CanaryWeight < 0 || s.CanaryWeight > s.MaxWeight {
 		return nil, nil, fmt.Errorf("canary weight %d is outside 0..%d (maxTrafficWeight)", s.CanaryWeight, s.MaxWeight)
 	}
 	if s.Reserved < 0 || s.StableWeight() < 0 {
 		return nil, nil, fmt.Errorf("canary weight %d plus experiment weights %d exceed maxTrafficWeight %d", s.CanaryWeight, s.Reserved, s.MaxWeight)
 	}
-	managed := ManagedRules(r, s.Stable, s.Canary)
-	if len(managed) == 0 {
-		return nil, nil, &NoManagedRuleError{Route: r.Ref, Stable: s.Stable, Canary: s.Canary}
+	weighted := WeightedRules(r.Namespace, r.Rules, s.Stable, s.Canary, added)
+	if len(weighted) == 0 {
+		return nil, nil, &NoWeightedRuleError{Route: r.Ref, Stable: s.Stable, Canary: s.Canary}
 	}
-	for _, i := range managed {
+	for _, i := range weighted {
 		for _, ref := range []ObjectRef{s.Stable, s.Canary} {
 			if n := r.Rules[i].CountRefs(r.Namespace, ref); n > 1 {
 				return nil, nil, fmt.Errorf("%s: rule %d lists %s %d times, so no weight split adds up; keep one backendRef per Service",
@@ -95,7 +96,7 @@ func SetWeights(r Route, s Split) ([]Rule, []Change, error) {
 	rules := CopyRules(r.Rules)
 	want := map[ObjectRef]int64{s.Stable: s.StableWeight(), s.Canary: s.CanaryWeight}
 	var changes []Change
-	for _, i := range managed {
+	for _, i := range weighted {
 		for _, b := range rules[i].BackendRefs() {
 			target := b.Target(r.Namespace)
 			w, ok := want[target]
@@ -107,18 +108,4 @@ func SetWeights(r Route, s Split) ([]Rule, []Change, error) {
 		}
 	}
 	return rules, changes, nil
-}
-
-// CanaryWeight is the highest weight the canary has in a managed rule of the
-// given rules, 0 when none sends it traffic.
-func CanaryWeight(namespace string, rules []Rule, stable, canary ObjectRef) int64 {
-	var max int64
-	for _, i := range ManagedRules(Route{Ref: Ref{Namespace: namespace}, Rules: rules}, stable, canary) {
-		for _, b := range rules[i].BackendRefs() {
-			if b.Target(namespace) == canary && b.Weight() > max {
-				max = b.Weight()
-			}
-		}
-	}
-	return max
 }

@@ -331,7 +331,7 @@ func TestSetWeights(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			route := tc.route()
-			gotRules, gotChanges, err := SetWeights(route, tc.split)
+			gotRules, gotChanges, err := SetWeights(route, tc.split, nil)
 			if err != nil {
 				t.Fatalf("SetWeights: unexpected error: %v", err)
 			}
@@ -358,7 +358,7 @@ func TestSetWeightsReturnsDeepCopy(t *testing.T) {
 		)
 	}
 	route := build()
-	got, _, err := SetWeights(route, Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 10, MaxWeight: 100})
+	got, _, err := SetWeights(route, Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 10, MaxWeight: 100}, nil)
 	if err != nil {
 		t.Fatalf("SetWeights: %v", err)
 	}
@@ -383,8 +383,8 @@ func TestSetWeightsErrors(t *testing.T) {
 		route   func() Route
 		split   Split
 		wantErr []string // substrings of the message
-		// wantNoRule, if set, is the *NoManagedRuleError the call must return.
-		wantNoRule *NoManagedRuleError
+		// wantNoRule, if set, is the *NoWeightedRuleError the call must return.
+		wantNoRule *NoWeightedRuleError
 	}{
 		{
 			name:    "negative canary weight",
@@ -411,14 +411,14 @@ func TestSetWeightsErrors(t *testing.T) {
 			},
 			split:      Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 10, MaxWeight: 100},
 			wantErr:    []string{"HTTPRoute shop/web", "Service shop/web-stable", "Service shop/web-canary"},
-			wantNoRule: &NoManagedRuleError{Route: Ref{Kind: HTTPRoute, Namespace: wtNS, Name: "web"}, Stable: wtStable, Canary: wtCanary},
+			wantNoRule: &NoWeightedRuleError{Route: Ref{Kind: HTTPRoute, Namespace: wtNS, Name: "web"}, Stable: wtStable, Canary: wtCanary},
 		},
 		{
 			name:       "a route without rules",
 			route:      func() Route { return wtRoute() },
 			split:      Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 10, MaxWeight: 100},
 			wantErr:    []string{"HTTPRoute shop/web", "Service shop/web-stable", "Service shop/web-canary"},
-			wantNoRule: &NoManagedRuleError{Route: Ref{Kind: HTTPRoute, Namespace: wtNS, Name: "web"}, Stable: wtStable, Canary: wtCanary},
+			wantNoRule: &NoWeightedRuleError{Route: Ref{Kind: HTTPRoute, Namespace: wtNS, Name: "web"}, Stable: wtStable, Canary: wtCanary},
 		},
 		{
 			name: "the canary only as a ServiceImport",
@@ -428,7 +428,7 @@ func TestSetWeightsErrors(t *testing.T) {
 			},
 			split:      Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 10, MaxWeight: 100},
 			wantErr:    []string{"HTTPRoute shop/web", "Service shop/web-stable", "Service shop/web-canary"},
-			wantNoRule: &NoManagedRuleError{Route: Ref{Kind: HTTPRoute, Namespace: wtNS, Name: "web"}, Stable: wtStable, Canary: wtCanary},
+			wantNoRule: &NoWeightedRuleError{Route: Ref{Kind: HTTPRoute, Namespace: wtNS, Name: "web"}, Stable: wtStable, Canary: wtCanary},
 		},
 		{
 			name: "the canary only in another namespace",
@@ -437,13 +437,13 @@ func TestSetWeightsErrors(t *testing.T) {
 			},
 			split:      Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 10, MaxWeight: 100},
 			wantErr:    []string{"HTTPRoute shop/web", "Service shop/web-stable", "Service shop/web-canary"},
-			wantNoRule: &NoManagedRuleError{Route: Ref{Kind: HTTPRoute, Namespace: wtNS, Name: "web"}, Stable: wtStable, Canary: wtCanary},
+			wantNoRule: &NoWeightedRuleError{Route: Ref{Kind: HTTPRoute, Namespace: wtNS, Name: "web"}, Stable: wtStable, Canary: wtCanary},
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			route := tc.route()
-			rules, changes, err := SetWeights(route, tc.split)
+			rules, changes, err := SetWeights(route, tc.split, nil)
 			if err == nil {
 				t.Fatalf("SetWeights: no error; rules %v, changes %v", rules, changes)
 			}
@@ -452,16 +452,16 @@ func TestSetWeightsErrors(t *testing.T) {
 					t.Errorf("error %q does not mention %q", err, s)
 				}
 			}
-			var noRule *NoManagedRuleError
+			var noRule *NoWeightedRuleError
 			isNoRule := errors.As(err, &noRule)
 			switch {
 			case tc.wantNoRule == nil && isNoRule:
-				t.Errorf("error is a *NoManagedRuleError, want a range error: %v", err)
+				t.Errorf("error is a *NoWeightedRuleError, want a range error: %v", err)
 			case tc.wantNoRule != nil && !isNoRule:
-				t.Errorf("error is %T, want *NoManagedRuleError: %v", err, err)
+				t.Errorf("error is %T, want *NoWeightedRuleError: %v", err, err)
 			case tc.wantNoRule != nil:
 				if diff := cmp.Diff(tc.wantNoRule, noRule); diff != "" {
-					t.Errorf("NoManagedRuleError (-want +got):\n%s", diff)
+					t.Errorf("NoWeightedRuleError (-want +got):\n%s", diff)
 				}
 			}
 			if rules != nil || changes != nil {
@@ -474,8 +474,8 @@ func TestSetWeightsErrors(t *testing.T) {
 	}
 }
 
-func TestNoManagedRuleErrorMessage(t *testing.T) {
-	err := &NoManagedRuleError{
+func TestNoWeightedRuleErrorMessage(t *testing.T) {
+	err := &NoWeightedRuleError{
 		Route:  Ref{Kind: GRPCRoute, Namespace: "payments", Name: "api"},
 		Stable: ServiceRef("payments", "api-ping"),
 		Canary: ServiceRef("payments", "api-pong"),
@@ -487,7 +487,7 @@ func TestNoManagedRuleErrorMessage(t *testing.T) {
 	}
 }
 
-func TestManagedRules(t *testing.T) {
+func TestWeightedRules(t *testing.T) {
 	tests := []struct {
 		name  string
 		route Route
@@ -539,91 +539,9 @@ func TestManagedRules(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := ManagedRules(tc.route, wtStable, wtCanary)
+			got := WeightedRules(tc.route.Namespace, tc.route.Rules, wtStable, wtCanary, nil)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("ManagedRules (-want +got):\n%s", diff)
-			}
-		})
-	}
-}
-
-func TestCanaryWeight(t *testing.T) {
-	tests := []struct {
-		name      string
-		namespace string
-		rules     []Rule
-		want      int64
-	}{
-		{
-			name:      "no rules",
-			namespace: wtNS,
-			want:      0,
-		},
-		{
-			name:      "the canary's weight in the managed rule",
-			namespace: wtNS,
-			rules:     []Rule{wtRule("/", wtBackend("web-stable", 70), wtBackend("web-canary", 30))},
-			want:      30,
-		},
-		{
-			name:      "the highest over managed rules",
-			namespace: wtNS,
-			rules: []Rule{
-				wtRule("/", wtBackend("web-stable", 90), wtBackend("web-canary", 10)),
-				wtRule("/api", wtBackend("web-canary", 40), wtBackend("web-stable", 60)),
-			},
-			want: 40,
-		},
-		{
-			name:      "a canary in an unmanaged rule does not count",
-			namespace: wtNS,
-			rules: []Rule{
-				wtRule("/", wtBackend("web-stable", 100), wtBackend("web-canary", 0)),
-				wtRule("/preview", wtBackend("web-canary", 100)),
-			},
-			want: 0,
-		},
-		{
-			name:      "a look-alike canary in a managed rule does not count",
-			namespace: wtNS,
-			rules: []Rule{wtRule("/",
-				wtBackend("web-stable", 100), wtBackend("web-canary", 0),
-				map[string]any{"group": "multicluster.x-k8s.io", "kind": "ServiceImport", "name": "web-canary", "weight": int64(50)},
-				wtWith(wtBackend("web-canary", 60), "namespace", "elsewhere"),
-			)},
-			want: 0,
-		},
-		{
-			name:      "missing weight is 1",
-			namespace: wtNS,
-			rules:     []Rule{wtRule("/", wtBackend("web-stable", 100), wtBackendNoWeight("web-canary"))},
-			want:      1,
-		},
-		{
-			name:      "the namespace argument resolves backendRefs without one",
-			namespace: "elsewhere",
-			rules:     []Rule{wtRule("/", wtBackend("web-stable", 70), wtBackend("web-canary", 30))},
-			want:      0,
-		},
-		{
-			name:      "the namespace argument decides which rules are managed",
-			namespace: "elsewhere",
-			rules:     []Rule{wtRule("/", wtBackend("web-stable", 70), wtWith(wtBackend("web-canary", 30), "namespace", wtNS))},
-			want:      0,
-		},
-		{
-			name:      "explicit namespaces match from any route namespace",
-			namespace: "elsewhere",
-			rules: []Rule{wtRule("/",
-				wtWith(wtBackend("web-stable", 70), "namespace", wtNS),
-				wtWith(wtBackend("web-canary", 30), "namespace", wtNS))},
-			want: 30,
-		},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := CanaryWeight(tc.namespace, tc.rules, wtStable, wtCanary); got != tc.want {
-				t.Errorf("CanaryWeight = %d, want %d", got, tc.want)
+				t.Errorf("WeightedRules (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"math/rand/v2"
-	"reflect"
-	"slices"
 	"strings"
 	"time"
 
@@ -17,6 +14,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
@@ -38,23 +36,9 @@ func backoff(ctx context.Context, attempt int) error {
 	}
 }
 
-// Desired is what the plugin wants a route to be: its rules and the labels the
-// plugin applies. A label the plugin applied before and leaves out here is
-// removed (if no other manager owns it).
-type Desired struct {
-	Rules       []routes.Rule
-	Labels      map[string]string
-	Annotations map[string]string
-	// Changes says what differs from the live route, for the write's log line.
-	Changes []string
-	// Release gives up the plugin's ownership after the write: no Rollout has
-	// anything left on the route, so GitOps tools see changes to it again.
-	Release bool
-}
-
 // Compute returns the desired state of a route from its live state. It must be
 // pure: the applier calls it again after every optimistic-lock conflict.
-type Compute func(live routes.Route) (Desired, error)
+type Compute func(live routes.Route) (desired.Result, error)
 
 // Applier writes routes.
 type Applier struct {
@@ -70,13 +54,10 @@ func NewApplier(client gateway.Interface, dyn dynamic.Interface, reader routes.R
 	return &Applier{client: client, dyn: dyn, reader: reader, fieldManager: fieldManager, log: log}
 }
 
-// FieldManager is the name the applier writes under.
-func (a *Applier) FieldManager() string { return a.fieldManager }
-
 // Plan is a computed change to one route, not yet written.
 type Plan struct {
 	Live    routes.Route
-	Desired Desired
+	Desired desired.Result
 	compute Compute
 }
 
@@ -90,44 +71,12 @@ func (a *Applier) Plan(live routes.Route, compute Compute) (Plan, error) {
 	return Plan{Live: live, Desired: d, compute: compute}, nil
 }
 
-// Unchanged says whether the live route already is what the plan wants, in
-// which case nothing is sent.
-func (a *Applier) Unchanged(p Plan) bool {
-	live, d := p.Live, p.Desired
-	if len(live.Rules) != len(d.Rules) {
-		return false
-	}
-	for i := range live.Rules {
-		if !reflect.DeepEqual(map[string]any(live.Rules[i]), map[string]any(d.Rules[i])) {
-			return false
-		}
-	}
-	return sameKeys(live.Labels, d.Labels, OwnedLabels(live.ManagedFields, a.fieldManager)) &&
-		sameKeys(live.Annotations, d.Annotations, OwnedAnnotations(live.ManagedFields, a.fieldManager))
-}
-
-// sameKeys says whether live holds every wanted key with its value and the
-// manager owns no key it no longer wants.
-func sameKeys(live, want map[string]string, owned []string) bool {
-	for k, v := range want {
-		if got, ok := live[k]; !ok || got != v {
-			return false
-		}
-	}
-	for _, k := range owned {
-		if _, keep := want[k]; !keep {
-			return false
-		}
-	}
-	return true
-}
-
 // Write applies the plan. On an optimistic-lock conflict it reads the route
 // again, recomputes and retries, at most maxAttempts times in all. It logs one
 // line per write that reached the apiserver.
 func (a *Applier) Write(ctx context.Context, p Plan, log *logrus.Entry) error {
 	for attempt := 1; ; attempt++ {
-		if a.Unchanged(p) {
+		if p.Desired.Unchanged {
 			return a.releaseIfDone(ctx, p, p.Live, log)
 		}
 		stored, err := apply(ctx, a.client, p.Live, p.Desired, metav1.ApplyOptions{
@@ -142,7 +91,7 @@ func (a *Applier) Write(ctx context.Context, p Plan, log *logrus.Entry) error {
 				"route":           p.Live.Ref.String(),
 				"fieldManager":    a.fieldManager,
 				"resourceVersion": p.Live.ResourceVersion + "→" + stored.ResourceVersion,
-				"changes":         a.describe(p),
+				"changes":         strings.Join(p.Desired.Changes, "; "),
 			}).Info("applied route")
 			return a.releaseIfDone(ctx, p, stored, log)
 		}
@@ -172,7 +121,7 @@ func (a *Applier) Write(ctx context.Context, p Plan, log *logrus.Entry) error {
 // releaseIfDone drops the plugin's ownership when the plan says the rollouts
 // on the route are done and the plugin still owns something there.
 func (a *Applier) releaseIfDone(ctx context.Context, p Plan, current routes.Route, log *logrus.Entry) error {
-	if !p.Desired.Release || !ownsAnything(current.ManagedFields, a.fieldManager) {
+	if !p.Desired.Release || !routes.OwnsAnything(current.ManagedFields, a.fieldManager) {
 		return nil
 	}
 	if err := a.release(ctx, current, log); err != nil {
@@ -200,7 +149,7 @@ func (a *Applier) release(ctx context.Context, current routes.Route, log *logrus
 		if err != nil {
 			return err
 		}
-		if len(claims.Rollouts()) > 0 || !ownsAnything(live.ManagedFields, a.fieldManager) {
+		if len(claims.Rollouts()) > 0 || !routes.OwnsAnything(live.ManagedFields, a.fieldManager) {
 			return nil // a Rollout started meanwhile, or someone else released it
 		}
 		var keep []metav1.ManagedFieldsEntry
@@ -238,29 +187,6 @@ func (a *Applier) release(ctx context.Context, current routes.Route, log *logrus
 		}).Info("released route")
 		return nil
 	}
-}
-
-// describe says what a write changes, for its log line.
-func (a *Applier) describe(p Plan) string {
-	changes := slices.Clone(p.Desired.Changes)
-	changes = append(changes, keyChanges("label", p.Live.Labels, p.Desired.Labels, OwnedLabels(p.Live.ManagedFields, a.fieldManager))...)
-	changes = append(changes, keyChanges("annotation", p.Live.Annotations, p.Desired.Annotations, OwnedAnnotations(p.Live.ManagedFields, a.fieldManager))...)
-	return strings.Join(changes, "; ")
-}
-
-func keyChanges(what string, live, want map[string]string, owned []string) []string {
-	var out []string
-	for _, k := range slices.Sorted(maps.Keys(want)) {
-		if got, ok := live[k]; !ok || got != want[k] {
-			out = append(out, fmt.Sprintf("%s %s set", what, k))
-		}
-	}
-	for _, k := range owned {
-		if _, keep := want[k]; !keep {
-			out = append(out, fmt.Sprintf("%s %s no longer applied", what, k))
-		}
-	}
-	return out
 }
 
 // isStale tells an optimistic-lock conflict (the route changed since it was

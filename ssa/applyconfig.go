@@ -10,92 +10,122 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwv1a2 "sigs.k8s.io/gateway-api/apis/v1alpha2"
+	gwv1b1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 	gwv1ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 	gwv1a2ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1alpha2"
 	gwv1b1ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1beta1"
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
+
+// applyClient is the Apply method every typed route client has.
+type applyClient[AC any, T runtime.Object] interface {
+	Apply(ctx context.Context, ac AC, opts metav1.ApplyOptions) (T, error)
+}
+
+// applyFunc sends one apply of a desired route.
+type applyFunc func(ctx context.Context, c gateway.Interface, live routes.Route, d desired.Result, opts metav1.ApplyOptions) (runtime.Object, error)
+
+type kindVersion struct {
+	kind    routes.Kind
+	version string
+}
+
+// typedApply is the apply of one kind in one version: it fills the kind's
+// typed apply configuration AC (refusing what it cannot carry exactly) and
+// sends it with the client of that kind.
+func typedApply[AC any, T runtime.Object](client func(c gateway.Interface, namespace string) applyClient[*AC, T]) applyFunc {
+	return func(ctx context.Context, c gateway.Interface, live routes.Route, d desired.Result, opts metav1.ApplyOptions) (runtime.Object, error) {
+		ac := new(AC)
+		if err := fillApplyConfig(live, d, ac); err != nil {
+			return nil, err
+		}
+		obj, err := client(c, live.Namespace).Apply(ctx, ac, opts)
+		if err != nil {
+			return nil, err
+		}
+		return obj, nil
+	}
+}
+
+// applies lists every kind and version the plugin writes.
+var applies = map[kindVersion]applyFunc{
+	{routes.HTTPRoute, "v1"}: typedApply(func(c gateway.Interface, ns string) applyClient[*gwv1ac.HTTPRouteApplyConfiguration, *gwv1.HTTPRoute] {
+		return c.GatewayV1().HTTPRoutes(ns)
+	}),
+	{routes.HTTPRoute, "v1beta1"}: typedApply(func(c gateway.Interface, ns string) applyClient[*gwv1b1ac.HTTPRouteApplyConfiguration, *gwv1b1.HTTPRoute] {
+		return c.GatewayV1beta1().HTTPRoutes(ns)
+	}),
+	{routes.GRPCRoute, "v1"}: typedApply(func(c gateway.Interface, ns string) applyClient[*gwv1ac.GRPCRouteApplyConfiguration, *gwv1.GRPCRoute] {
+		return c.GatewayV1().GRPCRoutes(ns)
+	}),
+	{routes.GRPCRoute, "v1alpha2"}: typedApply(func(c gateway.Interface, ns string) applyClient[*gwv1a2ac.GRPCRouteApplyConfiguration, *gwv1a2.GRPCRoute] {
+		return c.GatewayV1alpha2().GRPCRoutes(ns)
+	}),
+	{routes.TCPRoute, "v1"}: typedApply(func(c gateway.Interface, ns string) applyClient[*gwv1ac.TCPRouteApplyConfiguration, *gwv1.TCPRoute] {
+		return c.GatewayV1().TCPRoutes(ns)
+	}),
+	{routes.TCPRoute, "v1alpha2"}: typedApply(func(c gateway.Interface, ns string) applyClient[*gwv1a2ac.TCPRouteApplyConfiguration, *gwv1a2.TCPRoute] {
+		return c.GatewayV1alpha2().TCPRoutes(ns)
+	}),
+	{routes.TLSRoute, "v1"}: typedApply(func(c gateway.Interface, ns string) applyClient[*gwv1ac.TLSRouteApplyConfiguration, *gwv1.TLSRoute] {
+		return c.GatewayV1().TLSRoutes(ns)
+	}),
+	{routes.TLSRoute, "v1alpha2"}: typedApply(func(c gateway.Interface, ns string) applyClient[*gwv1a2ac.TLSRouteApplyConfiguration, *gwv1a2.TLSRoute] {
+		return c.GatewayV1alpha2().TLSRoutes(ns)
+	}),
+}
 
 // apply sends one server-side apply of the desired rules and labels for the
 // live route, guarded by the live resourceVersion, and returns the route the
 // apiserver stored.
-func apply(ctx context.Context, client gateway.Interface, live routes.Route, d Desired, opts metav1.ApplyOptions) (routes.Route, error) {
-	name, ns, rv := live.Name, live.Namespace, live.ResourceVersion
-	var obj runtime.Object
-	var err error
-	switch {
-	case live.Kind == routes.HTTPRoute && live.Version == "v1":
-		var rules []gwv1ac.HTTPRouteRuleApplyConfiguration
-		if err = decodeRules(d.Rules, &rules); err == nil {
-			ac := gwv1ac.HTTPRoute(name, ns).WithResourceVersion(rv).WithLabels(d.Labels).WithAnnotations(d.Annotations).
-				WithSpec(gwv1ac.HTTPRouteSpec().WithRules(pointers(rules)...))
-			obj, err = client.GatewayV1().HTTPRoutes(ns).Apply(ctx, ac, opts)
-		}
-	case live.Kind == routes.HTTPRoute && live.Version == "v1beta1":
-		var rules []gwv1ac.HTTPRouteRuleApplyConfiguration
-		if err = decodeRules(d.Rules, &rules); err == nil {
-			ac := gwv1b1ac.HTTPRoute(name, ns).WithResourceVersion(rv).WithLabels(d.Labels).WithAnnotations(d.Annotations).
-				WithSpec(gwv1ac.HTTPRouteSpec().WithRules(pointers(rules)...))
-			obj, err = client.GatewayV1beta1().HTTPRoutes(ns).Apply(ctx, ac, opts)
-		}
-	case live.Kind == routes.GRPCRoute && live.Version == "v1":
-		var rules []gwv1ac.GRPCRouteRuleApplyConfiguration
-		if err = decodeRules(d.Rules, &rules); err == nil {
-			ac := gwv1ac.GRPCRoute(name, ns).WithResourceVersion(rv).WithLabels(d.Labels).WithAnnotations(d.Annotations).
-				WithSpec(gwv1ac.GRPCRouteSpec().WithRules(pointers(rules)...))
-			obj, err = client.GatewayV1().GRPCRoutes(ns).Apply(ctx, ac, opts)
-		}
-	case live.Kind == routes.GRPCRoute && live.Version == "v1alpha2":
-		var rules []gwv1ac.GRPCRouteRuleApplyConfiguration
-		if err = decodeRules(d.Rules, &rules); err == nil {
-			ac := gwv1a2ac.GRPCRoute(name, ns).WithResourceVersion(rv).WithLabels(d.Labels).WithAnnotations(d.Annotations).
-				WithSpec(gwv1ac.GRPCRouteSpec().WithRules(pointers(rules)...))
-			obj, err = client.GatewayV1alpha2().GRPCRoutes(ns).Apply(ctx, ac, opts)
-		}
-	case live.Kind == routes.TCPRoute && live.Version == "v1":
-		var rules []gwv1ac.TCPRouteRuleApplyConfiguration
-		if err = decodeRules(d.Rules, &rules); err == nil {
-			ac := gwv1ac.TCPRoute(name, ns).WithResourceVersion(rv).WithLabels(d.Labels).WithAnnotations(d.Annotations).
-				WithSpec(gwv1ac.TCPRouteSpec().WithRules(pointers(rules)...))
-			obj, err = client.GatewayV1().TCPRoutes(ns).Apply(ctx, ac, opts)
-		}
-	case live.Kind == routes.TCPRoute && live.Version == "v1alpha2":
-		var rules []gwv1a2ac.TCPRouteRuleApplyConfiguration
-		if err = decodeRules(d.Rules, &rules); err == nil {
-			ac := gwv1a2ac.TCPRoute(name, ns).WithResourceVersion(rv).WithLabels(d.Labels).WithAnnotations(d.Annotations).
-				WithSpec(gwv1a2ac.TCPRouteSpec().WithRules(pointers(rules)...))
-			obj, err = client.GatewayV1alpha2().TCPRoutes(ns).Apply(ctx, ac, opts)
-		}
-	case live.Kind == routes.TLSRoute && live.Version == "v1":
-		var rules []gwv1ac.TLSRouteRuleApplyConfiguration
-		if err = decodeRules(d.Rules, &rules); err == nil {
-			ac := gwv1ac.TLSRoute(name, ns).WithResourceVersion(rv).WithLabels(d.Labels).WithAnnotations(d.Annotations).
-				WithSpec(gwv1ac.TLSRouteSpec().WithRules(pointers(rules)...))
-			obj, err = client.GatewayV1().TLSRoutes(ns).Apply(ctx, ac, opts)
-		}
-	case live.Kind == routes.TLSRoute && live.Version == "v1alpha2":
-		var rules []gwv1a2ac.TLSRouteRuleApplyConfiguration
-		if err = decodeRules(d.Rules, &rules); err == nil {
-			ac := gwv1a2ac.TLSRoute(name, ns).WithResourceVersion(rv).WithLabels(d.Labels).WithAnnotations(d.Annotations).
-				WithSpec(gwv1a2ac.TLSRouteSpec().WithRules(pointers(rules)...))
-			obj, err = client.GatewayV1alpha2().TLSRoutes(ns).Apply(ctx, ac, opts)
-		}
-	default:
+func apply(ctx context.Context, client gateway.Interface, live routes.Route, d desired.Result, opts metav1.ApplyOptions) (routes.Route, error) {
+	send, ok := applies[kindVersion{live.Kind, live.Version}]
+	if !ok {
 		return routes.Route{}, fmt.Errorf("writing %s in version %s is not supported", live.Kind, live.Version)
 	}
+	obj, err := send(ctx, client, live, d, opts)
 	if err != nil {
 		return routes.Route{}, err
 	}
 	return toRoute(obj, live)
 }
 
-// decodeRules fills the typed apply configurations from the rules' JSON and
-// refuses rules the types cannot carry exactly: spec.rules is atomic, so a
-// field lost here would be deleted from the route.
-func decodeRules(rules []routes.Rule, into any) error {
-	data, err := json.Marshal(rules)
+// fillApplyConfig fills a typed apply configuration with the route's
+// identity, the resourceVersion it was read at, the plugin's labels and
+// annotations and the desired rules, and refuses rules the types cannot carry
+// exactly: spec.rules is atomic, so a field lost here would be deleted from
+// the route.
+func fillApplyConfig(live routes.Route, d desired.Result, ac any) error {
+	meta := map[string]any{"name": live.Name, "namespace": live.Namespace, "resourceVersion": live.ResourceVersion}
+	if d.Labels != nil {
+		meta["labels"] = d.Labels
+	}
+	if d.Annotations != nil {
+		meta["annotations"] = d.Annotations
+	}
+	obj := map[string]any{
+		"apiVersion": routes.Group + "/" + live.Version,
+		"kind":       string(live.Kind),
+		"metadata":   meta,
+		"spec":       map[string]any{"rules": d.Rules},
+	}
+	return decodeLossless(obj, ac, func(v any) []any {
+		spec, _ := v.(map[string]any)["spec"].(map[string]any)
+		rules, _ := spec["rules"].([]any)
+		return rules
+	})
+}
+
+// decodeLossless fills into from v's JSON, and refuses what into's types
+// cannot carry: an unknown field, or a rule (as rulesOf finds them in the
+// JSON form) that does not come back the same.
+func decodeLossless(v any, into any, rulesOf func(any) []any) error {
+	data, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
@@ -108,15 +138,16 @@ func decodeRules(rules []routes.Rule, into any) error {
 	if err != nil {
 		return err
 	}
-	var want, got []any
+	var want, got any
 	if err := json.Unmarshal(data, &want); err != nil {
 		return err
 	}
 	if err := json.Unmarshal(back, &got); err != nil {
 		return err
 	}
-	for i := range want {
-		if i >= len(got) || !reflect.DeepEqual(pruneEmpty(want[i]), pruneEmpty(got[i])) {
+	wantRules, gotRules := rulesOf(want), rulesOf(got)
+	for i := range wantRules {
+		if i >= len(gotRules) || !reflect.DeepEqual(pruneEmpty(wantRules[i]), pruneEmpty(gotRules[i])) {
 			return &UnrepresentableError{Reason: fmt.Sprintf("rule %d does not survive conversion to the typed apply configuration", i)}
 		}
 	}
@@ -149,14 +180,6 @@ func pruneEmpty(v any) any {
 		return out
 	}
 	return v
-}
-
-func pointers[T any](items []T) []*T {
-	out := make([]*T, len(items))
-	for i := range items {
-		out[i] = &items[i]
-	}
-	return out
 }
 
 // toRoute turns the typed object an apply returned into the plugin's Route.

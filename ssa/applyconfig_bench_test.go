@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"testing"
 
-	gwv1ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
@@ -26,8 +25,7 @@ func BenchmarkDecodeRulesLargestRoute(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		var typed []gwv1ac.HTTPRouteRuleApplyConfiguration
-		if err := decodeRules(rules, &typed); err != nil {
+		if _, err := fillHTTPRoute(rules); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -7,8 +7,18 @@ import (
 	"github.com/google/go-cmp/cmp"
 	gwv1ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
+
+var liveHTTPRoute = routes.Route{Ref: routes.Ref{Kind: routes.HTTPRoute, Namespace: "shop", Name: "web"}, Version: "v1", ResourceVersion: "42"}
+
+// fillHTTPRoute fills an HTTPRoute apply configuration with the rules.
+func fillHTTPRoute(rules []routes.Rule) (*gwv1ac.HTTPRouteApplyConfiguration, error) {
+	ac := &gwv1ac.HTTPRouteApplyConfiguration{}
+	err := fillApplyConfig(liveHTTPRoute, desired.Result{Rules: rules}, ac)
+	return ac, err
+}
 
 // A served rule, defaults included, converts to the typed apply configuration
 // and back without losing a byte.
@@ -29,10 +39,11 @@ func TestDecodeRulesKeepsEveryField(t *testing.T) {
 			map[string]any{"group": "", "kind": "Service", "name": "canary", "port": int64(80), "weight": int64(0)},
 		},
 	}}
-	var typed []gwv1ac.HTTPRouteRuleApplyConfiguration
-	if err := decodeRules(rules, &typed); err != nil {
+	ac, err := fillHTTPRoute(rules)
+	if err != nil {
 		t.Fatal(err)
 	}
+	typed := ac.Spec.Rules
 	if got := *typed[0].BackendRefs[1].Weight; got != 0 {
 		t.Errorf("weight 0 became %d", got)
 	}
@@ -52,8 +63,7 @@ func TestDecodeRulesRefusesUnknownFields(t *testing.T) {
 		"unknown backendRef field": {"backendRefs": []any{map[string]any{"name": "stable", "futureWeightMode": "x"}}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			var typed []gwv1ac.HTTPRouteRuleApplyConfiguration
-			err := decodeRules([]routes.Rule{rule}, &typed)
+			_, err := fillHTTPRoute([]routes.Rule{rule})
 			var unrep *UnrepresentableError
 			if !errors.As(err, &unrep) {
 				t.Fatalf("got %v, want an UnrepresentableError", err)
@@ -65,8 +75,38 @@ func TestDecodeRulesRefusesUnknownFields(t *testing.T) {
 // An empty list means the same as none: the typed apply configuration omits
 // it, and that is not a loss worth refusing a write for.
 func TestDecodeRulesAcceptsEmptyLists(t *testing.T) {
-	var typed []gwv1ac.HTTPRouteRuleApplyConfiguration
-	if err := decodeRules([]routes.Rule{{"filters": []any{}, "backendRefs": []any{map[string]any{"name": "stable"}}}}, &typed); err != nil {
+	if _, err := fillHTTPRoute([]routes.Rule{{"filters": []any{}, "backendRefs": []any{map[string]any{"name": "stable"}}}}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The apply configuration carries the route's identity, the resourceVersion
+// precondition and the plugin's labels and annotations, for every kind and
+// version the plugin writes.
+func TestEveryKindAndVersionHasAnApply(t *testing.T) {
+	for _, kind := range routes.Kinds {
+		for _, version := range kind.Versions() {
+			if _, ok := applies[kindVersion{kind, version}]; !ok {
+				t.Errorf("no apply for %s %s", kind, version)
+			}
+		}
+	}
+	if len(applies) != 8 {
+		t.Errorf("%d applies, want one per kind and version (8)", len(applies))
+	}
+	d := desired.Result{
+		Rules:       []routes.Rule{{"backendRefs": []any{map[string]any{"name": "stable", "port": int64(80), "weight": int64(100)}}}},
+		Labels:      map[string]string{"l": "v"},
+		Annotations: map[string]string{"a": "v"},
+	}
+	ac := &gwv1ac.HTTPRouteApplyConfiguration{}
+	if err := fillApplyConfig(liveHTTPRoute, d, ac); err != nil {
+		t.Fatal(err)
+	}
+	want := gwv1ac.HTTPRoute("web", "shop").WithResourceVersion("42").WithLabels(d.Labels).WithAnnotations(d.Annotations).
+		WithSpec(gwv1ac.HTTPRouteSpec().WithRules(gwv1ac.HTTPRouteRule().WithBackendRefs(
+			gwv1ac.HTTPBackendRef().WithName("stable").WithPort(80).WithWeight(100))))
+	if diff := cmp.Diff(want, ac); diff != "" {
+		t.Errorf("apply configuration (-want +got):\n%s", diff)
 	}
 }

@@ -9,20 +9,20 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
-// Managed rules are the rules the plugin adds for setHeaderRoute and
-// setMirrorRoute steps. Each belongs to one managed route of one Rollout (a
-// name in spec.strategy.canary.trafficRouting.managedRoutes) and is
-// identified only by its rule name, recorded in that Rollout's claim
+// Added rules are the rules the plugin adds for setHeaderRoute and
+// setMirrorRoute steps. Each belongs to one managedRoutes entry of one
+// Rollout (a name in spec.strategy.canary.trafficRouting.managedRoutes) and
+// is identified only by its rule name, recorded in that Rollout's claim
 // (Claim.Rules): the plugin never recognizes a rule by its shape, so a user's
 // rule that happens to send only to the canary is never taken for one.
 //
-// A managed route's rules are named after it: the first "<name>", further
-// ones "<name>-1", "<name>-2"… (a header route gets one rule per source rule).
+// The rules of a managedRoutes entry are named after it: the first "<name>",
+// further ones "<name>-1", "<name>-2"… (a header route gets one rule per
+// weighted rule it copies).
 //
 // Placement: new rules are appended after the last rule. Gateway API gives
 // precedence by match specificity across all rules and uses list order only
@@ -41,16 +41,21 @@ const (
 	MaxFiltersPerRule = 16
 )
 
-// ManagedInput is what the header and mirror transforms need besides the route.
-type ManagedInput struct {
+// RuleInput is what the header and mirror transforms need besides the route.
+type RuleInput struct {
 	Stable, Canary ObjectRef
-	// RouteNames are the Rollout's spec.strategy.canary.trafficRouting.managedRoutes
+	// ManagedRoutes are the Rollout's spec.strategy.canary.trafficRouting.managedRoutes
 	// names; a generated name "<name>-<n>" must not be one of them.
-	RouteNames []string
+	ManagedRoutes []string
+	// Claimed are the names of the rules the plugin added for this Rollout on
+	// the route (its claim); Added those it added for any Rollout, which are
+	// never weighted rules.
+	Claimed []string
+	Added   map[string]bool
 }
 
-// ManagedResult is a transform's outcome on one route.
-type ManagedResult struct {
+// RulesResult is a transform's outcome on one route.
+type RulesResult struct {
 	Rules []Rule
 	// Claimed are the names of the rules the plugin has added for the Rollout
 	// on this route, after the change.
@@ -58,25 +63,7 @@ type ManagedResult struct {
 	Changes []string
 }
 
-// AddedRuleNames lists the names of the rules the plugin recorded as added,
-// by any Rollout, in the route's claims annotation. Such rules are never
-// managed rules: setting weights or experiments never changes them.
-func AddedRuleNames(r Route) map[string]bool {
-	claims, err := ReadClaims(r)
-	if err != nil {
-		// The callers that write read the claims themselves and refuse.
-		return nil
-	}
-	out := map[string]bool{}
-	for _, c := range claims {
-		for _, n := range c.Rules {
-			out[n] = true
-		}
-	}
-	return out
-}
-
-// SetNames are the names of the n rules of managed route base.
+// SetNames are the names of the n rules of managedRoutes entry base.
 func SetNames(base string, n int) []string {
 	out := make([]string, n)
 	for i := range out {
@@ -88,8 +75,8 @@ func SetNames(base string, n int) []string {
 	return out
 }
 
-// InSet says whether rule name belongs to managed route base: it is base, or
-// base-<n> and not itself one of the Rollout's managed route names.
+// InSet says whether rule name belongs to managedRoutes entry base: it is
+// base, or base-<n> and not itself one of the Rollout's managedRoutes names.
 func InSet(name, base string, routeNames []string) bool {
 	if name == base {
 		return true
@@ -101,113 +88,123 @@ func InSet(name, base string, routeNames []string) bool {
 	return !slices.Contains(routeNames, name)
 }
 
-// SetHeaderRules returns the route with managed route name's header rules as
-// the step asks: for every managed source rule (one holding both stable and
-// canary, in route order), a rule with the source rule's matches, each with
-// the header matches added, its filters and other fields, and only the canary
-// backendRef (weight 1, so it carries all matching requests whatever the
-// canary's weight in the source rule, 0 included). No match removes the set.
-// claimed are the rule names the plugin recorded for the Rollout.
-func SetHeaderRules(r Route, claimed []string, in ManagedInput, name string, match []v1alpha1.HeaderRoutingMatch) (ManagedResult, error) {
-	kept, res := withoutSet(r, claimed, name, in.RouteNames)
+// SetHeaderRules returns the route with the header rules of managedRoutes
+// entry name as the step asks: for every weighted rule (one holding both
+// stable and canary, in route order), a rule with that rule's matches, each
+// with the header matches added, its filters and other fields, and only the
+// canary backendRef (weight 1, so it carries all matching requests whatever
+// the canary's weight in the weighted rule, 0 included). No match removes the
+// set.
+func SetHeaderRules(r Route, in RuleInput, name string, match []HeaderMatch) (RulesResult, error) {
+	kept, res := withoutSet(r, in, name)
 	if len(match) == 0 {
 		return res, nil
 	}
 	if r.Kind != HTTPRoute && r.Kind != GRPCRoute {
-		return ManagedResult{}, fmt.Errorf("a %s has no matches, so it cannot take header route %q", r.Kind, name)
+		return RulesResult{}, fmt.Errorf("a %s has no matches, so it cannot take header route %q", r.Kind, name)
 	}
 	headers, err := headerMatches(match)
 	if err != nil {
-		return ManagedResult{}, fmt.Errorf("header route %q: %w", name, err)
+		return RulesResult{}, fmt.Errorf("header route %q: %w", name, err)
 	}
-	sources := ManagedRules(Route{Ref: r.Ref, Annotations: r.Annotations, Rules: kept}, in.Stable, in.Canary)
+	sources := WeightedRules(r.Namespace, kept, in.Stable, in.Canary, in.Added)
 	if len(sources) == 0 {
-		return ManagedResult{}, &NoManagedRuleError{Route: r.Ref, Stable: in.Stable, Canary: in.Canary}
+		return RulesResult{}, &NoWeightedRuleError{Route: r.Ref, Stable: in.Stable, Canary: in.Canary}
 	}
-	names, err := setNames(name, len(sources), in.RouteNames)
+	names, err := setNames(name, len(sources), in.ManagedRoutes)
 	if err != nil {
-		return ManagedResult{}, err
+		return RulesResult{}, err
 	}
 	generated := make([]Rule, len(sources))
 	for k, i := range sources {
-		source := kept[i]
-		rule := copyRuleWithout(source, "name", "backendRefs", "matches")
-		rule["name"] = names[k]
-		matches, _ := source["matches"].([]any)
-		if len(matches) == 0 {
-			// No matches matches every request.
-			matches = []any{map[string]any{}}
+		rule, err := headerRule(r, kept[i], i, name, names[k], headers, in.Canary)
+		if err != nil {
+			return RulesResult{}, err
 		}
-		out := make([]any, len(matches))
-		for j, m := range matches {
-			mm, ok := runtime.DeepCopyJSONValue(m).(map[string]any)
-			if !ok {
-				return ManagedResult{}, fmt.Errorf("rule %d match %d is %T, not an object", i, j, m)
-			}
-			if _, ok := mm["path"]; !ok && r.Kind == HTTPRoute {
-				// The CRD default, written out so that the applied rule equals the stored one.
-				mm["path"] = map[string]any{"type": "PathPrefix", "value": "/"}
-			}
-			have, _ := mm["headers"].([]any)
-			for _, h := range headers {
-				for _, e := range have {
-					if en, _ := e.(map[string]any)["name"].(string); strings.EqualFold(en, h["name"].(string)) {
-						return ManagedResult{}, fmt.Errorf("header route %q: rule %d already matches header %s in match %d, so the header rule cannot add its own match on it", name, i, en, j)
-					}
-				}
-				have = append(have, runtime.DeepCopyJSONValue(h))
-			}
-			mm["headers"] = have
-			out[j] = mm
-		}
-		rule["matches"] = out
-		canary, ok := firstRef(source, r.Namespace, in.Canary)
-		if !ok {
-			return ManagedResult{}, fmt.Errorf("rule %d has no backendRef to %s", i, in.Canary)
-		}
-		canary["weight"] = int64(1)
-		rule["backendRefs"] = []any{map[string]any(canary)}
 		generated[k] = rule
 	}
-	return place(r, claimed, res, kept, generated, names, name, in.RouteNames, "header route "+strconv.Quote(name))
+	return placement{route: r, in: in, base: name, what: "header route " + strconv.Quote(name),
+		kept: kept, removal: res, generated: generated, names: names}.place()
 }
 
-// SetMirrorRule returns the route with managed route name's mirror rule as
-// the step asks: a rule with the step's matches (method, path, headers) that
-// sends to the stable backendRef of the first managed source rule, as that
-// rule does (its filters and other fields copied, weight 1), and mirrors
+// headerRule is rule ruleName of header route set: weighted rule i (source)
+// with the header matches added to each of its matches, sending to the canary.
+func headerRule(r Route, source Rule, i int, set, ruleName string, headers []map[string]any, canaryTarget ObjectRef) (Rule, error) {
+	rule := copyRuleWithout(source, "name", "backendRefs", "matches")
+	rule["name"] = ruleName
+	matches, _ := source["matches"].([]any)
+	if len(matches) == 0 {
+		// No matches matches every request.
+		matches = []any{map[string]any{}}
+	}
+	out := make([]any, len(matches))
+	for j, m := range matches {
+		mm, ok := runtime.DeepCopyJSONValue(m).(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("rule %d match %d is %T, not an object", i, j, m)
+		}
+		if _, ok := mm["path"]; !ok && r.Kind == HTTPRoute {
+			// The CRD default, written out so that the applied rule equals the stored one.
+			mm["path"] = map[string]any{"type": "PathPrefix", "value": "/"}
+		}
+		have, _ := mm["headers"].([]any)
+		for _, h := range headers {
+			for _, e := range have {
+				if en, _ := e.(map[string]any)["name"].(string); strings.EqualFold(en, h["name"].(string)) {
+					return nil, fmt.Errorf("header route %q: rule %d already matches header %s in match %d, so the header rule cannot add its own match on it", set, i, en, j)
+				}
+			}
+			have = append(have, runtime.DeepCopyJSONValue(h))
+		}
+		mm["headers"] = have
+		out[j] = mm
+	}
+	rule["matches"] = out
+	canary, ok := source.CopyRef(r.Namespace, canaryTarget)
+	if !ok {
+		return nil, fmt.Errorf("rule %d has no backendRef to %s", i, canaryTarget)
+	}
+	canary["weight"] = int64(1)
+	rule["backendRefs"] = []any{map[string]any(canary)}
+	return rule, nil
+}
+
+// SetMirrorRule returns the route with the mirror rule of managedRoutes entry
+// name as the step asks: a rule with the step's matches (method, path,
+// headers) that sends to the stable backendRef of the first weighted rule, as
+// that rule does (its filters and other fields copied, weight 1), and mirrors
 // percent of the matching requests to the canary with a RequestMirror filter.
 // No match, or percent 0, removes it; nil percent mirrors every request.
-func SetMirrorRule(r Route, claimed []string, in ManagedInput, name string, match []v1alpha1.RouteMatch, percent *int32) (ManagedResult, error) {
-	kept, res := withoutSet(r, claimed, name, in.RouteNames)
+func SetMirrorRule(r Route, in RuleInput, name string, match []RequestMatch, percent *int32) (RulesResult, error) {
+	kept, res := withoutSet(r, in, name)
 	pct := int64(100)
 	if percent != nil {
 		pct = int64(*percent)
 	}
 	if pct < 0 || pct > 100 {
-		return ManagedResult{}, fmt.Errorf("mirror route %q: percentage %d is outside 0..100", name, pct)
+		return RulesResult{}, fmt.Errorf("mirror route %q: percentage %d is outside 0..100", name, pct)
 	}
 	if len(match) == 0 || pct == 0 {
 		return res, nil
 	}
 	if r.Kind != HTTPRoute && r.Kind != GRPCRoute {
-		return ManagedResult{}, fmt.Errorf("a %s has no matches, so it cannot take mirror route %q", r.Kind, name)
+		return RulesResult{}, fmt.Errorf("a %s has no matches, so it cannot take mirror route %q", r.Kind, name)
 	}
 	matches, err := mirrorMatches(r.Kind, match)
 	if err != nil {
-		return ManagedResult{}, fmt.Errorf("mirror route %q: %w", name, err)
+		return RulesResult{}, fmt.Errorf("mirror route %q: %w", name, err)
 	}
-	sources := ManagedRules(Route{Ref: r.Ref, Annotations: r.Annotations, Rules: kept}, in.Stable, in.Canary)
+	sources := WeightedRules(r.Namespace, kept, in.Stable, in.Canary, in.Added)
 	if len(sources) == 0 {
-		return ManagedResult{}, &NoManagedRuleError{Route: r.Ref, Stable: in.Stable, Canary: in.Canary}
+		return RulesResult{}, &NoWeightedRuleError{Route: r.Ref, Stable: in.Stable, Canary: in.Canary}
 	}
-	names, err := setNames(name, 1, in.RouteNames)
+	names, err := setNames(name, 1, in.ManagedRoutes)
 	if err != nil {
-		return ManagedResult{}, err
+		return RulesResult{}, err
 	}
 	source := kept[sources[0]]
-	stable, _ := firstRef(source, r.Namespace, in.Stable)
-	canary, _ := firstRef(source, r.Namespace, in.Canary)
+	stable, _ := source.CopyRef(r.Namespace, in.Stable)
+	canary, _ := source.CopyRef(r.Namespace, in.Canary)
 	stable["weight"] = int64(1)
 	mirrorRef := map[string]any{}
 	for _, k := range []string{"group", "kind", "name", "namespace", "port"} {
@@ -231,13 +228,14 @@ func SetMirrorRule(r Route, claimed []string, in ManagedInput, name string, matc
 		"type":          "RequestMirror",
 		"requestMirror": map[string]any{"backendRef": mirrorRef, "percent": pct},
 	})
-	return place(r, claimed, res, kept, []Rule{rule}, names, name, in.RouteNames, "mirror route "+strconv.Quote(name))
+	return placement{route: r, in: in, base: name, what: "mirror route " + strconv.Quote(name),
+		kept: kept, removal: res, generated: []Rule{rule}, names: names}.place()
 }
 
 // RemoveAddedRules returns the route without every rule the plugin recorded
 // as added for the Rollout (claimed). A claimed rule that is already gone is
 // fine; a rule with any other name, or none, stays.
-func RemoveAddedRules(r Route, claimed []string) ManagedResult {
+func RemoveAddedRules(r Route, claimed []string) RulesResult {
 	var kept []Rule
 	var removed []string
 	for _, rule := range CopyRules(r.Rules) {
@@ -247,22 +245,22 @@ func RemoveAddedRules(r Route, claimed []string) ManagedResult {
 		}
 		kept = append(kept, rule)
 	}
-	res := ManagedResult{Rules: kept}
+	res := RulesResult{Rules: kept}
 	for _, n := range removed {
 		res.Changes = append(res.Changes, "− rule "+n)
 	}
 	return res
 }
 
-// CheckLimits refuses rules the CRD would refuse for their count: rules per
-// route, matches per rule and per route, header matches per match, filters per
-// rule, and duplicate rule names.
+// CheckLimits refuses rules the CRD would refuse for their count (a
+// LimitError): rules per route, matches per rule and per route, header
+// matches per match, filters per rule; and duplicate rule names.
 func CheckLimits(kind Kind, rules []Rule) error {
 	if kind != HTTPRoute && kind != GRPCRoute {
 		return nil
 	}
 	if len(rules) > MaxRules {
-		return fmt.Errorf("the route would have %d rules; Gateway API allows at most %d rules per %s", len(rules), MaxRules, kind)
+		return limitf("the route would have %d rules; Gateway API allows at most %d rules per %s", len(rules), MaxRules, kind)
 	}
 	total := 0
 	seen := map[string]int{}
@@ -275,40 +273,50 @@ func CheckLimits(kind Kind, rules []Rule) error {
 		}
 		matches, _ := rule["matches"].([]any)
 		if len(matches) > MaxMatchesPerRule {
-			return fmt.Errorf("rule %d would have %d matches; Gateway API allows at most %d per rule", i, len(matches), MaxMatchesPerRule)
+			return limitf("rule %d would have %d matches; Gateway API allows at most %d per rule", i, len(matches), MaxMatchesPerRule)
 		}
 		total += len(matches)
 		for j, m := range matches {
 			mm, _ := m.(map[string]any)
 			if h, _ := mm["headers"].([]any); len(h) > MaxHeadersInMatch {
-				return fmt.Errorf("rule %d match %d would have %d header matches; Gateway API allows at most %d per match", i, j, len(h), MaxHeadersInMatch)
+				return limitf("rule %d match %d would have %d header matches; Gateway API allows at most %d per match", i, j, len(h), MaxHeadersInMatch)
 			}
 		}
 		if f, _ := rule["filters"].([]any); len(f) > MaxFiltersPerRule {
-			return fmt.Errorf("rule %d would have %d filters; Gateway API allows at most %d per rule", i, len(f), MaxFiltersPerRule)
+			return limitf("rule %d would have %d filters; Gateway API allows at most %d per rule", i, len(f), MaxFiltersPerRule)
 		}
 	}
 	if total > MaxMatchesInRoute {
-		return fmt.Errorf("the route would have %d matches in all; Gateway API allows at most %d per %s", total, MaxMatchesInRoute, kind)
+		return limitf("the route would have %d matches in all; Gateway API allows at most %d per %s", total, MaxMatchesInRoute, kind)
 	}
 	return nil
 }
 
+// LimitError says a route would exceed a limit the Gateway API CRDs enforce
+// (rules, matches, filters or backendRefs); the apiserver would refuse it.
+type LimitError struct{ Msg string }
+
+func (e *LimitError) Error() string { return e.Msg }
+
+func limitf(format string, args ...any) error {
+	return &LimitError{Msg: fmt.Sprintf(format, args...)}
+}
+
 // withoutSet returns a copy of the rules without the claimed rules of
-// managed route base, and the result of that removal: the claimed names
+// managedRoutes entry base, and the result of that removal: the claimed names
 // without the set's (also recorded names whose rules are already gone).
-func withoutSet(r Route, claimed []string, base string, routeNames []string) ([]Rule, ManagedResult) {
+func withoutSet(r Route, in RuleInput, base string) ([]Rule, RulesResult) {
 	kept := make([]Rule, 0, len(r.Rules))
-	var res ManagedResult
+	var res RulesResult
 	for _, rule := range CopyRules(r.Rules) {
-		if n := rule.Name(); n != "" && slices.Contains(claimed, n) && InSet(n, base, routeNames) {
+		if n := rule.Name(); n != "" && slices.Contains(in.Claimed, n) && InSet(n, base, in.ManagedRoutes) {
 			res.Changes = append(res.Changes, "− rule "+n)
 			continue
 		}
 		kept = append(kept, rule)
 	}
-	for _, n := range claimed {
-		if !InSet(n, base, routeNames) {
+	for _, n := range in.Claimed {
+		if !InSet(n, base, in.ManagedRoutes) {
 			res.Claimed = append(res.Claimed, n)
 		}
 	}
@@ -316,65 +324,81 @@ func withoutSet(r Route, claimed []string, base string, routeNames []string) ([]
 	return kept, res
 }
 
-// setNames are the names of a managed route's n rules, refused when one is
-// not a valid rule name or is the name of another of the Rollout's managed
-// routes.
-func setNames(base string, n int, routeNames []string) ([]string, error) {
+// setNames are the names of a managedRoutes entry's n rules, refused when
+// one is not a valid rule name or is the name of another of the Rollout's
+// managedRoutes entries.
+func setNames(base string, n int, managedRoutes []string) ([]string, error) {
 	names := SetNames(base, n)
 	for i, name := range names {
 		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
 			return nil, fmt.Errorf("managed route %q: %q is not a valid rule name (a Gateway API SectionName: lower case letters, digits, '-' and '.'): %s; rename the managed route", base, name, strings.Join(errs, "; "))
 		}
-		if i > 0 && slices.Contains(routeNames, name) {
+		if i > 0 && slices.Contains(managedRoutes, name) {
 			return nil, fmt.Errorf("managed route %q: its rule %d would be named %q, which is also a managed route of the Rollout; rename one of them", base, i+1, name)
 		}
 	}
 	return names, nil
 }
 
-// place appends the generated rules of a managed route to the rules kept, or,
-// when the route already holds exactly those rules as the Rollout's, leaves
-// it as it is (no reordering, so no write). It refuses names another owner
-// uses, rules that would never be used, and rules past the CRD limits.
-func place(r Route, claimed []string, res ManagedResult, kept []Rule, generated []Rule, names []string, base string, routeNames []string, what string) (ManagedResult, error) {
+// placement is the new rule set of one managedRoutes entry, about to go on a
+// route.
+type placement struct {
+	route Route
+	in    RuleInput
+	// base is the managedRoutes entry; what names the step in errors.
+	base, what string
+	// kept are the route's rules without the entry's old rules; removal is
+	// the outcome of taking those out.
+	kept    []Rule
+	removal RulesResult
+	// generated are the entry's new rules, named names.
+	generated []Rule
+	names     []string
+}
+
+// place appends the generated rules to the rules kept, or, when the route
+// already holds exactly those rules as the Rollout's, leaves it as it is (no
+// reordering, so no write). It refuses names another owner uses, rules that
+// would never be used, and rules past the CRD limits.
+func (p placement) place() (RulesResult, error) {
 	var mine []string
-	for _, n := range claimed {
-		if InSet(n, base, routeNames) {
+	for _, n := range p.in.Claimed {
+		if InSet(n, p.base, p.in.ManagedRoutes) {
 			mine = append(mine, n)
 		}
 	}
-	if slices.Equal(slices.Sorted(slices.Values(mine)), slices.Sorted(slices.Values(names))) &&
-		reflect.DeepEqual(namedRules(r.Rules, names), generated) {
-		return ManagedResult{Rules: CopyRules(r.Rules), Claimed: slices.Clone(claimed)}, nil
+	if slices.Equal(slices.Sorted(slices.Values(mine)), slices.Sorted(slices.Values(p.names))) &&
+		reflect.DeepEqual(namedRules(p.route.Rules, p.names), p.generated) {
+		return RulesResult{Rules: CopyRules(p.route.Rules), Claimed: slices.Clone(p.in.Claimed)}, nil
 	}
-	for _, rule := range kept {
-		if n := rule.Name(); slices.Contains(names, n) {
-			return ManagedResult{}, fmt.Errorf("%s: the route already has a rule named %q that the plugin did not add for this Rollout; rename that rule or the managed route", what, n)
+	for _, rule := range p.kept {
+		if n := rule.Name(); slices.Contains(p.names, n) {
+			return RulesResult{}, fmt.Errorf("%s: the route already has a rule named %q that the plugin did not add for this Rollout; rename that rule or the managed route", p.what, n)
 		}
 	}
-	rules := append(kept, generated...)
-	for k := len(kept); k < len(rules); k++ {
-		if err := shadowed(r.Kind, rules[:len(kept)], rules[k]); err != nil {
-			return ManagedResult{}, fmt.Errorf("%s: rule %q: %w", what, rules[k].Name(), err)
+	rules := append(p.kept, p.generated...)
+	for k := len(p.kept); k < len(rules); k++ {
+		if err := shadowed(p.route.Kind, rules[:len(p.kept)], rules[k]); err != nil {
+			return RulesResult{}, fmt.Errorf("%s: rule %q: %w", p.what, rules[k].Name(), err)
 		}
 	}
-	if err := CheckLimits(r.Kind, rules); err != nil {
-		return ManagedResult{}, fmt.Errorf("%s: %w", what, err)
+	if err := CheckLimits(p.route.Kind, rules); err != nil {
+		return RulesResult{}, fmt.Errorf("%s: %w", p.what, err)
 	}
 	var changes []string
-	for _, c := range res.Changes {
-		if n := strings.TrimPrefix(c, "− rule "); !slices.Contains(names, n) {
+	for _, c := range p.removal.Changes {
+		if n := strings.TrimPrefix(c, "− rule "); !slices.Contains(p.names, n) {
 			changes = append(changes, c)
 		}
 	}
-	for _, n := range names {
-		if slices.Contains(res.Changes, "− rule "+n) {
+	for _, n := range p.names {
+		if slices.Contains(p.removal.Changes, "− rule "+n) {
 			changes = append(changes, "~ rule "+n)
 		} else {
 			changes = append(changes, "+ rule "+n)
 		}
 	}
-	return ManagedResult{Rules: rules, Claimed: append(res.Claimed, names...), Changes: changes}, nil
+	return RulesResult{Rules: rules, Claimed: append(p.removal.Claimed, p.names...), Changes: changes}, nil
 }
 
 // namedRules are the rules with the given names, in the given order; nil if
@@ -459,16 +483,6 @@ func copyRuleWithout(rule Rule, drop ...string) Rule {
 	return out
 }
 
-// firstRef returns a deep copy of the rule's first backendRef to target.
-func firstRef(rule Rule, namespace string, target ObjectRef) (BackendRef, bool) {
-	for _, b := range rule.BackendRefs() {
-		if b.Target(namespace) == target {
-			return runtime.DeepCopyJSONValue(map[string]any(b)).(map[string]any), true
-		}
-	}
-	return nil, false
-}
-
 // headerNamePattern is Gateway API's HTTPHeaderName.
 var headerNamePattern = regexp.MustCompile(`^[A-Za-z0-9!#$%&'*+\-.^_` + "`" + `|~]+$`)
 
@@ -478,24 +492,24 @@ var headerNamePattern = regexp.MustCompile(`^[A-Za-z0-9!#$%&'*+\-.^_` + "`" + `|
 // and followed by ".*" so that it means the same in dialects that match the
 // whole value (RE2 in Envoy) and in those that search; regex is passed as a
 // RegularExpression.
-func headerMatches(match []v1alpha1.HeaderRoutingMatch) ([]map[string]any, error) {
+func headerMatches(match []HeaderMatch) ([]map[string]any, error) {
 	out := make([]map[string]any, 0, len(match))
 	seen := map[string]bool{}
 	for i, m := range match {
-		h, err := headerMatch(m.HeaderName, m.HeaderValue)
+		h, err := headerMatch(m.Name, m.Value)
 		if err != nil {
 			return nil, fmt.Errorf("match %d: %w", i, err)
 		}
-		if seen[strings.ToLower(m.HeaderName)] {
-			return nil, fmt.Errorf("match %d: header %s is matched twice", i, m.HeaderName)
+		if seen[strings.ToLower(m.Name)] {
+			return nil, fmt.Errorf("match %d: header %s is matched twice", i, m.Name)
 		}
-		seen[strings.ToLower(m.HeaderName)] = true
+		seen[strings.ToLower(m.Name)] = true
 		out = append(out, h)
 	}
 	return out, nil
 }
 
-func headerMatch(name string, value *v1alpha1.StringMatch) (map[string]any, error) {
+func headerMatch(name string, value *StringMatch) (map[string]any, error) {
 	if len(name) > 256 || !headerNamePattern.MatchString(name) {
 		return nil, fmt.Errorf("%q is not an HTTP header name", name)
 	}
@@ -509,9 +523,9 @@ func headerMatch(name string, value *v1alpha1.StringMatch) (map[string]any, erro
 	return map[string]any{"name": name, "type": typ, "value": v}, nil
 }
 
-// stringMatch maps an Argo Rollouts StringMatch to a Gateway API match type
+// stringMatch maps a step's StringMatch to a Gateway API match type
 // ("Exact" or "RegularExpression") and value.
-func stringMatch(s v1alpha1.StringMatch, what string) (string, string, error) {
+func stringMatch(s StringMatch, what string) (string, string, error) {
 	set := 0
 	for _, v := range []string{s.Exact, s.Prefix, s.Regex} {
 		if v != "" {
@@ -542,7 +556,7 @@ var httpMethods = []string{"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "O
 // RegularExpression; no path → PathPrefix "/"; method exact only.
 // GRPCRoute: path exact "/<service>/<method>" → that method, prefix
 // "/<service>/" → every method of the service; HTTP methods do not apply.
-func mirrorMatches(kind Kind, match []v1alpha1.RouteMatch) ([]any, error) {
+func mirrorMatches(kind Kind, match []RequestMatch) ([]any, error) {
 	out := make([]any, 0, len(match))
 	for i, m := range match {
 		mm := map[string]any{}
@@ -597,7 +611,7 @@ func mirrorMatches(kind Kind, match []v1alpha1.RouteMatch) ([]any, error) {
 	return out, nil
 }
 
-func grpcMethodMatch(path v1alpha1.StringMatch) (map[string]any, error) {
+func grpcMethodMatch(path StringMatch) (map[string]any, error) {
 	switch {
 	case path.Exact != "" && path.Prefix == "" && path.Regex == "":
 		service, method, ok := strings.Cut(strings.TrimPrefix(path.Exact, "/"), "/")

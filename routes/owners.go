@@ -1,4 +1,4 @@
-package ssa
+package routes
 
 import (
 	"encoding/json"
@@ -9,15 +9,30 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// ownedFields returns the field set the manager owns through Apply, as the
-// nested "f:..." map the apiserver records in managedFields.
-func ownedFields(entries []metav1.ManagedFieldsEntry, manager string) map[string]any {
+// What a route's managedFields say about who owns what. The apiserver records
+// ownership of the atomic spec.rules list as one field, so "owns spec.rules"
+// is all or nothing; see DESIGN.md §2.
+
+// fieldSet decodes a managedFields entry's field set, the nested "f:..." map
+// the apiserver records; nil when there is none or it does not parse.
+func fieldSet(e metav1.ManagedFieldsEntry) map[string]any {
+	if e.FieldsV1 == nil {
+		return nil
+	}
+	var fields map[string]any
+	if json.Unmarshal(e.FieldsV1.GetRawBytes(), &fields) != nil {
+		return nil
+	}
+	return fields
+}
+
+// appliedFields returns the field set the manager owns through Apply.
+func appliedFields(entries []metav1.ManagedFieldsEntry, manager string) map[string]any {
 	for _, e := range entries {
-		if e.Manager != manager || e.Operation != metav1.ManagedFieldsOperationApply || e.FieldsV1 == nil {
+		if e.Manager != manager || e.Operation != metav1.ManagedFieldsOperationApply {
 			continue
 		}
-		var fields map[string]any
-		if json.Unmarshal(e.FieldsV1.Raw, &fields) == nil {
+		if fields := fieldSet(e); fields != nil {
 			return fields
 		}
 	}
@@ -35,7 +50,7 @@ func OwnedAnnotations(entries []metav1.ManagedFieldsEntry, manager string) []str
 }
 
 func ownedMetadataKeys(entries []metav1.ManagedFieldsEntry, manager, field string) []string {
-	meta, _ := ownedFields(entries, manager)["f:metadata"].(map[string]any)
+	meta, _ := appliedFields(entries, manager)["f:metadata"].(map[string]any)
 	set, _ := meta[field].(map[string]any)
 	var keys []string
 	for k := range set {
@@ -47,11 +62,16 @@ func ownedMetadataKeys(entries []metav1.ManagedFieldsEntry, manager, field strin
 	return keys
 }
 
-// OwnsRules says whether the manager owns spec.rules through Apply.
-func OwnsRules(entries []metav1.ManagedFieldsEntry, manager string) bool {
-	spec, _ := ownedFields(entries, manager)["f:spec"].(map[string]any)
+// holdsRules says whether a field set includes spec.rules.
+func holdsRules(fields map[string]any) bool {
+	spec, _ := fields["f:spec"].(map[string]any)
 	_, ok := spec["f:rules"]
 	return ok
+}
+
+// OwnsRules says whether the manager owns spec.rules through Apply.
+func OwnsRules(entries []metav1.ManagedFieldsEntry, manager string) bool {
+	return holdsRules(appliedFields(entries, manager))
 }
 
 // RulesOwners lists the other managers that own spec.rules, as
@@ -59,15 +79,7 @@ func OwnsRules(entries []metav1.ManagedFieldsEntry, manager string) bool {
 func RulesOwners(entries []metav1.ManagedFieldsEntry, except string) []string {
 	var out []string
 	for _, e := range entries {
-		if e.Manager == except || e.FieldsV1 == nil {
-			continue
-		}
-		var fields map[string]any
-		if json.Unmarshal(e.FieldsV1.Raw, &fields) != nil {
-			continue
-		}
-		spec, _ := fields["f:spec"].(map[string]any)
-		if _, ok := spec["f:rules"]; !ok {
+		if e.Manager == except || !holdsRules(fieldSet(e)) {
 			continue
 		}
 		if e.Operation == metav1.ManagedFieldsOperationApply {
@@ -80,8 +92,8 @@ func RulesOwners(entries []metav1.ManagedFieldsEntry, except string) []string {
 	return out
 }
 
-// ownsAnything says whether the manager has any managedFields entry.
-func ownsAnything(entries []metav1.ManagedFieldsEntry, manager string) bool {
+// OwnsAnything says whether the manager has any managedFields entry.
+func OwnsAnything(entries []metav1.ManagedFieldsEntry, manager string) bool {
 	for _, e := range entries {
 		if e.Manager == manager {
 			return true

@@ -5,13 +5,24 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	"github.com/google/go-cmp/cmp"
 )
 
 // Rules here are in the form the apiserver serves them (see weights_test.go).
 
-var mrIn = ManagedInput{Stable: wtStable, Canary: wtCanary, RouteNames: []string{"beta", "mirror", "other"}}
+var mrIn = RuleInput{Stable: wtStable, Canary: wtCanary, ManagedRoutes: []string{"beta", "mirror", "other"}}
+
+// mrInput is in as the core passes it for route r: with the Rollout's
+// claimed rule names and every Rollout's added rule names read from r's
+// claims annotation.
+func mrInput(in RuleInput, r Route, claimed []string) RuleInput {
+	claims, err := ReadClaims(r)
+	if err != nil {
+		panic(err)
+	}
+	in.Claimed, in.Added = claimed, claims.AddedRules()
+	return in
+}
 
 func mrHeader(name, typ, value string) map[string]any {
 	return map[string]any{"name": name, "type": typ, "value": value}
@@ -49,10 +60,10 @@ func mrWithClaims(r Route, rules map[string][]string) Route {
 	return r
 }
 
-func mrMatch(headers ...v1alpha1.HeaderRoutingMatch) []v1alpha1.HeaderRoutingMatch { return headers }
+func mrMatch(headers ...HeaderMatch) []HeaderMatch { return headers }
 
-func exact(name, v string) v1alpha1.HeaderRoutingMatch {
-	return v1alpha1.HeaderRoutingMatch{HeaderName: name, HeaderValue: &v1alpha1.StringMatch{Exact: v}}
+func exact(name, v string) HeaderMatch {
+	return HeaderMatch{Name: name, Value: &StringMatch{Exact: v}}
 }
 
 func TestSetHeaderRules(t *testing.T) {
@@ -65,7 +76,7 @@ func TestSetHeaderRules(t *testing.T) {
 		route       Route
 		claimed     []string
 		set         string
-		match       []v1alpha1.HeaderRoutingMatch
+		match       []HeaderMatch
 		wantRules   []Rule
 		wantClaimed []string
 		wantChanges []string
@@ -84,8 +95,8 @@ func TestSetHeaderRules(t *testing.T) {
 			route: wtRoute(managed("/", 30)),
 			set:   "beta",
 			match: mrMatch(
-				v1alpha1.HeaderRoutingMatch{HeaderName: "X-Version", HeaderValue: &v1alpha1.StringMatch{Prefix: "v1.2+"}},
-				v1alpha1.HeaderRoutingMatch{HeaderName: "X-User", HeaderValue: &v1alpha1.StringMatch{Regex: "^(alice|bob)$"}},
+				HeaderMatch{Name: "X-Version", Value: &StringMatch{Prefix: "v1.2+"}},
+				HeaderMatch{Name: "X-User", Value: &StringMatch{Regex: "^(alice|bob)$"}},
 			),
 			wantRules: []Rule{managed("/", 30), mrHeaderRule("beta", "/",
 				mrHeader("X-Version", "RegularExpression", `^v1\.2\+.*`),
@@ -156,7 +167,7 @@ func TestSetHeaderRules(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			before := CopyRules(tc.route.Rules)
-			got, err := SetHeaderRules(tc.route, tc.claimed, mrIn, tc.set, tc.match)
+			got, err := SetHeaderRules(tc.route, mrInput(mrIn, tc.route, tc.claimed), tc.set, tc.match)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -184,7 +195,7 @@ func TestSetHeaderRulesGRPC(t *testing.T) {
 	}
 	catchAll := Rule{"backendRefs": []any{wtBackend("web-stable", 80), wtBackend("web-canary", 20)}}
 	r := Route{Ref: Ref{Kind: GRPCRoute, Namespace: wtNS, Name: "api"}, Rules: []Rule{source, catchAll}}
-	got, err := SetHeaderRules(r, nil, mrIn, "beta", mrMatch(exact("x-canary", "yes")))
+	got, err := SetHeaderRules(r, mrInput(mrIn, r, nil), "beta", mrMatch(exact("x-canary", "yes")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,8 +230,8 @@ func TestSetHeaderRulesErrors(t *testing.T) {
 		name  string
 		route Route
 		set   string
-		match []v1alpha1.HeaderRoutingMatch
-		in    ManagedInput
+		match []HeaderMatch
+		in    RuleInput
 		want  []string
 	}{
 		{"a rule the plugin did not record has the name", wtRoute(managed, mrNamed("beta", wtRule("/x", wtBackend("web-canary", 1)))), "beta",
@@ -229,11 +240,11 @@ func TestSetHeaderRulesErrors(t *testing.T) {
 			mrMatch(exact("X-Canary", "yes")), mrIn, []string{`already has a rule named "beta"`}},
 		{"not a section name", wtRoute(managed), "Beta_Route", mrMatch(exact("X-Canary", "yes")), mrIn, []string{`"Beta_Route" is not a valid rule name`}},
 		{"generated name is another managed route", wtRoute(managed, managed), "beta", mrMatch(exact("X-Canary", "yes")),
-			ManagedInput{Stable: wtStable, Canary: wtCanary, RouteNames: []string{"beta", "beta-1"}}, []string{`"beta-1", which is also a managed route`}},
+			RuleInput{Stable: wtStable, Canary: wtCanary, ManagedRoutes: []string{"beta", "beta-1"}}, []string{`"beta-1", which is also a managed route`}},
 		{"source already matches the header", wtRoute(withHeader), "beta", mrMatch(exact("X-Canary", "yes")), mrIn, []string{"already matches header x-canary"}},
 		{"header twice", wtRoute(managed), "beta", mrMatch(exact("X-Canary", "yes"), exact("x-canary", "no")), mrIn, []string{"matched twice"}},
-		{"no value", wtRoute(managed), "beta", mrMatch(v1alpha1.HeaderRoutingMatch{HeaderName: "X-Canary"}), mrIn, []string{"no value"}},
-		{"two values", wtRoute(managed), "beta", mrMatch(v1alpha1.HeaderRoutingMatch{HeaderName: "X-Canary", HeaderValue: &v1alpha1.StringMatch{Exact: "a", Prefix: "b"}}), mrIn, []string{"exactly one of exact, prefix and regex"}},
+		{"no value", wtRoute(managed), "beta", mrMatch(HeaderMatch{Name: "X-Canary"}), mrIn, []string{"no value"}},
+		{"two values", wtRoute(managed), "beta", mrMatch(HeaderMatch{Name: "X-Canary", Value: &StringMatch{Exact: "a", Prefix: "b"}}), mrIn, []string{"exactly one of exact, prefix and regex"}},
 		{"bad header name", wtRoute(managed), "beta", mrMatch(exact("X Canary", "yes")), mrIn, []string{`"X Canary" is not an HTTP header name`}},
 		{"no managed rule", wtRoute(wtRule("/", wtBackend("web-stable", 1))), "beta", mrMatch(exact("X-Canary", "yes")), mrIn, []string{"has no rule whose backendRefs include both"}},
 		{"a TCPRoute", Route{Ref: Ref{Kind: TCPRoute, Namespace: wtNS, Name: "db"}, Rules: []Rule{{"backendRefs": []any{wtBackend("web-stable", 1), wtBackend("web-canary", 0)}}}}, "beta",
@@ -246,7 +257,7 @@ func TestSetHeaderRulesErrors(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var claimed []string
-			_, err := SetHeaderRules(tc.route, claimed, tc.in, tc.set, tc.match)
+			_, err := SetHeaderRules(tc.route, mrInput(tc.in, tc.route, claimed), tc.set, tc.match)
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -285,7 +296,7 @@ func TestSetMirrorRule(t *testing.T) {
 		name        string
 		route       Route
 		claimed     []string
-		match       []v1alpha1.RouteMatch
+		match       []RequestMatch
 		percent     *int32
 		wantRules   []Rule
 		wantClaimed []string
@@ -293,7 +304,7 @@ func TestSetMirrorRule(t *testing.T) {
 		{
 			name:        "method match, 25 percent: stable only, the canary as the mirror",
 			route:       wtRoute(managed),
-			match:       []v1alpha1.RouteMatch{{Method: &v1alpha1.StringMatch{Exact: "GET"}}},
+			match:       []RequestMatch{{Method: &StringMatch{Exact: "GET"}}},
 			percent:     pct(25),
 			wantRules:   []Rule{managed, mirrorRule(25, get)},
 			wantClaimed: []string{"mirror"},
@@ -301,9 +312,9 @@ func TestSetMirrorRule(t *testing.T) {
 		{
 			name:  "path and headers (sorted by name), no percentage: every request",
 			route: wtRoute(managed),
-			match: []v1alpha1.RouteMatch{{
-				Path:    &v1alpha1.StringMatch{Prefix: "/api"},
-				Headers: map[string]v1alpha1.StringMatch{"X-B": {Prefix: "b."}, "X-A": {Exact: "1"}},
+			match: []RequestMatch{{
+				Path:    &StringMatch{Prefix: "/api"},
+				Headers: map[string]StringMatch{"X-B": {Prefix: "b."}, "X-A": {Exact: "1"}},
 			}},
 			wantRules:   []Rule{managed, mirrorRule(100, api)},
 			wantClaimed: []string{"mirror"},
@@ -312,7 +323,7 @@ func TestSetMirrorRule(t *testing.T) {
 			name:        "percentage 0 removes it",
 			route:       mrWithClaims(wtRoute(managed, mirrorRule(25, get)), map[string][]string{"ns/demo": {"mirror"}}),
 			claimed:     []string{"mirror"},
-			match:       []v1alpha1.RouteMatch{{Method: &v1alpha1.StringMatch{Exact: "GET"}}},
+			match:       []RequestMatch{{Method: &StringMatch{Exact: "GET"}}},
 			percent:     pct(0),
 			wantRules:   []Rule{managed},
 			wantClaimed: nil,
@@ -327,7 +338,7 @@ func TestSetMirrorRule(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := SetMirrorRule(tc.route, tc.claimed, mrIn, "mirror", tc.match, tc.percent)
+			got, err := SetMirrorRule(tc.route, mrInput(mrIn, tc.route, tc.claimed), "mirror", tc.match, tc.percent)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -348,21 +359,21 @@ func TestSetMirrorRuleErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		route   Route
-		match   []v1alpha1.RouteMatch
+		match   []RequestMatch
 		percent *int32
 		want    string
 	}{
 		{"a match the route's own rule already has: the mirror rule would never be used", wtRoute(managed),
-			[]v1alpha1.RouteMatch{{Path: &v1alpha1.StringMatch{Prefix: "/"}}}, nil, "same as a match of rule 0"},
-		{"an empty match is the catch-all", wtRoute(managed), []v1alpha1.RouteMatch{{}}, nil, "same as a match of rule 0"},
-		{"method by prefix", wtRoute(managed), []v1alpha1.RouteMatch{{Method: &v1alpha1.StringMatch{Prefix: "G"}}}, nil, "give method exact"},
-		{"unknown method", wtRoute(managed), []v1alpha1.RouteMatch{{Method: &v1alpha1.StringMatch{Exact: "get"}}}, nil, `method "get" is not one of`},
-		{"percentage over 100", wtRoute(managed), []v1alpha1.RouteMatch{{Method: &v1alpha1.StringMatch{Exact: "GET"}}}, &pct, "percentage 101 is outside 0..100"},
-		{"gRPC with an HTTP method", grpc, []v1alpha1.RouteMatch{{Method: &v1alpha1.StringMatch{Exact: "POST"}}}, nil, "not HTTP methods"},
-		{"gRPC path by regex", grpc, []v1alpha1.RouteMatch{{Path: &v1alpha1.StringMatch{Regex: ".*"}}}, nil, "must be exact /<service>/<method> or prefix /<service>/"},
+			[]RequestMatch{{Path: &StringMatch{Prefix: "/"}}}, nil, "same as a match of rule 0"},
+		{"an empty match is the catch-all", wtRoute(managed), []RequestMatch{{}}, nil, "same as a match of rule 0"},
+		{"method by prefix", wtRoute(managed), []RequestMatch{{Method: &StringMatch{Prefix: "G"}}}, nil, "give method exact"},
+		{"unknown method", wtRoute(managed), []RequestMatch{{Method: &StringMatch{Exact: "get"}}}, nil, `method "get" is not one of`},
+		{"percentage over 100", wtRoute(managed), []RequestMatch{{Method: &StringMatch{Exact: "GET"}}}, &pct, "percentage 101 is outside 0..100"},
+		{"gRPC with an HTTP method", grpc, []RequestMatch{{Method: &StringMatch{Exact: "POST"}}}, nil, "not HTTP methods"},
+		{"gRPC path by regex", grpc, []RequestMatch{{Path: &StringMatch{Regex: ".*"}}}, nil, "must be exact /<service>/<method> or prefix /<service>/"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := SetMirrorRule(tc.route, nil, mrIn, "mirror", tc.match, tc.percent)
+			_, err := SetMirrorRule(tc.route, mrInput(mrIn, tc.route, nil), "mirror", tc.match, tc.percent)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %v, want one mentioning %q", err, tc.want)
 			}
@@ -373,9 +384,9 @@ func TestSetMirrorRuleErrors(t *testing.T) {
 func TestSetMirrorRuleGRPC(t *testing.T) {
 	source := Rule{"backendRefs": []any{wtBackend("web-stable", 80), wtBackend("web-canary", 20)}}
 	r := Route{Ref: Ref{Kind: GRPCRoute, Namespace: wtNS, Name: "api"}, Rules: []Rule{source}}
-	got, err := SetMirrorRule(r, nil, mrIn, "mirror", []v1alpha1.RouteMatch{
-		{Path: &v1alpha1.StringMatch{Exact: "/shop.Cart/Add"}},
-		{Path: &v1alpha1.StringMatch{Prefix: "/shop.Orders/"}, Headers: map[string]v1alpha1.StringMatch{"x-tenant": {Exact: "a"}}},
+	got, err := SetMirrorRule(r, mrInput(mrIn, r, nil), "mirror", []RequestMatch{
+		{Path: &StringMatch{Exact: "/shop.Cart/Add"}},
+		{Path: &StringMatch{Prefix: "/shop.Orders/"}, Headers: map[string]StringMatch{"x-tenant": {Exact: "a"}}},
 	}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -419,13 +430,13 @@ func TestRemoveAddedRules(t *testing.T) {
 	}
 }
 
-// A rule recorded as added by any Rollout is never a managed rule, even if it
+// A rule recorded as added by any Rollout is never a weighted rule, even if it
 // holds both stable and canary: SetWeights leaves it alone.
 func TestSetWeightsSkipsAddedRules(t *testing.T) {
 	managed := wtRule("/", wtBackend("web-stable", 100), wtBackend("web-canary", 0))
 	added := mrNamed("mirror", wtRule("/m", wtBackend("web-stable", 50), wtBackend("web-canary", 50)))
 	r := mrWithClaims(wtRoute(managed, added), map[string][]string{"ns/other": {"mirror"}})
-	rules, _, err := SetWeights(r, Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 30, MaxWeight: 100})
+	rules, _, err := SetWeights(r, Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 30, MaxWeight: 100}, mrInput(mrIn, r, nil).Added)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,102 @@
+package desired
+
+import (
+	"github.com/gatewayapi-ssa/rollouts-plugin/experiment"
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+)
+
+// Call is one call of the controller, decided for one route at a time.
+type Call interface {
+	// Desired decides what the live route must become for the call.
+	Desired(live routes.Route, env Env) (Result, error)
+}
+
+// SetWeight is SetWeight(weight, additionalDestinations): the split on the
+// weighted rules, and the experiment Services with their weights (none: the
+// experiment backends the Rollout added leave).
+type SetWeight struct {
+	Split      routes.Split
+	Experiment experiment.Input
+}
+
+// SetHeader is SetHeaderRoute: the header rules of managedRoutes entry Name
+// with the given header matches; no match removes them.
+type SetHeader struct {
+	Name  string
+	Match []routes.HeaderMatch
+	Rules RuleServices
+}
+
+// SetMirror is SetMirrorRoute: the mirror rule of managedRoutes entry Name
+// with the given matches, mirroring Percent of them (nil: all); no match, or
+// 0 %, removes it.
+type SetMirror struct {
+	Name    string
+	Match   []routes.RequestMatch
+	Percent *int32
+	Rules   RuleServices
+}
+
+// RemoveManaged is RemoveManagedRoutes: every rule the plugin added for the
+// Rollout goes.
+type RemoveManaged struct{}
+
+// RuleServices is what a header or mirror call takes from the Rollout: its
+// stable and canary Services and its managedRoutes names.
+type RuleServices struct {
+	Stable, Canary routes.ObjectRef
+	ManagedRoutes  []string
+}
+
+// adding says whether the mirror call adds a rule (or removes one).
+func (c SetMirror) adding() bool {
+	return len(c.Match) > 0 && (c.Percent == nil || *c.Percent != 0)
+}
+
+// ConflictPolicy says what the plugin does when another field manager changed
+// values it manages while a rollout is in progress.
+type ConflictPolicy string
+
+const (
+	// ReportConflicts leaves the route as it is and returns a ConflictError.
+	ReportConflicts ConflictPolicy = "Error"
+	// TakeOver writes anyway and says from whom it took spec.rules.
+	TakeOver ConflictPolicy = "Force"
+)
+
+// Env is what a call runs in, for one route.
+type Env struct {
+	// Rollout is "<namespace>/<name>", the key of the Rollout's claim.
+	Rollout string
+	// FieldManager is the plugin's server-side apply field manager.
+	FieldManager   string
+	ConflictPolicy ConflictPolicy
+	// InProgressLabel is applied while any Rollout has a claim on the route;
+	// nil when disabled.
+	InProgressLabel map[string]string
+	// TakesHeaderRoutes says whether setHeaderRoute rules go on this route;
+	// ListedForHeaderRoutes whether the Rollout's config lists it with
+	// useHeaderRoutes: true (an error on a kind without matches).
+	TakesHeaderRoutes     bool
+	ListedForHeaderRoutes bool
+}
+
+// Result is what the route must become.
+type Result struct {
+	// Rules, Labels and Annotations are what the plugin applies: spec.rules
+	// whole, and its own labels and annotations (one it applied before and
+	// leaves out goes away, unless another manager owns it).
+	Rules       []routes.Rule
+	Labels      map[string]string
+	Annotations map[string]string
+	// Claim is what the route records for the Rollout after the call.
+	Claim routes.Claim
+	// Unchanged says the live route already is what the call wants: nothing
+	// is sent.
+	Unchanged bool
+	// Release says no Rollout has anything left on the route: once it is
+	// written (or when nothing is), the plugin gives up its ownership.
+	Release bool
+	// Changes says what differs from the live route, for the write's log line.
+	Changes []string
+}

@@ -1,0 +1,154 @@
+package desired
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+)
+
+// ConflictError says another field manager changed values the plugin manages
+// while a rollout is in progress, and the plugin's next write would change
+// them back. The plugin leaves the route as it is and returns this error
+// instead of fighting.
+type ConflictError struct {
+	Route   routes.Ref
+	Rollout string
+	// Managers own spec.rules now (the plugin no longer does).
+	Managers []string
+	Drift    []Drift
+	// Rules describes changes to rules the plugin added.
+	Rules []string
+}
+
+func (e *ConflictError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: conflict: while rollout %s is in progress, spec.rules was changed by %s; ",
+		e.Route, e.Rollout, strings.Join(e.Managers, ", "))
+	var drift []string
+	for _, d := range e.Drift {
+		drift = append(drift, d.String())
+	}
+	drift = append(drift, e.Rules...)
+	b.WriteString(strings.Join(drift, "; "))
+	b.WriteString(". The plugin left the route as it is. Resolve it by reverting that change, by making the other owner ignore the rollout's weights " +
+		"(docs/gitops.md), or by setting conflictPolicy: Force in the Rollout's plugin config to let the plugin take over")
+	return b.String()
+}
+
+// InvalidError says the call cannot be carried out on the route as it is: the
+// route lacks what the call needs, or the call asks for something Gateway API
+// does not allow. Its message says what to fix. A *routes.LimitError inside
+// says a Gateway API limit would be exceeded.
+type InvalidError struct{ Err error }
+
+func (e *InvalidError) Error() string { return e.Err.Error() }
+func (e *InvalidError) Unwrap() error { return e.Err }
+
+func invalid(err error) error {
+	var already *InvalidError
+	if errors.As(err, &already) {
+		return err
+	}
+	return &InvalidError{Err: err}
+}
+
+// Drift is a weight the plugin set that someone else has changed since, and
+// that the plugin's next write would change again.
+type Drift struct {
+	Rule    int
+	Service string
+	// Set is what the plugin set; Live what the route has now (-1: the
+	// backendRef or its rule is gone); Desired what the plugin would set.
+	Set, Live, Desired int64
+}
+
+func (d Drift) String() string {
+	live := fmt.Sprint(d.Live)
+	if d.Live < 0 {
+		live = "removed"
+	}
+	return fmt.Sprintf("rule %d Service %s weight: the plugin set %d, now %s, the plugin would set %d", d.Rule, d.Service, d.Set, live, d.Desired)
+}
+
+// findDrift compares what the plugin recorded as set with the live rules and
+// the rules it wants: a value someone else changed is drift only if the
+// plugin would change it again, so a change that agrees with the plugin
+// (e.g. a GitOps sync to the weights the rollout goes back to) is not.
+func findDrift(namespace string, live, desired []routes.Rule, recorded []routes.RecordedWeight) []Drift {
+	var out []Drift
+	for _, rec := range recorded {
+		target := serviceFromKey(rec.Service)
+		liveW := weightOf(namespace, live, rec, target)
+		if liveW == rec.Weight {
+			continue
+		}
+		desiredW := weightOf(namespace, desired, rec, target)
+		if desiredW == liveW {
+			continue
+		}
+		out = append(out, Drift{Rule: rec.Rule, Service: rec.Service, Set: rec.Weight, Live: liveW, Desired: desiredW})
+	}
+	return out
+}
+
+func serviceFromKey(key string) routes.ObjectRef {
+	ns, name, _ := strings.Cut(key, "/")
+	return routes.ServiceRef(ns, name)
+}
+
+// weightOf is the weight of target in the recorded rule, -1 if it is gone.
+func weightOf(namespace string, rules []routes.Rule, rec routes.RecordedWeight, target routes.ObjectRef) int64 {
+	i := -1
+	switch {
+	case rec.RuleName != "":
+		for k, r := range rules {
+			if r.Name() == rec.RuleName {
+				i = k
+			}
+		}
+	case rec.Rule < len(rules):
+		i = rec.Rule
+	}
+	if i < 0 {
+		return -1
+	}
+	j := rules[i].LastRef(namespace, target)
+	if j < 0 {
+		return -1
+	}
+	return rules[i].BackendRefs()[j].Weight()
+}
+
+// findRuleDrift lists the rules the plugin added that someone else changed or
+// removed since, and that the plugin would change again.
+func findRuleDrift(live, desired []routes.Rule, recorded map[string]string) []string {
+	byName := func(rules []routes.Rule, name string) (routes.Rule, bool) {
+		for _, r := range rules {
+			if r.Name() == name {
+				return r, true
+			}
+		}
+		return nil, false
+	}
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(recorded)) {
+		liveRule, inLive := byName(live, name)
+		if inLive && ruleDigest(liveRule) == recorded[name] {
+			continue
+		}
+		desiredRule, inDesired := byName(desired, name)
+		if inLive == inDesired && (!inLive || ruleDigest(liveRule) == ruleDigest(desiredRule)) {
+			continue // the plugin would leave it as the other owner left it
+		}
+		if inLive {
+			out = append(out, fmt.Sprintf("rule %q: changed since the plugin wrote it", name))
+		} else {
+			out = append(out, fmt.Sprintf("rule %q: removed since the plugin added it", name))
+		}
+	}
+	return out
+}

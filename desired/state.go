@@ -1,0 +1,143 @@
+package desired
+
+import (
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+)
+
+// state is what every call reads from the live route first: the claims,
+// parsed once.
+type state struct {
+	live   routes.Route
+	env    Env
+	claims routes.Claims
+	// claim is the Rollout's claim as the live route records it.
+	claim routes.Claim
+	// added are the rules the plugin added for any Rollout.
+	added map[string]bool
+}
+
+func read(live routes.Route, env Env) (state, error) {
+	claims, err := routes.ReadClaims(live)
+	if err != nil {
+		return state{}, invalid(err)
+	}
+	return state{live: live, env: env, claims: claims, claim: claims[env.Rollout], added: claims.AddedRules()}, nil
+}
+
+// ruleInput is what the header and mirror transforms need on this route.
+func (s state) ruleInput(r RuleServices) routes.RuleInput {
+	return routes.RuleInput{Stable: r.Stable, Canary: r.Canary, ManagedRoutes: r.ManagedRoutes, Claimed: s.claim.Rules, Added: s.added}
+}
+
+// finishRules is finish for the calls that change added rules: the claim
+// records their names and a digest of each as written.
+func (s state) finishRules(res routes.RulesResult) (Result, error) {
+	claim := s.claim
+	claim.Rules = res.Claimed
+	claim.RuleDigests = digestRules(res.Rules, claim.Rules)
+	return s.finish(res.Rules, res.Changes, claim)
+}
+
+// finish is what every call does with the rules it computed: refuse (or, with
+// TakeOver, announce) overwriting another manager's change, record the claim,
+// and derive the labels and annotations, whether anything changes and
+// whether the plugin lets go of the route. It is the one place the claims
+// are updated.
+func (s state) finish(rules []routes.Rule, changes []string, claim routes.Claim) (Result, error) {
+	takeover, err := s.checkConflict(rules)
+	if err != nil {
+		return Result{}, err
+	}
+	claims := maps.Clone(s.claims)
+	claims[s.env.Rollout] = claim
+	r := Result{
+		Rules:       rules,
+		Annotations: claims.Annotations(),
+		Claim:       claim,
+		Release:     len(claims.Rollouts()) == 0,
+		Changes:     append(slices.Clip(changes), takeover...),
+	}
+	if !r.Release {
+		r.Labels = s.env.InProgressLabel
+	}
+	ownedLabels := routes.OwnedLabels(s.live.ManagedFields, s.env.FieldManager)
+	ownedAnnotations := routes.OwnedAnnotations(s.live.ManagedFields, s.env.FieldManager)
+	r.Unchanged = sameRules(s.live.Rules, rules) &&
+		sameKeys(s.live.Labels, r.Labels, ownedLabels) && sameKeys(s.live.Annotations, r.Annotations, ownedAnnotations)
+	r.Changes = append(r.Changes, keyChanges("label", s.live.Labels, r.Labels, ownedLabels)...)
+	r.Changes = append(r.Changes, keyChanges("annotation", s.live.Annotations, r.Annotations, ownedAnnotations)...)
+	return r, nil
+}
+
+// checkConflict tells whether the desired rules would overwrite values
+// another manager changed since the plugin set them, while the Rollout is in
+// progress on the route. With ReportConflicts that is a ConflictError; with
+// TakeOver the plugin writes anyway and says so in the write's log line.
+func (s state) checkConflict(desired []routes.Rule) ([]string, error) {
+	if !s.claim.Active() || routes.OwnsRules(s.live.ManagedFields, s.env.FieldManager) {
+		// Not in progress here, or nobody has changed spec.rules since the plugin's last apply.
+		return nil, nil
+	}
+	drift := findDrift(s.live.Namespace, s.live.Rules, desired, s.claim.Weights)
+	ruleDrift := findRuleDrift(s.live.Rules, desired, s.claim.RuleDigests)
+	if len(drift) == 0 && len(ruleDrift) == 0 {
+		return nil, nil
+	}
+	conflict := &ConflictError{Route: s.live.Ref, Rollout: s.env.Rollout,
+		Managers: routes.RulesOwners(s.live.ManagedFields, s.env.FieldManager), Drift: drift, Rules: ruleDrift}
+	if s.env.ConflictPolicy != TakeOver {
+		return nil, conflict
+	}
+	return []string{fmt.Sprintf("conflictPolicy Force: took spec.rules over from %s", strings.Join(conflict.Managers, ", "))}, nil
+}
+
+func sameRules(live, desired []routes.Rule) bool {
+	if len(live) != len(desired) {
+		return false
+	}
+	for i := range live {
+		if !reflect.DeepEqual(map[string]any(live[i]), map[string]any(desired[i])) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameKeys says whether live holds every wanted key with its value and the
+// manager owns no key it no longer wants.
+func sameKeys(live, want map[string]string, owned []string) bool {
+	for k, v := range want {
+		if got, ok := live[k]; !ok || got != v {
+			return false
+		}
+	}
+	for _, k := range owned {
+		if _, keep := want[k]; !keep {
+			return false
+		}
+	}
+	return true
+}
+
+// keyChanges says which of the plugin's labels or annotations a write sets
+// or stops applying.
+func keyChanges(what string, live, want map[string]string, owned []string) []string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		if got, ok := live[k]; !ok || got != want[k] {
+			out = append(out, fmt.Sprintf("%s %s set", what, k))
+		}
+	}
+	for _, k := range owned {
+		if _, keep := want[k]; !keep {
+			out = append(out, fmt.Sprintf("%s %s no longer applied", what, k))
+		}
+	}
+	return out
+}

@@ -1,0 +1,34 @@
+package desired
+
+import (
+	"github.com/gatewayapi-ssa/rollouts-plugin/experiment"
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+)
+
+// Desired gives the canary its weight, each experiment Service its weight and
+// stable the rest, in every weighted rule; experiment backendRefs the Rollout
+// added before and no longer asks for leave.
+func (c SetWeight) Desired(live routes.Route, env Env) (Result, error) {
+	s, err := read(live, env)
+	if err != nil {
+		return Result{}, err
+	}
+	rules, weightChanges, err := routes.SetWeights(live, c.Split, s.added)
+	if err != nil {
+		return Result{}, invalid(err)
+	}
+	exp := c.Experiment
+	exp.AddedRules = s.added
+	rules, backends, expChanges, err := experiment.Apply(live, rules, exp, s.claim.Backends)
+	if err != nil {
+		return Result{}, invalid(err)
+	}
+	claim := s.claim
+	claim.CanaryWeight, claim.Backends = c.Split.CanaryWeight, backends
+	claim.Weights = recordWeights(live.Namespace, rules, c.Split, backends, s.added)
+	var changes []string
+	for _, ch := range weightChanges {
+		changes = append(changes, ch.String())
+	}
+	return s.finish(rules, append(changes, expChanges...), claim)
+}

@@ -1,0 +1,200 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
+	"github.com/gatewayapi-ssa/rollouts-plugin/experiment"
+	"github.com/gatewayapi-ssa/rollouts-plugin/pingpong"
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+)
+
+// Decoding the controller's calls into the core's typed values: each call is
+// validated once, here, before any route is read.
+
+// describeSplit names a SetWeight or VerifyWeight call, for errors and logs.
+func describeSplit(method string, weight int32, additional []v1alpha1.WeightDestination) string {
+	if len(additional) == 0 {
+		return fmt.Sprintf("%s(%d)", method, weight)
+	}
+	parts := make([]string, len(additional))
+	for i, d := range additional {
+		parts[i] = fmt.Sprintf("%s=%d", d.ServiceName, d.Weight)
+	}
+	return fmt.Sprintf("%s(%d, %s)", method, weight, strings.Join(parts, ","))
+}
+
+// validateSplit checks a SetWeight or VerifyWeight call and returns the split
+// it asks for: the canary weight within maxTrafficWeight, each experiment
+// Service named once with a weight of 0 or more, and room left for stable.
+func validateSplit(ro *v1alpha1.Rollout, weight int32, additional []v1alpha1.WeightDestination) (routes.Split, error) {
+	stable, canary, err := pingpong.Services(ro)
+	if err != nil {
+		return routes.Split{}, err
+	}
+	if ro.Spec.Strategy.Canary.TrafficRouting == nil {
+		return routes.Split{}, errors.New("spec.strategy.canary.trafficRouting is not set")
+	}
+	max := int64(100)
+	if m := ro.Spec.Strategy.Canary.TrafficRouting.MaxTrafficWeight; m != nil {
+		max = int64(*m)
+	}
+	if weight < 0 || int64(weight) > max {
+		return routes.Split{}, fmt.Errorf("weight %d is outside 0..%d (spec.strategy.canary.trafficRouting.maxTrafficWeight)", weight, max)
+	}
+	split := routes.Split{
+		Stable:       routes.ServiceRef(ro.Namespace, stable),
+		Canary:       routes.ServiceRef(ro.Namespace, canary),
+		CanaryWeight: int64(weight),
+		MaxWeight:    max,
+	}
+	seen := map[string]bool{}
+	for _, d := range additional {
+		switch {
+		case d.ServiceName == "":
+			return routes.Split{}, fmt.Errorf("additionalDestinations has an entry (weight %d) with no Service name: Argo Rollouts creates no Service for an experiment template whose pod template has no container port; give the template's container a port", d.Weight)
+		case d.Weight < 0:
+			return routes.Split{}, fmt.Errorf("experiment Service %s has negative weight %d", d.ServiceName, d.Weight)
+		case seen[d.ServiceName]:
+			return routes.Split{}, fmt.Errorf("experiment Service %s is listed twice in additionalDestinations", d.ServiceName)
+		}
+		seen[d.ServiceName] = true
+		split.Reserved += int64(d.Weight)
+	}
+	if split.StableWeight() < 0 {
+		return routes.Split{}, fmt.Errorf("canary weight %d plus experiment weights %d exceed maxTrafficWeight %d; nothing was written",
+			weight, split.Reserved, max)
+	}
+	return split, nil
+}
+
+// setWeightCall decodes SetWeight. An experiment step needs the Services it
+// names, to pick their ports: a missing one is an error (the controller
+// retries; skipping it would send its share to nobody).
+func (p *Plugin) setWeightCall(ctx context.Context, ro *v1alpha1.Rollout, weight int32, additional []v1alpha1.WeightDestination) (desired.SetWeight, error) {
+	split, err := validateSplit(ro, weight, additional)
+	if err != nil {
+		return desired.SetWeight{}, err
+	}
+	in := experiment.Input{RolloutNamespace: ro.Namespace, Stable: split.Stable, Canary: split.Canary}
+	if len(additional) > 0 {
+		if in, err = p.experimentInput(ctx, in, additional); err != nil {
+			return desired.SetWeight{}, err
+		}
+	}
+	return desired.SetWeight{Split: split, Experiment: in}, nil
+}
+
+func (p *Plugin) experimentInput(ctx context.Context, in experiment.Input, additional []v1alpha1.WeightDestination) (experiment.Input, error) {
+	p.mu.Lock()
+	kube := p.kube
+	p.mu.Unlock()
+	if kube == nil {
+		return in, errNoClient
+	}
+	ns := in.RolloutNamespace
+	get := func(name string) ([]corev1.ServicePort, error) {
+		svc, err := kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("Service %s/%s not found; nothing was written", ns, name)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading Service %s/%s: %w", ns, name, err)
+		}
+		return svc.Spec.Ports, nil
+	}
+	var err error
+	if in.StablePorts, err = get(in.Stable.Name); err != nil {
+		return in, fmt.Errorf("stable %w", err)
+	}
+	for _, d := range additional {
+		ports, err := get(d.ServiceName)
+		if err != nil {
+			return in, fmt.Errorf("experiment %w", err)
+		}
+		in.Destinations = append(in.Destinations, experiment.Destination{Service: d.ServiceName, Weight: int64(d.Weight), Ports: ports})
+	}
+	return in, nil
+}
+
+// setHeaderCall decodes SetHeaderRoute. A step that adds rules needs a route
+// that takes them.
+func setHeaderCall(ro *v1alpha1.Rollout, h *v1alpha1.SetHeaderRoute, cfg config) (desired.SetHeader, error) {
+	adding := len(h.Match) > 0
+	services, err := ruleServices(ro, "setHeaderRoute", h.Name, adding)
+	if err != nil {
+		return desired.SetHeader{}, err
+	}
+	if adding && cfg.err == nil && !cfg.anyTakesHeaderRoutes() {
+		return desired.SetHeader{}, errors.New("no HTTPRoute or GRPCRoute of the Rollout takes header routes: name one with httpRoute or grpcRoute, or list it under httpRoutes or grpcRoutes with useHeaderRoutes: true, or set selectedRoutesUseHeaderRoutes: true for routes found by a selector; nothing was written")
+	}
+	call := desired.SetHeader{Name: h.Name, Rules: services}
+	for _, m := range h.Match {
+		call.Match = append(call.Match, routes.HeaderMatch{Name: m.HeaderName, Value: stringMatch(m.HeaderValue)})
+	}
+	return call, nil
+}
+
+// setMirrorCall decodes SetMirrorRoute.
+func setMirrorCall(ro *v1alpha1.Rollout, m *v1alpha1.SetMirrorRoute) (desired.SetMirror, error) {
+	call := desired.SetMirror{Name: m.Name, Percent: m.Percentage}
+	for _, rm := range m.Match {
+		match := routes.RequestMatch{Method: stringMatch(rm.Method), Path: stringMatch(rm.Path)}
+		for name, v := range rm.Headers {
+			if match.Headers == nil {
+				match.Headers = map[string]routes.StringMatch{}
+			}
+			match.Headers[name] = *stringMatch(&v)
+		}
+		call.Match = append(call.Match, match)
+	}
+	services, err := ruleServices(ro, "setMirrorRoute", m.Name, len(call.Match) > 0 && (m.Percentage == nil || *m.Percentage != 0))
+	call.Rules = services
+	return call, err
+}
+
+func stringMatch(s *v1alpha1.StringMatch) *routes.StringMatch {
+	if s == nil {
+		return nil
+	}
+	return &routes.StringMatch{Exact: s.Exact, Prefix: s.Prefix, Regex: s.Regex}
+}
+
+// ruleServices is what the header and mirror transforms need from the
+// Rollout. A step that adds a rule must name one of the Rollout's
+// managedRoutes (Argo Rollouts validates that too) and needs the stable and
+// canary Services; one that removes needs neither.
+func ruleServices(ro *v1alpha1.Rollout, step, name string, adding bool) (desired.RuleServices, error) {
+	tr := ro.Spec.Strategy.Canary
+	if tr == nil || tr.TrafficRouting == nil {
+		return desired.RuleServices{}, errors.New("spec.strategy.canary.trafficRouting is not set")
+	}
+	var in desired.RuleServices
+	for _, r := range tr.TrafficRouting.ManagedRoutes {
+		in.ManagedRoutes = append(in.ManagedRoutes, r.Name)
+	}
+	if name == "" {
+		return in, fmt.Errorf("the %s step has no name", step)
+	}
+	if !adding {
+		return in, nil
+	}
+	if !slices.Contains(in.ManagedRoutes, name) {
+		return in, fmt.Errorf("%s %q is not listed in spec.strategy.canary.trafficRouting.managedRoutes %v; add it there", step, name, in.ManagedRoutes)
+	}
+	stable, canary, err := pingpong.Services(ro)
+	if err != nil {
+		return in, err
+	}
+	in.Stable, in.Canary = routes.ServiceRef(ro.Namespace, stable), routes.ServiceRef(ro.Namespace, canary)
+	return in, nil
+}
