@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"testing"
 
-
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
