@@ -30,7 +30,11 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	if pluginBin, err = harness.BuildPlugin(dir); err != nil {
+	// PLUGIN_BIN runs the tests against another build (hack/compare-writes.sh).
+	if pluginBin = os.Getenv("PLUGIN_BIN"); pluginBin == "" {
+		pluginBin, err = harness.BuildPlugin(dir)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -1,6 +1,10 @@
 package harness
 
 import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -70,6 +74,9 @@ func NewRecorder(cfg *rest.Config) (*Recorder, error) {
 			Method: r.Method, Path: r.URL.Path, ContentType: r.Header.Get("Content-Type"), UserAgent: r.UserAgent(),
 		})
 		before := rec.before
+		if dumpWrites != "" && strings.HasPrefix(r.UserAgent(), pluginUserAgent) && r.Method != http.MethodGet {
+			dump(r)
+		}
 		rec.mu.Unlock()
 		if before != nil {
 			before(r)
@@ -78,6 +85,29 @@ func NewRecorder(cfg *rest.Config) (*Recorder, error) {
 	})}
 	go rec.server.Serve(ln)
 	return rec, nil
+}
+
+// dumpWrites, when set (env RECORDER_DUMP_WRITES), is a file the recorder
+// appends every write of the plugin to, one line each: method, path, body.
+// hack/compare-writes.sh compares two binaries' writes with it.
+var dumpWrites = os.Getenv("RECORDER_DUMP_WRITES")
+
+// pluginUserAgent starts the plugin's User-Agent (plugin.UserAgent).
+const pluginUserAgent = "rollouts-gatewayapi-ssa"
+
+// dump appends the write to dumpWrites; called with the recorder's lock held.
+func dump(r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		body = []byte("(body not read: " + err.Error() + ")")
+	}
+	f, err := os.OpenFile(dumpWrites, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "%s %s %s\n", r.Method, r.URL.Path, body)
 }
 
 // Close stops the proxy.

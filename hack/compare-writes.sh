@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Usage: hack/compare-writes.sh [REF]   (default REF: HEAD)
+#
+# Runs the envtest integration tests (test/) twice, once with the plugin built
+# from REF and once with the working tree, recording every write the plugin
+# sends to the apiserver (method, path, body) and every error the tests log
+# from it. It then compares both, normalised for what differs between runs
+# (resourceVersions, uids, timestamps), and says whether a change left the
+# plugin's behaviour byte for byte the same. TestTwoRolloutsShareOneRoute is
+# left out: its two goroutines interleave differently on every run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ref=${1:-HEAD}
+work=$(mktemp -d)
+trap 'git worktree remove --force "$work/ref" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+assets=$(bash hack/envtest-assets.sh)
+git worktree add --detach "$work/ref" "$ref" >/dev/null
+(cd "$work/ref" && CGO_ENABLED=0 go build -o "$work/bin-ref" .)
+CGO_ENABLED=0 go build -o "$work/bin-tree" .
+normalise() {
+  sed -E 's/"resourceVersion":"[0-9]+"/"resourceVersion":"N"/g; s/"(time|creationTimestamp)":"[^"]*"/"\1":"T"/g;
+          s/"uid":"[^"]*"/"uid":"U"/g; s/resourceVersion [0-9]+/resourceVersion N/g' | grep -v -i tworolloutsshareoneroute | sort
+}
+for side in ref tree; do
+  echo "compare-writes: running test/ with the plugin of $side" >&2
+  KUBEBUILDER_ASSETS="$assets" PLUGIN_BIN="$work/bin-$side" RECORDER_DUMP_WRITES="$work/writes-$side" \
+    go test -count=1 -v -timeout 20m ./test/ > "$work/log-$side" 2>&1 || { tail -30 "$work/log-$side"; echo "tests failed with $side" >&2; exit 1; }
+  normalise < "$work/writes-$side" > "$work/w-$side"
+  grep -o 'error: rollout .*' "$work/log-$side" | normalise > "$work/e-$side" || true
+done
+status=0
+if diff "$work/w-ref" "$work/w-tree" > "$work/w.diff"; then
+  echo "writes: identical ($(wc -l < "$work/w-ref") writes)"
+else
+  echo "writes differ:"; head -40 "$work/w.diff"; status=1
+fi
+if diff "$work/e-ref" "$work/e-tree" > "$work/e.diff"; then
+  echo "errors: identical ($(wc -l < "$work/e-ref") errors)"
+else
+  echo "errors differ:"; head -40 "$work/e.diff"; status=1
+fi
+exit $status
