@@ -1,0 +1,530 @@
+package desired
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/experiment"
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+)
+
+// Scenarios in the style of structured-merge-diff's multiple_appliers_test:
+// operations by named managers on one route, and after each the route's
+// weights, the plugin's answer, whether it wrote, and who owns spec.rules.
+
+// op is one operation of a scenario; wrote says whether the plugin sent an
+// apply.
+type op interface {
+	do(s *server) (wrote bool, err error)
+}
+
+// create is `kubectl create` of the route: an Update by manager.
+type create struct {
+	manager string
+	rules   []routes.Rule
+}
+
+func (o create) do(s *server) (bool, error) {
+	s.setRules(o.manager, metav1.ManagedFieldsOperationUpdate, o.rules)
+	s.bump()
+	return false, nil
+}
+
+// forceApply is a server-side apply with force, as Argo CD syncs.
+type forceApply struct {
+	manager string
+	rules   []routes.Rule
+}
+
+func (o forceApply) do(s *server) (bool, error) {
+	s.setRules(o.manager, metav1.ManagedFieldsOperationApply, o.rules)
+	s.bump()
+	return false, nil
+}
+
+// update is a read-modify-write of the rules by manager (kubectl edit, a controller).
+type update struct {
+	manager string
+	edit    func(rules []routes.Rule)
+}
+
+func (o update) do(s *server) (bool, error) {
+	rules := routes.CopyRules(s.route.Rules)
+	o.edit(rules)
+	s.setRules(o.manager, metav1.ManagedFieldsOperationUpdate, rules)
+	s.bump()
+	return false, nil
+}
+
+// label is an Update by manager that sets a label.
+type label struct{ manager, key, value string }
+
+func (o label) do(s *server) (bool, error) {
+	if s.route.Labels == nil {
+		s.route.Labels = map[string]string{}
+	}
+	s.route.Labels[o.key] = o.value
+	s.ownerOf(o.manager, metav1.ManagedFieldsOperationUpdate).labels[o.key] = true
+	s.bump()
+	return false, nil
+}
+
+// call is one call of the controller for a Rollout, as the plugin carries it
+// out: decide, apply unless unchanged, release when told.
+type call struct {
+	rollout string // default "shop/demo"
+	c       Call
+	env     func(*Env)
+}
+
+func (o call) do(s *server) (bool, error) {
+	env := Env{Rollout: "shop/demo", FieldManager: plugin, ConflictPolicy: ReportConflicts,
+		InProgressLabel: map[string]string{"rollouts.argoproj.io/gatewayapi-canary": "in-progress"}, TakesHeaderRoutes: true}
+	if o.rollout != "" {
+		env.Rollout = o.rollout
+	}
+	if o.env != nil {
+		o.env(&env)
+	}
+	live := s.live()
+	before := live.DeepCopy()
+	r, err := o.c.Desired(live, env)
+	if diff := cmp.Diff(before, live); diff != "" {
+		s.t.Errorf("the call changed the live route it was given (-before +after):\n%s", diff)
+	}
+	if err != nil {
+		return false, err
+	}
+	if !r.Unchanged {
+		s.pluginApply(r)
+	}
+	if r.Release {
+		s.release()
+	}
+	return !r.Unchanged, nil
+}
+
+func force(e *Env) { e.ConflictPolicy = TakeOver }
+
+// Calls.
+
+func setWeight(w int64) SetWeight {
+	return SetWeight{
+		Split:      routes.Split{Stable: svc("stable"), Canary: svc("canary"), CanaryWeight: w, MaxWeight: 100},
+		Experiment: experiment.Input{RolloutNamespace: ns, Stable: svc("stable"), Canary: svc("canary")},
+	}
+}
+
+// withExperiment is SetWeight(w) with experiment Services name=weight.
+func withExperiment(w int64, dests ...any) SetWeight {
+	c := setWeight(w)
+	for i := 0; i < len(dests); i += 2 {
+		d := experiment.Destination{Service: dests[i].(string), Weight: int64(dests[i+1].(int)),
+			Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}
+		c.Experiment.Destinations = append(c.Experiment.Destinations, d)
+		c.Split.Reserved += d.Weight
+	}
+	return c
+}
+
+var ruleServices = RuleServices{Stable: svc("stable"), Canary: svc("canary"), ManagedRoutes: []string{"beta", "mirror"}}
+
+func header(name, value string) SetHeader {
+	c := SetHeader{Name: "beta", Rules: ruleServices}
+	if name != "" {
+		c.Match = []routes.HeaderMatch{{Name: name, Value: &routes.StringMatch{Exact: value}}}
+	}
+	return c
+}
+
+func mirror(percent int32, path string) SetMirror {
+	c := SetMirror{Name: "mirror", Percent: &percent, Rules: ruleServices}
+	if path != "" {
+		c.Match = []routes.RequestMatch{{Path: &routes.StringMatch{Prefix: path}}}
+	}
+	return c
+}
+
+// expect is the state after an operation.
+type expect struct {
+	weights map[string]int64
+	err     []string // substrings of the error; nil: no error
+	errAs   any      // a pointer to the error type the error must be (errors.As)
+	wrote   bool
+	owners  []string // managers owning spec.rules
+	labels  map[string]string
+	// claims says whether the claims annotation is on the route.
+	claims bool
+}
+
+type step struct {
+	op   op
+	want expect
+}
+
+var inProgress = map[string]string{"rollouts.argoproj.io/gatewayapi-canary": "in-progress"}
+
+func runScenario(t *testing.T, kind routes.Kind, steps []step) {
+	t.Helper()
+	s := newServer(t, kind)
+	for i, st := range steps {
+		where := fmt.Sprintf("step %d (%T %+v)", i+1, st.op, st.op)
+		wrote, err := st.op.do(s)
+		switch {
+		case st.want.err == nil && err != nil:
+			t.Fatalf("%s: unexpected error: %v", where, err)
+		case st.want.err != nil && err == nil:
+			t.Fatalf("%s: no error, want one mentioning %q", where, st.want.err)
+		case err != nil:
+			if w, ok := contains(err.Error(), st.want.err); !ok {
+				t.Errorf("%s: error %q does not mention %q", where, err, w)
+			}
+			if st.want.errAs != nil && !errors.As(err, st.want.errAs) {
+				t.Errorf("%s: error is %T, want %T", where, err, st.want.errAs)
+			}
+		}
+		if wrote != st.want.wrote {
+			t.Errorf("%s: wrote = %v, want %v", where, wrote, st.want.wrote)
+		}
+		if st.want.weights != nil {
+			if diff := cmp.Diff(st.want.weights, s.weights()); diff != "" {
+				t.Errorf("%s: weights (-want +got):\n%s", where, diff)
+			}
+		}
+		if diff := cmp.Diff(st.want.owners, s.rulesOwners()); diff != "" {
+			t.Errorf("%s: owners of spec.rules (-want +got):\n%s", where, diff)
+		}
+		if diff := cmp.Diff(st.want.labels, s.route.Labels); diff != "" {
+			t.Errorf("%s: labels (-want +got):\n%s", where, diff)
+		}
+		if _, has := s.route.Annotations[routes.ClaimsAnnotation]; has != st.want.claims {
+			t.Errorf("%s: claims annotation present = %v, want %v (%v)", where, has, st.want.claims, s.route.Annotations)
+		}
+	}
+}
+
+func gitWeights(stable, canary int64) map[string]int64 {
+	return map[string]int64{"0/stable": stable, "0/canary": canary, "1/static": 1}
+}
+
+var (
+	plugins = []string{plugin}
+	argocd  = "argocd-controller"
+	kubectl = "kubectl-create"
+)
+
+// The ownership table of test/ownership_test.go, decided in memory.
+func TestOwnershipScenarios(t *testing.T) {
+	conflictErr := new(*ConflictError)
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"kubectl creates, the plugin walks, owns nothing after", []step{
+			{create{kubectl, gitRules(100, 0)}, expect{weights: gitWeights(100, 0), owners: []string{kubectl}}},
+			{call{c: setWeight(30)}, expect{weights: gitWeights(70, 30), wrote: true, owners: plugins, labels: inProgress, claims: true}},
+			{call{c: setWeight(100)}, expect{weights: gitWeights(0, 100), wrote: true, owners: plugins, labels: inProgress, claims: true}},
+			{call{c: setWeight(0)}, expect{weights: gitWeights(100, 0), wrote: true, owners: nil}},
+		}},
+		{"argocd re-applies Git mid-rollout: conflict error, Argo CD's values kept; Force takes over", []step{
+			{forceApply{argocd, gitRules(100, 0)}, expect{weights: gitWeights(100, 0), owners: []string{argocd}}},
+			{call{c: setWeight(30)}, expect{weights: gitWeights(70, 30), wrote: true, owners: plugins, labels: inProgress, claims: true}},
+			{forceApply{argocd, gitRules(100, 0)}, expect{weights: gitWeights(100, 0), owners: []string{argocd}, labels: inProgress, claims: true}},
+			{call{c: setWeight(50)}, expect{weights: gitWeights(100, 0), owners: []string{argocd}, labels: inProgress, claims: true, errAs: conflictErr,
+				err: []string{"HTTPRoute shop/route: conflict", "rollout shop/demo", "argocd-controller (Apply)",
+					"rule 0 Service shop/stable weight: the plugin set 70, now 100, the plugin would set 50", "conflictPolicy: Force"}}},
+			{call{c: setWeight(50), env: force}, expect{weights: gitWeights(50, 50), wrote: true, owners: plugins, labels: inProgress, claims: true}},
+			{call{c: setWeight(0)}, expect{weights: gitWeights(100, 0), wrote: true}},
+		}},
+		{"a GitOps sync to the values the rollout goes back to is no conflict", []step{
+			{create{kubectl, gitRules(100, 0)}, expect{weights: gitWeights(100, 0), owners: []string{kubectl}}},
+			{call{c: setWeight(30)}, expect{weights: gitWeights(70, 30), wrote: true, owners: plugins, labels: inProgress, claims: true}},
+			{forceApply{argocd, gitRules(100, 0)}, expect{weights: gitWeights(100, 0), owners: []string{argocd}, labels: inProgress, claims: true}},
+			// The rules stay as Argo CD left them; the plugin drops its label and claims, then lets go.
+			{call{c: setWeight(0)}, expect{weights: gitWeights(100, 0), wrote: true, owners: []string{argocd}}},
+		}},
+		{"another controller edits an unmanaged rule mid-rollout: no conflict, its change kept", []step{
+			{create{kubectl, gitRules(100, 0)}, expect{weights: gitWeights(100, 0), owners: []string{kubectl}}},
+			{call{c: setWeight(30)}, expect{weights: gitWeights(70, 30), wrote: true, owners: plugins, labels: inProgress, claims: true}},
+			{update{"other-controller", func(r []routes.Rule) { r[1]["filters"] = []any{map[string]any{"type": "RequestHeaderModifier"}} }},
+				expect{weights: gitWeights(70, 30), owners: []string{"other-controller"}, labels: inProgress, claims: true}},
+			{call{c: setWeight(50)}, expect{weights: gitWeights(50, 50), wrote: true, owners: plugins, labels: inProgress, claims: true}},
+			{call{c: setWeight(0)}, expect{weights: gitWeights(100, 0), wrote: true}},
+		}},
+		{"a weight set again is no write; one already at 0 with nothing claimed neither", []step{
+			{create{kubectl, gitRules(100, 0)}, expect{weights: gitWeights(100, 0), owners: []string{kubectl}}},
+			{call{c: setWeight(0)}, expect{weights: gitWeights(100, 0), owners: []string{kubectl}}},
+			{call{c: setWeight(30)}, expect{weights: gitWeights(70, 30), wrote: true, owners: plugins, labels: inProgress, claims: true}},
+			{call{c: setWeight(30)}, expect{weights: gitWeights(70, 30), owners: plugins, labels: inProgress, claims: true}},
+		}},
+		{"a label another manager also set stays when the plugin lets go", []step{
+			{create{kubectl, gitRules(100, 0)}, expect{weights: gitWeights(100, 0), owners: []string{kubectl}}},
+			{label{"team", "rollouts.argoproj.io/gatewayapi-canary", "in-progress"}, expect{owners: []string{kubectl}, labels: inProgress}},
+			{call{c: setWeight(30)}, expect{weights: gitWeights(70, 30), wrote: true, owners: plugins, labels: inProgress, claims: true}},
+			{call{c: setWeight(0)}, expect{weights: gitWeights(100, 0), wrote: true, labels: inProgress}},
+		}},
+		{"the in-progress label disabled: weights and claims only", []step{
+			{create{kubectl, gitRules(100, 0)}, expect{owners: []string{kubectl}}},
+			{call{c: setWeight(30), env: func(e *Env) { e.InProgressLabel = nil }}, expect{weights: gitWeights(70, 30), wrote: true, owners: plugins, claims: true}},
+			{call{c: setWeight(0), env: func(e *Env) { e.InProgressLabel = nil }}, expect{weights: gitWeights(100, 0), wrote: true}},
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { runScenario(t, routes.HTTPRoute, tc.steps) })
+	}
+}
+
+// Two Rollouts share one route, one rule each: neither conflicts with the
+// other, and the plugin lets go only when both have ended.
+func TestTwoRolloutsShareOneRoute(t *testing.T) {
+	b := func(w int64) SetWeight {
+		c := setWeight(w)
+		c.Split.Stable, c.Split.Canary = svc("stable-b"), svc("canary-b")
+		c.Experiment.Stable, c.Experiment.Canary = c.Split.Stable, c.Split.Canary
+		return c
+	}
+	rules := []routes.Rule{
+		rule("/a", backend("stable", 100), backend("canary", 0)),
+		rule("/b", backend("stable-b", 100), backend("canary-b", 0)),
+	}
+	w := func(a, b int64) map[string]int64 {
+		return map[string]int64{"0/stable": 100 - a, "0/canary": a, "1/stable-b": 100 - b, "1/canary-b": b}
+	}
+	runScenario(t, routes.HTTPRoute, []step{
+		{create{kubectl, rules}, expect{weights: w(0, 0), owners: []string{kubectl}}},
+		{call{c: setWeight(30)}, expect{weights: w(30, 0), wrote: true, owners: plugins, labels: inProgress, claims: true}},
+		{call{rollout: "shop/demo-b", c: b(10)}, expect{weights: w(30, 10), wrote: true, owners: plugins, labels: inProgress, claims: true}},
+		{call{c: setWeight(60)}, expect{weights: w(60, 10), wrote: true, owners: plugins, labels: inProgress, claims: true}},
+		{call{c: setWeight(0)}, expect{weights: w(0, 10), wrote: true, owners: plugins, labels: inProgress, claims: true}},
+		{call{rollout: "shop/demo-b", c: b(0)}, expect{weights: w(0, 0), wrote: true}},
+	})
+}
+
+func TestExperimentScenarios(t *testing.T) {
+	three := func(stable, canary, baseline, exp int64) map[string]int64 {
+		return map[string]int64{"0/stable": stable, "0/canary": canary, "0/baseline": baseline, "0/exp-canary": exp, "1/static": 1}
+	}
+	runScenario(t, routes.HTTPRoute, []step{
+		{create{kubectl, gitRules(100, 0)}, expect{owners: []string{kubectl}}},
+		{call{c: withExperiment(0, "baseline", 5, "exp-canary", 25)}, expect{weights: three(70, 0, 5, 25), wrote: true, owners: plugins, labels: inProgress, claims: true}},
+		{call{c: withExperiment(20, "baseline", 5, "exp-canary", 25)}, expect{weights: three(50, 20, 5, 25), wrote: true, owners: plugins, labels: inProgress, claims: true}},
+		// Argo CD changes an experiment backend's weight: a conflict, like any weight the plugin set.
+		{update{argocd, func(r []routes.Rule) { r[0].BackendRefs()[2].SetWeight(50) }},
+			expect{weights: three(50, 20, 50, 25), owners: []string{argocd}, labels: inProgress, claims: true}},
+		{call{c: withExperiment(20, "baseline", 10, "exp-canary", 25)}, expect{weights: three(50, 20, 50, 25), owners: []string{argocd}, labels: inProgress, claims: true,
+			errAs: new(*ConflictError), err: []string{"Service shop/baseline weight: the plugin set 5, now 50, the plugin would set 10"}}},
+		{call{c: withExperiment(20, "baseline", 10, "exp-canary", 25), env: force}, expect{weights: three(45, 20, 10, 25), wrote: true, owners: plugins, labels: inProgress, claims: true}},
+		// The experiment ends: exactly its backends leave.
+		{call{c: setWeight(0)}, expect{weights: gitWeights(100, 0), wrote: true}},
+	})
+}
+
+func TestAddedRuleScenarios(t *testing.T) {
+	withHeaderRule := func(stable, canary int64) map[string]int64 {
+		m := gitWeights(stable, canary)
+		m["2:beta/canary"] = 1
+		return m
+	}
+	runScenario(t, routes.HTTPRoute, []step{
+		{create{kubectl, gitRules(100, 0)}, expect{owners: []string{kubectl}}},
+		{call{c: setWeight(10)}, expect{weights: gitWeights(90, 10), wrote: true, owners: plugins, labels: inProgress, claims: true}},
+		{call{c: header("X-Canary", "yes")}, expect{weights: withHeaderRule(90, 10), wrote: true, owners: plugins, labels: inProgress, claims: true}},
+		{call{c: header("X-Canary", "yes")}, expect{weights: withHeaderRule(90, 10), owners: plugins, labels: inProgress, claims: true}},
+		// A weight change leaves the header rule alone.
+		{call{c: setWeight(50)}, expect{weights: withHeaderRule(50, 50), wrote: true, owners: plugins, labels: inProgress, claims: true}},
+		// Someone edits the header rule; the plugin would rewrite it: a conflict naming the rule.
+		{update{"kubectl-edit", func(r []routes.Rule) { r[2]["backendRefs"].([]any)[0].(map[string]any)["weight"] = int64(7) }},
+			expect{owners: []string{"kubectl-edit"}, labels: inProgress, claims: true}},
+		{call{c: header("X-Canary", "always")}, expect{owners: []string{"kubectl-edit"}, labels: inProgress, claims: true, errAs: new(*ConflictError),
+			err: []string{`rule "beta": changed since the plugin wrote it`, "kubectl-edit (Update, gateway.networking.k8s.io/v1)"}}},
+		// Setting weights does not touch the rule, so it is no conflict.
+		{call{c: setWeight(60)}, expect{wrote: true, owners: plugins, labels: inProgress, claims: true}},
+		{call{c: RemoveManaged{}}, expect{weights: gitWeights(40, 60), wrote: true, owners: plugins, labels: inProgress, claims: true}},
+		{call{c: RemoveManaged{}}, expect{weights: gitWeights(40, 60), owners: plugins, labels: inProgress, claims: true}},
+		{call{c: mirror(20, "/api")}, expect{wrote: true, owners: plugins, labels: inProgress, claims: true}},
+		{call{c: mirror(0, "/api")}, expect{weights: gitWeights(40, 60), wrote: true, owners: plugins, labels: inProgress, claims: true}},
+		{call{c: setWeight(0)}, expect{weights: gitWeights(100, 0), wrote: true}},
+	})
+}
+
+// A header rule is the only thing a Rollout has on a route: removing it ends
+// the Rollout there, and the plugin lets go.
+func TestRemovingTheLastRuleReleases(t *testing.T) {
+	runScenario(t, routes.HTTPRoute, []step{
+		{create{kubectl, gitRules(100, 0)}, expect{owners: []string{kubectl}}},
+		{call{c: header("X-Canary", "yes")}, expect{wrote: true, owners: plugins, labels: inProgress, claims: true}},
+		{call{c: header("", "")}, expect{weights: gitWeights(100, 0), wrote: true}},
+	})
+}
+
+// Where the route does not take header routes, a header step adds nothing,
+// and removes what an earlier step added.
+func TestHeaderStepOnARouteThatTakesNone(t *testing.T) {
+	none := func(e *Env) { e.TakesHeaderRoutes = false }
+	runScenario(t, routes.HTTPRoute, []step{
+		{create{kubectl, gitRules(100, 0)}, expect{owners: []string{kubectl}}},
+		{call{c: header("X-Canary", "yes"), env: none}, expect{weights: gitWeights(100, 0), owners: []string{kubectl}}},
+		{call{c: header("X-Canary", "yes")}, expect{wrote: true, owners: plugins, labels: inProgress, claims: true}},
+		{call{c: header("X-Canary", "yes"), env: none}, expect{weights: gitWeights(100, 0), wrote: true}},
+	})
+	tcp := []routes.Rule{rule("", backend("stable", 100), backend("canary", 0))}
+	listed := func(e *Env) { e.ListedForHeaderRoutes = true }
+	runScenario(t, routes.TCPRoute, []step{
+		{create{kubectl, tcp}, expect{owners: []string{kubectl}}},
+		{call{c: header("X-Canary", "yes")}, expect{owners: []string{kubectl}}},
+		{call{c: mirror(50, "/")}, expect{owners: []string{kubectl}}},
+		{call{c: header("X-Canary", "yes"), env: listed}, expect{owners: []string{kubectl}, errAs: new(*InvalidError),
+			err: []string{"listed with useHeaderRoutes: true, but a TCPRoute has no matches", `header route "beta"`}}},
+		{call{c: mirror(50, "/"), env: listed}, expect{owners: []string{kubectl}, errAs: new(*InvalidError),
+			err: []string{"listed with useHeaderRoutes: true, but a TCPRoute has no matches", `mirror route "mirror"`}}},
+	})
+}
+
+// What the user must fix comes back typed, with nothing decided.
+func TestTypedErrors(t *testing.T) {
+	var many []any
+	for i := range 15 {
+		many = append(many, fmt.Sprintf("exp-%d", i), 1)
+	}
+	fifteen := make([]routes.Rule, 16)
+	for i := range fifteen {
+		fifteen[i] = rule(fmt.Sprintf("/r%d", i), backend("stable", 100), backend("canary", 0))
+	}
+	for _, tc := range []struct {
+		name  string
+		rules []routes.Rule
+		claim string // the claims annotation, if any
+		c     Call
+		errAs any
+		want  []string
+	}{
+		{"no weighted rule", []routes.Rule{rule("/", backend("stable", 100))}, "", setWeight(30),
+			new(*routes.NoWeightedRuleError), []string{"has no rule whose backendRefs include both"}},
+		{"an experiment over 16 backendRefs", gitRules(100, 0), "", withExperiment(0, many...),
+			new(*routes.LimitError), []string{"rule 0 would hold 17 backendRefs"}},
+		{"header rules over 16 rules", fifteen, "", header("X-Canary", "yes"),
+			new(*routes.LimitError), []string{"at most 16 rules per HTTPRoute"}},
+		{"a claims annotation that is not the plugin's", gitRules(100, 0), "{not json", setWeight(30),
+			new(*InvalidError), []string{"annotation gatewayapi-ssa.dev/claims is not what the plugin wrote"}},
+		{"the same on removal", gitRules(100, 0), "[]", RemoveManaged{},
+			new(*InvalidError), []string{"annotation gatewayapi-ssa.dev/claims"}},
+		{"a bad header name", gitRules(100, 0), "", header("X Canary", "yes"),
+			new(*InvalidError), []string{`"X Canary" is not an HTTP header name`}},
+		{"a mirror percentage over 100", gitRules(100, 0), "", mirror(101, "/"),
+			new(*InvalidError), []string{"percentage 101 is outside 0..100"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			live := routes.Route{Ref: routes.Ref{Kind: routes.HTTPRoute, Namespace: ns, Name: "route"}, Version: "v1", Rules: tc.rules}
+			if tc.claim != "" {
+				live.Annotations = map[string]string{routes.ClaimsAnnotation: tc.claim}
+			}
+			_, err := tc.c.Desired(live, Env{Rollout: "shop/demo", FieldManager: plugin, TakesHeaderRoutes: true})
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if !errors.As(err, tc.errAs) {
+				t.Errorf("error is %T, want %T: %v", err, tc.errAs, err)
+			}
+			var invalid *InvalidError
+			if !errors.As(err, &invalid) {
+				t.Errorf("error is not an InvalidError: %v", err)
+			}
+			if w, ok := contains(err.Error(), tc.want); !ok {
+				t.Errorf("error %q does not mention %q", err, w)
+			}
+		})
+	}
+}
+
+// The Result of one call, whole: what the applier sends and the claim it records.
+func TestSetWeightResult(t *testing.T) {
+	s := newServer(t, routes.HTTPRoute, gitRules(100, 0)...)
+	s.ownerOf(kubectl, metav1.ManagedFieldsOperationUpdate).rules = true
+	got, err := withExperiment(20, "baseline", 5).Desired(s.live(), Env{Rollout: "shop/demo", FieldManager: plugin, InProgressLabel: inProgress})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := routes.Claim{
+		CanaryWeight: 20,
+		Backends:     []routes.AddedBackend{{Rule: 0, Kind: "Service", Namespace: ns, Name: "baseline"}},
+		Weights: []routes.RecordedWeight{
+			{Rule: 0, Service: "shop/stable", Weight: 75}, {Rule: 0, Service: "shop/canary", Weight: 20}, {Rule: 0, Service: "shop/baseline", Weight: 5},
+		},
+	}
+	want := Result{
+		Rules: []routes.Rule{
+			rule("/", backend("stable", 75), backend("canary", 20), backend("baseline", 5)),
+			rule("/static", backend("static", 1)),
+		},
+		Labels:      inProgress,
+		Annotations: routes.Claims{"shop/demo": claim}.Annotations(),
+		Claim:       claim,
+		Changes: []string{"rule 0 Service shop/stable 100→75", "rule 0 Service shop/canary 0→20", "rule 0 + Service shop/baseline weight 5",
+			"label rollouts.argoproj.io/gatewayapi-canary set", "annotation gatewayapi-ssa.dev/claims set"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Result (-want +got):\n%s", diff)
+	}
+	if !maps.Equal(got.Labels, inProgress) {
+		t.Error("labels")
+	}
+}
+
+// Values the plugin set are found again by rule name after another owner
+// reordered the rules, and a rule it added that someone removed is a
+// conflict too, not something to add back silently.
+func TestDriftFollowsNamesAndRemovals(t *testing.T) {
+	named := func(stable, canary int64) []routes.Rule {
+		r := rule("/", backend("stable", stable), backend("canary", canary))
+		r["name"] = "main"
+		return []routes.Rule{rule("/static", backend("static", 1)), r}
+	}
+	w := func(stable, canary int64) map[string]int64 {
+		return map[string]int64{"0/static": 1, "1:main/stable": stable, "1:main/canary": canary}
+	}
+	runScenario(t, routes.HTTPRoute, []step{
+		{create{kubectl, named(100, 0)}, expect{owners: []string{kubectl}}},
+		{call{c: setWeight(30)}, expect{weights: w(70, 30), wrote: true, owners: plugins, labels: inProgress, claims: true}},
+		{update{argocd, func(r []routes.Rule) {
+			r[0], r[1] = r[1], r[0]
+			r[0].BackendRefs()[0].SetWeight(90)
+			r[0].BackendRefs()[1].SetWeight(10)
+		}}, expect{owners: []string{argocd}, labels: inProgress, claims: true}},
+		{call{c: setWeight(40)}, expect{owners: []string{argocd}, labels: inProgress, claims: true, errAs: new(*ConflictError),
+			err: []string{"rule 1 Service shop/stable weight: the plugin set 70, now 90, the plugin would set 60"}}},
+		{call{c: setWeight(40), env: force}, expect{wrote: true, owners: plugins, labels: inProgress, claims: true}},
+	})
+	s := newServer(t, routes.HTTPRoute)
+	for _, o := range []op{
+		create{kubectl, gitRules(100, 0)},
+		call{c: header("X-Canary", "yes")},
+	} {
+		if _, err := o.do(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// kubectl edit deletes the header rule; the next header step would add it back.
+	s.setRules("kubectl-edit", metav1.ManagedFieldsOperationUpdate, gitRules(100, 0))
+	if _, err := (call{c: header("X-Canary", "yes")}).do(s); err == nil || !contains2(err.Error(), `rule "beta": removed since the plugin added it`) {
+		t.Errorf("re-adding a header rule someone removed = %v, want a conflict saying so", err)
+	}
+	// Removing it is what the other owner did too: no conflict.
+	if _, err := (call{c: RemoveManaged{}}).do(s); err != nil {
+		t.Errorf("RemoveManaged after the rule was removed: %v", err)
+	}
+}
+
+func contains2(s, sub string) bool { _, ok := contains(s, []string{sub}); return ok }
+
+func TestDriftString(t *testing.T) {
+	got := Drift{Rule: 2, Service: "shop/canary", Set: 30, Live: -1, Desired: 40}.String()
+	if want := "rule 2 Service shop/canary weight: the plugin set 30, now removed, the plugin would set 40"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
