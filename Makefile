@@ -13,7 +13,7 @@ export ENVTEST_K8S_VERSION ENVTEST_ETCD_VERSION
 BIN ?= bin/rollouts-gatewayapi-ssa
 GO ?= go
 
-.PHONY: all build test unit demo demo-plugin envtest-assets bench vet clean
+.PHONY: all build test unit demo demo-plugin envtest-assets bench vet lint clean
 
 all: build
 
@@ -31,12 +31,16 @@ vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
 	$(GO) vet ./...
 
+## lint: staticcheck on every package, the e2e suite included (built once into ~/.cache)
+lint:
+	@sc=$$(bash hack/staticcheck.sh) && $$sc ./... && $$sc -tags e2e ./test/e2e/...
+
 ## unit: the tests that need no apiserver
 unit:
-	$(GO) test -count=1 ./routes/... ./ssa/... ./plugin/... ./pingpong/... ./experiment/...
+	$(GO) test -count=1 ./desired/... ./routes/... ./ssa/... ./plugin/... ./pingpong/... ./experiment/...
 
-## test: vet, unit tests and envtest integration tests (the real plugin binary over go-plugin RPC)
-test: vet
+## test: vet, lint, unit tests and envtest integration tests (the real plugin binary over go-plugin RPC)
+test: vet lint
 	@assets=$$(bash hack/envtest-assets.sh) && \
 	  echo "envtest binaries: $$assets" && \
 	  KUBEBUILDER_ASSETS="$$assets" $(GO) test -count=1 -timeout 20m ./...

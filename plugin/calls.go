@@ -102,24 +102,24 @@ func (p *Plugin) experimentInput(ctx context.Context, in experiment.Input, addit
 		return in, errNoClient
 	}
 	ns := in.RolloutNamespace
-	get := func(name string) ([]corev1.ServicePort, error) {
+	get := func(role, name string) ([]corev1.ServicePort, error) {
 		svc, err := kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("Service %s/%s not found; nothing was written", ns, name)
+			return nil, fmt.Errorf("%s Service %s/%s not found; nothing was written", role, ns, name)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("reading Service %s/%s: %w", ns, name, err)
+			return nil, fmt.Errorf("%s reading Service %s/%s: %w", role, ns, name, err)
 		}
 		return svc.Spec.Ports, nil
 	}
 	var err error
-	if in.StablePorts, err = get(in.Stable.Name); err != nil {
-		return in, fmt.Errorf("stable %w", err)
+	if in.StablePorts, err = get("stable", in.Stable.Name); err != nil {
+		return in, err
 	}
 	for _, d := range additional {
-		ports, err := get(d.ServiceName)
+		ports, err := get("experiment", d.ServiceName)
 		if err != nil {
-			return in, fmt.Errorf("experiment %w", err)
+			return in, err
 		}
 		in.Destinations = append(in.Destinations, experiment.Destination{Service: d.ServiceName, Weight: int64(d.Weight), Ports: ports})
 	}

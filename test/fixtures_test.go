@@ -151,7 +151,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 func ownsRules(u *unstructured.Unstructured, manager string) bool {
 	for _, e := range u.GetManagedFields() {
 		if e.Manager == manager && e.Operation == metav1.ManagedFieldsOperationApply && e.FieldsV1 != nil &&
-			strings.Contains(string(e.FieldsV1.Raw), `"f:rules"`) {
+			strings.Contains(e.FieldsV1.GetRawString(), `"f:rules"`) {
 			return true
 		}
 	}

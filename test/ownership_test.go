@@ -47,7 +47,6 @@ type operation interface {
 type scenario struct {
 	c   *harness.Cluster
 	ns  string
-	ro  *v1alpha1.Rollout
 	rpc interface {
 		SetWeight(*v1alpha1.Rollout, int32, []v1alpha1.WeightDestination) rpcErr
 	}
@@ -166,7 +165,7 @@ func runScenario(t *testing.T, steps []step) {
 func rulesOwners(u *unstructured.Unstructured) []string {
 	var out []string
 	for _, e := range u.GetManagedFields() {
-		if e.FieldsV1 != nil && strings.Contains(string(e.FieldsV1.Raw), `"f:rules"`) {
+		if e.FieldsV1 != nil && strings.Contains(e.FieldsV1.GetRawString(), `"f:rules"`) {
 			out = append(out, e.Manager)
 		}
 	}
@@ -232,7 +231,7 @@ func pluginOwnsNothing(t *testing.T, u *unstructured.Unstructured) {
 	t.Helper()
 	for _, e := range u.GetManagedFields() {
 		if e.Manager == fieldManager {
-			t.Errorf("the plugin still has a managedFields entry after the rollout ended: %s %s", e.Operation, e.FieldsV1.Raw)
+			t.Errorf("the plugin still has a managedFields entry after the rollout ended: %s %s", e.Operation, e.FieldsV1.GetRawString())
 		}
 	}
 	if _, ok := u.GetAnnotations()["gatewayapi-ssa.dev/claims"]; ok {

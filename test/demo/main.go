@@ -53,6 +53,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	e2ecluster "github.com/gatewayapi-ssa/rollouts-plugin/test/e2e/cluster"
 	"github.com/gatewayapi-ssa/rollouts-plugin/test/harness"
 )
@@ -64,9 +65,6 @@ const (
 	canarySvc    = "rollouts-demo-canary"
 	pluginName   = "argoproj-labs/gatewayAPI"
 	fieldManager = "argo-rollouts-gatewayapi"
-	// inProgressLabel is the label the plugin puts on a route while the canary
-	// has traffic, so people and tools can see a rollout is under way.
-	inProgressLabel = "rollouts.argoproj.io/gatewayapi-canary"
 	// editedHostname is what "another owner" adds to the route in step 6.
 	editedHostname = "www.demo.example.com"
 )
@@ -552,7 +550,7 @@ func (d *demo) gitopsConflict() error {
 			return err
 		}
 		force := true
-		if _, err := d.dyn.Resource(gwv1.SchemeGroupVersion.WithResource("httproutes")).Namespace(namespace).
+		if _, err := d.dyn.Resource(routes.HTTPRoute.GVR("v1")).Namespace(namespace).
 			Patch(d.ctx, routeName, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: "argocd-controller", Force: &force}); err != nil {
 			return fmt.Errorf("applying the Git route as argocd-controller: %w", err)
 		}
@@ -635,7 +633,7 @@ func (d *demo) setWeight(title, why string, weight int32, wantWrites *int) error
 // route reads the demo route as stored, straight from the apiserver (not
 // through the recorder, so the demo's reads never count as the plugin's).
 func (d *demo) route() (*unstructured.Unstructured, error) {
-	gvr := gwv1.SchemeGroupVersion.WithResource("httproutes")
+	gvr := routes.HTTPRoute.GVR("v1")
 	u, err := d.dyn.Resource(gvr).Namespace(namespace).Get(d.ctx, routeName, metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("reading HTTPRoute %s/%s: %w", namespace, routeName, err)
@@ -786,7 +784,7 @@ func managedFields(route *unstructured.Unstructured) []fieldOwner {
 	for _, e := range route.GetManagedFields() {
 		var paths []string
 		if e.FieldsV1 != nil {
-			paths = ownedPaths(e.FieldsV1.Raw)
+			paths = ownedPaths(e.FieldsV1.GetRawBytes())
 		}
 		if e.Subresource != "" {
 			e.Manager += " (" + e.Subresource + ")"

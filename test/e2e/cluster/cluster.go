@@ -403,7 +403,7 @@ func (c *Cluster) startKwok(assets string) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("Node %s not Ready and untainted within 90s: %s", NodeName, last)
+			return fmt.Errorf("node %s not Ready and untainted within 90s: %s", NodeName, last)
 		case <-time.After(300 * time.Millisecond):
 		}
 	}
