@@ -23,10 +23,11 @@ import (
 // Desired gives the route the header rules of the call's managedRoutes
 // entry, or takes them away.
 func (c SetHeader) Desired(live routes.Route, env Env) (Result, error) {
-	s, err := read(live, env)
-	if err != nil {
-		return Result{}, err
-	}
+	return decide(live, env, c.decide)
+}
+
+func (c SetHeader) decide(s state) (Result, error) {
+	live, env := s.live, s.env
 	match := c.Match
 	switch {
 	case !HasMatches(live.Kind) && len(c.Match) > 0 && env.ListedForHeaderRoutes:
@@ -46,10 +47,11 @@ func (c SetHeader) Desired(live routes.Route, env Env) (Result, error) {
 // Desired gives the route the mirror rule of the call's managedRoutes entry,
 // or takes it away.
 func (c SetMirror) Desired(live routes.Route, env Env) (Result, error) {
-	s, err := read(live, env)
-	if err != nil {
-		return Result{}, err
-	}
+	return decide(live, env, c.decide)
+}
+
+func (c SetMirror) decide(s state) (Result, error) {
+	live, env := s.live, s.env
 	match := c.Match
 	if !HasMatches(live.Kind) {
 		if c.adding() && env.ListedForHeaderRoutes {
@@ -69,10 +71,11 @@ func (c SetMirror) Desired(live routes.Route, env Env) (Result, error) {
 // added under a name it no longer lists still goes, and a rule named like one
 // of its managedRoutes that it did not add stays.
 func (RemoveManaged) Desired(live routes.Route, env Env) (Result, error) {
-	s, err := read(live, env)
-	if err != nil {
-		return Result{}, err
-	}
+	return decide(live, env, RemoveManaged{}.decide)
+}
+
+func (c RemoveManaged) decide(s state) (Result, error) {
+	live := s.live
 	if len(s.claim.Rules) == 0 {
 		return s.finishRules(routes.RulesResult{Rules: routes.CopyRules(live.Rules)})
 	}

@@ -22,6 +22,15 @@ type state struct {
 	added map[string]bool
 }
 
+// decide reads the live route and hands it to a call's decision.
+func decide(live routes.Route, env Env, call func(state) (Result, error)) (Result, error) {
+	s, err := read(live, env)
+	if err != nil {
+		return Result{}, err
+	}
+	return call(s)
+}
+
 func read(live routes.Route, env Env) (state, error) {
 	claims, err := routes.ReadClaims(live)
 	if err != nil {

@@ -9,10 +9,11 @@ import (
 // stable the rest, in every weighted rule; experiment backendRefs the Rollout
 // added before and no longer asks for leave.
 func (c SetWeight) Desired(live routes.Route, env Env) (Result, error) {
-	s, err := read(live, env)
-	if err != nil {
-		return Result{}, err
-	}
+	return decide(live, env, c.decide)
+}
+
+func (c SetWeight) decide(s state) (Result, error) {
+	live := s.live
 	rules, weightChanges, err := routes.SetWeights(live, c.Split, s.added)
 	if err != nil {
 		return Result{}, invalid(err)

@@ -107,21 +107,12 @@ func restConfig() (*rest.Config, error) {
 
 // Connect builds the plugin's clients for a cluster.
 func (p *Plugin) Connect(cfg *rest.Config) error {
-	gw, err := gateway.NewForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("building the Gateway API client: %w", err)
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("building the dynamic client: %w", err)
-	}
-	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("building the discovery client: %w", err)
-	}
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("building the Kubernetes client: %w", err)
+	gw, gwErr := gateway.NewForConfig(cfg)
+	dyn, dynErr := dynamic.NewForConfig(cfg)
+	disc, discErr := discovery.NewDiscoveryClientForConfig(cfg)
+	kube, kubeErr := kubernetes.NewForConfig(cfg)
+	if err := errors.Join(gwErr, dynErr, discErr, kubeErr); err != nil {
+		return fmt.Errorf("building the Kubernetes clients: %w", err)
 	}
 	reader := routes.NewCluster(dyn, disc, p.log)
 	p.Use(kube, gw, dyn, reader)

@@ -161,17 +161,24 @@ type BackendRef map[string]any
 // Target is the object the backendRef points at, with defaults resolved: the
 // core group, kind Service, and the route's namespace when none is given.
 func (b BackendRef) Target(routeNamespace string) ObjectRef {
-	ref := ObjectRef{Kind: "Service", Namespace: routeNamespace}
-	if g, ok := b["group"].(string); ok {
+	return objectRef(b, ObjectRef{Kind: "Service", Namespace: routeNamespace})
+}
+
+// objectRef reads a reference in its JSON form (backendRef, parentRef) over
+// the defaults: a group given, even "", wins; a kind or namespace only when
+// not empty.
+func objectRef(m map[string]any, defaults ObjectRef) ObjectRef {
+	ref := defaults
+	if g, ok := m["group"].(string); ok {
 		ref.Group = g
 	}
-	if k, ok := b["kind"].(string); ok && k != "" {
+	if k, ok := m["kind"].(string); ok && k != "" {
 		ref.Kind = k
 	}
-	if ns, ok := b["namespace"].(string); ok && ns != "" {
+	if ns, ok := m["namespace"].(string); ok && ns != "" {
 		ref.Namespace = ns
 	}
-	ref.Name, _ = b["name"].(string)
+	ref.Name, _ = m["name"].(string)
 	return ref
 }
 

@@ -116,17 +116,8 @@ func parentsFromUnstructured(u *unstructured.Unstructured) Parents {
 // gateway.networking.k8s.io; a group given as "" is the core group (a Service
 // parent, as in GAMMA), so it stays "".
 func parentRefFrom(m map[string]any, routeNamespace string) ParentRef {
-	ref := ParentRef{Group: Group, Kind: "Gateway", Namespace: routeNamespace}
-	if g, ok := m["group"].(string); ok {
-		ref.Group = g
-	}
-	if k, ok := m["kind"].(string); ok && k != "" {
-		ref.Kind = k
-	}
-	if ns, ok := m["namespace"].(string); ok && ns != "" {
-		ref.Namespace = ns
-	}
-	ref.Name, _ = m["name"].(string)
+	o := objectRef(m, ObjectRef{Group: Group, Kind: "Gateway", Namespace: routeNamespace})
+	ref := ParentRef{Group: o.Group, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name}
 	ref.SectionName, _ = m["sectionName"].(string)
 	ref.Port = toInt64(m["port"])
 	return ref
