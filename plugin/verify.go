@@ -19,7 +19,7 @@ import (
 // the gateway reports observedGeneration, and a blind Verified would let a
 // rollout promote on weights no gateway has taken.
 //
-// With the option it reads every managed route fresh from the apiserver (it
+// With the option it reads every route of the Rollout fresh from the apiserver (it
 // writes nothing) and answers Verified only when every route's spec carries
 // the desired weights (canary, experiment Services, stable the rest of
 // maxTrafficWeight) and every parent it names reports Accepted and

@@ -8,8 +8,11 @@
 // every field the plugin does not manage must go back byte for byte, defaults
 // included, and no Go type may silently drop a field it does not know.
 //
-// The package holds pure transforms (live route in, desired rules out) and the
-// read side: finding routes by name or label selector, reading them from a watch
-// cache, and discovering which API version of each kind the cluster serves.
-// It never writes; package ssa does.
+// The package holds the pure transforms of rules (weights on the weighted
+// rules, the added header and mirror rules), what a route's managedFields say
+// about ownership, the claims annotation's format, and the read side: finding
+// routes by name or label selector, reading them from a watch cache, and
+// discovering which API version of each kind the cluster serves. Which
+// transform a call needs, and what to record, package desired decides; it
+// never writes; package ssa does.
 package routes
