@@ -1,0 +1,135 @@
+package plugin
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+)
+
+// SetWeight and VerifyWeight validate their split with the same function, so
+// they refuse the same inputs with the same words.
+func TestValidateSplit(t *testing.T) {
+	max := int32(1000)
+	withMax := func(ro *v1alpha1.Rollout) { ro.Spec.Strategy.Canary.TrafficRouting.MaxTrafficWeight = &max }
+	pingPong := func(ro *v1alpha1.Rollout) {
+		ro.Spec.Strategy.Canary.PingPong = &v1alpha1.PingPongSpec{PingService: "web-ping", PongService: "web-pong"}
+		ro.Status.Canary.StablePingPong = v1alpha1.PPPong
+	}
+	dest := func(name string, w int32) v1alpha1.WeightDestination {
+		return v1alpha1.WeightDestination{ServiceName: name, Weight: w}
+	}
+	for _, tc := range []struct {
+		name       string
+		edit       func(*v1alpha1.Rollout)
+		weight     int32
+		additional []v1alpha1.WeightDestination
+		want       routes.Split
+		err        string
+	}{
+		{name: "canary and stable", weight: 30,
+			want: routes.Split{Stable: routes.ServiceRef("shop", "web-stable"), Canary: routes.ServiceRef("shop", "web-canary"), CanaryWeight: 30, MaxWeight: 100}},
+		{name: "experiment weights are reserved", weight: 20, additional: []v1alpha1.WeightDestination{dest("base", 5), dest("exp", 25)},
+			want: routes.Split{Stable: routes.ServiceRef("shop", "web-stable"), Canary: routes.ServiceRef("shop", "web-canary"), CanaryWeight: 20, MaxWeight: 100, Reserved: 30}},
+		{name: "maxTrafficWeight", edit: withMax, weight: 300,
+			want: routes.Split{Stable: routes.ServiceRef("shop", "web-stable"), Canary: routes.ServiceRef("shop", "web-canary"), CanaryWeight: 300, MaxWeight: 1000}},
+		{name: "ping-pong: pong is stable", edit: pingPong, weight: 10,
+			want: routes.Split{Stable: routes.ServiceRef("shop", "web-pong"), Canary: routes.ServiceRef("shop", "web-ping"), CanaryWeight: 10, MaxWeight: 100}},
+		{name: "over the maximum", weight: 101, err: "weight 101 is outside 0..100"},
+		{name: "negative", weight: -1, err: "weight -1 is outside 0..100"},
+		{name: "experiment Service without a name", weight: 0, additional: []v1alpha1.WeightDestination{dest("", 5)}, err: "no Service name"},
+		{name: "negative experiment weight", weight: 0, additional: []v1alpha1.WeightDestination{dest("exp", -5)}, err: "experiment Service exp has negative weight -5"},
+		{name: "experiment Service twice", weight: 0, additional: []v1alpha1.WeightDestination{dest("exp", 5), dest("exp", 5)}, err: "listed twice"},
+		{name: "no room left for stable", weight: 80, additional: []v1alpha1.WeightDestination{dest("exp", 25)},
+			err: "canary weight 80 plus experiment weights 25 exceed maxTrafficWeight 100"},
+		{name: "no canary Service", edit: func(ro *v1alpha1.Rollout) { ro.Spec.Strategy.Canary.CanaryService = "" }, weight: 10, err: "canaryService"},
+		{name: "no trafficRouting", edit: func(ro *v1alpha1.Rollout) { ro.Spec.Strategy.Canary.TrafficRouting = nil }, weight: 10,
+			err: "spec.strategy.canary.trafficRouting is not set"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ro := cfgRollout(DefaultPluginName, `{"httpRoute": "web"}`)
+			if tc.edit != nil {
+				tc.edit(ro)
+			}
+			got, err := validateSplit(ro, tc.weight, tc.additional)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want one mentioning %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("split (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// The controller's matches arrive in the core as they were sent.
+func TestHeaderAndMirrorCallsCarryTheMatches(t *testing.T) {
+	ro := cfgRollout(DefaultPluginName, `{"httpRoute": "web"}`)
+	ro.Spec.Strategy.Canary.TrafficRouting.ManagedRoutes = []v1alpha1.MangedRoutes{{Name: "beta"}, {Name: "mirror"}}
+	services := desired.RuleServices{Stable: routes.ServiceRef("shop", "web-stable"), Canary: routes.ServiceRef("shop", "web-canary"), ManagedRoutes: []string{"beta", "mirror"}}
+
+	h, err := setHeaderCall(ro, &v1alpha1.SetHeaderRoute{Name: "beta", Match: []v1alpha1.HeaderRoutingMatch{
+		{HeaderName: "X-Canary", HeaderValue: &v1alpha1.StringMatch{Prefix: "yes"}},
+	}}, config{Settings: mustParse(t, ro)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantH := desired.SetHeader{Name: "beta", Rules: services, Match: []routes.HeaderMatch{{Name: "X-Canary", Value: &routes.StringMatch{Prefix: "yes"}}}}
+	if diff := cmp.Diff(wantH, h); diff != "" {
+		t.Errorf("header call (-want +got):\n%s", diff)
+	}
+
+	pct := int32(25)
+	m, err := setMirrorCall(ro, &v1alpha1.SetMirrorRoute{Name: "mirror", Percentage: &pct, Match: []v1alpha1.RouteMatch{{
+		Method:  &v1alpha1.StringMatch{Exact: "GET"},
+		Path:    &v1alpha1.StringMatch{Prefix: "/api"},
+		Headers: map[string]v1alpha1.StringMatch{"x-tenant": {Regex: "a|b"}},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantM := desired.SetMirror{Name: "mirror", Percent: &pct, Rules: services, Match: []routes.RequestMatch{{
+		Method:  &routes.StringMatch{Exact: "GET"},
+		Path:    &routes.StringMatch{Prefix: "/api"},
+		Headers: map[string]routes.StringMatch{"x-tenant": {Regex: "a|b"}},
+	}}}
+	if diff := cmp.Diff(wantM, m); diff != "" {
+		t.Errorf("mirror call (-want +got):\n%s", diff)
+	}
+}
+
+// A header step that adds rules needs a route that takes them; one that
+// removes needs nothing.
+func TestHeaderCallNeedsARouteThatTakesHeaderRoutes(t *testing.T) {
+	ro := cfgRollout(DefaultPluginName, `{"httpRoutes": [{"name": "web"}]}`)
+	ro.Spec.Strategy.Canary.TrafficRouting.ManagedRoutes = []v1alpha1.MangedRoutes{{Name: "beta"}}
+	add := &v1alpha1.SetHeaderRoute{Name: "beta", Match: []v1alpha1.HeaderRoutingMatch{{HeaderName: "X-Canary", HeaderValue: &v1alpha1.StringMatch{Exact: "yes"}}}}
+	if _, err := setHeaderCall(ro, add, config{Settings: mustParse(t, ro)}); err == nil || !strings.Contains(err.Error(), "takes header routes") {
+		t.Errorf("error %v, want one saying no route takes header routes", err)
+	}
+	if _, err := setHeaderCall(ro, &v1alpha1.SetHeaderRoute{Name: "beta"}, config{Settings: mustParse(t, ro)}); err != nil {
+		t.Errorf("removal: %v", err)
+	}
+	if _, err := setHeaderCall(ro, &v1alpha1.SetHeaderRoute{}, config{Settings: mustParse(t, ro)}); err == nil || !strings.Contains(err.Error(), "the setHeaderRoute step has no name") {
+		t.Errorf("error %v, want one saying the step has no name", err)
+	}
+}
+
+func mustParse(t *testing.T, ro *v1alpha1.Rollout) Settings {
+	t.Helper()
+	s, err := ParseConfig(ro, DefaultPluginName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
