@@ -79,6 +79,10 @@ type Env struct {
 	// useHeaderRoutes: true (an error on a kind without matches).
 	TakesHeaderRoutes     bool
 	ListedForHeaderRoutes bool
+	// RuleName, when set, is the one rule of the route the Rollout targets
+	// (ruleName in its config): weights, experiment backends and the rules
+	// header and mirror steps copy come from that rule only.
+	RuleName string
 }
 
 // Result is what the route must become.

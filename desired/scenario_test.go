@@ -528,3 +528,32 @@ func TestDriftString(t *testing.T) {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
+
+// With ruleName the Rollout touches one rule: its weights, its experiment
+// backends, and the only rule its header steps copy. Another rule holding
+// the same two Services keeps every value.
+func TestRuleNameTargetsOneRule(t *testing.T) {
+	named := func(name string, stable, canary int64) routes.Rule {
+		r := rule("/"+name, backend("stable", stable), backend("canary", canary))
+		r["name"] = name
+		return r
+	}
+	split := func(e *Env) { e.RuleName = "split" }
+	w := func(stable, canary int64, extra ...any) map[string]int64 {
+		m := map[string]int64{"0:live/stable": 100, "0:live/canary": 0, "1:split/stable": stable, "1:split/canary": canary}
+		for i := 0; i < len(extra); i += 2 {
+			m[extra[i].(string)] = int64(extra[i+1].(int))
+		}
+		return m
+	}
+	runScenario(t, routes.HTTPRoute, []step{
+		{create{kubectl, []routes.Rule{named("live", 100, 0), named("split", 100, 0)}}, expect{owners: []string{kubectl}}},
+		{call{c: setWeight(30), env: split}, expect{weights: w(70, 30), wrote: true, owners: plugins, labels: inProgress, claims: true}},
+		{call{c: withExperiment(30, "baseline", 10), env: split}, expect{weights: w(60, 30, "1:split/baseline", 10), wrote: true, owners: plugins, labels: inProgress, claims: true}},
+		{call{c: header("X-Canary", "yes"), env: split}, expect{weights: w(60, 30, "1:split/baseline", 10, "2:beta/canary", 1), wrote: true, owners: plugins, labels: inProgress, claims: true}},
+		{call{c: RemoveManaged{}, env: split}, expect{weights: w(60, 30, "1:split/baseline", 10), wrote: true, owners: plugins, labels: inProgress, claims: true}},
+		{call{c: setWeight(0), env: split}, expect{weights: w(100, 0), wrote: true}},
+		{call{c: setWeight(30), env: func(e *Env) { e.RuleName = "spilt" }}, expect{weights: w(100, 0), errAs: new(*routes.NoRuleNamedError),
+			err: []string{`has no rule named "spilt"`, "rules named live, split"}}},
+	})
+}

@@ -41,7 +41,12 @@ func read(live routes.Route, env Env) (state, error) {
 
 // ruleInput is what the header and mirror transforms need on this route.
 func (s state) ruleInput(r RuleServices) routes.RuleInput {
-	return routes.RuleInput{Stable: r.Stable, Canary: r.Canary, ManagedRoutes: r.ManagedRoutes, Claimed: s.claim.Rules, Added: s.added}
+	return routes.RuleInput{Stable: r.Stable, Canary: r.Canary, ManagedRoutes: r.ManagedRoutes, Claimed: s.claim.Rules, Targeting: s.targeting()}
+}
+
+// targeting says which rules of the route are weighted rules for the Rollout.
+func (s state) targeting() routes.Targeting {
+	return routes.Targeting{Added: s.added, RuleName: s.env.RuleName}
 }
 
 // finishRules is finish for the calls that change added rules: the claim

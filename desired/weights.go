@@ -14,19 +14,19 @@ func (c SetWeight) Desired(live routes.Route, env Env) (Result, error) {
 
 func (c SetWeight) decide(s state) (Result, error) {
 	live := s.live
-	rules, weightChanges, err := routes.SetWeights(live, c.Split, s.added)
+	rules, weightChanges, err := routes.SetWeights(live, c.Split, s.targeting())
 	if err != nil {
 		return Result{}, invalid(err)
 	}
 	exp := c.Experiment
-	exp.AddedRules = s.added
+	exp.Targeting = s.targeting()
 	rules, backends, expChanges, err := experiment.Apply(live, rules, exp, s.claim.Backends)
 	if err != nil {
 		return Result{}, invalid(err)
 	}
 	claim := s.claim
 	claim.CanaryWeight, claim.Backends = c.Split.CanaryWeight, backends
-	claim.Weights = recordWeights(live.Namespace, rules, c.Split, backends, s.added)
+	claim.Weights = recordWeights(live.Namespace, rules, c.Split, backends, s.targeting())
 	var changes []string
 	for _, ch := range weightChanges {
 		changes = append(changes, ch.String())

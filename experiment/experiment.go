@@ -28,9 +28,9 @@ type Input struct {
 	// number to a port name.
 	StablePorts  []corev1.ServicePort
 	Destinations []Destination
-	// AddedRules are the names of the rules the plugin added on the route for
-	// header and mirror steps (any Rollout's): they are never weighted rules.
-	AddedRules map[string]bool
+	// Targeting says which rules of the route are weighted rules (not the
+	// rules the plugin added; only the ruleName rule if the Rollout sets one).
+	Targeting routes.Targeting
 }
 
 // Sum is the total weight of the destinations.
@@ -50,7 +50,7 @@ func Apply(route routes.Route, rules []routes.Rule, in Input, claimed []routes.A
 	rules = routes.CopyRules(rules)
 	ns := route.Namespace
 	weighted := map[int]bool{}
-	for _, i := range routes.WeightedRules(ns, rules, in.Stable, in.Canary, in.AddedRules) {
+	for _, i := range routes.WeightedRules(ns, rules, in.Stable, in.Canary, in.Targeting) {
 		weighted[i] = true
 	}
 	// related rules still send to stable or canary: a weighted rule someone

@@ -565,7 +565,7 @@ func TestApplyExperimentLifecycle(t *testing.T) {
 	r := route(rolloutNS, before())
 	withWeights := func(rs []routes.Rule, canaryWeight, reserved int64) []routes.Rule {
 		t.Helper()
-		out, _, err := routes.SetWeights(route(rolloutNS, rs), routes.Split{Stable: stable, Canary: canary, CanaryWeight: canaryWeight, MaxWeight: 100, Reserved: reserved}, nil)
+		out, _, err := routes.SetWeights(route(rolloutNS, rs), routes.Split{Stable: stable, Canary: canary, CanaryWeight: canaryWeight, MaxWeight: 100, Reserved: reserved}, routes.Targeting{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -42,6 +42,12 @@ type Config struct {
 	GRPCRoutes []NamedRoute `json:"grpcRoutes,omitempty"`
 	TCPRoutes  []NamedRoute `json:"tcpRoutes,omitempty"`
 	TLSRoutes  []NamedRoute `json:"tlsRoutes,omitempty"`
+	// HTTPRouteRuleName and the others target one rule, by name, of the
+	// single route of that kind (as ruleName does for a list entry).
+	HTTPRouteRuleName string `json:"httpRouteRuleName,omitempty"`
+	GRPCRouteRuleName string `json:"grpcRouteRuleName,omitempty"`
+	TCPRouteRuleName  string `json:"tcpRouteRuleName,omitempty"`
+	TLSRouteRuleName  string `json:"tlsRouteRuleName,omitempty"`
 	// Namespace holds the routes; default: the Rollout's namespace.
 	Namespace string `json:"namespace,omitempty"`
 	// ConfigMap is where the argoproj-labs plugin keeps its bookkeeping. This
@@ -77,6 +83,10 @@ type NamedRoute struct {
 	Name string `json:"name"`
 	// UseHeaderRoutes marks the route for setHeaderRoute steps.
 	UseHeaderRoutes bool `json:"useHeaderRoutes,omitempty"`
+	// RuleName targets one rule of the route, by its name: weights,
+	// experiment backends and the rules header and mirror steps copy come
+	// from that rule only.
+	RuleName string `json:"ruleName,omitempty"`
 }
 
 // Settings is a validated Config: the Rollout's routes and how the plugin
@@ -97,6 +107,9 @@ type Settings struct {
 	SelectedHeaderRoutes bool
 	VerifyWeight         bool
 	ConflictPolicy       desired.ConflictPolicy
+	// RuleNames are the rules the Rollout targets on named routes (ruleName);
+	// nil when none.
+	RuleNames map[routes.Ref]string
 }
 
 // ParseConfig reads and validates the Rollout's config for the plugin
@@ -129,10 +142,10 @@ func ParseConfig(ro *v1alpha1.Rollout, pluginName string) (Settings, error) {
 // fields maps each config key, spelled exactly, to where it is decoded.
 func (c *Config) fields() map[string]any {
 	return map[string]any{
-		"httpRoute": &c.HTTPRoute, "httpRoutes": &c.HTTPRoutes, "httpRouteSelector": &c.HTTPRouteSelector,
-		"grpcRoute": &c.GRPCRoute, "grpcRoutes": &c.GRPCRoutes, "grpcRouteSelector": &c.GRPCRouteSelector,
-		"tcpRoute": &c.TCPRoute, "tcpRoutes": &c.TCPRoutes, "tcpRouteSelector": &c.TCPRouteSelector,
-		"tlsRoute": &c.TLSRoute, "tlsRoutes": &c.TLSRoutes, "tlsRouteSelector": &c.TLSRouteSelector,
+		"httpRoute": &c.HTTPRoute, "httpRoutes": &c.HTTPRoutes, "httpRouteSelector": &c.HTTPRouteSelector, "httpRouteRuleName": &c.HTTPRouteRuleName,
+		"grpcRoute": &c.GRPCRoute, "grpcRoutes": &c.GRPCRoutes, "grpcRouteSelector": &c.GRPCRouteSelector, "grpcRouteRuleName": &c.GRPCRouteRuleName,
+		"tcpRoute": &c.TCPRoute, "tcpRoutes": &c.TCPRoutes, "tcpRouteSelector": &c.TCPRouteSelector, "tcpRouteRuleName": &c.TCPRouteRuleName,
+		"tlsRoute": &c.TLSRoute, "tlsRoutes": &c.TLSRoutes, "tlsRouteSelector": &c.TLSRouteSelector, "tlsRouteRuleName": &c.TLSRouteRuleName,
 		"namespace": &c.Namespace, "configMap": &c.ConfigMap,
 		"disableInProgressLabel": &c.DisableInProgressLabel, "inProgressLabelKey": &c.InProgressLabelKey,
 		"inProgressLabelValue": &c.InProgressLabelValue,
@@ -216,12 +229,17 @@ func (cfg Config) settings(rolloutNamespace string) (Settings, error) {
 	var errs []error
 	headerRoutes := map[routes.Ref]bool{}
 	var listed map[routes.Ref]bool
-	addNamed := func(kind routes.Kind, single string, list []NamedRoute, listKey string) {
+	var ruleNames ruleTargets
+	addNamed := func(kind routes.Kind, single, singleRule string, list []NamedRoute, listKey string) {
+		singleKey := strings.TrimSuffix(listKey, "s")
 		if single != "" {
 			// The single-route form has always taken header routes.
 			ref := routes.Ref{Kind: kind, Namespace: ns, Name: single}
 			t.Named = append(t.Named, ref)
 			headerRoutes[ref] = true
+			errs = append(errs, ruleNames.add(ref, singleRule, singleKey+"RuleName"))
+		} else if singleRule != "" {
+			errs = append(errs, fmt.Errorf("key %q names a rule of the %q route, but %q is not set; set it, or use ruleName in a %q entry", singleKey+"RuleName", singleKey, singleKey, listKey))
 		}
 		for i, r := range list {
 			if r.Name == "" {
@@ -230,6 +248,7 @@ func (cfg Config) settings(rolloutNamespace string) (Settings, error) {
 			}
 			ref := routes.Ref{Kind: kind, Namespace: ns, Name: r.Name}
 			t.Named = append(t.Named, ref)
+			errs = append(errs, ruleNames.add(ref, r.RuleName, fmt.Sprintf("%s[%d].ruleName", listKey, i)))
 			if r.UseHeaderRoutes {
 				headerRoutes[ref] = true
 				if listed == nil {
@@ -239,10 +258,10 @@ func (cfg Config) settings(rolloutNamespace string) (Settings, error) {
 			}
 		}
 	}
-	addNamed(routes.HTTPRoute, cfg.HTTPRoute, cfg.HTTPRoutes, "httpRoutes")
-	addNamed(routes.GRPCRoute, cfg.GRPCRoute, cfg.GRPCRoutes, "grpcRoutes")
-	addNamed(routes.TCPRoute, cfg.TCPRoute, cfg.TCPRoutes, "tcpRoutes")
-	addNamed(routes.TLSRoute, cfg.TLSRoute, cfg.TLSRoutes, "tlsRoutes")
+	addNamed(routes.HTTPRoute, cfg.HTTPRoute, cfg.HTTPRouteRuleName, cfg.HTTPRoutes, "httpRoutes")
+	addNamed(routes.GRPCRoute, cfg.GRPCRoute, cfg.GRPCRouteRuleName, cfg.GRPCRoutes, "grpcRoutes")
+	addNamed(routes.TCPRoute, cfg.TCPRoute, cfg.TCPRouteRuleName, cfg.TCPRoutes, "tcpRoutes")
+	addNamed(routes.TLSRoute, cfg.TLSRoute, cfg.TLSRouteRuleName, cfg.TLSRoutes, "tlsRoutes")
 
 	for _, s := range []struct {
 		kind routes.Kind
@@ -268,8 +287,8 @@ func (cfg Config) settings(rolloutNamespace string) (Settings, error) {
 		}
 		t.Selectors = append(t.Selectors, routes.Selection{Kind: s.kind, Namespace: ns, Selector: sel})
 	}
-	if len(errs) > 0 {
-		return Settings{}, errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return Settings{}, err
 	}
 	if len(t.Named) == 0 && len(t.Selectors) == 0 {
 		return Settings{}, errors.New("names no route: set httpRoute(s), grpcRoute(s), tcpRoute(s), tlsRoute(s) or a route selector")
@@ -284,7 +303,8 @@ func (cfg Config) settings(rolloutNamespace string) (Settings, error) {
 		return Settings{}, fmt.Errorf("key \"conflictPolicy\" must be %q or %q, not %q", desired.ReportConflicts, desired.TakeOver, policy)
 	}
 	out := Settings{Targets: t, HeaderRoutes: headerRoutes, ListedForHeaderRoutes: listed,
-		SelectedHeaderRoutes: cfg.SelectedRoutesUseHeaderRoutes, VerifyWeight: cfg.VerifyWeight, ConflictPolicy: policy}
+		SelectedHeaderRoutes: cfg.SelectedRoutesUseHeaderRoutes, VerifyWeight: cfg.VerifyWeight, ConflictPolicy: policy,
+		RuleNames: ruleNames.names}
 	if !cfg.DisableInProgressLabel {
 		key, value := cfg.InProgressLabelKey, cfg.InProgressLabelValue
 		if key == "" {
@@ -339,5 +359,31 @@ func (s Settings) env(rollout, fieldManager string, ref routes.Ref) desired.Env 
 		InProgressLabel:       s.InProgressLabel,
 		TakesHeaderRoutes:     s.TakesHeaderRoutes(ref),
 		ListedForHeaderRoutes: s.ListedForHeaderRoutes[ref],
+		RuleName:              s.RuleNames[ref],
 	}
+}
+
+// ruleTargets collects the ruleName of each named route.
+type ruleTargets struct {
+	names map[routes.Ref]string
+	keys  map[routes.Ref]string
+}
+
+// add records that the route targets rule name (none when empty), refusing
+// a name that is not a rule name and one route targeting two rules.
+func (r *ruleTargets) add(ref routes.Ref, name, key string) error {
+	if name == "" {
+		return nil
+	}
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return fmt.Errorf("key %q: %q is not a rule name (a Gateway API SectionName: lower case letters, digits, '-' and '.'): %s", key, name, strings.Join(errs, "; "))
+	}
+	if r.names == nil {
+		r.names, r.keys = map[routes.Ref]string{}, map[routes.Ref]string{}
+	}
+	if other, ok := r.names[ref]; ok && other != name {
+		return fmt.Errorf("key %q targets rule %q of %s, but key %q targets rule %q of the same route; a Rollout targets one rule per route", key, name, ref, r.keys[ref], other)
+	}
+	r.names[ref], r.keys[ref] = name, key
+	return nil
 }

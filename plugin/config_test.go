@@ -282,6 +282,21 @@ func TestParseConfig(t *testing.T) {
 			},
 		},
 		{
+			name: "rule names: the singular keys and ruleName on list entries",
+			raw: `{"httpRoute": "web", "httpRouteRuleName": "split",
+				"grpcRoutes": [{"name": "api", "ruleName": "grpc-split"}, {"name": "other"}],
+				"tlsRoute": "edge", "tlsRouteRuleName": "tls-split"}`,
+			want: func(*testing.T) Settings {
+				return Settings{
+					Targets:         routes.Targets{Named: []routes.Ref{http("shop", "web"), grpc("shop", "api"), grpc("shop", "other"), tls("shop", "edge")}},
+					InProgressLabel: cfgDefaultLabel,
+					HeaderRoutes:    cfgHeader(http("shop", "web"), tls("shop", "edge")),
+					ConflictPolicy:  desired.ReportConflicts,
+					RuleNames:       map[routes.Ref]string{http("shop", "web"): "split", grpc("shop", "api"): "grpc-split", tls("shop", "edge"): "tls-split"},
+				}
+			},
+		},
+		{
 			name: "conflictPolicy Force",
 			raw:  `{"httpRoute": "web", "conflictPolicy": "Force"}`,
 			want: func(*testing.T) Settings {
@@ -405,6 +420,21 @@ func TestParseConfigErrors(t *testing.T) {
 			name:    "unknown key",
 			rollout: cfgRollout(DefaultPluginName, `{"httpRoute": "web", "headerRoutes": true}`),
 			wantErr: []string{where, `unknown key "headerRoutes"`, "known keys: configMap, conflictPolicy"},
+		},
+		{
+			name:    "a rule name for a single route that is not set",
+			rollout: cfgRollout(DefaultPluginName, `{"httpRoutes": [{"name": "web"}], "httpRouteRuleName": "split"}`),
+			wantErr: []string{where, `key "httpRouteRuleName" names a rule of the "httpRoute" route, but "httpRoute" is not set`},
+		},
+		{
+			name:    "a rule name that is not a rule name",
+			rollout: cfgRollout(DefaultPluginName, `{"tcpRoutes": [{"name": "db", "ruleName": "Main_Rule"}]}`),
+			wantErr: []string{where, `key "tcpRoutes[0].ruleName": "Main_Rule" is not a rule name`},
+		},
+		{
+			name:    "one route, two rule names",
+			rollout: cfgRollout(DefaultPluginName, `{"grpcRoute": "api", "grpcRouteRuleName": "a", "grpcRoutes": [{"name": "api", "ruleName": "b"}]}`),
+			wantErr: []string{where, `key "grpcRoutes[0].ruleName" targets rule "b" of GRPCRoute shop/api, but key "grpcRouteRuleName" targets rule "a"`},
 		},
 		{
 			name:    "empty raw message",

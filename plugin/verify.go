@@ -69,7 +69,7 @@ func (p *Plugin) verifyWeight(ro *v1alpha1.Rollout, desiredWeight int32, additio
 	var failed []string
 	behind := 0
 	for _, r := range live {
-		v, err := routes.VerifyStatus(r, split, extra)
+		v, err := routes.VerifyStatus(r, split, extra, settings.RuleNames[r.Ref])
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", r.Ref, err))
 			continue

@@ -48,10 +48,11 @@ type RuleInput struct {
 	// names; a generated name "<name>-<n>" must not be one of them.
 	ManagedRoutes []string
 	// Claimed are the names of the rules the plugin added for this Rollout on
-	// the route (its claim); Added those it added for any Rollout, which are
-	// never weighted rules.
+	// the route (its claim).
 	Claimed []string
-	Added   map[string]bool
+	// Targeting says which rules are weighted rules: not the added ones, and
+	// only the one named by ruleName if the Rollout sets it.
+	Targeting Targeting
 }
 
 // RulesResult is a transform's outcome on one route.
@@ -107,9 +108,9 @@ func SetHeaderRules(r Route, in RuleInput, name string, match []HeaderMatch) (Ru
 	if err != nil {
 		return RulesResult{}, fmt.Errorf("header route %q: %w", name, err)
 	}
-	sources := WeightedRules(r.Namespace, kept, in.Stable, in.Canary, in.Added)
+	sources := WeightedRules(r.Namespace, kept, in.Stable, in.Canary, in.Targeting)
 	if len(sources) == 0 {
-		return RulesResult{}, &NoWeightedRuleError{Route: r.Ref, Stable: in.Stable, Canary: in.Canary}
+		return RulesResult{}, in.Targeting.noWeightedRule(r.Ref, kept, in.Stable, in.Canary)
 	}
 	names, err := setNames(name, len(sources), in.ManagedRoutes)
 	if err != nil {
@@ -194,9 +195,9 @@ func SetMirrorRule(r Route, in RuleInput, name string, match []RequestMatch, per
 	if err != nil {
 		return RulesResult{}, fmt.Errorf("mirror route %q: %w", name, err)
 	}
-	sources := WeightedRules(r.Namespace, kept, in.Stable, in.Canary, in.Added)
+	sources := WeightedRules(r.Namespace, kept, in.Stable, in.Canary, in.Targeting)
 	if len(sources) == 0 {
-		return RulesResult{}, &NoWeightedRuleError{Route: r.Ref, Stable: in.Stable, Canary: in.Canary}
+		return RulesResult{}, in.Targeting.noWeightedRule(r.Ref, kept, in.Stable, in.Canary)
 	}
 	names, err := setNames(name, 1, in.ManagedRoutes)
 	if err != nil {

@@ -20,7 +20,7 @@ func mrInput(in RuleInput, r Route, claimed []string) RuleInput {
 	if err != nil {
 		panic(err)
 	}
-	in.Claimed, in.Added = claimed, claims.AddedRules()
+	in.Claimed, in.Targeting.Added = claimed, claims.AddedRules()
 	return in
 }
 
@@ -436,7 +436,7 @@ func TestSetWeightsSkipsAddedRules(t *testing.T) {
 	managed := wtRule("/", wtBackend("web-stable", 100), wtBackend("web-canary", 0))
 	added := mrNamed("mirror", wtRule("/m", wtBackend("web-stable", 50), wtBackend("web-canary", 50)))
 	r := mrWithClaims(wtRoute(managed, added), map[string][]string{"ns/other": {"mirror"}})
-	rules, _, err := SetWeights(r, Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 30, MaxWeight: 100}, mrInput(mrIn, r, nil).Added)
+	rules, _, err := SetWeights(r, Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 30, MaxWeight: 100}, mrInput(mrIn, r, nil).Targeting)
 	if err != nil {
 		t.Fatal(err)
 	}

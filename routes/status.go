@@ -217,13 +217,13 @@ type BackendWeight struct {
 // Behind: no gateway serves it. Status entries for parents spec.parentRefs
 // does not name are ignored. The error is the one SetWeights gives for the
 // same split (no weighted rule, weight out of range).
-func VerifyStatus(r Route, s Split, extra []BackendWeight) (Verdict, error) {
+func VerifyStatus(r Route, s Split, extra []BackendWeight, ruleName string) (Verdict, error) {
 	v := Verdict{Route: r.Ref, Generation: r.Generation}
 	// A claims annotation that does not parse hides no weighted rule here;
 	// SetWeight reports it.
 	claims, _ := ReadClaims(r)
-	added := claims.AddedRules()
-	_, changes, err := SetWeights(r, s, added)
+	t := Targeting{Added: claims.AddedRules(), RuleName: ruleName}
+	_, changes, err := SetWeights(r, s, t)
 	if err != nil {
 		return v, err
 	}
@@ -231,7 +231,7 @@ func VerifyStatus(r Route, s Split, extra []BackendWeight) (Verdict, error) {
 	for _, c := range changes {
 		descs = append(descs, fmt.Sprintf("rule %d %s has weight %d, want %d", c.Rule, c.Backend, c.From, c.To))
 	}
-	for _, i := range WeightedRules(r.Namespace, r.Rules, s.Stable, s.Canary, added) {
+	for _, i := range WeightedRules(r.Namespace, r.Rules, s.Stable, s.Canary, t) {
 		for _, want := range extra {
 			j := r.Rules[i].LastRef(r.Namespace, want.Backend)
 			switch {

@@ -337,7 +337,7 @@ func TestVerifyStatus(t *testing.T) {
 				split = stSplit
 			}
 			before := tc.route.Rules[0].BackendRefs()[0].Weight()
-			got, err := VerifyStatus(tc.route, split, tc.extra)
+			got, err := VerifyStatus(tc.route, split, tc.extra, "")
 			if err != nil {
 				t.Fatalf("VerifyStatus: %v", err)
 			}
@@ -358,7 +358,7 @@ func TestVerifyStatusErrors(t *testing.T) {
 	t.Run("no managed rule", func(t *testing.T) {
 		r := stRoute([]ParentRef{stGateway}, stGood(stGateway, 3))
 		r.Rules = []Rule{wtRule("/", wtBackend("web-stable", 100))}
-		_, err := VerifyStatus(r, stSplit, nil)
+		_, err := VerifyStatus(r, stSplit, nil, "")
 		var noRule *NoWeightedRuleError
 		if !errors.As(err, &noRule) {
 			t.Fatalf("error = %v, want a NoWeightedRuleError", err)
@@ -366,7 +366,7 @@ func TestVerifyStatusErrors(t *testing.T) {
 	})
 	t.Run("weight over maxTrafficWeight", func(t *testing.T) {
 		r := stRoute([]ParentRef{stGateway}, stGood(stGateway, 3))
-		_, err := VerifyStatus(r, Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 101, MaxWeight: 100}, nil)
+		_, err := VerifyStatus(r, Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 101, MaxWeight: 100}, nil, "")
 		if err == nil || !strings.Contains(err.Error(), "outside 0..100") {
 			t.Fatalf("error = %v, want one about the range", err)
 		}

@@ -2,6 +2,7 @@ package routes
 
 import (
 	"fmt"
+	"strings"
 )
 
 // Split is the traffic a rollout asks for on its weighted rules.
@@ -35,23 +36,88 @@ func (c Change) String() string {
 type NoWeightedRuleError struct {
 	Route          Ref
 	Stable, Canary ObjectRef
+	// RuleName is the rule the Rollout targets (ruleName), if it does.
+	RuleName string
 }
 
 func (e *NoWeightedRuleError) Error() string {
+	if e.RuleName != "" {
+		return fmt.Sprintf("%s: rule %q (the ruleName of the Rollout's plugin config) does not send traffic to both the stable %s and the canary %s; "+
+			"add both backendRefs to that rule, or name the rule that holds them", e.Route, e.RuleName, e.Stable, e.Canary)
+	}
 	return fmt.Sprintf("%s has no rule whose backendRefs include both the stable %s and the canary %s; "+
 		"add both backendRefs to the rule whose traffic the rollout shifts", e.Route, e.Stable, e.Canary)
+}
+
+// NoRuleNamedError says a route has no rule with the name the Rollout
+// targets.
+type NoRuleNamedError struct {
+	Route    Ref
+	RuleName string
+	// Names are the rule names the route has; Unnamed counts its rules without one.
+	Names   []string
+	Unnamed int
+}
+
+func (e *NoRuleNamedError) Error() string {
+	has := "no named rules"
+	if len(e.Names) > 0 {
+		has = "rules named " + strings.Join(e.Names, ", ")
+	}
+	return fmt.Sprintf("%s has no rule named %q (ruleName in the Rollout's plugin config): it has %s and %d unnamed; "+
+		"set ruleName to one of them, or give the rule a name", e.Route, e.RuleName, has, e.Unnamed)
+}
+
+// Targeting says which rules of a route can be weighted rules for a Rollout.
+type Targeting struct {
+	// Added are the names of the rules the plugin added for any Rollout:
+	// never weighted rules.
+	Added map[string]bool
+	// RuleName, when set, is the one rule the Rollout targets on the route
+	// (ruleName in its plugin config): no other rule is a weighted rule,
+	// even one holding both Services.
+	RuleName string
+}
+
+// check refuses a route without the rule the targeting names.
+func (t Targeting) check(r Ref, rules []Rule) error {
+	if t.RuleName == "" {
+		return nil
+	}
+	e := &NoRuleNamedError{Route: r, RuleName: t.RuleName}
+	for _, rule := range rules {
+		switch n := rule.Name(); {
+		case n == t.RuleName:
+			return nil
+		case n == "":
+			e.Unnamed++
+		case !t.Added[n]:
+			e.Names = append(e.Names, n)
+		}
+	}
+	return e
+}
+
+// noWeightedRule is the error for a route whose targeted rules hold no
+// weighted rule.
+func (t Targeting) noWeightedRule(r Ref, rules []Rule, stable, canary ObjectRef) error {
+	if err := t.check(r, rules); err != nil {
+		return err
+	}
+	return &NoWeightedRuleError{Route: r, Stable: stable, Canary: canary, RuleName: t.RuleName}
 }
 
 // WeightedRules returns the indexes of the weighted rules: the rules whose
 // backendRefs include both the stable and the canary backend, where the
 // rollout sets the weights. Backends match on group, kind, namespace and
 // name, never on name alone. A rule the plugin added for a header or mirror
-// step (its name is in added, the names every Rollout's claim records) is
-// never a weighted rule, so no weight or experiment change touches it.
-func WeightedRules(namespace string, rules []Rule, stable, canary ObjectRef, added map[string]bool) []int {
+// step (its name is in t.Added, the names every Rollout's claim records) is
+// never a weighted rule, so no weight or experiment change touches it; with
+// t.RuleName only the rule of that name can be one.
+func WeightedRules(namespace string, rules []Rule, stable, canary ObjectRef, t Targeting) []int {
 	var out []int
 	for i, rule := range rules {
-		if n := rule.Name(); n != "" && added[n] {
+		if n := rule.Name(); (n != "" && t.Added[n]) || (t.RuleName != "" && n != t.RuleName) {
 			continue
 		}
 		var hasStable, hasCanary bool
@@ -73,17 +139,17 @@ func WeightedRules(namespace string, rules []Rule, stable, canary ObjectRef, add
 // SetWeights returns a copy of the route's rules in which, in every weighted
 // rule, the canary backendRef has CanaryWeight and the stable one
 // StableWeight(). Every other backendRef and every other rule is left as it
-// is. added are the names of the rules the plugin added (WeightedRules).
-func SetWeights(r Route, s Split, added map[string]bool) ([]Rule, []Change, error) {
+// is. t says which rules can be weighted rules (WeightedRules).
+func SetWeights(r Route, s Split, t Targeting) ([]Rule, []Change, error) {
 	if s.CanaryWeight < 0 || s.CanaryWeight > s.MaxWeight {
 		return nil, nil, fmt.Errorf("canary weight %d is outside 0..%d (maxTrafficWeight)", s.CanaryWeight, s.MaxWeight)
 	}
 	if s.Reserved < 0 || s.StableWeight() < 0 {
 		return nil, nil, fmt.Errorf("canary weight %d plus experiment weights %d exceed maxTrafficWeight %d", s.CanaryWeight, s.Reserved, s.MaxWeight)
 	}
-	weighted := WeightedRules(r.Namespace, r.Rules, s.Stable, s.Canary, added)
+	weighted := WeightedRules(r.Namespace, r.Rules, s.Stable, s.Canary, t)
 	if len(weighted) == 0 {
-		return nil, nil, &NoWeightedRuleError{Route: r.Ref, Stable: s.Stable, Canary: s.Canary}
+		return nil, nil, t.noWeightedRule(r.Ref, r.Rules, s.Stable, s.Canary)
 	}
 	for _, i := range weighted {
 		for _, ref := range []ObjectRef{s.Stable, s.Canary} {

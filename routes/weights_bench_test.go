@@ -32,7 +32,7 @@ func BenchmarkSetWeightsLargestRoute(b *testing.B) {
 	s := Split{Stable: ServiceRef("ns", "stable"), Canary: ServiceRef("ns", "canary"), CanaryWeight: 30, MaxWeight: 100}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, _, err := SetWeights(r, s, nil); err != nil {
+		if _, _, err := SetWeights(r, s, Targeting{}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -331,7 +331,7 @@ func TestSetWeights(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			route := tc.route()
-			gotRules, gotChanges, err := SetWeights(route, tc.split, nil)
+			gotRules, gotChanges, err := SetWeights(route, tc.split, Targeting{})
 			if err != nil {
 				t.Fatalf("SetWeights: unexpected error: %v", err)
 			}
@@ -358,7 +358,7 @@ func TestSetWeightsReturnsDeepCopy(t *testing.T) {
 		)
 	}
 	route := build()
-	got, _, err := SetWeights(route, Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 10, MaxWeight: 100}, nil)
+	got, _, err := SetWeights(route, Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 10, MaxWeight: 100}, Targeting{})
 	if err != nil {
 		t.Fatalf("SetWeights: %v", err)
 	}
@@ -443,7 +443,7 @@ func TestSetWeightsErrors(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			route := tc.route()
-			rules, changes, err := SetWeights(route, tc.split, nil)
+			rules, changes, err := SetWeights(route, tc.split, Targeting{})
 			if err == nil {
 				t.Fatalf("SetWeights: no error; rules %v, changes %v", rules, changes)
 			}
@@ -539,7 +539,7 @@ func TestWeightedRules(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := WeightedRules(tc.route.Namespace, tc.route.Rules, wtStable, wtCanary, nil)
+			got := WeightedRules(tc.route.Namespace, tc.route.Rules, wtStable, wtCanary, Targeting{})
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("WeightedRules (-want +got):\n%s", diff)
 			}
@@ -677,5 +677,49 @@ func TestChangeString(t *testing.T) {
 		if diff := cmp.Diff(tc.want, tc.change.String()); diff != "" {
 			t.Errorf("Change.String (-want +got):\n%s", diff)
 		}
+	}
+}
+
+// With ruleName, only the rule of that name is a weighted rule: another rule
+// holding the same two Services keeps its weights.
+func TestSetWeightsOnTheNamedRuleOnly(t *testing.T) {
+	named := func(name string, stable, canary int64) Rule {
+		r := wtRule("/"+name, wtBackend("web-stable", stable), wtBackend("web-canary", canary))
+		r["name"] = name
+		return r
+	}
+	live := wtRoute(named("live", 100, 0), named("split", 100, 0), wtRule("/other", wtBackend("web-stable", 100), wtBackend("web-canary", 0)))
+	got, changes, err := SetWeights(live, Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 30, MaxWeight: 100}, Targeting{RuleName: "split"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Rule{named("live", 100, 0), named("split", 70, 30), wtRule("/other", wtBackend("web-stable", 100), wtBackend("web-canary", 0))}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("rules (-want +got):\n%s", diff)
+	}
+	if len(changes) != 2 || changes[0].Rule != 1 {
+		t.Errorf("changes %v, want two in rule 1", changes)
+	}
+
+	// A name no rule has: the error lists the names the route has (not the
+	// plugin's added rules) and how many rules are unnamed.
+	withAdded := wtRoute(named("live", 100, 0), named("beta", 0, 1), wtRule("/x", wtBackend("web-stable", 1)))
+	_, _, err = SetWeights(withAdded, Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 30, MaxWeight: 100},
+		Targeting{RuleName: "spilt", Added: map[string]bool{"beta": true}})
+	var missing *NoRuleNamedError
+	if !errors.As(err, &missing) {
+		t.Fatalf("error %v, want a NoRuleNamedError", err)
+	}
+	want2 := `HTTPRoute shop/web has no rule named "spilt" (ruleName in the Rollout's plugin config): it has rules named live and 1 unnamed; set ruleName to one of them, or give the rule a name`
+	if diff := cmp.Diff(want2, err.Error()); diff != "" {
+		t.Errorf("message (-want +got):\n%s", diff)
+	}
+
+	// The named rule exists but does not hold both Services.
+	_, _, err = SetWeights(wtRoute(named("static", 1, 0), named("live", 100, 0)), Split{Stable: wtStable, Canary: ServiceRef(wtNS, "other"), CanaryWeight: 30, MaxWeight: 100},
+		Targeting{RuleName: "static"})
+	var noRule *NoWeightedRuleError
+	if !errors.As(err, &noRule) || !strings.Contains(err.Error(), `rule "static" (the ruleName of the Rollout's plugin config) does not send traffic to both`) {
+		t.Errorf("error %v, want a NoWeightedRuleError naming the rule", err)
 	}
 }
