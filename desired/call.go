@@ -83,7 +83,23 @@ type Env struct {
 	// (ruleName in its config): weights, experiment backends and the rules
 	// header and mirror steps copy come from that rule only.
 	RuleName string
+	// MirrorMode says how setMirrorRoute steps mirror (default MirrorRule).
+	MirrorMode MirrorMode
 }
+
+// MirrorMode says how a setMirrorRoute step mirrors.
+type MirrorMode string
+
+const (
+	// MirrorRule adds a rule of its own with the step's matches, sending to
+	// stable and mirroring the step's percentage of them to the canary: only
+	// the requests the step matches are mirrored. The default.
+	MirrorRule MirrorMode = "rule"
+	// MirrorFilter adds a RequestMirror filter with the step's percentage to
+	// every weighted rule: every request those rules carry may be mirrored;
+	// the step's matches are not applied.
+	MirrorFilter MirrorMode = "filter"
+)
 
 // Result is what the route must become.
 type Result struct {

@@ -123,6 +123,18 @@ func weightOf(namespace string, rules []routes.Rule, rec routes.RecordedWeight, 
 	return rules[i].BackendRefs()[j].Weight()
 }
 
+// findFilterDrift lists the mirror filters the plugin added that someone
+// else removed or changed since, and that the plugin would add again.
+func findFilterDrift(live, desired []routes.Rule, recorded []routes.AddedFilter) []string {
+	var out []string
+	for _, f := range recorded {
+		if !routes.HasFilter(live, f) && routes.HasFilter(desired, f) {
+			out = append(out, fmt.Sprintf("mirror filter %q in rule %d: removed or changed since the plugin added it", f.Set, f.Rule))
+		}
+	}
+	return out
+}
+
 // findRuleDrift lists the rules the plugin added that someone else changed or
 // removed since, and that the plugin would change again.
 func findRuleDrift(live, desired []routes.Rule, recorded map[string]string) []string {

@@ -41,7 +41,7 @@ func (c SetHeader) decide(s state) (Result, error) {
 	if err != nil {
 		return Result{}, invalid(err)
 	}
-	return s.finishRules(res)
+	return s.finishRules(res, s.claim.MirrorFilters)
 }
 
 // Desired gives the route the mirror rule of the call's managedRoutes entry,
@@ -52,21 +52,34 @@ func (c SetMirror) Desired(live routes.Route, env Env) (Result, error) {
 
 func (c SetMirror) decide(s state) (Result, error) {
 	live, env := s.live, s.env
-	match := c.Match
+	match, adding := c.Match, c.adding()
 	if !HasMatches(live.Kind) {
-		if c.adding() && env.ListedForHeaderRoutes {
+		if adding && env.ListedForHeaderRoutes {
 			return Result{}, invalid(fmt.Errorf("listed with useHeaderRoutes: true, but a %s has no matches and cannot take mirror route %q; remove useHeaderRoutes from its entry", live.Kind, c.Name))
 		}
-		match = nil
+		match, adding = nil, false
+	}
+	filterMode := env.MirrorMode == MirrorFilter
+	if filterMode {
+		match = nil // the entry's rule, from rule mode, goes
 	}
 	res, err := routes.SetMirrorRule(live, s.ruleInput(c.Rules), c.Name, match, c.Percent)
 	if err != nil {
 		return Result{}, invalid(err)
 	}
-	return s.finishRules(res)
+	// In rule mode the entry's filters, from filter mode, go.
+	withRule := live
+	withRule.Rules = res.Rules
+	filters, err := routes.SetMirrorFilters(withRule, s.ruleInput(c.Rules), s.claim.MirrorFilters, c.Name, c.Percent, filterMode && adding)
+	if err != nil {
+		return Result{}, invalid(err)
+	}
+	res.Rules, res.Changes = filters.Rules, append(res.Changes, filters.Changes...)
+	return s.finishRules(res, filters.Claimed)
 }
 
-// Desired takes away every rule the claim records as added for the Rollout.
+// Desired takes away every rule and mirror filter the claim records as added
+// for the Rollout.
 // The claim, not the Rollout's managedRoutes, decides: a rule the Rollout
 // added under a name it no longer lists still goes, and a rule named like one
 // of its managedRoutes that it did not add stays.
@@ -76,10 +89,13 @@ func (RemoveManaged) Desired(live routes.Route, env Env) (Result, error) {
 
 func (c RemoveManaged) decide(s state) (Result, error) {
 	live := s.live
-	if len(s.claim.Rules) == 0 {
-		return s.finishRules(routes.RulesResult{Rules: routes.CopyRules(live.Rules)})
+	res := routes.RulesResult{Rules: routes.CopyRules(live.Rules)}
+	if len(s.claim.Rules) > 0 {
+		res = routes.RemoveAddedRules(live, s.claim.Rules)
 	}
-	return s.finishRules(routes.RemoveAddedRules(live, s.claim.Rules))
+	rules, changes := routes.RemoveMirrorFilters(res.Rules, s.claim.MirrorFilters)
+	res.Rules, res.Changes = rules, append(res.Changes, changes...)
+	return s.finishRules(res, nil)
 }
 
 // HasMatches says whether the kind's rules have matches, and so can take

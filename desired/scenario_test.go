@@ -161,6 +161,8 @@ type expect struct {
 	labels  map[string]string
 	// claims says whether the claims annotation is on the route.
 	claims bool
+	// rules, if set, are the route's rules, whole.
+	rules []routes.Rule
 }
 
 type step struct {
@@ -202,6 +204,11 @@ func runScenario(t *testing.T, kind routes.Kind, steps []step) {
 		}
 		if diff := cmp.Diff(st.want.labels, s.route.Labels); diff != "" {
 			t.Errorf("%s: labels (-want +got):\n%s", where, diff)
+		}
+		if st.want.rules != nil {
+			if diff := cmp.Diff(st.want.rules, s.route.Rules); diff != "" {
+				t.Errorf("%s: rules (-want +got):\n%s", where, diff)
+			}
 		}
 		if _, has := s.route.Annotations[routes.ClaimsAnnotation]; has != st.want.claims {
 			t.Errorf("%s: claims annotation present = %v, want %v (%v)", where, has, st.want.claims, s.route.Annotations)
@@ -555,5 +562,59 @@ func TestRuleNameTargetsOneRule(t *testing.T) {
 		{call{c: setWeight(0), env: split}, expect{weights: w(100, 0), wrote: true}},
 		{call{c: setWeight(30), env: func(e *Env) { e.RuleName = "spilt" }}, expect{weights: w(100, 0), errAs: new(*routes.NoRuleNamedError),
 			err: []string{`has no rule named "spilt"`, "rules named live, split"}}},
+	})
+}
+
+// Mirroring in filter mode: a RequestMirror filter on the weighted rule,
+// replaced when the percentage changes, removed exactly, the user's filters
+// kept; header rules do not copy it; switching modes swaps filter and rule.
+func TestMirrorFilterMode(t *testing.T) {
+	filterMode := func(e *Env) { e.MirrorMode = MirrorFilter }
+	userFilter := map[string]any{"type": "RequestHeaderModifier", "requestHeaderModifier": map[string]any{"set": []any{map[string]any{"name": "x-env", "value": "prod"}}}}
+	weighted := func(stable, canary int64, filters ...map[string]any) routes.Rule {
+		r := rule("/", backend("stable", stable), backend("canary", canary))
+		fs := []any{userFilter}
+		for _, f := range filters {
+			fs = append(fs, f)
+		}
+		r["filters"] = fs
+		return r
+	}
+	mirrorTo := func(pct int64) map[string]any {
+		return map[string]any{"type": "RequestMirror", "requestMirror": map[string]any{
+			"backendRef": map[string]any{"group": "", "kind": "Service", "name": "canary", "port": int64(80)}, "percent": pct}}
+	}
+	static := rule("/static", backend("static", 1))
+	headerRule := rule("/", backend("canary", 1))
+	headerRule["name"] = "beta"
+	headerRule["filters"] = []any{userFilter}
+	headerRule["matches"] = []any{map[string]any{"path": map[string]any{"type": "PathPrefix", "value": "/"},
+		"headers": []any{map[string]any{"name": "X-Canary", "type": "Exact", "value": "yes"}}}}
+	runScenario(t, routes.HTTPRoute, []step{
+		{create{kubectl, []routes.Rule{weighted(100, 0), static}}, expect{owners: []string{kubectl}}},
+		{call{c: setWeight(10), env: filterMode}, expect{wrote: true, owners: plugins, labels: inProgress, claims: true}},
+		{call{c: mirror(20, "/"), env: filterMode}, expect{wrote: true, owners: plugins, labels: inProgress, claims: true,
+			rules: []routes.Rule{weighted(90, 10, mirrorTo(20)), static}}},
+		{call{c: mirror(20, "/"), env: filterMode}, expect{owners: plugins, labels: inProgress, claims: true}},
+		{call{c: mirror(40, "/"), env: filterMode}, expect{wrote: true, owners: plugins, labels: inProgress, claims: true,
+			rules: []routes.Rule{weighted(90, 10, mirrorTo(40)), static}}},
+		{call{c: setWeight(30), env: filterMode}, expect{wrote: true, owners: plugins, labels: inProgress, claims: true,
+			rules: []routes.Rule{weighted(70, 30, mirrorTo(40)), static}}},
+		{call{c: header("X-Canary", "yes"), env: filterMode}, expect{wrote: true, owners: plugins, labels: inProgress, claims: true,
+			rules: []routes.Rule{weighted(70, 30, mirrorTo(40)), static, headerRule}}},
+		{call{c: header("", ""), env: filterMode}, expect{wrote: true, owners: plugins, labels: inProgress, claims: true}},
+		// Rule mode now: the filter goes, the mirror rule comes (without the filter).
+		{call{c: mirror(40, "/api")}, expect{wrote: true, owners: plugins, labels: inProgress, claims: true}},
+		{call{c: mirror(40, "/api"), env: filterMode}, expect{wrote: true, owners: plugins, labels: inProgress, claims: true,
+			rules: []routes.Rule{weighted(70, 30, mirrorTo(40)), static}}},
+		// Someone removes the filter; re-adding it would fight them: a conflict.
+		{update{"kubectl-edit", func(r []routes.Rule) { r[0]["filters"] = []any{userFilter} }}, expect{owners: []string{"kubectl-edit"}, labels: inProgress, claims: true}},
+		{call{c: mirror(40, "/"), env: filterMode}, expect{owners: []string{"kubectl-edit"}, labels: inProgress, claims: true, errAs: new(*ConflictError),
+			err: []string{`mirror filter "mirror" in rule 0: removed or changed since the plugin added it`}}},
+		{call{c: mirror(40, "/"), env: func(e *Env) { filterMode(e); force(e) }}, expect{wrote: true, owners: plugins, labels: inProgress, claims: true,
+			rules: []routes.Rule{weighted(70, 30, mirrorTo(40)), static}}},
+		{call{c: RemoveManaged{}, env: filterMode}, expect{wrote: true, owners: plugins, labels: inProgress, claims: true,
+			rules: []routes.Rule{weighted(70, 30), static}}},
+		{call{c: setWeight(0), env: filterMode}, expect{wrote: true, rules: []routes.Rule{weighted(100, 0), static}}},
 	})
 }

@@ -41,7 +41,8 @@ func read(live routes.Route, env Env) (state, error) {
 
 // ruleInput is what the header and mirror transforms need on this route.
 func (s state) ruleInput(r RuleServices) routes.RuleInput {
-	return routes.RuleInput{Stable: r.Stable, Canary: r.Canary, ManagedRoutes: r.ManagedRoutes, Claimed: s.claim.Rules, Targeting: s.targeting()}
+	return routes.RuleInput{Stable: r.Stable, Canary: r.Canary, ManagedRoutes: r.ManagedRoutes, Claimed: s.claim.Rules,
+		Targeting: s.targeting(), AddedFilters: s.claims.AddedFilters()}
 }
 
 // targeting says which rules of the route are weighted rules for the Rollout.
@@ -49,12 +50,14 @@ func (s state) targeting() routes.Targeting {
 	return routes.Targeting{Added: s.added, RuleName: s.env.RuleName}
 }
 
-// finishRules is finish for the calls that change added rules: the claim
-// records their names and a digest of each as written.
-func (s state) finishRules(res routes.RulesResult) (Result, error) {
+// finishRules is finish for the calls that change added rules and mirror
+// filters: the claim records the rules' names with a digest of each as
+// written, and the filters.
+func (s state) finishRules(res routes.RulesResult, filters []routes.AddedFilter) (Result, error) {
 	claim := s.claim
 	claim.Rules = res.Claimed
 	claim.RuleDigests = digestRules(res.Rules, claim.Rules)
+	claim.MirrorFilters = filters
 	return s.finish(res.Rules, res.Changes, claim)
 }
 
@@ -99,7 +102,7 @@ func (s state) checkConflict(desired []routes.Rule) ([]string, error) {
 		return nil, nil
 	}
 	drift := findDrift(s.live.Namespace, s.live.Rules, desired, s.claim.Weights)
-	ruleDrift := findRuleDrift(s.live.Rules, desired, s.claim.RuleDigests)
+	ruleDrift := append(findRuleDrift(s.live.Rules, desired, s.claim.RuleDigests), findFilterDrift(s.live.Rules, desired, s.claim.MirrorFilters)...)
 	if len(drift) == 0 && len(ruleDrift) == 0 {
 		return nil, nil
 	}

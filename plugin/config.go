@@ -76,6 +76,10 @@ type Config struct {
 	// by a selector take setHeaderRoute rules, as useHeaderRoutes does for a
 	// named one.
 	SelectedRoutesUseHeaderRoutes bool `json:"selectedRoutesUseHeaderRoutes,omitempty"`
+	// MirrorMode says how setMirrorRoute steps mirror: "rule" (default: a rule
+	// of their own with the step's matches) or "filter" (a RequestMirror
+	// filter on the weighted rules).
+	MirrorMode desired.MirrorMode `json:"mirrorMode,omitempty"`
 }
 
 // NamedRoute is one entry of httpRoutes, grpcRoutes, tcpRoutes or tlsRoutes.
@@ -110,6 +114,8 @@ type Settings struct {
 	// RuleNames are the rules the Rollout targets on named routes (ruleName);
 	// nil when none.
 	RuleNames map[routes.Ref]string
+	// MirrorMode is desired.MirrorRule or desired.MirrorFilter.
+	MirrorMode desired.MirrorMode
 }
 
 // ParseConfig reads and validates the Rollout's config for the plugin
@@ -150,7 +156,7 @@ func (c *Config) fields() map[string]any {
 		"disableInProgressLabel": &c.DisableInProgressLabel, "inProgressLabelKey": &c.InProgressLabelKey,
 		"inProgressLabelValue": &c.InProgressLabelValue,
 		"verifyWeight":         &c.VerifyWeight, "conflictPolicy": &c.ConflictPolicy,
-		"selectedRoutesUseHeaderRoutes": &c.SelectedRoutesUseHeaderRoutes,
+		"selectedRoutesUseHeaderRoutes": &c.SelectedRoutesUseHeaderRoutes, "mirrorMode": &c.MirrorMode,
 	}
 }
 
@@ -302,9 +308,17 @@ func (cfg Config) settings(rolloutNamespace string) (Settings, error) {
 	default:
 		return Settings{}, fmt.Errorf("key \"conflictPolicy\" must be %q or %q, not %q", desired.ReportConflicts, desired.TakeOver, policy)
 	}
+	mirrorMode := cfg.MirrorMode
+	switch mirrorMode {
+	case "":
+		mirrorMode = desired.MirrorRule
+	case desired.MirrorRule, desired.MirrorFilter:
+	default:
+		return Settings{}, fmt.Errorf("key \"mirrorMode\" must be %q or %q, not %q", desired.MirrorRule, desired.MirrorFilter, mirrorMode)
+	}
 	out := Settings{Targets: t, HeaderRoutes: headerRoutes, ListedForHeaderRoutes: listed,
 		SelectedHeaderRoutes: cfg.SelectedRoutesUseHeaderRoutes, VerifyWeight: cfg.VerifyWeight, ConflictPolicy: policy,
-		RuleNames: ruleNames.names}
+		RuleNames: ruleNames.names, MirrorMode: mirrorMode}
 	if !cfg.DisableInProgressLabel {
 		key, value := cfg.InProgressLabelKey, cfg.InProgressLabelValue
 		if key == "" {
@@ -360,6 +374,7 @@ func (s Settings) env(rollout, fieldManager string, ref routes.Ref) desired.Env 
 		TakesHeaderRoutes:     s.TakesHeaderRoutes(ref),
 		ListedForHeaderRoutes: s.ListedForHeaderRoutes[ref],
 		RuleName:              s.RuleNames[ref],
+		MirrorMode:            s.MirrorMode,
 	}
 }
 

@@ -72,6 +72,7 @@ func TestParseConfig(t *testing.T) {
 			InProgressLabel: cfgDefaultLabel,
 			HeaderRoutes:    cfgHeader(http("shop", "web")),
 			ConflictPolicy:  desired.ReportConflicts,
+			MirrorMode:      desired.MirrorRule,
 		}
 	}
 
@@ -91,6 +92,7 @@ func TestParseConfig(t *testing.T) {
 					HeaderRoutes:    map[routes.Ref]bool{http("shop", "web"): true},
 					VerifyWeight:    false,
 					ConflictPolicy:  "Error",
+					MirrorMode:      desired.MirrorRule,
 				}
 			},
 		},
@@ -99,7 +101,7 @@ func TestParseConfig(t *testing.T) {
 			raw:  `{"grpcRoute": "api"}`,
 			want: func(*testing.T) Settings {
 				return Settings{Targets: routes.Targets{Named: []routes.Ref{grpc("shop", "api")}}, InProgressLabel: cfgDefaultLabel,
-					HeaderRoutes: cfgHeader(grpc("shop", "api")), ConflictPolicy: desired.ReportConflicts}
+					HeaderRoutes: cfgHeader(grpc("shop", "api")), ConflictPolicy: desired.ReportConflicts, MirrorMode: desired.MirrorRule}
 			},
 		},
 		{
@@ -107,7 +109,7 @@ func TestParseConfig(t *testing.T) {
 			raw:  `{"tcpRoute": "db"}`,
 			want: func(*testing.T) Settings {
 				return Settings{Targets: routes.Targets{Named: []routes.Ref{tcp("shop", "db")}}, InProgressLabel: cfgDefaultLabel,
-					HeaderRoutes: cfgHeader(tcp("shop", "db")), ConflictPolicy: desired.ReportConflicts}
+					HeaderRoutes: cfgHeader(tcp("shop", "db")), ConflictPolicy: desired.ReportConflicts, MirrorMode: desired.MirrorRule}
 			},
 		},
 		{
@@ -115,7 +117,7 @@ func TestParseConfig(t *testing.T) {
 			raw:  `{"tlsRoute": "edge"}`,
 			want: func(*testing.T) Settings {
 				return Settings{Targets: routes.Targets{Named: []routes.Ref{tls("shop", "edge")}}, InProgressLabel: cfgDefaultLabel,
-					HeaderRoutes: cfgHeader(tls("shop", "edge")), ConflictPolicy: desired.ReportConflicts}
+					HeaderRoutes: cfgHeader(tls("shop", "edge")), ConflictPolicy: desired.ReportConflicts, MirrorMode: desired.MirrorRule}
 			},
 		},
 		{
@@ -139,6 +141,7 @@ func TestParseConfig(t *testing.T) {
 					// Only list entries are listed: for a TCPRoute that makes a header step an error.
 					ListedForHeaderRoutes: cfgHeader(http("shop", "web-a"), tcp("shop", "db-b")),
 					ConflictPolicy:        desired.ReportConflicts,
+					MirrorMode:            desired.MirrorRule,
 				}
 			},
 		},
@@ -161,6 +164,7 @@ func TestParseConfig(t *testing.T) {
 					InProgressLabel: cfgDefaultLabel,
 					HeaderRoutes:    cfgHeader(http("shop", "h1"), grpc("shop", "g1"), tcp("shop", "c1"), tls("shop", "t1")),
 					ConflictPolicy:  desired.ReportConflicts,
+					MirrorMode:      desired.MirrorRule,
 				}
 			},
 		},
@@ -173,6 +177,7 @@ func TestParseConfig(t *testing.T) {
 					InProgressLabel: cfgDefaultLabel,
 					HeaderRoutes:    cfgHeader(http("gateways", "web")),
 					ConflictPolicy:  desired.ReportConflicts,
+					MirrorMode:      desired.MirrorRule,
 				}
 			},
 		},
@@ -205,6 +210,7 @@ func TestParseConfig(t *testing.T) {
 					InProgressLabel: cfgDefaultLabel,
 					HeaderRoutes:    cfgHeader(http("gateways", "web")),
 					ConflictPolicy:  desired.ReportConflicts,
+					MirrorMode:      desired.MirrorRule,
 				}
 			},
 		},
@@ -219,6 +225,7 @@ func TestParseConfig(t *testing.T) {
 					InProgressLabel: cfgDefaultLabel,
 					HeaderRoutes:    cfgHeader(),
 					ConflictPolicy:  desired.ReportConflicts,
+					MirrorMode:      desired.MirrorRule,
 				}
 			},
 		},
@@ -292,8 +299,18 @@ func TestParseConfig(t *testing.T) {
 					InProgressLabel: cfgDefaultLabel,
 					HeaderRoutes:    cfgHeader(http("shop", "web"), tls("shop", "edge")),
 					ConflictPolicy:  desired.ReportConflicts,
+					MirrorMode:      desired.MirrorRule,
 					RuleNames:       map[routes.Ref]string{http("shop", "web"): "split", grpc("shop", "api"): "grpc-split", tls("shop", "edge"): "tls-split"},
 				}
+			},
+		},
+		{
+			name: "mirrorMode filter",
+			raw:  `{"httpRoute": "web", "mirrorMode": "filter"}`,
+			want: func(*testing.T) Settings {
+				s := oneHTTPRoute()
+				s.MirrorMode = desired.MirrorFilter
+				return s
 			},
 		},
 		{
@@ -358,6 +375,7 @@ func TestParseConfig(t *testing.T) {
 					),
 					ListedForHeaderRoutes: cfgHeader(http("gateways", "hs"), grpc("gateways", "gs")),
 					ConflictPolicy:        desired.ReportConflicts,
+					MirrorMode:            desired.MirrorRule,
 				}
 			},
 		},
@@ -420,6 +438,11 @@ func TestParseConfigErrors(t *testing.T) {
 			name:    "unknown key",
 			rollout: cfgRollout(DefaultPluginName, `{"httpRoute": "web", "headerRoutes": true}`),
 			wantErr: []string{where, `unknown key "headerRoutes"`, "known keys: configMap, conflictPolicy"},
+		},
+		{
+			name:    "an unknown mirror mode",
+			rollout: cfgRollout(DefaultPluginName, `{"httpRoute": "web", "mirrorMode": "shadow"}`),
+			wantErr: []string{where, `key "mirrorMode" must be "rule" or "filter", not "shadow"`},
 		},
 		{
 			name:    "a rule name for a single route that is not set",

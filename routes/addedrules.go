@@ -53,6 +53,9 @@ type RuleInput struct {
 	// Targeting says which rules are weighted rules: not the added ones, and
 	// only the one named by ruleName if the Rollout sets it.
 	Targeting Targeting
+	// AddedFilters are the mirror filters the plugin added to weighted rules
+	// (any Rollout's); the rules generated from a weighted rule leave them out.
+	AddedFilters []map[string]any
 }
 
 // RulesResult is a transform's outcome on one route.
@@ -118,7 +121,7 @@ func SetHeaderRules(r Route, in RuleInput, name string, match []HeaderMatch) (Ru
 	}
 	generated := make([]Rule, len(sources))
 	for k, i := range sources {
-		rule, err := headerRule(r, kept[i], i, name, names[k], headers, in.Canary)
+		rule, err := headerRule(r, in, kept[i], i, name, names[k], headers)
 		if err != nil {
 			return RulesResult{}, err
 		}
@@ -130,8 +133,10 @@ func SetHeaderRules(r Route, in RuleInput, name string, match []HeaderMatch) (Ru
 
 // headerRule is rule ruleName of header route set: weighted rule i (source)
 // with the header matches added to each of its matches, sending to the canary.
-func headerRule(r Route, source Rule, i int, set, ruleName string, headers []map[string]any, canaryTarget ObjectRef) (Rule, error) {
+func headerRule(r Route, in RuleInput, source Rule, i int, set, ruleName string, headers []map[string]any) (Rule, error) {
+	canaryTarget := in.Canary
 	rule := copyRuleWithout(source, "name", "backendRefs", "matches")
+	withoutAddedFilters(rule, in.AddedFilters)
 	rule["name"] = ruleName
 	matches, _ := source["matches"].([]any)
 	if len(matches) == 0 {
@@ -221,6 +226,7 @@ func SetMirrorRule(r Route, in RuleInput, name string, match []RequestMatch, per
 		mirrorRef["kind"] = "Service"
 	}
 	rule := copyRuleWithout(source, "name", "backendRefs", "matches")
+	withoutAddedFilters(rule, in.AddedFilters)
 	rule["name"] = names[0]
 	rule["matches"] = matches
 	rule["backendRefs"] = []any{map[string]any(stable)}

@@ -31,6 +31,9 @@ type Claim struct {
 	// RuleDigests maps the name of each rule the plugin added to a digest of
 	// its content as the plugin wrote it, for the same purpose.
 	RuleDigests map[string]string `json:"ruleDigests,omitempty"`
+	// MirrorFilters are the RequestMirror filters the plugin added to weighted
+	// rules for setMirrorRoute steps in filter mode.
+	MirrorFilters []AddedFilter `json:"mirrorFilters,omitempty"`
 }
 
 // RecordedWeight is one weight the plugin set: a backend in a rule.
@@ -44,7 +47,7 @@ type RecordedWeight struct {
 
 // Active says whether the Rollout still has anything on the route.
 func (c Claim) Active() bool {
-	return c.CanaryWeight > 0 || len(c.Backends) > 0 || len(c.Rules) > 0
+	return c.CanaryWeight > 0 || len(c.Backends) > 0 || len(c.Rules) > 0 || len(c.MirrorFilters) > 0
 }
 
 // AddedBackend is a backendRef the plugin added to a rule.
@@ -109,6 +112,18 @@ func (c Claims) AddedRules() map[string]bool {
 	for _, claim := range c {
 		for _, n := range claim.Rules {
 			out[n] = true
+		}
+	}
+	return out
+}
+
+// AddedFilters are the filters the plugin added for any Rollout: rules it
+// generates from a weighted rule do not copy them.
+func (c Claims) AddedFilters() []map[string]any {
+	var out []map[string]any
+	for _, claim := range c {
+		for _, f := range claim.MirrorFilters {
+			out = append(out, f.Filter)
 		}
 	}
 	return out

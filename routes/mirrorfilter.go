@@ -1,0 +1,228 @@
+package routes
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// Mirroring in filter mode: a setMirrorRoute step adds a RequestMirror
+// filter, with the step's percentage, to every weighted rule, instead of a
+// rule of its own. The filter mirrors every request the weighted rule
+// carries: the step's matches only say that the step adds mirroring (Argo
+// Rollouts requires them); to mirror some requests only, use rule mode.
+//
+// Filters have no names, so the plugin records each one it added in the
+// Rollout's claim (Claim.MirrorFilters) with its content and how many equal
+// filters the rule already held, and removes exactly that one: the last equal
+// filter, while the rule holds more than it did before.
+
+// AddedFilter is a RequestMirror filter the plugin added to a weighted rule.
+type AddedFilter struct {
+	// Set is the managedRoutes entry the filter belongs to.
+	Set string `json:"set"`
+	// Rule is the rule's index when it was added; RuleName its name, if any,
+	// which wins over the index.
+	Rule     int    `json:"rule"`
+	RuleName string `json:"ruleName,omitempty"`
+	// Filter is the filter as written.
+	Filter map[string]any `json:"filter"`
+	// Others counts the equal filters the rule held before the plugin added
+	// its own.
+	Others int `json:"others,omitempty"`
+}
+
+// FiltersResult is the outcome of a filter-mode mirror step on one route.
+type FiltersResult struct {
+	Rules []Rule
+	// Claimed are the filters the plugin has added for the Rollout on this
+	// route, after the change.
+	Claimed []AddedFilter
+	Changes []string
+}
+
+// SetMirrorFilters returns the route with the RequestMirror filters of
+// managedRoutes entry name as the step asks: one per weighted rule, to that
+// rule's canary backendRef, mirroring percent (nil: 100) of its requests; not
+// adding removes them. claimed are the filters the Rollout's claim records;
+// those of other entries stay.
+func SetMirrorFilters(r Route, in RuleInput, claimed []AddedFilter, name string, percent *int32, adding bool) (FiltersResult, error) {
+	pct := int64(100)
+	if percent != nil {
+		pct = int64(*percent)
+	}
+	if pct < 0 || pct > 100 {
+		return FiltersResult{}, fmt.Errorf("mirror route %q: percentage %d is outside 0..100", name, pct)
+	}
+	rules := CopyRules(r.Rules)
+	res := FiltersResult{Rules: rules}
+	var weighted []int
+	if adding {
+		if r.Kind != HTTPRoute && r.Kind != GRPCRoute {
+			return FiltersResult{}, fmt.Errorf("a %s has no filters, so it cannot take mirror route %q", r.Kind, name)
+		}
+		weighted = WeightedRules(r.Namespace, rules, in.Stable, in.Canary, in.Targeting)
+		if len(weighted) == 0 {
+			return FiltersResult{}, in.Targeting.noWeightedRule(r.Ref, rules, in.Stable, in.Canary)
+		}
+	}
+	want := map[int]map[string]any{}
+	for _, i := range weighted {
+		canary, _ := rules[i].CopyRef(r.Namespace, in.Canary)
+		want[i] = mirrorFilter(canary, pct)
+	}
+	kept := map[int]bool{}
+	for _, f := range claimed {
+		i := locateRule(rules, f.Rule, f.RuleName)
+		if f.Set != name {
+			res.Claimed = append(res.Claimed, f)
+			continue
+		}
+		if w, ok := want[i]; ok && !kept[i] && sameJSON(w, f.Filter) && countFilters(rules[i], f.Filter) > f.Others {
+			kept[i] = true // already there as the step wants it: leave it in place
+			f.Rule, f.RuleName = i, rules[i].Name()
+			res.Claimed = append(res.Claimed, f)
+			continue
+		}
+		res.Changes = append(res.Changes, removeFilter(rules, f)...)
+	}
+	for _, i := range weighted {
+		if kept[i] {
+			continue
+		}
+		f := AddedFilter{Set: name, Rule: i, RuleName: rules[i].Name(), Filter: want[i], Others: countFilters(rules[i], want[i])}
+		filters, _ := rules[i]["filters"].([]any)
+		rules[i]["filters"] = append(filters, runtime.DeepCopyJSONValue(want[i]))
+		res.Claimed = append(res.Claimed, f)
+		res.Changes = append(res.Changes, fmt.Sprintf("rule %d + mirror filter %s %d%%", i, strconv.Quote(name), pct))
+	}
+	if err := CheckLimits(r.Kind, rules); err != nil {
+		return FiltersResult{}, fmt.Errorf("mirror route %q: %w", name, err)
+	}
+	return res, nil
+}
+
+// RemoveMirrorFilters removes from a copy of the rules every filter claimed
+// records, and says what it removed.
+func RemoveMirrorFilters(rules []Rule, claimed []AddedFilter) ([]Rule, []string) {
+	rules = CopyRules(rules)
+	var changes []string
+	for _, f := range claimed {
+		changes = append(changes, removeFilter(rules, f)...)
+	}
+	return rules, changes
+}
+
+// HasFilter says whether the rules still hold the filter the plugin added.
+func HasFilter(rules []Rule, f AddedFilter) bool {
+	i := locateRule(rules, f.Rule, f.RuleName)
+	return i >= 0 && countFilters(rules[i], f.Filter) > f.Others
+}
+
+func removeFilter(rules []Rule, f AddedFilter) []string {
+	i := locateRule(rules, f.Rule, f.RuleName)
+	if i < 0 || !removeLastFilter(rules[i], f.Filter, f.Others) {
+		return nil
+	}
+	return []string{fmt.Sprintf("rule %d − mirror filter %s", i, strconv.Quote(f.Set))}
+}
+
+// mirrorFilter is a RequestMirror filter to the canary backendRef, with the
+// CRD's defaults written out so that the applied rule equals the stored one.
+func mirrorFilter(canary BackendRef, pct int64) map[string]any {
+	ref := map[string]any{"group": "", "kind": "Service"}
+	for _, k := range []string{"group", "kind", "name", "namespace", "port"} {
+		if v, ok := canary[k]; ok {
+			ref[k] = v
+		}
+	}
+	return map[string]any{"type": "RequestMirror", "requestMirror": map[string]any{"backendRef": ref, "percent": pct}}
+}
+
+// locateRule finds a recorded rule: by name when it had one, else by index;
+// -1 when it is gone.
+func locateRule(rules []Rule, index int, name string) int {
+	if name != "" {
+		for i, r := range rules {
+			if r.Name() == name {
+				return i
+			}
+		}
+		return -1
+	}
+	if index >= 0 && index < len(rules) {
+		return index
+	}
+	return -1
+}
+
+func countFilters(rule Rule, f map[string]any) int {
+	filters, _ := rule["filters"].([]any)
+	n := 0
+	for _, x := range filters {
+		if sameJSON(x, f) {
+			n++
+		}
+	}
+	return n
+}
+
+// removeLastFilter removes the rule's last filter equal to f, if the rule
+// holds more of them than others (the count before the plugin added its own).
+func removeLastFilter(rule Rule, f map[string]any, others int) bool {
+	if countFilters(rule, f) <= others {
+		return false
+	}
+	filters := rule["filters"].([]any)
+	for j := len(filters) - 1; j >= 0; j-- {
+		if sameJSON(filters[j], f) {
+			rest := append(filters[:j:j], filters[j+1:]...)
+			if len(rest) == 0 {
+				delete(rule, "filters")
+			} else {
+				rule["filters"] = rest
+			}
+			return true
+		}
+	}
+	return false
+}
+
+// withoutAddedFilters drops from a copied rule the filters the plugin added
+// (any Rollout's), so rules generated from a weighted rule do not copy them.
+func withoutAddedFilters(rule Rule, added []map[string]any) {
+	filters, ok := rule["filters"].([]any)
+	if !ok || len(added) == 0 {
+		return
+	}
+	var out []any
+	for _, f := range filters {
+		drop := false
+		for _, a := range added {
+			if sameJSON(f, a) {
+				drop = true
+				break
+			}
+		}
+		if !drop {
+			out = append(out, f)
+		}
+	}
+	if len(out) == 0 {
+		delete(rule, "filters")
+		return
+	}
+	rule["filters"] = out
+}
+
+// sameJSON says whether two JSON values are equal as JSON: a filter read back
+// from the claims annotation has float64 numbers where the served rule has
+// int64 ones.
+func sameJSON(a, b any) bool {
+	x, errA := json.Marshal(a)
+	y, errB := json.Marshal(b)
+	return errA == nil && errB == nil && bytes.Equal(x, y)
+}
