@@ -24,13 +24,16 @@ import (
 // further ones "<name>-1", "<name>-2"… (a header route gets one rule per
 // weighted rule it copies).
 //
-// Placement: new rules are appended after the last rule. Gateway API gives
-// precedence by match specificity across all rules and uses list order only
-// to break ties, so appending changes no existing rule's index (records kept
-// by index, such as experiment backends on unnamed rules, stay valid). A
-// header rule is its source rule's match plus at least one header match, so it
-// always wins over its source rule. A rule whose match ties exactly with an
-// earlier rule's would never be used; that is an error before the write.
+// Placement: added rules come after the user's rules, and a Rollout's own
+// added rules in the order of its managedRoutes (placement.position), so
+// re-adding one puts it back in its place. Gateway API gives precedence by
+// match specificity across all rules and uses list order only to break ties,
+// so the order only decides between rules whose matches tie. No user rule
+// moves, so records kept by index (weights and experiment backends, on the
+// user's weighted rules) stay valid. A header rule is its source rule's match
+// plus at least one header match, so it always wins over its source rule. A
+// rule whose match ties exactly with another rule's would leave one of the
+// two unused; that is an error before the write.
 
 // Gateway API limits on HTTPRoute and GRPCRoute, enforced by the CRDs.
 const (
@@ -383,12 +386,13 @@ func (p placement) place() (RulesResult, error) {
 			return RulesResult{}, fmt.Errorf("%s: the route already has a rule named %q that the plugin did not add for this Rollout; rename that rule or the managed route", p.what, n)
 		}
 	}
-	rules := append(p.kept, p.generated...)
-	for k := len(p.kept); k < len(rules); k++ {
-		if err := shadowed(p.route.Kind, rules[:len(p.kept)], rules[k]); err != nil {
-			return RulesResult{}, fmt.Errorf("%s: rule %q: %w", p.what, rules[k].Name(), err)
+	at := p.position()
+	for _, rule := range p.generated {
+		if err := shadowed(p.route.Kind, p.kept[:at], p.kept[at:], at+len(p.generated), rule); err != nil {
+			return RulesResult{}, fmt.Errorf("%s: rule %q: %w", p.what, rule.Name(), err)
 		}
 	}
+	rules := slices.Concat(p.kept[:at], p.generated, p.kept[at:])
 	if err := CheckLimits(p.route.Kind, rules); err != nil {
 		return RulesResult{}, fmt.Errorf("%s: %w", p.what, err)
 	}
@@ -408,6 +412,46 @@ func (p placement) place() (RulesResult, error) {
 	return RulesResult{Rules: rules, Claimed: append(p.removal.Claimed, p.names...), Changes: changes}, nil
 }
 
+// position is where the entry's rules go among the rules kept: after the
+// user's rules, and among the Rollout's own added rules in the order of its
+// managedRoutes (as Argo Rollouts' Istio router orders them), so that a
+// re-added entry comes back to its place.
+func (p placement) position() int {
+	last := -1 // the user's last rule
+	for k, rule := range p.kept {
+		if n := rule.Name(); n == "" || !p.in.Targeting.Added[n] {
+			last = k
+		}
+	}
+	order := p.in.managedRouteIndex(p.base)
+	for k := last + 1; k < len(p.kept); k++ {
+		n := p.kept[k].Name()
+		if slices.Contains(p.in.Claimed, n) && p.in.managedRouteIndex(setOf(n, p.in.ManagedRoutes)) > order {
+			return k
+		}
+	}
+	return len(p.kept)
+}
+
+// managedRouteIndex is the entry's place in the Rollout's managedRoutes; an
+// entry it no longer lists goes last.
+func (in RuleInput) managedRouteIndex(base string) int {
+	if i := slices.Index(in.ManagedRoutes, base); i >= 0 {
+		return i
+	}
+	return len(in.ManagedRoutes)
+}
+
+// setOf is the managedRoutes entry a rule name belongs to, "" if none.
+func setOf(name string, managedRoutes []string) string {
+	for _, base := range managedRoutes {
+		if InSet(name, base, managedRoutes) {
+			return base
+		}
+	}
+	return ""
+}
+
 // namedRules are the rules with the given names, in the given order; nil if
 // one is missing.
 func namedRules(rules []Rule, names []string) []Rule {
@@ -422,16 +466,21 @@ func namedRules(rules []Rule, names []string) []Rule {
 	return out
 }
 
-// shadowed refuses a new rule if one of its matches is exactly a match of an
-// earlier rule: Gateway API gives the tie to the earlier rule, so that match
-// of the new rule would never be used.
-func shadowed(kind Kind, earlier []Rule, rule Rule) error {
+// shadowed refuses a new rule if one of its matches is exactly a match of
+// another rule: Gateway API gives a tie to the rule that comes first, so
+// either the new rule's match (if the other rule is earlier) or the other
+// rule's (if it comes after the new rules; later starts at that rule's index
+// once they are in) would never be used.
+func shadowed(kind Kind, earlier, later []Rule, laterIndex int, rule Rule) error {
 	for j, m := range matchesOf(kind, rule) {
 		for i, e := range earlier {
-			for _, other := range matchesOf(kind, e) {
-				if reflect.DeepEqual(m, other) {
-					return fmt.Errorf("its match %d is the same as a match of rule %d, which comes first and so takes every request the new rule would get; make the match more specific (a method, a header or a longer path)", j, i)
-				}
+			if slices.ContainsFunc(matchesOf(kind, e), func(other map[string]any) bool { return reflect.DeepEqual(m, other) }) {
+				return fmt.Errorf("its match %d is the same as a match of rule %d, which comes first and so takes every request the new rule would get; make the match more specific (a method, a header or a longer path)", j, i)
+			}
+		}
+		for i, e := range later {
+			if slices.ContainsFunc(matchesOf(kind, e), func(other map[string]any) bool { return reflect.DeepEqual(m, other) }) {
+				return fmt.Errorf("its match %d is the same as a match of rule %d (%q), which would come after it and get none of those requests any more; make the match more specific (a method, a header or a longer path)", j, laterIndex+i, e.Name())
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package routes
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -466,5 +467,141 @@ func TestCheckLimitsDuplicateNames(t *testing.T) {
 	r := []Rule{mrNamed("a", wtRule("/a")), mrNamed("a", wtRule("/b"))}
 	if err := CheckLimits(HTTPRoute, r); err == nil || !strings.Contains(err.Error(), `rules 0 and 1 would both be named "a"`) {
 		t.Errorf("error %v", err)
+	}
+}
+
+// Header rules stand in the order of the Rollout's managedRoutes, after the
+// user's rules, whatever order the steps come in; re-adding one puts it back
+// in its place.
+func TestAddedRulesFollowManagedRoutesOrder(t *testing.T) {
+	in := RuleInput{Stable: wtStable, Canary: wtCanary, ManagedRoutes: []string{"a", "b", "c"}}
+	weighted := wtRule("/", wtBackend("web-stable", 100), wtBackend("web-canary", 0))
+	static := wtRule("/static", wtBackend("static", 1))
+	r := wtRoute(weighted, static)
+	var claimed []string
+	add := func(set, header string) {
+		t.Helper()
+		claims := Claims{"ns/demo": {Rules: claimed}}
+		in.Claimed, in.Targeting.Added = claimed, claims.AddedRules()
+		res, err := SetHeaderRules(r, in, set, mrMatch(exact(header, "yes")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Rules, claimed = res.Rules, res.Claimed
+	}
+	names := func() []string {
+		var out []string
+		for _, rule := range r.Rules {
+			out = append(out, rule.Name())
+		}
+		return out
+	}
+	add("c", "X-C")
+	add("a", "X-A")
+	if diff := cmp.Diff([]string{"", "", "a", "c"}, names()); diff != "" {
+		t.Errorf("after c then a (-want +got):\n%s", diff)
+	}
+	add("b", "X-B")
+	if diff := cmp.Diff([]string{"", "", "a", "b", "c"}, names()); diff != "" {
+		t.Errorf("after b (-want +got):\n%s", diff)
+	}
+	add("a", "X-A2") // a new match: a is replaced, in its place
+	if diff := cmp.Diff([]string{"", "", "a", "b", "c"}, names()); diff != "" {
+		t.Errorf("after re-adding a (-want +got):\n%s", diff)
+	}
+	if got := r.Rules[2]["matches"].([]any)[0].(map[string]any)["headers"].([]any)[0].(map[string]any)["name"]; got != "X-A2" {
+		t.Errorf("rule a matches %v, want X-A2", got)
+	}
+	// A user rule someone appended after the plugin's rules stays where it is;
+	// new rules go after it.
+	user := mrNamed("late", wtRule("/late", wtBackend("late", 1)))
+	r.Rules = append(r.Rules, user)
+	add("b", "X-B2")
+	if diff := cmp.Diff([]string{"", "", "a", "c", "late", "b"}, names()); diff != "" {
+		t.Errorf("after a user rule at the end (-want +got):\n%s", diff)
+	}
+}
+
+// A new rule whose match ties with a rule that would come after it is
+// refused: that rule would never be used again.
+func TestAddedRuleTyingWithALaterRule(t *testing.T) {
+	in := RuleInput{Stable: wtStable, Canary: wtCanary, ManagedRoutes: []string{"a", "b"}, Claimed: []string{"b"}, Targeting: Targeting{Added: map[string]bool{"b": true}}}
+	weighted := wtRule("/", wtBackend("web-stable", 100), wtBackend("web-canary", 0))
+	b := mrHeaderRule("b", "/", mrHeader("X-Canary", "Exact", "yes"))
+	_, err := SetHeaderRules(wtRoute(weighted, b), in, "a", mrMatch(exact("X-Canary", "yes")))
+	if err == nil || !strings.Contains(err.Error(), `the same as a match of rule 2 ("b"), which would come after it`) {
+		t.Errorf("error %v, want one naming the later rule b", err)
+	}
+}
+
+func TestMirrorFilters(t *testing.T) {
+	in := RuleInput{Stable: wtStable, Canary: wtCanary, ManagedRoutes: []string{"m", "n"}}
+	weighted := func(filters ...any) Rule {
+		r := wtRule("/", wtBackend("web-stable", 90), wtBackend("web-canary", 10))
+		r["filters"] = append(r["filters"].([]any), filters...)
+		return r
+	}
+	mirror := func(pct int64) map[string]any {
+		return map[string]any{"type": "RequestMirror", "requestMirror": map[string]any{
+			"backendRef": map[string]any{"group": "", "kind": "Service", "name": "web-canary", "port": int64(8080)}, "percent": pct}}
+	}
+	pct := func(p int32) *int32 { return &p }
+	// A user's own mirror filter, equal to the one the plugin adds, stays.
+	live := wtRoute(weighted(mirror(20)), wtRule("/static", wtBackend("static", 1)))
+	got, err := SetMirrorFilters(live, in, nil, "m", pct(20), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]Rule{weighted(mirror(20), mirror(20)), live.Rules[1]}, got.Rules); diff != "" {
+		t.Errorf("added (-want +got):\n%s", diff)
+	}
+	want := []AddedFilter{{Set: "m", Rule: 0, Filter: mirror(20), Others: 1}}
+	if diff := cmp.Diff(want, got.Claimed); diff != "" {
+		t.Errorf("claimed (-want +got):\n%s", diff)
+	}
+	// The claim as read back from the annotation (numbers as float64) finds it.
+	var readBack Claims
+	if err := json.Unmarshal([]byte(Claims{"ns/demo": {MirrorFilters: got.Claimed}}.Annotations()[ClaimsAnnotation]), &readBack); err != nil {
+		t.Fatal(err)
+	}
+	claimed := readBack["ns/demo"].MirrorFilters
+	again, err := SetMirrorFilters(Route{Ref: live.Ref, Rules: got.Rules}, in, claimed, "m", pct(20), true)
+	if err != nil || len(again.Changes) != 0 {
+		t.Errorf("the same step again: changes %v, err %v", again.Changes, err)
+	}
+	// Removal takes the plugin's one, not the user's.
+	removed, err := SetMirrorFilters(Route{Ref: live.Ref, Rules: got.Rules}, in, claimed, "m", nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(live.Rules, removed.Rules); diff != "" || len(removed.Claimed) != 0 {
+		t.Errorf("removal (-want +got):\n%s\nclaimed %v", diff, removed.Claimed)
+	}
+	// Another entry's filter stays when this one changes.
+	other := []AddedFilter{{Set: "n", Rule: 0, Filter: mirror(5)}}
+	withOther := wtRoute(weighted(mirror(5)))
+	both, err := SetMirrorFilters(withOther, in, other, "m", pct(30), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]Rule{weighted(mirror(5), mirror(30))}, both.Rules); diff != "" {
+		t.Errorf("two entries (-want +got):\n%s", diff)
+	}
+	rules, changes := RemoveMirrorFilters(both.Rules, both.Claimed)
+	if diff := cmp.Diff(wtRoute(weighted()).Rules, rules); diff != "" || len(changes) != 2 {
+		t.Errorf("remove all (-want +got):\n%s\nchanges %v", diff, changes)
+	}
+	for name, tc := range map[string]struct {
+		route Route
+		pct   *int32
+		want  string
+	}{
+		"percentage over 100": {live, pct(101), "percentage 101 is outside 0..100"},
+		"a TCPRoute":          {Route{Ref: Ref{Kind: TCPRoute, Namespace: wtNS, Name: "db"}, Rules: live.Rules}, pct(10), "a TCPRoute has no filters"},
+		"no weighted rule":    {wtRoute(wtRule("/", wtBackend("web-stable", 1))), pct(10), "has no rule whose backendRefs include both"},
+	} {
+		if _, err := SetMirrorFilters(tc.route, in, nil, "m", tc.pct, true); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want %q", name, err, tc.want)
+		}
 	}
 }
