@@ -222,7 +222,35 @@ backendRefs: [{group: "", kind: Service, name: canary, port: 80, weight: 1}]
 		if !strings.Contains(e.ErrorString, `already has a rule named "beta"`) {
 			t.Errorf("error = %q, want one about the existing rule named beta", e.ErrorString)
 		}
+		headerRuleKeepsRetryAndSessionPersistence(t, exp)
 	})
+}
+
+// The experimental channel's rule fields (retry, sessionPersistence) go into
+// the header rule as the weighted rule has them.
+func headerRuleKeepsRetryAndSessionPersistence(t *testing.T, c *harness.Cluster) {
+	ns := namespace(t, c)
+	create(t, c, ns, `apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: route}
+spec:
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /}}]
+    retry: {attempts: 3, codes: [503], backoff: 100ms}
+    sessionPersistence: {sessionName: shop, type: Cookie}
+    backendRefs:
+    - {name: stable, port: 80, weight: 100}
+    - {name: canary, port: 80, weight: 0}
+`)
+	p := startPlugin(t, c)
+	must(t, "SetHeaderRoute", p.SetHeaderRoute(managedRollout(ns, "demo", `{"httpRoute": "route"}`, "beta"), headerStep("beta", "X-Canary", "yes")))
+	u := get(t, c, "v1", "HTTPRoute", ns, "route")
+	weighted, header := rulesOf(u)[0].(map[string]any), ruleNamed(u, "beta")
+	for _, field := range []string{"retry", "sessionPersistence"} {
+		if header[field] == nil || !cmp.Equal(weighted[field], header[field]) {
+			t.Errorf("header rule %s = %v, want the weighted rule's %v", field, header[field], weighted[field])
+		}
+	}
 }
 
 // A route with two managed rules gets one header rule per managed rule, in
