@@ -102,17 +102,7 @@ func serviceFromKey(key string) routes.ObjectRef {
 
 // weightOf is the weight of target in the recorded rule, -1 if it is gone.
 func weightOf(namespace string, rules []routes.Rule, rec routes.RecordedWeight, target routes.ObjectRef) int64 {
-	i := -1
-	switch {
-	case rec.RuleName != "":
-		for k, r := range rules {
-			if r.Name() == rec.RuleName {
-				i = k
-			}
-		}
-	case rec.Rule < len(rules):
-		i = rec.Rule
-	}
+	i := routes.LocateRule(rules, rec.Rule, rec.RuleName)
 	if i < 0 {
 		return -1
 	}

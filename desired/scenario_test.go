@@ -618,3 +618,61 @@ func TestMirrorFilterMode(t *testing.T) {
 		{call{c: setWeight(0), env: filterMode}, expect{wrote: true, rules: []routes.Rule{weighted(100, 0), static}}},
 	})
 }
+
+// Undo takes back a deleted Rollout's claim and nothing else: the route is
+// as it was before the rollout, another Rollout's values and label stay.
+func TestUndoScenarios(t *testing.T) {
+	filterMode := func(e *Env) { e.MirrorMode = MirrorFilter }
+	t.Run("everything the Rollout added goes", func(t *testing.T) {
+		runScenario(t, routes.HTTPRoute, []step{
+			{create{kubectl, gitRules(100, 0)}, expect{owners: []string{kubectl}}},
+			{call{c: withExperiment(20, "baseline", 5), env: filterMode}, expect{wrote: true, owners: plugins, labels: inProgress, claims: true}},
+			{call{c: header("X-Canary", "yes"), env: filterMode}, expect{wrote: true, owners: plugins, labels: inProgress, claims: true}},
+			{call{c: mirror(10, "/"), env: filterMode}, expect{wrote: true, owners: plugins, labels: inProgress, claims: true}},
+			{call{c: Undo{}}, expect{wrote: true, rules: gitRules(100, 0)}},
+			{call{c: Undo{}}, expect{rules: gitRules(100, 0)}},
+		})
+	})
+	t.Run("another Rollout on the route keeps its values and the label", func(t *testing.T) {
+		b := setWeight(10)
+		b.Split.Stable, b.Split.Canary = svc("stable-b"), svc("canary-b")
+		b.Experiment.Stable, b.Experiment.Canary = b.Split.Stable, b.Split.Canary
+		rules := []routes.Rule{rule("/a", backend("stable", 100), backend("canary", 0)), rule("/b", backend("stable-b", 100), backend("canary-b", 0))}
+		custom := map[string]string{"team-b/rollout": "on"}
+		runScenario(t, routes.HTTPRoute, []step{
+			{create{kubectl, rules}, expect{owners: []string{kubectl}}},
+			{call{c: setWeight(30)}, expect{wrote: true, owners: plugins, labels: inProgress, claims: true}},
+			// The label is the calling Rollout's: the last call's config decides it.
+			{call{rollout: "shop/demo-b", c: b, env: func(e *Env) { e.InProgressLabel = custom }}, expect{wrote: true, owners: plugins, labels: custom, claims: true}},
+			// demo is deleted; its cleanup cannot know demo-b's label key and keeps the labels the plugin applies.
+			{call{c: Undo{}}, expect{wrote: true, owners: plugins, claims: true, labels: custom,
+				weights: map[string]int64{"0/stable": 100, "0/canary": 0, "1/stable-b": 90, "1/canary-b": 10}}},
+			{call{rollout: "shop/demo-b", c: Undo{}}, expect{wrote: true, rules: rules}},
+		})
+	})
+	t.Run("only the rule the Rollout targeted", func(t *testing.T) {
+		named := func(name string, stable, canary int64) routes.Rule {
+			r := rule("/"+name, backend("stable", stable), backend("canary", canary))
+			r["name"] = name
+			return r
+		}
+		runScenario(t, routes.HTTPRoute, []step{
+			{create{kubectl, []routes.Rule{named("live", 100, 0), named("split", 100, 0)}}, expect{owners: []string{kubectl}}},
+			{call{c: setWeight(40), env: func(e *Env) { e.RuleName = "split" }}, expect{wrote: true, owners: plugins, labels: inProgress, claims: true}},
+			// Someone sets the live rule's canary to 5 by hand: the undo leaves it.
+			{update{"kubectl-edit", func(r []routes.Rule) { r[0].BackendRefs()[0].SetWeight(95); r[0].BackendRefs()[1].SetWeight(5) }},
+				expect{owners: []string{"kubectl-edit"}, labels: inProgress, claims: true}},
+			{call{c: Undo{}}, expect{wrote: true, rules: []routes.Rule{named("live", 95, 5), named("split", 100, 0)}}},
+		})
+	})
+	t.Run("a weight someone changed is a conflict, unless forced", func(t *testing.T) {
+		runScenario(t, routes.HTTPRoute, []step{
+			{create{kubectl, gitRules(100, 0)}, expect{owners: []string{kubectl}}},
+			{call{c: setWeight(30)}, expect{wrote: true, owners: plugins, labels: inProgress, claims: true}},
+			{update{argocd, func(r []routes.Rule) { r[0].BackendRefs()[1].SetWeight(50) }}, expect{owners: []string{argocd}, labels: inProgress, claims: true}},
+			{call{c: Undo{}}, expect{owners: []string{argocd}, labels: inProgress, claims: true, errAs: new(*ConflictError),
+				err: []string{"the plugin set 30, now 50, the plugin would set 0"}}},
+			{call{c: Undo{}, env: force}, expect{wrote: true, rules: gitRules(100, 0)}},
+		})
+	})
+}

@@ -76,7 +76,7 @@ func SetMirrorFilters(r Route, in RuleInput, claimed []AddedFilter, name string,
 	}
 	kept := map[int]bool{}
 	for _, f := range claimed {
-		i := locateRule(rules, f.Rule, f.RuleName)
+		i := LocateRule(rules, f.Rule, f.RuleName)
 		if f.Set != name {
 			res.Claimed = append(res.Claimed, f)
 			continue
@@ -118,12 +118,12 @@ func RemoveMirrorFilters(rules []Rule, claimed []AddedFilter) ([]Rule, []string)
 
 // HasFilter says whether the rules still hold the filter the plugin added.
 func HasFilter(rules []Rule, f AddedFilter) bool {
-	i := locateRule(rules, f.Rule, f.RuleName)
+	i := LocateRule(rules, f.Rule, f.RuleName)
 	return i >= 0 && countFilters(rules[i], f.Filter) > f.Others
 }
 
 func removeFilter(rules []Rule, f AddedFilter) []string {
-	i := locateRule(rules, f.Rule, f.RuleName)
+	i := LocateRule(rules, f.Rule, f.RuleName)
 	if i < 0 || !removeLastFilter(rules[i], f.Filter, f.Others) {
 		return nil
 	}
@@ -142,9 +142,9 @@ func mirrorFilter(canary BackendRef, pct int64) map[string]any {
 	return map[string]any{"type": "RequestMirror", "requestMirror": map[string]any{"backendRef": ref, "percent": pct}}
 }
 
-// locateRule finds a recorded rule: by name when it had one, else by index;
-// -1 when it is gone.
-func locateRule(rules []Rule, index int, name string) int {
+// LocateRule finds a rule the plugin recorded: by name when it had one, else
+// by index; -1 when it is gone.
+func LocateRule(rules []Rule, index int, name string) int {
 	if name != "" {
 		for i, r := range rules {
 			if r.Name() == name {

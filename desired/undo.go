@@ -1,0 +1,120 @@
+package desired
+
+import (
+	"fmt"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/experiment"
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+)
+
+// Undo takes back everything a Rollout's claim records on a route, for a
+// Rollout that is gone: in every rule it set weights in, the canary gets 0
+// and stable the share the split had; the experiment backendRefs, rules and
+// mirror filters it added go; the claim goes. Nothing else is touched: only
+// the rules the claim names, whatever ruleName the Rollout had, and the
+// plugin's labels stay as they are while another Rollout still has a claim.
+type Undo struct{}
+
+// Desired takes the Rollout's claim back.
+func (Undo) Desired(live routes.Route, env Env) (Result, error) {
+	return decide(live, env, Undo{}.decide)
+}
+
+func (Undo) decide(s state) (Result, error) {
+	live := s.live
+	rules := routes.CopyRules(live.Rules)
+	var changes []string
+	split, err := recordedSplit(live.Namespace, s.claim.Weights)
+	if err != nil {
+		return Result{}, invalid(fmt.Errorf("%s: %w", live.Ref, err))
+	}
+	for _, w := range s.claim.Weights {
+		i := routes.LocateRule(rules, w.Rule, w.RuleName)
+		if i < 0 {
+			continue // the rule is gone: nothing of the Rollout's is left in it
+		}
+		target := serviceFromKey(w.Service)
+		want := int64(-1)
+		switch target {
+		case split.stable:
+			want = split.total[ruleKey(w)]
+		case split.canary:
+			want = 0
+		}
+		j := rules[i].LastRef(live.Namespace, target)
+		if want < 0 || j < 0 {
+			continue // an experiment backend (removed below), or a ref someone removed
+		}
+		if b := rules[i].BackendRefs()[j]; b.Weight() != want {
+			changes = append(changes, routes.Change{Rule: i, Backend: target, From: b.Weight(), To: want}.String())
+			b.SetWeight(want)
+		}
+	}
+	if len(s.claim.Backends) > 0 {
+		in := experiment.Input{RolloutNamespace: split.stable.Namespace, Stable: split.stable, Canary: split.canary, Targeting: routes.Targeting{Added: s.added}}
+		var expChanges []string
+		if rules, _, expChanges, err = experiment.Apply(live, rules, in, s.claim.Backends); err != nil {
+			return Result{}, invalid(err)
+		}
+		changes = append(changes, expChanges...)
+	}
+	res := routes.RemoveAddedRules(routes.Route{Ref: live.Ref, Rules: rules}, s.claim.Rules)
+	rules, filterChanges := routes.RemoveMirrorFilters(res.Rules, s.claim.MirrorFilters)
+	s.env.InProgressLabel = ownedLabels(live, s.env.FieldManager)
+	return s.finish(rules, append(append(changes, res.Changes...), filterChanges...), routes.Claim{})
+}
+
+// ownedLabels are the labels the plugin applies on the route now, with their
+// values: another Rollout's in-progress label, whose key this call cannot
+// know, stays as it is.
+func ownedLabels(live routes.Route, fieldManager string) map[string]string {
+	out := map[string]string{}
+	for _, k := range routes.OwnedLabels(live.ManagedFields, fieldManager) {
+		if v, ok := live.Labels[k]; ok {
+			out[k] = v
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// split is what a claim's recorded weights say about the Rollout's split.
+type split struct {
+	stable, canary routes.ObjectRef
+	// total is, per recorded rule, the weight the split shared out.
+	total map[string]int64
+}
+
+// recordedSplit reads stable, canary and the split's total per rule from the
+// recorded weights: SetWeight records, per weighted rule, stable first, then
+// canary, then the experiment backends (recordWeights).
+func recordedSplit(namespace string, recorded []routes.RecordedWeight) (split, error) {
+	s := split{total: map[string]int64{}}
+	seen := map[string]int{}
+	for _, w := range recorded {
+		k := ruleKey(w)
+		switch seen[k] {
+		case 0:
+			s.stable = serviceFromKey(w.Service)
+		case 1:
+			s.canary = serviceFromKey(w.Service)
+		}
+		seen[k]++
+		s.total[k] += w.Weight
+	}
+	for k, n := range seen {
+		if n < 2 {
+			return split{}, fmt.Errorf("the claim's weights for rule %s name no canary; remove the claim by hand", k)
+		}
+	}
+	return s, nil
+}
+
+func ruleKey(w routes.RecordedWeight) string {
+	if w.RuleName != "" {
+		return w.RuleName
+	}
+	return fmt.Sprint(w.Rule)
+}
