@@ -14,6 +14,7 @@ import (
 	goplugin "github.com/hashicorp/go-plugin"
 	"github.com/sirupsen/logrus"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/cli"
 	"github.com/gatewayapi-ssa/rollouts-plugin/plugin"
 	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
 )
@@ -26,6 +27,10 @@ var handshake = goplugin.HandshakeConfig{
 }
 
 func main() {
+	// A person runs the binary with a command; Argo Rollouts with flags only.
+	if len(os.Args) > 1 && cli.Is(os.Args[1]) {
+		os.Exit(cli.Run(os.Args[1:], os.Stdout, os.Stderr))
+	}
 	var (
 		qps          = flag.Float64("kubeClientQPS", 40, "maximum queries per second to the Kubernetes apiserver")
 		burst        = flag.Int("kubeClientBurst", 80, "maximum burst of queries to the Kubernetes apiserver")
@@ -34,6 +39,8 @@ func main() {
 		fieldManager = flag.String("field-manager", ssa.DefaultFieldManager, "server-side apply field manager of every write")
 		pluginName   = flag.String("plugin-name", plugin.DefaultPluginName, "name the plugin is registered with in argo-rollouts-config; its config is read under trafficRouting.plugins.<name>")
 		callTimeout  = flag.Duration("call-timeout", 60*time.Second, "deadline of each call from Argo Rollouts, all its requests included")
+		cleanupOn    = flag.Bool("cleanup-deleted-rollouts", false, "undo, on every route, the claims of Rollouts that no longer exist (canary weight, experiment backends, header and mirror rules); needs get on rollouts.argoproj.io and list on the route kinds cluster-wide")
+		cleanupEvery = flag.Duration("cleanup-interval", time.Minute, "how often -cleanup-deleted-rollouts looks; a Rollout must be missing in two looks in a row")
 	)
 	flag.Parse()
 
@@ -59,12 +66,22 @@ func main() {
 		os.Exit(2)
 	}
 
+	var cleanupInterval time.Duration
+	if *cleanupOn {
+		if *cleanupEvery <= 0 {
+			fmt.Fprintln(os.Stderr, "-cleanup-interval must be positive")
+			os.Exit(2)
+		}
+		cleanupInterval = *cleanupEvery
+	}
+
 	impl := plugin.New(plugin.Options{
-		FieldManager: *fieldManager,
-		PluginName:   *pluginName,
-		QPS:          float32(*qps),
-		Burst:        *burst,
-		CallTimeout:  *callTimeout,
+		FieldManager:    *fieldManager,
+		PluginName:      *pluginName,
+		QPS:             float32(*qps),
+		Burst:           *burst,
+		CallTimeout:     *callTimeout,
+		CleanupInterval: cleanupInterval,
 	}, logrus.NewEntry(log).WithField("plugin", "gatewayapi-ssa"))
 
 	goplugin.Serve(&goplugin.ServeConfig{

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/cleanup"
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
@@ -41,6 +42,9 @@ type Options struct {
 	CallTimeout time.Duration
 	// MaxConcurrentWrites bounds how many routes one call writes at once.
 	MaxConcurrentWrites int
+	// CleanupInterval, when set, makes the plugin undo, that often, the
+	// claims of Rollouts that no longer exist (package cleanup).
+	CleanupInterval time.Duration
 }
 
 // UserAgent identifies the plugin's requests to the apiserver.
@@ -55,6 +59,8 @@ type Plugin struct {
 	kube    kubernetes.Interface
 	reader  routes.Reader
 	applier *ssa.Applier
+	// sweeping is set once the cleanup sweep runs.
+	sweeping bool
 }
 
 // New returns a plugin that builds its clients in InitPlugin.
@@ -116,7 +122,22 @@ func (p *Plugin) Connect(cfg *rest.Config) error {
 	}
 	reader := routes.NewCluster(dyn, disc, p.log)
 	p.Use(kube, gw, dyn, reader)
+	p.startSweep(dyn, reader)
 	return nil
+}
+
+// startSweep starts the cleanup of deleted Rollouts' claims, once, if the
+// plugin was asked to.
+func (p *Plugin) startSweep(dyn dynamic.Interface, reader routes.Reader) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.opts.CleanupInterval <= 0 || p.sweeping {
+		return
+	}
+	p.sweeping = true
+	c := &cleanup.Cleaner{Dynamic: dyn, Versions: reader, Applier: p.applier, FieldManager: p.opts.FieldManager, Log: p.log}
+	go (&cleanup.Sweeper{Cleaner: c, Interval: p.opts.CleanupInterval}).Run(context.Background())
+	p.log.WithField("interval", p.opts.CleanupInterval.String()).Info("undoing the claims of deleted Rollouts")
 }
 
 // Use sets the clients the plugin reads and writes with.

@@ -1,0 +1,93 @@
+package cli
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/sirupsen/logrus"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// command is one subcommand.
+type command struct {
+	summary string
+	run     func(args []string, out, errOut io.Writer) int
+}
+
+var commands = map[string]command{
+	"cleanup": {"undo a deleted Rollout's claims on its routes", runCleanup},
+}
+
+// Is says whether arg names a command (rather than a flag of the plugin).
+func Is(arg string) bool {
+	_, ok := commands[arg]
+	return ok
+}
+
+// Run runs the command args[0] with the rest of args and returns the exit
+// status: 0 done, 1 a problem it reports, 2 bad usage.
+func Run(args []string, out, errOut io.Writer) int {
+	c, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(errOut, "unknown command %q; commands: %s\n", args[0], strings.Join(names(), ", "))
+		return 2
+	}
+	return c.run(args[1:], out, errOut)
+}
+
+func names() []string {
+	var out []string
+	for n := range commands {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// connection holds kubectl's flags for reaching a cluster.
+type connection struct {
+	kubeconfig, context, namespace string
+}
+
+func (c *connection) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
+	fs.StringVar(&c.context, "context", "", "the kubeconfig context to use")
+	fs.StringVar(&c.namespace, "n", "", "namespace of the routes (default: all)")
+	fs.StringVar(&c.namespace, "namespace", "", "namespace of the routes (default: all)")
+}
+
+func (c *connection) config() (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if c.kubeconfig != "" {
+		rules.ExplicitPath = c.kubeconfig
+	}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: c.context}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("no Kubernetes client config: %w", err)
+	}
+	cfg.UserAgent = "rollouts-gatewayapi-ssa-cli"
+	return cfg, nil
+}
+
+func (c *connection) dynamic() (dynamic.Interface, *rest.Config, error) {
+	cfg, err := c.config()
+	if err != nil {
+		return nil, nil, err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	return dyn, cfg, err
+}
+
+// quietLog is the log of a command: warnings and errors, to stderr.
+func quietLog() *logrus.Entry {
+	l := logrus.New()
+	l.SetOutput(os.Stderr)
+	l.SetLevel(logrus.WarnLevel)
+	return logrus.NewEntry(l)
+}
