@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/experiment"
@@ -19,7 +20,13 @@ import (
 )
 
 // Decoding the controller's calls into the core's typed values: each call is
-// validated once, here, before any route is read.
+// validated once, here, before any route is read. The decoders are exported
+// for the plan command, which runs them for every step of a Rollout: what it
+// shows is what the plugin would do.
+
+// ServicePorts reads the ports of a Service in the Rollout's namespace; a
+// Service that does not exist is an error saying so.
+type ServicePorts func(ctx context.Context, name string) ([]corev1.ServicePort, error)
 
 // describeSplit names a SetWeight or VerifyWeight call, for errors and logs.
 func describeSplit(method string, weight int32, additional []v1alpha1.WeightDestination) string {
@@ -77,64 +84,73 @@ func validateSplit(ro *v1alpha1.Rollout, weight int32, additional []v1alpha1.Wei
 	return split, nil
 }
 
-// setWeightCall decodes SetWeight. An experiment step needs the Services it
-// names, to pick their ports: a missing one is an error (the controller
-// retries; skipping it would send its share to nobody).
+// setWeightCall decodes SetWeight with the plugin's Kubernetes client.
 func (p *Plugin) setWeightCall(ctx context.Context, ro *v1alpha1.Rollout, weight int32, additional []v1alpha1.WeightDestination) (desired.SetWeight, error) {
+	p.mu.Lock()
+	kube := p.kube
+	p.mu.Unlock()
+	if kube == nil && len(additional) > 0 {
+		return desired.SetWeight{}, errNoClient
+	}
+	return DecodeSetWeight(ctx, ro, weight, additional, KubeServicePorts(kube, ro.Namespace))
+}
+
+// KubeServicePorts reads Services of namespace with a client.
+func KubeServicePorts(kube kubernetes.Interface, namespace string) ServicePorts {
+	return func(ctx context.Context, name string) ([]corev1.ServicePort, error) {
+		svc, err := kube.CoreV1().Services(namespace).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil, &MissingServiceError{Namespace: namespace, Name: name}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading Service %s/%s: %w", namespace, name, err)
+		}
+		return svc.Spec.Ports, nil
+	}
+}
+
+// MissingServiceError says a Service a call needs does not exist.
+type MissingServiceError struct{ Namespace, Name string }
+
+func (e *MissingServiceError) Error() string {
+	return fmt.Sprintf("Service %s/%s not found; nothing was written", e.Namespace, e.Name)
+}
+
+// DecodeSetWeight decodes SetWeight(weight, additional). An experiment step
+// needs the Services it names, to pick their ports: a missing one is an error
+// (the controller retries; skipping it would send its share to nobody).
+func DecodeSetWeight(ctx context.Context, ro *v1alpha1.Rollout, weight int32, additional []v1alpha1.WeightDestination, ports ServicePorts) (desired.SetWeight, error) {
 	split, err := validateSplit(ro, weight, additional)
 	if err != nil {
 		return desired.SetWeight{}, err
 	}
 	in := experiment.Input{RolloutNamespace: ro.Namespace, Stable: split.Stable, Canary: split.Canary}
-	if len(additional) > 0 {
-		if in, err = p.experimentInput(ctx, in, additional); err != nil {
-			return desired.SetWeight{}, err
+	if len(additional) == 0 {
+		return desired.SetWeight{Split: split, Experiment: in}, nil
+	}
+	if in.StablePorts, err = ports(ctx, in.Stable.Name); err != nil {
+		return desired.SetWeight{}, fmt.Errorf("stable %w", err)
+	}
+	for _, d := range additional {
+		p, err := ports(ctx, d.ServiceName)
+		if err != nil {
+			return desired.SetWeight{}, fmt.Errorf("experiment %w", err)
 		}
+		in.Destinations = append(in.Destinations, experiment.Destination{Service: d.ServiceName, Weight: int64(d.Weight), Ports: p})
 	}
 	return desired.SetWeight{Split: split, Experiment: in}, nil
 }
 
-func (p *Plugin) experimentInput(ctx context.Context, in experiment.Input, additional []v1alpha1.WeightDestination) (experiment.Input, error) {
-	p.mu.Lock()
-	kube := p.kube
-	p.mu.Unlock()
-	if kube == nil {
-		return in, errNoClient
-	}
-	ns := in.RolloutNamespace
-	get := func(role, name string) ([]corev1.ServicePort, error) {
-		svc, err := kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("%s Service %s/%s not found; nothing was written", role, ns, name)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s reading Service %s/%s: %w", role, ns, name, err)
-		}
-		return svc.Spec.Ports, nil
-	}
-	var err error
-	if in.StablePorts, err = get("stable", in.Stable.Name); err != nil {
-		return in, err
-	}
-	for _, d := range additional {
-		ports, err := get("experiment", d.ServiceName)
-		if err != nil {
-			return in, err
-		}
-		in.Destinations = append(in.Destinations, experiment.Destination{Service: d.ServiceName, Weight: int64(d.Weight), Ports: ports})
-	}
-	return in, nil
-}
-
-// setHeaderCall decodes SetHeaderRoute. A step that adds rules needs a route
-// that takes them.
-func setHeaderCall(ro *v1alpha1.Rollout, h *v1alpha1.SetHeaderRoute, cfg config) (desired.SetHeader, error) {
+// DecodeSetHeader decodes SetHeaderRoute. A step that adds rules needs a
+// route that takes them (checked when s, the Rollout's parsed config, is
+// given).
+func DecodeSetHeader(ro *v1alpha1.Rollout, h *v1alpha1.SetHeaderRoute, s *Settings) (desired.SetHeader, error) {
 	adding := len(h.Match) > 0
 	services, err := ruleServices(ro, "setHeaderRoute", h.Name, adding)
 	if err != nil {
 		return desired.SetHeader{}, err
 	}
-	if adding && cfg.err == nil && !cfg.anyTakesHeaderRoutes() {
+	if adding && s != nil && !s.anyTakesHeaderRoutes() {
 		return desired.SetHeader{}, errors.New("no HTTPRoute or GRPCRoute of the Rollout takes header routes: name one with httpRoute or grpcRoute, or list it under httpRoutes or grpcRoutes with useHeaderRoutes: true, or set selectedRoutesUseHeaderRoutes: true for routes found by a selector; nothing was written")
 	}
 	call := desired.SetHeader{Name: h.Name, Rules: services}
@@ -144,8 +160,8 @@ func setHeaderCall(ro *v1alpha1.Rollout, h *v1alpha1.SetHeaderRoute, cfg config)
 	return call, nil
 }
 
-// setMirrorCall decodes SetMirrorRoute.
-func setMirrorCall(ro *v1alpha1.Rollout, m *v1alpha1.SetMirrorRoute) (desired.SetMirror, error) {
+// DecodeSetMirror decodes SetMirrorRoute.
+func DecodeSetMirror(ro *v1alpha1.Rollout, m *v1alpha1.SetMirrorRoute) (desired.SetMirror, error) {
 	call := desired.SetMirror{Name: m.Name, Percent: m.Percentage}
 	for _, rm := range m.Match {
 		match := routes.RequestMatch{Method: stringMatch(rm.Method), Path: stringMatch(rm.Path)}

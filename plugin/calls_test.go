@@ -78,9 +78,10 @@ func TestHeaderAndMirrorCallsCarryTheMatches(t *testing.T) {
 	ro.Spec.Strategy.Canary.TrafficRouting.ManagedRoutes = []v1alpha1.MangedRoutes{{Name: "beta"}, {Name: "mirror"}}
 	services := desired.RuleServices{Stable: routes.ServiceRef("shop", "web-stable"), Canary: routes.ServiceRef("shop", "web-canary"), ManagedRoutes: []string{"beta", "mirror"}}
 
-	h, err := setHeaderCall(ro, &v1alpha1.SetHeaderRoute{Name: "beta", Match: []v1alpha1.HeaderRoutingMatch{
+	s := mustParse(t, ro)
+	h, err := DecodeSetHeader(ro, &v1alpha1.SetHeaderRoute{Name: "beta", Match: []v1alpha1.HeaderRoutingMatch{
 		{HeaderName: "X-Canary", HeaderValue: &v1alpha1.StringMatch{Prefix: "yes"}},
-	}}, config{Settings: mustParse(t, ro)})
+	}}, &s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +91,7 @@ func TestHeaderAndMirrorCallsCarryTheMatches(t *testing.T) {
 	}
 
 	pct := int32(25)
-	m, err := setMirrorCall(ro, &v1alpha1.SetMirrorRoute{Name: "mirror", Percentage: &pct, Match: []v1alpha1.RouteMatch{{
+	m, err := DecodeSetMirror(ro, &v1alpha1.SetMirrorRoute{Name: "mirror", Percentage: &pct, Match: []v1alpha1.RouteMatch{{
 		Method:  &v1alpha1.StringMatch{Exact: "GET"},
 		Path:    &v1alpha1.StringMatch{Prefix: "/api"},
 		Headers: map[string]v1alpha1.StringMatch{"x-tenant": {Regex: "a|b"}},
@@ -114,13 +115,14 @@ func TestHeaderCallNeedsARouteThatTakesHeaderRoutes(t *testing.T) {
 	ro := cfgRollout(DefaultPluginName, `{"httpRoutes": [{"name": "web"}]}`)
 	ro.Spec.Strategy.Canary.TrafficRouting.ManagedRoutes = []v1alpha1.MangedRoutes{{Name: "beta"}}
 	add := &v1alpha1.SetHeaderRoute{Name: "beta", Match: []v1alpha1.HeaderRoutingMatch{{HeaderName: "X-Canary", HeaderValue: &v1alpha1.StringMatch{Exact: "yes"}}}}
-	if _, err := setHeaderCall(ro, add, config{Settings: mustParse(t, ro)}); err == nil || !strings.Contains(err.Error(), "takes header routes") {
+	s := mustParse(t, ro)
+	if _, err := DecodeSetHeader(ro, add, &s); err == nil || !strings.Contains(err.Error(), "takes header routes") {
 		t.Errorf("error %v, want one saying no route takes header routes", err)
 	}
-	if _, err := setHeaderCall(ro, &v1alpha1.SetHeaderRoute{Name: "beta"}, config{Settings: mustParse(t, ro)}); err != nil {
+	if _, err := DecodeSetHeader(ro, &v1alpha1.SetHeaderRoute{Name: "beta"}, &s); err != nil {
 		t.Errorf("removal: %v", err)
 	}
-	if _, err := setHeaderCall(ro, &v1alpha1.SetHeaderRoute{}, config{Settings: mustParse(t, ro)}); err == nil || !strings.Contains(err.Error(), "the setHeaderRoute step has no name") {
+	if _, err := DecodeSetHeader(ro, &v1alpha1.SetHeaderRoute{}, &s); err == nil || !strings.Contains(err.Error(), "the setHeaderRoute step has no name") {
 		t.Errorf("error %v, want one saying the step has no name", err)
 	}
 }

@@ -364,8 +364,8 @@ func (s Settings) anyTakesHeaderRoutes() bool {
 	return false
 }
 
-// env is what a call of Rollout rollout runs in on the route ref.
-func (s Settings) env(rollout, fieldManager string, ref routes.Ref) desired.Env {
+// Env is what a call of Rollout rollout runs in on the route ref.
+func (s Settings) Env(rollout, fieldManager string, ref routes.Ref) desired.Env {
 	return desired.Env{
 		Rollout:               rollout,
 		FieldManager:          fieldManager,

@@ -184,7 +184,11 @@ func (p *Plugin) SetHeaderRoute(ro *v1alpha1.Rollout, h *v1alpha1.SetHeaderRoute
 	}
 	name := fmt.Sprintf("SetHeaderRoute(%s)", h.Name)
 	cfg := p.config(ro)
-	call, err := setHeaderCall(ro, h, cfg)
+	var parsed *Settings
+	if cfg.err == nil {
+		parsed = &cfg.Settings
+	}
+	call, err := DecodeSetHeader(ro, h, parsed)
 	if err != nil {
 		return p.fail(ro, name, err)
 	}
@@ -202,7 +206,7 @@ func (p *Plugin) SetMirrorRoute(ro *v1alpha1.Rollout, m *v1alpha1.SetMirrorRoute
 		return p.fail(ro, "SetMirrorRoute", errors.New("no setMirrorRoute given"))
 	}
 	name := fmt.Sprintf("SetMirrorRoute(%s)", m.Name)
-	call, err := setMirrorCall(ro, m)
+	call, err := DecodeSetMirror(ro, m)
 	if err != nil {
 		return p.fail(ro, name, err)
 	}
@@ -268,7 +272,7 @@ func (p *Plugin) run(ctx context.Context, ro *v1alpha1.Rollout, name string, cal
 	plans := make([]ssa.Plan, 0, len(live))
 	var errs []error
 	for _, r := range live {
-		env := cfg.env(rollout, p.opts.FieldManager, r.Ref)
+		env := cfg.Env(rollout, p.opts.FieldManager, r.Ref)
 		plan, err := applier.Plan(r, func(l routes.Route) (desired.Result, error) { return call.Desired(l, env) })
 		if err != nil {
 			errs = append(errs, err)
