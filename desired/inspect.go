@@ -1,0 +1,170 @@
+package desired
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+)
+
+// Inspection is what the plugin holds on a route, and what its next call
+// would find there.
+type Inspection struct {
+	Route string `json:"route"`
+	// Owners are the managedFields entries: who set which fields.
+	Owners []Owner `json:"owners"`
+	// RulesOwners own spec.rules (an atomic list: all of it).
+	RulesOwners []string `json:"rulesOwners"`
+	// PluginOwnsRules says whether the plugin still owns spec.rules: while it
+	// does, nobody changed them since its last write, and no call can find a
+	// conflict.
+	PluginOwnsRules bool         `json:"pluginOwnsRules"`
+	Claims          []ClaimState `json:"claims"`
+	// Release says the plugin's next call on the route gives up its
+	// ownership: no Rollout has anything left on it, and the plugin still owns
+	// fields.
+	Release bool `json:"releaseAtNextCall"`
+}
+
+// Owner is one managedFields entry.
+type Owner struct {
+	Manager    string   `json:"manager"`
+	Operation  string   `json:"operation"`
+	APIVersion string   `json:"apiVersion,omitempty"`
+	Time       string   `json:"time,omitempty"`
+	Fields     []string `json:"fields"`
+}
+
+// ClaimState is one Rollout's claim, held against the live route.
+type ClaimState struct {
+	Rollout      string        `json:"rollout"`
+	Active       bool          `json:"active"`
+	CanaryWeight int64         `json:"canaryWeight"`
+	Weights      []WeightState `json:"weights,omitempty"`
+	Backends     []string      `json:"experimentBackends,omitempty"`
+	Rules        []RuleState   `json:"rules,omitempty"`
+	Filters      []string      `json:"mirrorFilters,omitempty"`
+	// Changed lists what another owner changed since the plugin set it; with
+	// the plugin no longer owning spec.rules, a call that would set any of it
+	// again is a conflict.
+	Changed []string `json:"changedByOthers,omitempty"`
+}
+
+// WeightState is one weight the plugin set and the weight now.
+type WeightState struct {
+	Rule    int    `json:"rule"`
+	Service string `json:"service"`
+	Set     int64  `json:"set"`
+	// Now is -1 when the backendRef or its rule is gone.
+	Now int64 `json:"now"`
+}
+
+// RuleState is one rule the plugin added.
+type RuleState struct {
+	Name    string `json:"name"`
+	Present bool   `json:"present"`
+	// Changed says its content is not what the plugin wrote.
+	Changed bool `json:"changed"`
+}
+
+// Inspect reads what the plugin (field manager fieldManager) holds on live.
+func Inspect(live routes.Route, fieldManager string) (Inspection, error) {
+	in := Inspection{Route: live.Ref.String(), PluginOwnsRules: routes.OwnsRules(live.ManagedFields, fieldManager)}
+	for _, e := range live.ManagedFields {
+		o := Owner{Manager: e.Manager, Operation: string(e.Operation), APIVersion: e.APIVersion}
+		if e.Time != nil {
+			o.Time = e.Time.UTC().Format("2006-01-02T15:04:05Z")
+		}
+		if e.FieldsV1 != nil {
+			var f map[string]any
+			if json.Unmarshal(e.FieldsV1.GetRawBytes(), &f) == nil {
+				o.Fields = fieldPaths("", f)
+			}
+		}
+		if slices.Contains(o.Fields, "spec.rules") {
+			in.RulesOwners = append(in.RulesOwners, e.Manager)
+		}
+		in.Owners = append(in.Owners, o)
+	}
+	sort.Strings(in.RulesOwners)
+	claims, err := routes.ReadClaims(live)
+	if err != nil {
+		return in, err
+	}
+	for _, key := range slices.Sorted(maps.Keys(claims)) {
+		in.Claims = append(in.Claims, claimState(live, key, claims[key], in.PluginOwnsRules))
+	}
+	in.Release = len(claims.Rollouts()) == 0 && routes.OwnsAnything(live.ManagedFields, fieldManager)
+	return in, nil
+}
+
+func claimState(live routes.Route, key string, c routes.Claim, pluginOwnsRules bool) ClaimState {
+	cs := ClaimState{Rollout: key, Active: c.Active(), CanaryWeight: c.CanaryWeight}
+	for _, w := range c.Weights {
+		now := weightOf(live.Namespace, live.Rules, w, serviceFromKey(w.Service))
+		cs.Weights = append(cs.Weights, WeightState{Rule: w.Rule, Service: w.Service, Set: w.Weight, Now: now})
+		if now != w.Weight {
+			cs.Changed = append(cs.Changed, Drift{Rule: w.Rule, Service: w.Service, Set: w.Weight, Live: now, Desired: w.Weight}.changed())
+		}
+	}
+	for _, b := range c.Backends {
+		cs.Backends = append(cs.Backends, fmt.Sprintf("rule %d %s", b.Rule, b.Target()))
+	}
+	for _, name := range c.Rules {
+		rs := RuleState{Name: name}
+		if i := slices.IndexFunc(live.Rules, func(r routes.Rule) bool { return r.Name() == name }); i >= 0 {
+			rs.Present = true
+			rs.Changed = c.RuleDigests[name] != "" && ruleDigest(live.Rules[i]) != c.RuleDigests[name]
+		}
+		if !rs.Present || rs.Changed {
+			cs.Changed = append(cs.Changed, fmt.Sprintf("rule %q: %s since the plugin wrote it", name, map[bool]string{true: "changed", false: "removed"}[rs.Present]))
+		}
+		cs.Rules = append(cs.Rules, rs)
+	}
+	for _, f := range c.MirrorFilters {
+		cs.Filters = append(cs.Filters, fmt.Sprintf("%q in rule %d", f.Set, f.Rule))
+		if !routes.HasFilter(live.Rules, f) {
+			cs.Changed = append(cs.Changed, fmt.Sprintf("mirror filter %q in rule %d: removed or changed since the plugin added it", f.Set, f.Rule))
+		}
+	}
+	if pluginOwnsRules {
+		cs.Changed = nil // the plugin's write is the last one to spec.rules
+	}
+	return cs
+}
+
+// changed says what the drift is, without what the next call would set.
+func (d Drift) changed() string {
+	now := fmt.Sprint(d.Live)
+	if d.Live < 0 {
+		now = "removed"
+	}
+	return fmt.Sprintf("rule %d Service %s weight: the plugin set %d, now %s", d.Rule, d.Service, d.Set, now)
+}
+
+// fieldPaths flattens a managedFields field set into paths such as
+// "spec.rules" or "metadata.labels.app".
+func fieldPaths(prefix string, set map[string]any) []string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(set)) {
+		if k == "." {
+			continue
+		}
+		name, isField := strings.CutPrefix(k, "f:")
+		path := prefix + "." + name
+		if !isField {
+			path = prefix + "[" + k + "]"
+		}
+		sub, _ := set[k].(map[string]any)
+		if len(sub) == 0 || (len(sub) == 1 && sub["."] != nil) {
+			out = append(out, strings.TrimPrefix(path, "."))
+			continue
+		}
+		out = append(out, fieldPaths(path, sub)...)
+	}
+	return out
+}

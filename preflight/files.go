@@ -1,0 +1,130 @@
+package preflight
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+)
+
+// Files is a Reader over routes (and Services) read from YAML files, for a
+// plan that needs no cluster.
+type Files struct {
+	routes   map[routes.Ref]routes.Route
+	services map[string][]corev1.ServicePort // "<namespace>/<name>"
+}
+
+// ReadFiles reads routes and Services from YAML documents (other kinds are
+// skipped). A route without a namespace is in namespace.
+func ReadFiles(namespace string, docs ...io.Reader) (*Files, error) {
+	f := &Files{routes: map[routes.Ref]routes.Route{}, services: map[string][]corev1.ServicePort{}}
+	for _, doc := range docs {
+		dec := utilyaml.NewYAMLReader(bufio.NewReader(doc))
+		for {
+			raw, err := dec.Read()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return nil, err
+			}
+			if len(bytes.TrimSpace(raw)) == 0 {
+				continue
+			}
+			if err := f.add(namespace, raw); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return f, nil
+}
+
+func (f *Files) add(namespace string, raw []byte) error {
+	u := &unstructured.Unstructured{}
+	if err := utilyaml.Unmarshal(raw, &u.Object); err != nil {
+		return fmt.Errorf("not a Kubernetes object: %w", err)
+	}
+	if u.Object == nil {
+		return nil
+	}
+	if u.GetNamespace() == "" {
+		u.SetNamespace(namespace)
+	}
+	gvk := u.GroupVersionKind()
+	switch {
+	case gvk.Group == routes.Group && routes.Kind(gvk.Kind).Resource() != "":
+		r, err := routes.FromUnstructured(u)
+		if err != nil {
+			return err
+		}
+		f.routes[r.Ref] = r
+	case gvk.Group == "" && gvk.Kind == "Service":
+		var svc corev1.Service
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &svc); err != nil {
+			return fmt.Errorf("reading Service %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+		}
+		f.services[svc.Namespace+"/"+svc.Name] = svc.Spec.Ports
+	}
+	return nil
+}
+
+// Get returns the route as read.
+func (f *Files) Get(_ context.Context, ref routes.Ref) (routes.Route, error) {
+	r, ok := f.routes[ref]
+	if !ok {
+		return routes.Route{}, apierrors.NewNotFound(schema.GroupResource{Group: routes.Group, Resource: ref.Kind.Resource()}, ref.Name)
+	}
+	return r.DeepCopy(), nil
+}
+
+// Fresh is Get.
+func (f *Files) Fresh(ctx context.Context, ref routes.Ref) (routes.Route, error) { return f.Get(ctx, ref) }
+
+// List returns the routes of a kind in a namespace whose labels match.
+func (f *Files) List(_ context.Context, kind routes.Kind, namespace string, selector labels.Selector) ([]routes.Route, error) {
+	var out []routes.Route
+	for ref, r := range f.routes {
+		if ref.Kind == kind && ref.Namespace == namespace && selector.Matches(labels.Set(r.Labels)) {
+			out = append(out, r.DeepCopy())
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// ServedVersion is the version the files give the kind (v1 when none has it).
+func (f *Files) ServedVersion(_ context.Context, kind routes.Kind) (string, error) {
+	for ref, r := range f.routes {
+		if ref.Kind == kind {
+			return r.Version, nil
+		}
+	}
+	return "v1", nil
+}
+
+// Written does nothing: a plan writes nothing.
+func (f *Files) Written(routes.Route) {}
+
+// Ports answers with the Services of the files.
+func (f *Files) Ports(namespace string) func(ctx context.Context, name string) ([]corev1.ServicePort, error) {
+	return func(_ context.Context, name string) ([]corev1.ServicePort, error) {
+		ports, ok := f.services[namespace+"/"+name]
+		if !ok {
+			return nil, fmt.Errorf("the files given with --routes hold no Service %s/%s", namespace, name)
+		}
+		return ports, nil
+	}
+}

@@ -1,0 +1,287 @@
+package preflight
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
+	"github.com/gatewayapi-ssa/rollouts-plugin/plugin"
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+)
+
+// Input is what a plan needs.
+type Input struct {
+	Rollout *v1alpha1.Rollout
+	// PluginName and FieldManager are the plugin's -plugin-name and -field-manager.
+	PluginName, FieldManager string
+	// Reader reads the Rollout's routes as they are now.
+	Reader routes.Reader
+	// Ports reads the ports of the Services in the Rollout's namespace;
+	// experiment Services, which do not exist yet, are made up from the
+	// experiment templates.
+	Ports plugin.ServicePorts
+}
+
+// Plan is every step of a Rollout with what it does to each route.
+type Plan struct {
+	Rollout string       `json:"rollout"`
+	Routes  []routes.Ref `json:"-"`
+	Steps   []Step       `json:"steps"`
+	// Problems are what would fail, step by step; none means the rollout's
+	// writes pass (as far as this plan and its checks can tell).
+	Problems []Problem `json:"problems"`
+	// After is each route at the end of each step, for checks against the
+	// apiserver; not shown.
+	After [][]routes.Route `json:"-"`
+}
+
+// Step is one step and what it does to each route.
+type Step struct {
+	// Index is the step's 1-based index in spec.strategy.canary.steps; 0 for
+	// the promotion and the abort.
+	Index  int         `json:"index"`
+	Name   string      `json:"step"`
+	Calls  []string    `json:"calls"`
+	Routes []RouteStep `json:"routes"`
+}
+
+// RouteStep is what one step does to one route.
+type RouteStep struct {
+	Route     string   `json:"route"`
+	Changes   []string `json:"changes,omitempty"`
+	Unchanged bool     `json:"unchanged"`
+	Error     string   `json:"error,omitempty"`
+}
+
+// Problem is one thing that would fail.
+type Problem struct {
+	Step   string `json:"step"`
+	Route  string `json:"route,omitempty"`
+	Reason string `json:"reason"`
+}
+
+// state is where the rollout is: the last weight, the experiment's
+// destinations, and the routes as the steps so far left them.
+type state struct {
+	weight int32
+	dests  []v1alpha1.WeightDestination
+	live   []routes.Route
+}
+
+// call is one call the controller makes.
+type call struct {
+	name string
+	// decode makes the core's call, nil when the call itself is refused.
+	core desired.Call
+	err  error
+}
+
+// Compute plans every step of the Rollout's canary strategy, then its
+// promotion and, from the last step, an abort.
+func Compute(ctx context.Context, in Input) Plan {
+	ro := in.Rollout
+	p := Plan{Rollout: ro.Namespace + "/" + ro.Name}
+	settings, err := plugin.ParseConfig(ro, in.PluginName)
+	if err != nil {
+		p.Problems = append(p.Problems, Problem{Step: "config", Reason: err.Error()})
+		return p
+	}
+	live, err := routes.Resolve(ctx, in.Reader, settings.Targets)
+	if err != nil {
+		p.Problems = append(p.Problems, Problem{Step: "routes", Reason: err.Error()})
+	}
+	for _, r := range live {
+		p.Routes = append(p.Routes, r.Ref)
+	}
+	st := state{live: live}
+	steps := ro.Spec.Strategy.Canary.Steps
+	ports := experimentPorts(ro, in.Ports)
+	for i, s := range steps {
+		name, calls := stepCalls(ctx, ro, s, i, &st, settings, ports)
+		p.run(in, settings, &st, Step{Index: i + 1, Name: name}, calls)
+	}
+	last := st
+	// All steps done: the canary takes all traffic until it is the stable version.
+	st.dests = nil
+	p.run(in, settings, &st, Step{Name: "promotion: every step done"}, []call{setWeight(ctx, ro, maxWeight(ro), nil, ports)})
+	promoted := promote(ro)
+	p.run(in, settings, &st, Step{Name: "promotion: the new version is stable"}, []call{
+		{name: "RemoveManagedRoutes", core: desired.RemoveManaged{}},
+		setWeight(ctx, promoted, 0, nil, ports),
+	})
+	p.run(in, settings, &last, Step{Name: "abort (from the last step)"}, []call{
+		{name: "RemoveManagedRoutes", core: desired.RemoveManaged{}},
+		setWeight(ctx, ro, 0, nil, ports),
+	})
+	return p
+}
+
+// stepCalls are the calls the controller makes while step s (index i) is
+// the current step, as rollout/trafficrouting.go makes them: a header or
+// mirror call if the step is one, then SetWeight with the last setWeight and
+// the experiment's weighted templates.
+func stepCalls(ctx context.Context, ro *v1alpha1.Rollout, s v1alpha1.CanaryStep, i int, st *state, settings plugin.Settings, ports plugin.ServicePorts) (string, []call) {
+	st.dests = nil
+	var calls []call
+	name := "pause"
+	switch {
+	case s.SetWeight != nil:
+		st.weight = *s.SetWeight
+		name = fmt.Sprintf("setWeight %d", *s.SetWeight)
+	case s.Experiment != nil:
+		var parts []string
+		for _, t := range s.Experiment.Templates {
+			if t.Weight != nil {
+				st.dests = append(st.dests, v1alpha1.WeightDestination{ServiceName: experimentService(ro, t), Weight: *t.Weight})
+				parts = append(parts, fmt.Sprintf("%s %d", t.Name, *t.Weight))
+			}
+		}
+		name = "experiment " + strings.Join(parts, ", ")
+	case s.SetHeaderRoute != nil:
+		name = "setHeaderRoute " + s.SetHeaderRoute.Name
+		h, err := plugin.DecodeSetHeader(ro, s.SetHeaderRoute, &settings)
+		calls = append(calls, call{name: "SetHeaderRoute(" + s.SetHeaderRoute.Name + ")", core: h, err: err})
+	case s.SetMirrorRoute != nil:
+		name = "setMirrorRoute " + s.SetMirrorRoute.Name
+		m, err := plugin.DecodeSetMirror(ro, s.SetMirrorRoute)
+		calls = append(calls, call{name: "SetMirrorRoute(" + s.SetMirrorRoute.Name + ")", core: m, err: err})
+	case s.Analysis != nil:
+		name = "analysis"
+	case s.SetCanaryScale != nil:
+		name = "setCanaryScale"
+	case s.Pause != nil && s.Pause.Duration != nil:
+		name = "pause " + s.Pause.Duration.String()
+	}
+	return name, append(calls, setWeight(ctx, ro, st.weight, st.dests, ports))
+}
+
+func setWeight(ctx context.Context, ro *v1alpha1.Rollout, w int32, dests []v1alpha1.WeightDestination, ports plugin.ServicePorts) call {
+	var parts []string
+	for _, d := range dests {
+		parts = append(parts, fmt.Sprintf("%s=%d", d.ServiceName, d.Weight))
+	}
+	name := fmt.Sprintf("SetWeight(%d)", w)
+	if len(parts) > 0 {
+		name = fmt.Sprintf("SetWeight(%d, %s)", w, strings.Join(parts, ","))
+	}
+	c, err := plugin.DecodeSetWeight(ctx, ro, w, dests, ports)
+	return call{name: name, core: c, err: err}
+}
+
+// run carries out a step's calls on every route and records what they do.
+// As in the plugin, a call that fails on one route writes no route.
+func (p *Plan) run(in Input, settings plugin.Settings, st *state, step Step, calls []call) {
+	rollout := in.Rollout.Namespace + "/" + in.Rollout.Name
+	routeSteps := make([]RouteStep, len(st.live))
+	for i, live := range st.live {
+		routeSteps[i] = RouteStep{Route: live.Ref.String(), Unchanged: true}
+	}
+	for _, c := range calls {
+		step.Calls = append(step.Calls, c.name)
+		if c.err != nil {
+			p.Problems = append(p.Problems, Problem{Step: stepLabel(step), Reason: c.name + ": " + c.err.Error()})
+			continue
+		}
+		results := make([]desired.Result, len(st.live))
+		failed := false
+		for i, live := range st.live {
+			r, err := c.core.Desired(live, settings.Env(rollout, in.FieldManager, live.Ref))
+			if err != nil {
+				failed = true
+				routeSteps[i].Error = c.name + ": " + err.Error()
+				p.Problems = append(p.Problems, Problem{Step: stepLabel(step), Route: live.Ref.String(), Reason: routeSteps[i].Error})
+			}
+			results[i] = r
+		}
+		if failed {
+			continue // nothing written
+		}
+		for i, r := range results {
+			if !r.Unchanged {
+				routeSteps[i].Unchanged = false
+				routeSteps[i].Changes = append(routeSteps[i].Changes, r.Changes...)
+			}
+			st.live[i] = applied(st.live[i], r, in.FieldManager)
+		}
+	}
+	after := make([]routes.Route, len(st.live))
+	for i, live := range st.live {
+		after[i] = live.DeepCopy()
+	}
+	step.Routes = routeSteps
+	p.Steps = append(p.Steps, step)
+	p.After = append(p.After, after)
+}
+
+func stepLabel(s Step) string {
+	if s.Index > 0 {
+		return fmt.Sprintf("step %d (%s)", s.Index, s.Name)
+	}
+	return s.Name
+}
+
+func maxWeight(ro *v1alpha1.Rollout) int32 {
+	if tr := ro.Spec.Strategy.Canary.TrafficRouting; tr != nil && tr.MaxTrafficWeight != nil {
+		return *tr.MaxTrafficWeight
+	}
+	return 100
+}
+
+// promote is the Rollout once its new version is stable: for ping-pong, the
+// other Service is stable.
+func promote(ro *v1alpha1.Rollout) *v1alpha1.Rollout {
+	out := ro.DeepCopy()
+	if out.Spec.Strategy.Canary.PingPong != nil {
+		if out.Status.Canary.StablePingPong == v1alpha1.PPPing {
+			out.Status.Canary.StablePingPong = v1alpha1.PPPong
+		} else {
+			out.Status.Canary.StablePingPong = v1alpha1.PPPing
+		}
+	}
+	return out
+}
+
+// experimentService is the name the plan gives an experiment template's
+// Service: the template's service name if it sets one, else
+// "<rollout>-<template>" (the Experiment controller names it after the
+// ReplicaSet it creates, which the plan cannot know).
+func experimentService(ro *v1alpha1.Rollout, t v1alpha1.RolloutExperimentTemplate) string {
+	if t.Service != nil && t.Service.Name != "" {
+		return t.Service.Name
+	}
+	return ro.Name + "-" + t.Name
+}
+
+// experimentPorts answers for the experiment Services with the ports the
+// Experiment controller gives them (the pod template's container ports), and
+// for every other Service with ports.
+func experimentPorts(ro *v1alpha1.Rollout, ports plugin.ServicePorts) plugin.ServicePorts {
+	planned := map[string]bool{}
+	for _, s := range ro.Spec.Strategy.Canary.Steps {
+		if s.Experiment != nil {
+			for _, t := range s.Experiment.Templates {
+				planned[experimentService(ro, t)] = true
+			}
+		}
+	}
+	var containerPorts []corev1.ServicePort
+	for _, c := range ro.Spec.Template.Spec.Containers {
+		for _, p := range c.Ports {
+			containerPorts = append(containerPorts, corev1.ServicePort{Name: p.Name, Port: p.ContainerPort, Protocol: p.Protocol})
+		}
+	}
+	return func(ctx context.Context, name string) ([]corev1.ServicePort, error) {
+		if planned[name] {
+			if len(containerPorts) == 0 {
+				return nil, errors.New("the experiment's pod template has no container port, so Argo Rollouts creates no Service for it")
+			}
+			return containerPorts, nil
+		}
+		return ports(ctx, name)
+	}
+}
