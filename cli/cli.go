@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"bufio"
+	"bytes"
 	"flag"
 	"fmt"
 	"io"
@@ -22,6 +24,8 @@ type command struct {
 
 var commands = map[string]command{
 	"cleanup": {"undo a deleted Rollout's claims on its routes", runCleanup},
+	"plan":    {"show and check every step of a Rollout before it runs", runPlan},
+	"inspect": {"explain what the plugin holds on a route", runInspect},
 }
 
 // Is says whether arg names a command (rather than a flag of the plugin).
@@ -91,3 +95,5 @@ func quietLog() *logrus.Entry {
 	l.SetLevel(logrus.WarnLevel)
 	return logrus.NewEntry(l)
 }
+
+func bufioReader(data []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(data)) }

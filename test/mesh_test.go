@@ -8,8 +8,8 @@ import (
 	"github.com/argoproj/argo-rollouts/utils/plugin/types"
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/yaml"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/yaml"
 )
 
 // Service meshes (GAMMA: Istio ambient, Linkerd) attach an HTTPRoute to a

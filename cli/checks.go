@@ -1,0 +1,234 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
+	"github.com/gatewayapi-ssa/rollouts-plugin/pingpong"
+	"github.com/gatewayapi-ssa/rollouts-plugin/plugin"
+	"github.com/gatewayapi-ssa/rollouts-plugin/preflight"
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
+)
+
+// clusterChecks checks a plan against a cluster.
+type clusterChecks struct {
+	reader   *routes.Cluster
+	kube     kubernetes.Interface
+	gw       gateway.Interface
+	applier  *ssa.Applier
+	identity string
+	// reviewer asks SelfSubjectAccessReviews as identity.
+	reviewer kubernetes.Interface
+	fm       string
+}
+
+func newClusterChecks(conn *connection, fieldManager, as string) (*clusterChecks, error) {
+	cfg, err := conn.config()
+	if err != nil {
+		return nil, err
+	}
+	dyn, dynErr := dynamic.NewForConfig(cfg)
+	disc, discErr := discovery.NewDiscoveryClientForConfig(cfg)
+	kube, kubeErr := kubernetes.NewForConfig(cfg)
+	gw, gwErr := gateway.NewForConfig(cfg)
+	impersonated := rest.CopyConfig(cfg)
+	if as != "" {
+		impersonated.Impersonate = rest.ImpersonationConfig{UserName: as, Groups: groupsOf(as)}
+	}
+	reviewer, revErr := kubernetes.NewForConfig(impersonated)
+	for _, err := range []error{dynErr, discErr, kubeErr, gwErr, revErr} {
+		if err != nil {
+			return nil, fmt.Errorf("building the Kubernetes clients: %w", err)
+		}
+	}
+	log := quietLog()
+	reader := routes.NewCluster(dyn, disc, log)
+	identity := as
+	if identity == "" {
+		identity = "you (the kubeconfig's user; give --as for the controller's ServiceAccount)"
+	}
+	return &clusterChecks{reader: reader, kube: kube, gw: gw, applier: ssa.NewApplier(gw, dyn, reader, fieldManager, log),
+		identity: identity, reviewer: reviewer, fm: fieldManager}, nil
+}
+
+// groupsOf are the groups Kubernetes gives a ServiceAccount's tokens.
+func groupsOf(user string) []string {
+	sa, ok := strings.CutPrefix(user, "system:serviceaccount:")
+	if !ok {
+		return nil
+	}
+	ns, _, _ := strings.Cut(sa, ":")
+	return []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}
+}
+
+// run runs every check and adds what fails to the plan's problems; it says
+// which checks ran.
+func (c *clusterChecks) run(ctx context.Context, ro *v1alpha1.Rollout, pluginName string, p *preflight.Plan) []string {
+	checks := []string{"every computed route sent as a server-side dry-run apply"}
+	c.dryRun(ctx, p)
+	checks = append(checks, "the Rollout's Services exist")
+	c.services(ctx, ro, p)
+	if settings, err := plugin.ParseConfig(ro, pluginName); err == nil {
+		checks = append(checks, "ReferenceGrants of cross-namespace backends", "permissions of "+c.identity)
+		c.referenceGrants(ctx, ro, p)
+		c.permissions(ctx, ro, settings, p)
+	}
+	return checks
+}
+
+// dryRun sends every route each step changed, as the plugin would write it
+// then, as a server-side dry-run apply on the route as it is now.
+func (c *clusterChecks) dryRun(ctx context.Context, p *preflight.Plan) {
+	for i, ref := range p.Routes {
+		live, err := c.reader.Fresh(ctx, ref)
+		if err != nil {
+			p.Problems = append(p.Problems, preflight.Problem{Step: "dry run", Route: ref.String(), Reason: err.Error()})
+			continue
+		}
+		for k, step := range p.Steps {
+			rs := step.Routes[i]
+			if rs.Unchanged || rs.Error != "" {
+				continue
+			}
+			after := p.After[k][i]
+			d := desired.Result{Rules: after.Rules, Labels: owned(after.Labels, routes.OwnedLabels(after.ManagedFields, c.fm)),
+				Annotations: owned(after.Annotations, routes.OwnedAnnotations(after.ManagedFields, c.fm))}
+			if err := c.applier.DryRun(ctx, live, d); err != nil {
+				p.Problems = append(p.Problems, preflight.Problem{Step: stepName(step), Route: ref.String(), Reason: "the apiserver refuses the route: " + err.Error()})
+			}
+		}
+	}
+}
+
+func owned(values map[string]string, keys []string) map[string]string {
+	out := map[string]string{}
+	for _, k := range keys {
+		if v, ok := values[k]; ok {
+			out[k] = v
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+func stepName(s preflight.Step) string {
+	if s.Index > 0 {
+		return fmt.Sprintf("step %d (%s)", s.Index, s.Name)
+	}
+	return s.Name
+}
+
+// services checks that the stable and canary Services exist: a backendRef to
+// a missing Service gets the gateway's error for its share.
+func (c *clusterChecks) services(ctx context.Context, ro *v1alpha1.Rollout, p *preflight.Plan) {
+	stable, canary, err := pingpong.Services(ro)
+	if err != nil {
+		return // the plan reported it
+	}
+	for _, name := range []string{stable, canary} {
+		_, err := c.kube.CoreV1().Services(ro.Namespace).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			p.Problems = append(p.Problems, preflight.Problem{Step: "Services", Reason: fmt.Sprintf("Service %s/%s does not exist: the routes' backendRefs to it would fail", ro.Namespace, name)})
+		case err != nil:
+			p.Problems = append(p.Problems, preflight.Problem{Step: "Services", Reason: fmt.Sprintf("reading Service %s/%s: %v", ro.Namespace, name, err)})
+		}
+	}
+}
+
+// referenceGrants checks that a route in another namespace than the
+// Rollout's may point at the Rollout's Services.
+func (c *clusterChecks) referenceGrants(ctx context.Context, ro *v1alpha1.Rollout, p *preflight.Plan) {
+	for _, ref := range p.Routes {
+		if ref.Namespace == ro.Namespace {
+			continue
+		}
+		grants, err := c.gw.GatewayV1beta1().ReferenceGrants(ro.Namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			p.Problems = append(p.Problems, preflight.Problem{Step: "ReferenceGrants", Route: ref.String(), Reason: fmt.Sprintf("listing ReferenceGrants in %s: %v", ro.Namespace, err)})
+			continue
+		}
+		granted := false
+		for _, g := range grants.Items {
+			from, to := false, false
+			for _, f := range g.Spec.From {
+				from = from || (string(f.Group) == routes.Group && string(f.Kind) == string(ref.Kind) && string(f.Namespace) == ref.Namespace)
+			}
+			for _, t := range g.Spec.To {
+				to = to || (string(t.Group) == "" && string(t.Kind) == "Service")
+			}
+			granted = granted || (from && to)
+		}
+		if !granted {
+			p.Problems = append(p.Problems, preflight.Problem{Step: "ReferenceGrants", Route: ref.String(), Reason: fmt.Sprintf(
+				"no ReferenceGrant in namespace %s lets %ss of namespace %s refer to Services there: the gateway would refuse the backendRefs; create one (docs/experiments.md)",
+				ro.Namespace, ref.Kind, ref.Namespace)})
+		}
+	}
+}
+
+// permissions checks, with SelfSubjectAccessReviews as the identity, every
+// verb the plugin needs on the Rollout's routes (and on Services for an
+// experiment step).
+func (c *clusterChecks) permissions(ctx context.Context, ro *v1alpha1.Rollout, s plugin.Settings, p *preflight.Plan) {
+	type target struct{ group, resource, namespace string }
+	var targets []target
+	seen := map[target]bool{}
+	add := func(t target) {
+		if !seen[t] {
+			seen[t] = true
+			targets = append(targets, t)
+		}
+	}
+	for _, ref := range s.Targets.Named {
+		add(target{routes.Group, ref.Kind.Resource(), ref.Namespace})
+	}
+	for _, sel := range s.Targets.Selectors {
+		add(target{routes.Group, sel.Kind.Resource(), sel.Namespace})
+	}
+	verbs := map[string][]string{routes.Group: {"get", "list", "watch", "patch", "update"}, "": {"get"}}
+	for _, st := range ro.Spec.Strategy.Canary.Steps {
+		if st.Experiment != nil {
+			add(target{"", "services", ro.Namespace})
+			break
+		}
+	}
+	for _, t := range targets {
+		var missing []string
+		for _, verb := range verbs[t.group] {
+			review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: t.namespace, Verb: verb, Group: t.group, Resource: t.resource}}}
+			got, err := c.reviewer.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+			if err != nil {
+				p.Problems = append(p.Problems, preflight.Problem{Step: "permissions", Reason: fmt.Sprintf("asking whether %s may %s %s: %v", c.identity, verb, t.resource, err)})
+				return
+			}
+			if !got.Status.Allowed {
+				missing = append(missing, verb)
+			}
+		}
+		if len(missing) > 0 {
+			res := t.resource
+			if t.group != "" {
+				res += "." + t.group
+			}
+			p.Problems = append(p.Problems, preflight.Problem{Step: "permissions", Reason: fmt.Sprintf("%s may not %s %s in namespace %s; grant it (README: Install)",
+				c.identity, strings.Join(missing, ", "), res, t.namespace)})
+		}
+	}
+}

@@ -1,0 +1,172 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/discovery"
+	"sigs.k8s.io/yaml"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
+)
+
+const inspectUsage = `usage: rollouts-gatewayapi-ssa inspect KIND/NAME [-n NAMESPACE] [flags]
+
+Explains what the plugin holds on a route (KIND: httproute, grpcroute,
+tcproute, tlsroute): who owns spec.rules and the other fields, what each
+Rollout's claim records against what the route has now, whether the plugin's
+next call would report a conflict, and whether it would give up its ownership.
+
+flags:
+`
+
+func runInspect(args []string, out, errOut io.Writer) int {
+	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	var conn connection
+	conn.register(fs)
+	output := fs.String("o", "text", "output: text, json or yaml")
+	fieldManager := fs.String("field-manager", ssa.DefaultFieldManager, "the plugin's -field-manager")
+	fs.Usage = func() { fmt.Fprint(errOut, inspectUsage); fs.PrintDefaults() }
+	// Flags may follow the route, as with kubectl.
+	var positional []string
+	for len(args) > 0 {
+		if err := fs.Parse(args); err != nil {
+			return 2
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		positional, args = append(positional, fs.Arg(0)), fs.Args()[1:]
+	}
+	if len(positional) != 1 || !strings.Contains(" text json yaml ", " "+*output+" ") {
+		fs.Usage()
+		return 2
+	}
+	ref, err := parseRouteArg(positional[0], conn.namespace)
+	if err != nil {
+		fmt.Fprintln(errOut, err)
+		return 2
+	}
+	dyn, cfg, err := conn.dynamic()
+	if err != nil {
+		fmt.Fprintln(errOut, err)
+		return 1
+	}
+	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		fmt.Fprintln(errOut, err)
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	live, err := routes.NewCluster(dyn, disc, quietLog()).Fresh(ctx, ref)
+	if err != nil {
+		fmt.Fprintf(errOut, "reading %s: %v\n", ref, err)
+		return 1
+	}
+	in, err := desired.Inspect(live, *fieldManager)
+	if err != nil {
+		fmt.Fprintln(errOut, err)
+		return 1
+	}
+	switch *output {
+	case "json":
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(in)
+	case "yaml":
+		var data []byte
+		if data, err = yaml.Marshal(in); err == nil {
+			_, err = out.Write(data)
+		}
+	default:
+		_, err = out.Write(inspectText(in, *fieldManager))
+	}
+	if err != nil {
+		fmt.Fprintln(errOut, err)
+		return 1
+	}
+	return 0
+}
+
+// parseRouteArg reads KIND/NAME, kind in kubectl's spelling.
+func parseRouteArg(arg, namespace string) (routes.Ref, error) {
+	kind, name, ok := strings.Cut(arg, "/")
+	if namespace == "" {
+		namespace = "default"
+	}
+	for _, k := range routes.Kinds {
+		if ok && name != "" && (strings.EqualFold(kind, string(k)) || strings.EqualFold(kind, k.Resource())) {
+			return routes.Ref{Kind: k, Namespace: namespace, Name: name}, nil
+		}
+	}
+	return routes.Ref{}, fmt.Errorf("%q is not KIND/NAME with KIND one of httproute, grpcroute, tcproute, tlsroute", arg)
+}
+
+func inspectText(in desired.Inspection, fieldManager string) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "%s\n\nowners:\n", in.Route)
+	for _, o := range in.Owners {
+		what := o.Operation
+		if o.APIVersion != "" {
+			what += ", " + o.APIVersion
+		}
+		if o.Time != "" {
+			what += ", " + o.Time
+		}
+		fmt.Fprintf(&b, "  %s (%s): %s\n", o.Manager, what, strings.Join(o.Fields, ", "))
+	}
+	rulesOwners := strings.Join(in.RulesOwners, ", ")
+	if rulesOwners == "" {
+		rulesOwners = "nobody"
+	}
+	fmt.Fprintf(&b, "\nspec.rules is owned by: %s\n", rulesOwners)
+	if len(in.Claims) == 0 {
+		b.WriteString("\nclaims: none (no Rollout has anything on this route)\n")
+	}
+	for _, c := range in.Claims {
+		fmt.Fprintf(&b, "\nRollout %s (active: %v, canary weight %d):\n", c.Rollout, c.Active, c.CanaryWeight)
+		for _, w := range c.Weights {
+			now := fmt.Sprint(w.Now)
+			if w.Now < 0 {
+				now = "gone"
+			}
+			fmt.Fprintf(&b, "  weight rule %d %s: set %d, now %s\n", w.Rule, w.Service, w.Set, now)
+		}
+		for _, be := range c.Backends {
+			fmt.Fprintf(&b, "  experiment backendRef: %s\n", be)
+		}
+		for _, r := range c.Rules {
+			state := "as written"
+			switch {
+			case !r.Present:
+				state = "gone"
+			case r.Changed:
+				state = "changed by someone else"
+			}
+			fmt.Fprintf(&b, "  added rule %q: %s\n", r.Name, state)
+		}
+		for _, f := range c.Filters {
+			fmt.Fprintf(&b, "  mirror filter %s\n", f)
+		}
+		switch {
+		case len(c.Changed) > 0:
+			fmt.Fprintf(&b, "  conflict: yes: %s; a call that sets these again fails until the change is reverted, the other owner ignores the weights, or conflictPolicy: Force\n", strings.Join(c.Changed, "; "))
+		case in.PluginOwnsRules:
+			fmt.Fprintf(&b, "  conflict: no (%s still owns spec.rules: nobody changed them since its last write)\n", fieldManager)
+		default:
+			b.WriteString("  conflict: no (what the plugin set is still there)\n")
+		}
+	}
+	fmt.Fprintf(&b, "\nrelease at the next call: %v\n", in.Release)
+	return b.Bytes()
+}

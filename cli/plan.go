@@ -1,0 +1,221 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/plugin"
+	"github.com/gatewayapi-ssa/rollouts-plugin/preflight"
+	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
+)
+
+const planUsage = `usage: rollouts-gatewayapi-ssa plan -f ROLLOUT.yaml [--routes FILE] [flags]
+
+Shows, step by step, what the plugin would do to every route of the Rollout:
+each canary step, the promotion and an abort, computed by the plugin's own
+code from the routes as they are (in the cluster, or in --routes FILE, which
+may hold the routes and the Rollout's Services; no cluster needed then).
+Against a cluster it also sends every computed route as a server-side dry-run
+apply (schema, CEL, limits), checks the Rollout's Services and the
+ReferenceGrants of cross-namespace backends, and the permissions the plugin
+needs, for --as (the controller's ServiceAccount). Exit status 1 when any
+step or check would fail, 0 when none would.
+
+flags:
+`
+
+type planOptions struct {
+	conn                     connection
+	file, routesFile, as     string
+	output                   string
+	pluginName, fieldManager string
+	timeout                  time.Duration
+}
+
+func runPlan(args []string, out, errOut io.Writer) int {
+	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	var o planOptions
+	o.conn.register(fs)
+	fs.StringVar(&o.file, "f", "", "the Rollout, as YAML (the file may hold other objects)")
+	fs.StringVar(&o.routesFile, "routes", "", "read the routes (and Services) from this YAML file instead of the cluster")
+	fs.StringVar(&o.as, "as", "", "check the permissions of this identity, e.g. system:serviceaccount:argo-rollouts:argo-rollouts (default: your own)")
+	fs.StringVar(&o.output, "o", "text", "output: text, json or yaml")
+	fs.StringVar(&o.pluginName, "plugin-name", plugin.DefaultPluginName, "the plugin's -plugin-name")
+	fs.StringVar(&o.fieldManager, "field-manager", ssa.DefaultFieldManager, "the plugin's -field-manager")
+	fs.DurationVar(&o.timeout, "timeout", time.Minute, "deadline of the whole command")
+	fs.Usage = func() { fmt.Fprint(errOut, planUsage); fs.PrintDefaults() }
+	if err := fs.Parse(args); err != nil || o.file == "" || fs.NArg() > 0 || !strings.Contains(" text json yaml ", " "+o.output+" ") {
+		fs.Usage()
+		return 2
+	}
+	ro, err := readRollout(o.file, o.conn.namespace)
+	if err != nil {
+		fmt.Fprintln(errOut, err)
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+	defer cancel()
+	report, err := plan(ctx, &o, ro)
+	if err != nil {
+		fmt.Fprintln(errOut, err)
+		return 1
+	}
+	if err := render(out, o.output, report); err != nil {
+		fmt.Fprintln(errOut, err)
+		return 1
+	}
+	if len(report.Problems) > 0 {
+		return 1
+	}
+	return 0
+}
+
+// Report is what plan prints.
+type Report struct {
+	preflight.Plan
+	// Checks says which checks against the cluster ran.
+	Checks []string `json:"checks"`
+	OK     bool     `json:"ok"`
+}
+
+func plan(ctx context.Context, o *planOptions, ro *v1alpha1.Rollout) (Report, error) {
+	in := preflight.Input{Rollout: ro, PluginName: o.pluginName, FieldManager: o.fieldManager}
+	var c *clusterChecks
+	if o.routesFile != "" {
+		f, err := os.Open(o.routesFile)
+		if err != nil {
+			return Report{}, err
+		}
+		defer f.Close()
+		files, err := preflight.ReadFiles(ro.Namespace, f)
+		if err != nil {
+			return Report{}, fmt.Errorf("%s: %w", o.routesFile, err)
+		}
+		in.Reader, in.Ports = files, files.Ports(ro.Namespace)
+	} else {
+		var err error
+		if c, err = newClusterChecks(&o.conn, o.fieldManager, o.as); err != nil {
+			return Report{}, err
+		}
+		in.Reader, in.Ports = c.reader, plugin.KubeServicePorts(c.kube, ro.Namespace)
+	}
+	r := Report{Plan: preflight.Compute(ctx, in)}
+	if c == nil {
+		r.Checks = []string{"none against a cluster: routes from " + o.routesFile}
+	} else {
+		r.Checks = c.run(ctx, ro, o.pluginName, &r.Plan)
+	}
+	if r.Problems == nil {
+		r.Problems = []preflight.Problem{}
+	}
+	r.OK = len(r.Problems) == 0
+	return r, nil
+}
+
+// readRollout reads the Rollout from a YAML file that may hold other objects.
+func readRollout(path, namespace string) (*v1alpha1.Rollout, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	dec := utilyaml.NewYAMLReader(bufioReader(data))
+	for {
+		doc, err := dec.Read()
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%s holds no Rollout (kind: Rollout, apiVersion: argoproj.io/v1alpha1)", path)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		var meta struct{ APIVersion, Kind string }
+		if yaml.Unmarshal(doc, &meta) != nil || meta.Kind != "Rollout" || meta.APIVersion != "argoproj.io/v1alpha1" {
+			continue
+		}
+		var ro v1alpha1.Rollout
+		if err := yaml.UnmarshalStrict(doc, &ro); err != nil {
+			return nil, fmt.Errorf("%s: the Rollout: %w", path, err)
+		}
+		if ro.Namespace == "" {
+			ro.Namespace = namespace
+		}
+		if ro.Namespace == "" {
+			ro.Namespace = "default"
+		}
+		if ro.Spec.Strategy.Canary == nil {
+			return nil, fmt.Errorf("%s: Rollout %s has no canary strategy: the plugin routes canary rollouts only", path, ro.Name)
+		}
+		return &ro, nil
+	}
+}
+
+// render prints the report as text, JSON or YAML.
+func render(out io.Writer, format string, r Report) error {
+	switch format {
+	case "json":
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	case "yaml":
+		data, err := yaml.Marshal(r)
+		if err != nil {
+			return err
+		}
+		_, err = out.Write(data)
+		return err
+	}
+	var b bytes.Buffer
+	names := make([]string, len(r.Routes))
+	for i, ref := range r.Routes {
+		names[i] = ref.String()
+	}
+	fmt.Fprintf(&b, "Rollout %s: %d route(s): %s\n", r.Rollout, len(r.Routes), strings.Join(names, ", "))
+	for _, s := range r.Steps {
+		label := s.Name
+		if s.Index > 0 {
+			label = fmt.Sprintf("step %d: %s", s.Index, s.Name)
+		}
+		fmt.Fprintf(&b, "\n%s\n  calls: %s\n", label, strings.Join(s.Calls, ", "))
+		for _, rs := range s.Routes {
+			switch {
+			case rs.Error != "":
+				fmt.Fprintf(&b, "  %s: FAILS: %s\n", rs.Route, rs.Error)
+			case rs.Unchanged:
+				fmt.Fprintf(&b, "  %s: no change\n", rs.Route)
+			default:
+				fmt.Fprintf(&b, "  %s:\n", rs.Route)
+				for _, c := range rs.Changes {
+					fmt.Fprintf(&b, "    %s\n", c)
+				}
+			}
+		}
+	}
+	fmt.Fprintf(&b, "\nchecks: %s\n", strings.Join(r.Checks, "; "))
+	if r.OK {
+		b.WriteString("problems: none\n")
+	} else {
+		fmt.Fprintf(&b, "problems: %d\n", len(r.Problems))
+		for _, p := range r.Problems {
+			where := p.Step
+			if p.Route != "" {
+				where += ", " + p.Route
+			}
+			fmt.Fprintf(&b, "  - %s: %s\n", where, p.Reason)
+		}
+	}
+	_, err := out.Write(b.Bytes())
+	return err
+}
+

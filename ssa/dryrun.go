@@ -1,0 +1,22 @@
+package ssa
+
+import (
+	"context"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+)
+
+// DryRun sends the apply of d for the live route as a server-side dry run,
+// as the plugin's write would be sent (same field manager, force, the live
+// resourceVersion): the apiserver validates it (schema, CEL, limits,
+// admission) and stores nothing.
+func (a *Applier) DryRun(ctx context.Context, live routes.Route, d desired.Result) error {
+	_, err := apply(ctx, a.client, live, d, metav1.ApplyOptions{FieldManager: a.fieldManager, Force: true, DryRun: []string{metav1.DryRunAll}})
+	if err != nil {
+		return &RouteError{Route: live.Ref, Err: explain(err, live.Ref)}
+	}
+	return nil
+}
