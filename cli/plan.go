@@ -218,4 +218,3 @@ func render(out io.Writer, format string, r Report) error {
 	_, err := out.Write(b.Bytes())
 	return err
 }
-

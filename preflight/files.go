@@ -91,7 +91,9 @@ func (f *Files) Get(_ context.Context, ref routes.Ref) (routes.Route, error) {
 }
 
 // Fresh is Get.
-func (f *Files) Fresh(ctx context.Context, ref routes.Ref) (routes.Route, error) { return f.Get(ctx, ref) }
+func (f *Files) Fresh(ctx context.Context, ref routes.Ref) (routes.Route, error) {
+	return f.Get(ctx, ref)
+}
 
 // List returns the routes of a kind in a namespace whose labels match.
 func (f *Files) List(_ context.Context, kind routes.Kind, namespace string, selector labels.Selector) ([]routes.Route, error) {
