@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
@@ -38,6 +39,9 @@ type Plan struct {
 	// After is each route at the end of each step, for checks against the
 	// apiserver; not shown.
 	After [][]routes.Route `json:"-"`
+	// reported are the route errors already in Problems: a route that fails
+	// the same way at every later step is listed once, at the first.
+	reported map[string]bool
 }
 
 // Step is one step and what it does to each route.
@@ -105,7 +109,7 @@ func Compute(ctx context.Context, in Input) Plan {
 		name, calls := stepCalls(ctx, ro, s, i, &st, settings, ports)
 		p.run(in, settings, &st, Step{Index: i + 1, Name: name}, calls)
 	}
-	last := st
+	last := state{weight: st.weight, dests: st.dests, live: slices.Clone(st.live)}
 	// All steps done: the canary takes all traffic until it is the stable version.
 	st.dests = nil
 	p.run(in, settings, &st, Step{Name: "promotion: every step done"}, []call{setWeight(ctx, ro, maxWeight(ro), nil, ports)})
@@ -194,7 +198,13 @@ func (p *Plan) run(in Input, settings plugin.Settings, st *state, step Step, cal
 			if err != nil {
 				failed = true
 				routeSteps[i].Error = c.name + ": " + err.Error()
-				p.Problems = append(p.Problems, Problem{Step: stepLabel(step), Route: live.Ref.String(), Reason: routeSteps[i].Error})
+				if key := live.Ref.String() + "\x00" + err.Error(); !p.reported[key] {
+					if p.reported == nil {
+						p.reported = map[string]bool{}
+					}
+					p.reported[key] = true
+					p.Problems = append(p.Problems, Problem{Step: stepLabel(step), Route: live.Ref.String(), Reason: routeSteps[i].Error + " (listed at the first step it fails)"})
+				}
 			}
 			results[i] = r
 		}
@@ -204,7 +214,11 @@ func (p *Plan) run(in Input, settings plugin.Settings, st *state, step Step, cal
 		for i, r := range results {
 			if !r.Unchanged {
 				routeSteps[i].Unchanged = false
-				routeSteps[i].Changes = append(routeSteps[i].Changes, r.Changes...)
+				for _, c := range r.Changes {
+					if !slices.Contains(routeSteps[i].Changes, c) {
+						routeSteps[i].Changes = append(routeSteps[i].Changes, c)
+					}
+				}
 			}
 			st.live[i] = applied(st.live[i], r, in.FieldManager)
 		}

@@ -3,6 +3,7 @@ package preflight
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -147,5 +148,15 @@ func TestPlanFindsTheStepThatFails(t *testing.T) {
 			}
 			t.Errorf("no problem at %q mentioning %q; problems: %+v", tc.step, tc.reason, p.Problems)
 		})
+	}
+}
+
+// The abort starts from where the last step left the routes, not from the
+// promoted ones.
+func TestPlanAbortFromTheLastStep(t *testing.T) {
+	p := planOf(t, planRollout, planRoutes)
+	abort := p.Steps[len(p.Steps)-1]
+	if abort.Routes[0].Unchanged || !slices.Contains(abort.Routes[0].Changes, "− rule beta") {
+		t.Errorf("the abort does not take the header rule and the weights back: %+v", abort.Routes[0])
 	}
 }
