@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -31,15 +30,11 @@ flags:
 `
 
 func runCleanup(args []string, out, errOut io.Writer) int {
-	fs := flag.NewFlagSet("cleanup", flag.ContinueOnError)
-	fs.SetOutput(errOut)
-	var conn connection
-	conn.register(fs)
-	fieldManager := fs.String("field-manager", ssa.DefaultFieldManager, "the field manager the plugin writes with (its -field-manager)")
+	fs := newFlags("cleanup", cleanupUsage, errOut)
+	conn, fieldManager := &fs.conn, &fs.fieldManager
 	force := fs.Bool("force", false, "undo also values another manager changed since the plugin set them (default: report them and leave the route)")
 	dryRun := fs.Bool("dry-run", false, "say what would change, write nothing")
 	timeout := fs.Duration("timeout", time.Minute, "deadline of the whole command")
-	fs.Usage = func() { fmt.Fprint(errOut, cleanupUsage); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -50,7 +45,7 @@ func runCleanup(args []string, out, errOut io.Writer) int {
 	rollout := fs.Arg(0)
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	c, err := newCleaner(&conn, *fieldManager)
+	c, err := newCleaner(conn, *fieldManager)
 	if err != nil {
 		fmt.Fprintln(errOut, err)
 		return 1

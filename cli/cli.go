@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -14,6 +15,9 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
 )
 
 // command is one subcommand.
@@ -86,6 +90,38 @@ func (c *connection) dynamic() (dynamic.Interface, *rest.Config, error) {
 	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	return dyn, cfg, err
+}
+
+// commandFlags are the flags every command takes: kubectl's connection
+// flags and the plugin's field manager.
+type commandFlags struct {
+	*flag.FlagSet
+	conn         connection
+	fieldManager string
+}
+
+func newFlags(name, usage string, errOut io.Writer) *commandFlags {
+	f := &commandFlags{FlagSet: flag.NewFlagSet(name, flag.ContinueOnError)}
+	f.SetOutput(errOut)
+	f.conn.register(f.FlagSet)
+	f.StringVar(&f.fieldManager, "field-manager", ssa.DefaultFieldManager, "the field manager the plugin writes with (its -field-manager)")
+	f.Usage = func() { fmt.Fprint(errOut, usage); f.PrintDefaults() }
+	return f
+}
+
+// encode writes v as JSON or YAML.
+func encode(out io.Writer, format string, v any) error {
+	if format == "json" {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	data, err := yaml.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = out.Write(data)
+	return err
 }
 
 // quietLog is the log of a command: warnings and errors, to stderr.

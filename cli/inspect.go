@@ -3,19 +3,15 @@ package cli
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
 	"k8s.io/client-go/discovery"
-	"sigs.k8s.io/yaml"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
-	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
 )
 
 const inspectUsage = `usage: rollouts-gatewayapi-ssa inspect KIND/NAME [-n NAMESPACE] [flags]
@@ -29,13 +25,9 @@ flags:
 `
 
 func runInspect(args []string, out, errOut io.Writer) int {
-	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
-	fs.SetOutput(errOut)
-	var conn connection
-	conn.register(fs)
+	fs := newFlags("inspect", inspectUsage, errOut)
+	conn, fieldManager := &fs.conn, &fs.fieldManager
 	output := fs.String("o", "text", "output: text, json or yaml")
-	fieldManager := fs.String("field-manager", ssa.DefaultFieldManager, "the plugin's -field-manager")
-	fs.Usage = func() { fmt.Fprint(errOut, inspectUsage); fs.PrintDefaults() }
 	// Flags may follow the route, as with kubectl.
 	var positional []string
 	for len(args) > 0 {
@@ -78,18 +70,10 @@ func runInspect(args []string, out, errOut io.Writer) int {
 		fmt.Fprintln(errOut, err)
 		return 1
 	}
-	switch *output {
-	case "json":
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(in)
-	case "yaml":
-		var data []byte
-		if data, err = yaml.Marshal(in); err == nil {
-			_, err = out.Write(data)
-		}
-	default:
+	if *output == "text" {
 		_, err = out.Write(inspectText(in, *fieldManager))
+	} else {
+		err = encode(out, *output, in)
 	}
 	if err != nil {
 		fmt.Fprintln(errOut, err)

@@ -3,9 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -18,7 +16,6 @@ import (
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/plugin"
 	"github.com/gatewayapi-ssa/rollouts-plugin/preflight"
-	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
 )
 
 const planUsage = `usage: rollouts-gatewayapi-ssa plan -f ROLLOUT.yaml [--routes FILE] [flags]
@@ -37,26 +34,22 @@ flags:
 `
 
 type planOptions struct {
-	conn                     connection
-	file, routesFile, as     string
-	output                   string
-	pluginName, fieldManager string
-	timeout                  time.Duration
+	*commandFlags
+	file, routesFile, as string
+	output               string
+	pluginName           string
+	timeout              time.Duration
 }
 
 func runPlan(args []string, out, errOut io.Writer) int {
-	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
-	fs.SetOutput(errOut)
-	var o planOptions
-	o.conn.register(fs)
+	fs := newFlags("plan", planUsage, errOut)
+	o := planOptions{commandFlags: fs}
 	fs.StringVar(&o.file, "f", "", "the Rollout, as YAML (the file may hold other objects)")
 	fs.StringVar(&o.routesFile, "routes", "", "read the routes (and Services) from this YAML file instead of the cluster")
 	fs.StringVar(&o.as, "as", "", "check the permissions of this identity, e.g. system:serviceaccount:argo-rollouts:argo-rollouts (default: your own)")
 	fs.StringVar(&o.output, "o", "text", "output: text, json or yaml")
 	fs.StringVar(&o.pluginName, "plugin-name", plugin.DefaultPluginName, "the plugin's -plugin-name")
-	fs.StringVar(&o.fieldManager, "field-manager", ssa.DefaultFieldManager, "the plugin's -field-manager")
 	fs.DurationVar(&o.timeout, "timeout", time.Minute, "deadline of the whole command")
-	fs.Usage = func() { fmt.Fprint(errOut, planUsage); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil || o.file == "" || fs.NArg() > 0 || !strings.Contains(" text json yaml ", " "+o.output+" ") {
 		fs.Usage()
 		return 2
@@ -163,18 +156,8 @@ func readRollout(path, namespace string) (*v1alpha1.Rollout, error) {
 
 // render prints the report as text, JSON or YAML.
 func render(out io.Writer, format string, r Report) error {
-	switch format {
-	case "json":
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(r)
-	case "yaml":
-		data, err := yaml.Marshal(r)
-		if err != nil {
-			return err
-		}
-		_, err = out.Write(data)
-		return err
+	if format != "text" {
+		return encode(out, format, r)
 	}
 	var b bytes.Buffer
 	names := make([]string, len(r.Routes))
