@@ -61,20 +61,20 @@ func (c *Cleaner) Routes(ctx context.Context, namespace string) ([]routes.Route,
 }
 
 // Claimed are the routes among rs on which rollout ("<namespace>/<name>")
-// has an active claim.
+// has a claim that records anything.
 func Claimed(rs []routes.Route, rollout string) []routes.Route {
 	var out []routes.Route
 	for _, r := range rs {
 		claims, err := routes.ReadClaims(r)
-		if err == nil && claims[rollout].Active() {
+		if err == nil && !claims[rollout].Empty() {
 			out = append(out, r)
 		}
 	}
 	return out
 }
 
-// ClaimingRollouts lists the Rollouts that have an active claim on any of
-// rs, sorted.
+// ClaimingRollouts lists the Rollouts that have a claim recording anything
+// on any of rs, sorted.
 func ClaimingRollouts(rs []routes.Route) []string {
 	seen := map[string]bool{}
 	for _, r := range rs {
@@ -82,8 +82,10 @@ func ClaimingRollouts(rs []routes.Route) []string {
 		if err != nil {
 			continue
 		}
-		for _, k := range claims.Rollouts() {
-			seen[k] = true
+		for k, c := range claims {
+			if !c.Empty() {
+				seen[k] = true
+			}
 		}
 	}
 	out := make([]string, 0, len(seen))

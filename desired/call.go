@@ -115,7 +115,9 @@ type Result struct {
 	// is sent.
 	Unchanged bool
 	// Release says no Rollout has anything left on the route: once it is
-	// written (or when nothing is), the plugin gives up its ownership.
+	// written (or when nothing is), the plugin gives up its ownership. Only
+	// SetWeight (and Undo) release: the controller follows every other call
+	// with a SetWeight in the same reconcile.
 	Release bool
 	// Changes says what differs from the live route, for the write's log line.
 	Changes []string

@@ -361,13 +361,41 @@ func TestAddedRuleScenarios(t *testing.T) {
 }
 
 // A header rule is the only thing a Rollout has on a route: removing it ends
-// the Rollout there, and the plugin lets go.
+// the Rollout there; the label and claims go at once, and the SetWeight the
+// controller makes next in the same reconcile lets go of the route.
 func TestRemovingTheLastRuleReleases(t *testing.T) {
 	runScenario(t, routes.HTTPRoute, []step{
 		{create{kubectl, gitRules(100, 0)}, expect{owners: []string{kubectl}}},
 		{call{c: header("X-Canary", "yes")}, expect{wrote: true, owners: plugins, labels: inProgress, claims: true}},
-		{call{c: header("", "")}, expect{weights: gitWeights(100, 0), wrote: true}},
+		{call{c: header("", "")}, expect{weights: gitWeights(100, 0), wrote: true, owners: plugins}},
+		{call{c: setWeight(0)}, expect{weights: gitWeights(100, 0)}},
 	})
+}
+
+// While the canary has no available pods, the controller calls
+// RemoveManagedRoutes, SetHeaderRoute and SetWeight(0) on every reconcile
+// (rollout/trafficrouting.go): two applies a reconcile, and the plugin keeps
+// spec.rules throughout instead of giving it away and taking it back.
+func TestNoAvailableCanaryLoop(t *testing.T) {
+	withRule := func() map[string]int64 {
+		m := gitWeights(100, 0)
+		m["2:beta/canary"] = 1
+		return m
+	}
+	steps := []step{
+		{create{kubectl, gitRules(100, 0)}, expect{owners: []string{kubectl}}},
+		{call{c: header("X-Canary", "yes")}, expect{weights: withRule(), wrote: true, owners: plugins, labels: inProgress, claims: true}},
+		// The first SetWeight records the weights it set (stable 100, canary 0).
+		{call{c: setWeight(0)}, expect{weights: withRule(), wrote: true, owners: plugins, labels: inProgress, claims: true}},
+	}
+	for range 3 {
+		steps = append(steps,
+			// The claim keeps the weights, so the SetWeight after the header rule is back writes nothing.
+			step{call{c: RemoveManaged{}}, expect{weights: gitWeights(100, 0), wrote: true, owners: plugins, claims: true}},
+			step{call{c: header("X-Canary", "yes")}, expect{weights: withRule(), wrote: true, owners: plugins, labels: inProgress, claims: true}},
+			step{call{c: setWeight(0)}, expect{weights: withRule(), owners: plugins, labels: inProgress, claims: true}})
+	}
+	runScenario(t, routes.HTTPRoute, steps)
 }
 
 // Where the route does not take header routes, a header step adds nothing,
@@ -378,7 +406,7 @@ func TestHeaderStepOnARouteThatTakesNone(t *testing.T) {
 		{create{kubectl, gitRules(100, 0)}, expect{owners: []string{kubectl}}},
 		{call{c: header("X-Canary", "yes"), env: none}, expect{weights: gitWeights(100, 0), owners: []string{kubectl}}},
 		{call{c: header("X-Canary", "yes")}, expect{wrote: true, owners: plugins, labels: inProgress, claims: true}},
-		{call{c: header("X-Canary", "yes"), env: none}, expect{weights: gitWeights(100, 0), wrote: true}},
+		{call{c: header("X-Canary", "yes"), env: none}, expect{weights: gitWeights(100, 0), wrote: true, owners: plugins}},
 	})
 	tcp := []routes.Rule{rule("", backend("stable", 100), backend("canary", 0))}
 	listed := func(e *Env) { e.ListedForHeaderRoutes = true }

@@ -58,29 +58,35 @@ func (s state) finishRules(res routes.RulesResult, filters []routes.AddedFilter)
 	claim.Rules = res.Claimed
 	claim.RuleDigests = digestRules(res.Rules, claim.Rules)
 	claim.MirrorFilters = filters
-	return s.finish(res.Rules, res.Changes, claim)
+	// Not the release: the controller calls SetWeight right after, in the
+	// same reconcile, and that call lets go. While the canary has no
+	// available pods the controller calls RemoveManagedRoutes and then
+	// SetHeaderRoute on every reconcile; letting go in between would cost an
+	// Update and hand spec.rules to nobody and back, every time.
+	return s.finish(res.Rules, res.Changes, claim, false)
 }
 
 // finish is what every call does with the rules it computed: refuse (or, with
 // TakeOver, announce) overwriting another manager's change, record the claim,
-// and derive the labels and annotations, whether anything changes and
-// whether the plugin lets go of the route. It is the one place the claims
-// are updated.
-func (s state) finish(rules []routes.Rule, changes []string, claim routes.Claim) (Result, error) {
+// and derive the labels and annotations, whether anything changes and, for
+// a call that may (mayRelease), whether the plugin lets go of the route. It
+// is the one place the claims are updated.
+func (s state) finish(rules []routes.Rule, changes []string, claim routes.Claim, mayRelease bool) (Result, error) {
 	takeover, err := s.checkConflict(rules)
 	if err != nil {
 		return Result{}, err
 	}
 	claims := maps.Clone(s.claims)
 	claims[s.env.Rollout] = claim
+	noneLeft := len(claims.Rollouts()) == 0
 	r := Result{
 		Rules:       rules,
 		Annotations: claims.Annotations(),
 		Claim:       claim,
-		Release:     len(claims.Rollouts()) == 0,
+		Release:     noneLeft && mayRelease,
 		Changes:     append(slices.Clip(changes), takeover...),
 	}
-	if !r.Release {
+	if !noneLeft {
 		r.Labels = s.env.InProgressLabel
 	}
 	ownedLabels := routes.OwnedLabels(s.live.ManagedFields, s.env.FieldManager)

@@ -61,7 +61,7 @@ func (Undo) decide(s state) (Result, error) {
 	res := routes.RemoveAddedRules(routes.Route{Ref: live.Ref, Rules: rules}, s.claim.Rules)
 	rules, filterChanges := routes.RemoveMirrorFilters(res.Rules, s.claim.MirrorFilters)
 	s.env.InProgressLabel = ownedLabels(live, s.env.FieldManager)
-	return s.finish(rules, append(append(changes, res.Changes...), filterChanges...), routes.Claim{})
+	return s.finish(rules, append(append(changes, res.Changes...), filterChanges...), routes.Claim{}, true)
 }
 
 // ownedLabels are the labels the plugin applies on the route now, with their

@@ -27,9 +27,12 @@ func (c SetWeight) decide(s state) (Result, error) {
 	claim := s.claim
 	claim.CanaryWeight, claim.Backends = c.Split.CanaryWeight, backends
 	claim.Weights = recordWeights(live.Namespace, rules, c.Split, backends, s.targeting())
+	if !claim.Active() {
+		claim = routes.Claim{} // the Rollout ends here: nothing left to record
+	}
 	var changes []string
 	for _, ch := range weightChanges {
 		changes = append(changes, ch.String())
 	}
-	return s.finish(rules, append(changes, expChanges...), claim)
+	return s.finish(rules, append(changes, expChanges...), claim, true)
 }

@@ -45,6 +45,13 @@ type RecordedWeight struct {
 	Weight  int64  `json:"weight"`
 }
 
+// Empty says the claim records nothing. A claim that is not active may still
+// record the weights the plugin set (after RemoveManagedRoutes took the last
+// rule, until the SetWeight that follows): it stays on the route until then.
+func (c Claim) Empty() bool {
+	return !c.Active() && len(c.Weights) == 0
+}
+
 // Active says whether the Rollout still has anything on the route.
 func (c Claim) Active() bool {
 	return c.CanaryWeight > 0 || len(c.Backends) > 0 || len(c.Rules) > 0 || len(c.MirrorFilters) > 0
@@ -90,18 +97,18 @@ func ReadClaims(r Route) (Claims, error) {
 }
 
 // Annotations returns the annotations that record the claims: none when no
-// Rollout has anything left, so the plugin stops applying the annotation.
+// claim records anything, so the plugin stops applying the annotation.
 func (c Claims) Annotations() map[string]string {
-	active := Claims{}
+	kept := Claims{}
 	for k, v := range c {
-		if v.Active() {
-			active[k] = v
+		if !v.Empty() {
+			kept[k] = v
 		}
 	}
-	if len(active) == 0 {
+	if len(kept) == 0 {
 		return nil
 	}
-	data, _ := json.Marshal(active) // map keys marshal sorted: the value is stable
+	data, _ := json.Marshal(kept) // map keys marshal sorted: the value is stable
 	return map[string]string{ClaimsAnnotation: string(data)}
 }
 

@@ -495,6 +495,14 @@ spec:
 	if _, ok := u.GetLabels()["rollouts.argoproj.io/gatewayapi-canary"]; ok {
 		t.Error("in-progress label left")
 	}
+	// The plugin lets go at the SetWeight the controller makes next in the
+	// same reconcile (not in RemoveManagedRoutes: while the canary has no
+	// available pods the controller removes and re-adds the rule every time).
+	if !ownsRules(u, fieldManager) {
+		t.Error("RemoveManagedRoutes gave up spec.rules; the SetWeight after it does")
+	}
+	must(t, "cart SetWeight(0)", p.SetWeight(cart, 0, nil))
+	u = get(t, standard, "v1", "HTTPRoute", ns, "route")
 	if ownsRules(u, fieldManager) {
 		t.Error("the plugin still owns spec.rules with nothing left on the route")
 	}
