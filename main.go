@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"time"
 
 	rolloutsrpc "github.com/argoproj/argo-rollouts/rollout/trafficrouting/plugin/rpc"
 	goplugin "github.com/hashicorp/go-plugin"
@@ -33,7 +32,9 @@ func main() {
 		logLevel     = flag.String("loglevel", "info", "log level: debug, info, warn or error")
 		fieldManager = flag.String("field-manager", ssa.DefaultFieldManager, "server-side apply field manager of every write")
 		pluginName   = flag.String("plugin-name", plugin.DefaultPluginName, "name the plugin is registered with in argo-rollouts-config; its config is read under trafficRouting.plugins.<name>")
-		callTimeout  = flag.Duration("call-timeout", 60*time.Second, "deadline of each call from Argo Rollouts, all its requests included")
+		callTimeout  = flag.Duration("call-timeout", plugin.DefaultCallTimeout, "deadline of each call from Argo Rollouts, all its requests and retries included")
+		reqTimeout   = flag.Duration("request-timeout", plugin.DefaultRetryPolicy.RequestTimeout, "timeout of each attempt of a request to the apiserver; a request that gets no answer in time is abandoned and retried within the call's deadline")
+		maxRoutes    = flag.Int("max-concurrent-routes", 16, "how many routes all calls together work on at once (one call: at most 8)")
 	)
 	flag.Parse()
 
@@ -54,17 +55,25 @@ func main() {
 		os.Exit(2)
 	}
 	log.SetLevel(level)
+	if *callTimeout <= 0 || *reqTimeout <= 0 || *maxRoutes <= 0 {
+		fmt.Fprintln(os.Stderr, "-call-timeout, -request-timeout and -max-concurrent-routes must be positive")
+		os.Exit(2)
+	}
 	if *fieldManager == "" {
 		fmt.Fprintln(os.Stderr, "-field-manager must not be empty")
 		os.Exit(2)
 	}
 
+	retry := plugin.DefaultRetryPolicy
+	retry.RequestTimeout = *reqTimeout
 	impl := plugin.New(plugin.Options{
-		FieldManager: *fieldManager,
-		PluginName:   *pluginName,
-		QPS:          float32(*qps),
-		Burst:        *burst,
-		CallTimeout:  *callTimeout,
+		FieldManager:        *fieldManager,
+		PluginName:          *pluginName,
+		QPS:                 float32(*qps),
+		Burst:               *burst,
+		CallTimeout:         *callTimeout,
+		Retry:               retry,
+		MaxConcurrentRoutes: *maxRoutes,
 	}, logrus.NewEntry(log).WithField("plugin", "gatewayapi-ssa"))
 
 	goplugin.Serve(&goplugin.ServeConfig{

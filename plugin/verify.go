@@ -57,7 +57,7 @@ func (p *Plugin) verifyWeight(ro *v1alpha1.Rollout, desiredWeight int32, additio
 	if reader == nil {
 		return types.NotVerified, p.fail(ro, call, errNoClient)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), p.opts.CallTimeout)
+	ctx, cancel := p.callContext()
 	defer cancel()
 
 	live, err := p.freshRoutes(ctx, reader, settings.Targets)
@@ -104,22 +104,23 @@ func (p *Plugin) verifyWeight(ro *v1alpha1.Rollout, desiredWeight int32, additio
 // concurrently: VerifyWeight comes right after SetWeight, and a watch cache a
 // moment behind would show the generation before the write.
 func (p *Plugin) freshRoutes(ctx context.Context, reader routes.Reader, t routes.Targets) ([]routes.Route, error) {
-	resolved, err := routes.Resolve(ctx, reader, t)
-	if err != nil {
+	res := routes.Resolve(ctx, reader, t)
+	if err := res.Err(); err != nil {
 		return nil, err
 	}
+	resolved := res.Routes
 	out := make([]routes.Route, len(resolved))
 	refs := make([]routes.Ref, len(resolved))
 	for i, r := range resolved {
 		refs[i] = r.Ref
 	}
-	errs := perRoute(refs, p.opts.MaxConcurrentWrites, func(i int) error {
+	errs := perRoute(ctx, refs, []slots{newSlots(p.opts.MaxConcurrentWrites), p.routeSlots}, func(i int) error {
 		fresh, err := reader.Fresh(ctx, refs[i])
 		switch {
 		case apierrors.IsNotFound(err):
 			return fmt.Errorf("%s not found (deleted?)", refs[i])
 		case err != nil:
-			return fmt.Errorf("reading %s: %w", refs[i], err)
+			return fmt.Errorf("reading %s: %w", refs[i], routes.Grant(err, "get", refs[i].Kind.GroupResource(), refs[i].Namespace))
 		}
 		out[i] = fresh
 		return nil

@@ -55,9 +55,10 @@ func TestDecodeRulesKeepsEveryField(t *testing.T) {
 	}
 }
 
-// A field the plugin's Gateway API types do not know would be deleted by an
-// apply of the atomic rules list: refuse instead.
-func TestDecodeRulesRefusesUnknownFields(t *testing.T) {
+// A field the plugin's Gateway API types do not know would be deleted by a
+// typed apply of the atomic rules list: the typed path says so, and the
+// applier applies the same object unstructured (test/evolution_test.go).
+func TestDecodeRulesDetectsUnknownFields(t *testing.T) {
 	for name, rule := range map[string]routes.Rule{
 		"unknown rule field":       {"futureField": true, "backendRefs": []any{}},
 		"unknown backendRef field": {"backendRefs": []any{map[string]any{"name": "stable", "futureWeightMode": "x"}}},

@@ -23,14 +23,20 @@ type Request struct {
 	UserAgent   string
 }
 
-// IsWrite says whether the request changes state.
+// IsWrite says whether the request changes state. An access review is a POST
+// that stores nothing: not a write.
 func (r Request) IsWrite() bool {
+	if isReview(r.Path) {
+		return false
+	}
 	switch r.Method {
 	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
 		return true
 	}
 	return false
 }
+
+func isReview(path string) bool { return strings.HasPrefix(path, "/apis/authorization.k8s.io/") }
 
 // IsApply says whether the request is a server-side apply.
 func (r Request) IsApply() bool {
@@ -74,7 +80,7 @@ func NewRecorder(cfg *rest.Config) (*Recorder, error) {
 			Method: r.Method, Path: r.URL.Path, ContentType: r.Header.Get("Content-Type"), UserAgent: r.UserAgent(),
 		})
 		before := rec.before
-		if dumpWrites != "" && strings.HasPrefix(r.UserAgent(), pluginUserAgent) && r.Method != http.MethodGet {
+		if dumpWrites != "" && strings.HasPrefix(r.UserAgent(), pluginUserAgent) && r.Method != http.MethodGet && !isReview(r.URL.Path) {
 			dump(r)
 		}
 		rec.mu.Unlock()
