@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/url"
 	"strings"
 	"time"
 
@@ -215,6 +216,10 @@ func isStale(err error) bool {
 // explain adds what to do to the apiserver's answer to a request of verb.
 func explain(ctx context.Context, err error, ref routes.Ref, verb string) error {
 	var perm *routes.PermissionError
+	var transport *url.Error
+	if errors.As(err, &transport) {
+		err = transport.Err // the request's URL says again what the route does
+	}
 	switch {
 	case errors.As(err, &perm):
 		return err
