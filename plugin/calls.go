@@ -111,7 +111,7 @@ func (p *Plugin) experimentInput(ctx context.Context, in experiment.Input, addit
 			return nil, fmt.Errorf("%s Service %s/%s not found; nothing was written", role, ns, name)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%s reading Service %s/%s: %w", role, ns, name, err)
+			return nil, fmt.Errorf("%s reading Service %s/%s: %w", role, ns, name, routes.Grant(err, "get", "services", ns))
 		}
 		return svc.Spec.Ports, nil
 	}

@@ -256,5 +256,5 @@ func (e *RouteError) Unwrap() error { return e.Err }
 type UnrepresentableError struct{ Reason string }
 
 func (e *UnrepresentableError) Error() string {
-	return "spec.rules holds fields this build's Gateway API types do not know (" + e.Reason + ")"
+	return "spec.rules holds fields this build's Gateway API types do not know: " + e.Reason
 }

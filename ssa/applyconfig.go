@@ -6,7 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -162,34 +165,85 @@ func rulesOf(v any) []any {
 }
 
 // decodeLossless fills into from v's JSON, and refuses what into's types
-// cannot carry: an unknown field, or a rule (as rulesOf finds them in the
-// JSON form) that does not come back the same.
+// cannot carry: a rule (as rulesOf finds them in the JSON form) that does not
+// come back the same, or an unknown field anywhere. The error names every
+// field of the rules the types would lose.
 func decodeLossless(v any, into any, rulesOf func(any) []any) error {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(into); err != nil {
-		return &UnrepresentableError{Reason: err.Error()}
-	}
-	back, err := json.Marshal(into)
-	if err != nil {
-		return err
-	}
-	var want, got any
+	var want any
 	if err := json.Unmarshal(data, &want); err != nil {
 		return err
 	}
+	strict := json.NewDecoder(bytes.NewReader(data))
+	strict.DisallowUnknownFields()
+	strictErr := strict.Decode(into)
+	decoded := into
+	if strictErr != nil {
+		// Decode again, keeping what the types know, to say what they do not.
+		decoded = reflect.New(reflect.TypeOf(into).Elem()).Interface()
+		if err := json.Unmarshal(data, decoded); err != nil {
+			return &UnrepresentableError{Reason: strictErr.Error()}
+		}
+	}
+	back, err := json.Marshal(decoded)
+	if err != nil {
+		return err
+	}
+	var got any
 	if err := json.Unmarshal(back, &got); err != nil {
 		return err
 	}
+	var lost []string
 	wantRules, gotRules := rulesOf(want), rulesOf(got)
 	for i := range wantRules {
-		if i >= len(gotRules) || !reflect.DeepEqual(pruneEmpty(wantRules[i]), pruneEmpty(gotRules[i])) {
-			return &UnrepresentableError{Reason: fmt.Sprintf("rule %d does not survive conversion to the typed apply configuration", i)}
+		var g any
+		if i < len(gotRules) {
+			g = gotRules[i]
 		}
+		lost = append(lost, lostFields(pruneEmpty(wantRules[i]), pruneEmpty(g), fmt.Sprintf("spec.rules[%d]", i))...)
+	}
+	switch {
+	case len(lost) > 0:
+		return &UnrepresentableError{Reason: strings.Join(lost, ", ")}
+	case strictErr != nil:
+		return &UnrepresentableError{Reason: strictErr.Error()}
+	}
+	return nil
+}
+
+// lostFields lists the paths (below path) of what want holds and got does
+// not hold the same.
+func lostFields(want, got any, path string) []string {
+	switch w := want.(type) {
+	case map[string]any:
+		g, _ := got.(map[string]any)
+		var out []string
+		for _, k := range slices.Sorted(maps.Keys(w)) {
+			if gv, ok := g[k]; ok {
+				out = append(out, lostFields(w[k], gv, path+"."+k)...)
+			} else {
+				out = append(out, path+"."+k)
+			}
+		}
+		return out
+	case []any:
+		g, _ := got.([]any)
+		var out []string
+		for i := range w {
+			at := fmt.Sprintf("%s[%d]", path, i)
+			if i < len(g) {
+				out = append(out, lostFields(w[i], g[i], at)...)
+			} else {
+				out = append(out, at)
+			}
+		}
+		return out
+	}
+	if !reflect.DeepEqual(want, got) {
+		return []string{path}
 	}
 	return nil
 }

@@ -59,15 +59,22 @@ func TestDecodeRulesKeepsEveryField(t *testing.T) {
 // typed apply of the atomic rules list: the typed path says so, and the
 // applier applies the same object unstructured (test/evolution_test.go).
 func TestDecodeRulesDetectsUnknownFields(t *testing.T) {
-	for name, rule := range map[string]routes.Rule{
-		"unknown rule field":       {"futureField": true, "backendRefs": []any{}},
-		"unknown backendRef field": {"backendRefs": []any{map[string]any{"name": "stable", "futureWeightMode": "x"}}},
+	for name, tc := range map[string]struct {
+		rule routes.Rule
+		lost string
+	}{
+		"unknown rule field":       {routes.Rule{"futureField": true, "backendRefs": []any{}}, "spec.rules[1].futureField"},
+		"unknown backendRef field": {routes.Rule{"backendRefs": []any{map[string]any{"name": "stable", "futureWeightMode": "x"}}}, "spec.rules[1].backendRefs[0].futureWeightMode"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := fillHTTPRoute([]routes.Rule{rule})
+			known := routes.Rule{"backendRefs": []any{map[string]any{"name": "stable"}}}
+			_, err := fillHTTPRoute([]routes.Rule{known, tc.rule})
 			var unrep *UnrepresentableError
 			if !errors.As(err, &unrep) {
 				t.Fatalf("got %v, want an UnrepresentableError", err)
+			}
+			if unrep.Reason != tc.lost {
+				t.Errorf("reason %q, want the lost field %q", unrep.Reason, tc.lost)
 			}
 		})
 	}

@@ -127,3 +127,39 @@ func TestMissingRouteIsSetWeightsError(t *testing.T) {
 		t.Errorf("SetWeight = %q, want the missing route named", err.ErrorString)
 	}
 }
+
+// InitPlugin called again builds nothing: one discovery of the route kind's
+// version and one watch cache for the routes, however often it is called.
+func TestInitPluginTwiceBuildsOnce(t *testing.T) {
+	ns := namespace(t, standard)
+	create(t, standard, ns, routeYAML("v1", "HTTPRoute", "route"))
+	standard.Recorder.Reset()
+	p := startPlugin(t, standard)
+	for range 3 {
+		if err := p.InitPlugin(); err.HasError() {
+			t.Fatalf("InitPlugin again: %s", err)
+		}
+	}
+	ro := rollout(ns, `{"httpRoute": "route"}`)
+	for _, w := range []int32{10, 20} {
+		if err := p.SetWeight(ro, w, nil); err.HasError() {
+			t.Fatal(err)
+		}
+		if err := p.InitPlugin(); err.HasError() {
+			t.Fatal(err)
+		}
+	}
+	discovery, caches := 0, 0
+	for _, r := range standard.Recorder.Requests() {
+		switch r.Path {
+		case "/apis/gateway.networking.k8s.io/v1":
+			discovery++
+		case "/apis/gateway.networking.k8s.io/v1/namespaces/" + ns + "/httproutes":
+			caches++
+		}
+	}
+	t.Logf("InitPlugin 6 times, 2 SetWeights: %d discoveries, %d list/watch requests", discovery, caches)
+	if discovery != 1 || caches == 0 || caches > 2 {
+		t.Errorf("%d discoveries and %d list/watch requests; want one discovery and one watch cache (a list and a watch at most)", discovery, caches)
+	}
+}
