@@ -31,9 +31,9 @@ vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
 	$(GO) vet ./...
 
-## lint: staticcheck on every package, the e2e suite included (built once into ~/.cache)
+## lint: staticcheck on every package, the e2e suite and the faultinject build included (built once into ~/.cache)
 lint:
-	@sc=$$(bash hack/staticcheck.sh) && $$sc ./... && $$sc -tags e2e ./test/e2e/...
+	@sc=$$(bash hack/staticcheck.sh) && $$sc ./... && $$sc -tags e2e ./test/e2e/... && $$sc -tags faultinject ./plugin/...
 
 ## unit: the tests that need no apiserver
 unit:

@@ -101,7 +101,7 @@ func New(opts Options, log *logrus.Entry) *Plugin {
 // ~/.kube/config), else an error saying neither is there. Once it has
 // succeeded, calling it again does nothing.
 func (p *Plugin) InitPlugin() (resp types.RpcError) {
-	defer p.recoverInto("InitPlugin", &resp)
+	defer p.recoverInto(nil, "InitPlugin", &resp)
 	p.initMu.Lock()
 	defer p.initMu.Unlock()
 	p.mu.Lock()
@@ -230,7 +230,7 @@ func (p *Plugin) Type() string { return Type }
 // plugin added before and that are no longer asked for leave the route.
 func (p *Plugin) SetWeight(ro *v1alpha1.Rollout, desiredWeight int32, additional []v1alpha1.WeightDestination) (resp types.RpcError) {
 	name := describeSplit("SetWeight", desiredWeight, additional)
-	defer p.recoverInto(name, &resp)
+	defer p.recoverInto(ro, name, &resp)
 	ctx, cancel := p.callContext()
 	defer cancel()
 	call, err := p.setWeightCall(ctx, ro, desiredWeight, additional)
@@ -244,7 +244,7 @@ func (p *Plugin) SetWeight(ro *v1alpha1.Rollout, desiredWeight int32, additional
 // routes, one rule per weighted rule that sends the requests with the step's
 // headers to the canary; with no match it removes them.
 func (p *Plugin) SetHeaderRoute(ro *v1alpha1.Rollout, h *v1alpha1.SetHeaderRoute) (resp types.RpcError) {
-	defer p.recoverInto("SetHeaderRoute", &resp)
+	defer p.recoverInto(ro, "SetHeaderRoute", &resp)
 	if h == nil {
 		return p.fail(ro, "SetHeaderRoute", errors.New("no setHeaderRoute given"))
 	}
@@ -263,7 +263,7 @@ func (p *Plugin) SetHeaderRoute(ro *v1alpha1.Rollout, h *v1alpha1.SetHeaderRoute
 // matching requests to stable and mirrors a percentage of them to the canary;
 // with no match or percentage 0 it removes it.
 func (p *Plugin) SetMirrorRoute(ro *v1alpha1.Rollout, m *v1alpha1.SetMirrorRoute) (resp types.RpcError) {
-	defer p.recoverInto("SetMirrorRoute", &resp)
+	defer p.recoverInto(ro, "SetMirrorRoute", &resp)
 	if m == nil {
 		return p.fail(ro, "SetMirrorRoute", errors.New("no setMirrorRoute given"))
 	}
@@ -281,7 +281,7 @@ func (p *Plugin) SetMirrorRoute(ro *v1alpha1.Rollout, m *v1alpha1.SetMirrorRoute
 // for the Rollout, on every one of its routes.
 func (p *Plugin) RemoveManagedRoutes(ro *v1alpha1.Rollout) (resp types.RpcError) {
 	const name = "RemoveManagedRoutes"
-	defer p.recoverInto(name, &resp)
+	defer p.recoverInto(ro, name, &resp)
 	ctx, cancel := p.callContext()
 	defer cancel()
 	return p.run(ctx, ro, name, desired.RemoveManaged{}, p.config(ro))
@@ -384,11 +384,18 @@ func (p *Plugin) fail(ro *v1alpha1.Rollout, call string, err error) types.RpcErr
 	return types.RpcError{ErrorString: msg}
 }
 
-// recoverInto turns a panic into an RpcError: a panic crossing the RPC
-// boundary would kill the plugin process under the controller.
-func (p *Plugin) recoverInto(call string, resp *types.RpcError) {
-	if r := recover(); r != nil {
-		p.log.WithField("call", call).Errorf("panic: %v\n%s", r, debug.Stack())
-		*resp = types.RpcError{ErrorString: fmt.Sprintf("%s: internal error in the plugin: %v (please report it)", call, r)}
+// recoverInto turns a panic into an RpcError naming the Rollout (nil for
+// InitPlugin) and the call: a panic crossing the RPC boundary would kill the
+// plugin process under the controller.
+func (p *Plugin) recoverInto(ro *v1alpha1.Rollout, call string, resp *types.RpcError) {
+	r := recover()
+	if r == nil {
+		return
 	}
+	where := call
+	if ro != nil {
+		where = fmt.Sprintf("rollout %s/%s: %s", ro.Namespace, ro.Name, call)
+	}
+	p.log.WithField("call", where).Errorf("panic: %v\n%s", r, debug.Stack())
+	*resp = types.RpcError{ErrorString: fmt.Sprintf("%s: internal error in the plugin: %v (please report it); the call is safe to repeat", where, r)}
 }

@@ -32,7 +32,7 @@ import (
 func (p *Plugin) verifyWeight(ro *v1alpha1.Rollout, desiredWeight int32, additional []v1alpha1.WeightDestination) (verified types.RpcVerified, resp types.RpcError) {
 	call := describeSplit("VerifyWeight", desiredWeight, additional)
 	verified = types.NotVerified
-	defer p.recoverInto(call, &resp)
+	defer p.recoverInto(ro, call, &resp)
 	cfg := p.config(ro)
 	if cfg.err != nil {
 		return types.NotVerified, p.fail(ro, call, cfg.err)
