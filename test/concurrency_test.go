@@ -102,7 +102,9 @@ func TestTenRolloutsAtOnce(t *testing.T) {
 		walk = append(walk, step{fmt.Sprintf("SetWeight(%d)", w), func(p rolloutsrpc.TrafficRouterPlugin, ro *v1alpha1.Rollout) rpcErr { return p.SetWeight(ro, w, nil) }, int64(w)})
 	}
 	walk = append(walk,
-		step{"SetHeaderRoute", func(p rolloutsrpc.TrafficRouterPlugin, ro *v1alpha1.Rollout) rpcErr { return p.SetHeaderRoute(ro, header(ro, true)) }, 30},
+		step{"SetHeaderRoute", func(p rolloutsrpc.TrafficRouterPlugin, ro *v1alpha1.Rollout) rpcErr {
+			return p.SetHeaderRoute(ro, header(ro, true))
+		}, 30},
 		step{"SetWeight(60)", func(p rolloutsrpc.TrafficRouterPlugin, ro *v1alpha1.Rollout) rpcErr { return p.SetWeight(ro, 60, nil) }, 60},
 		step{"RemoveManagedRoutes", func(p rolloutsrpc.TrafficRouterPlugin, ro *v1alpha1.Rollout) rpcErr { return p.RemoveManagedRoutes(ro) }, 60},
 		step{"SetWeight(100)", func(p rolloutsrpc.TrafficRouterPlugin, ro *v1alpha1.Rollout) rpcErr { return p.SetWeight(ro, 100, nil) }, 100},
