@@ -59,13 +59,15 @@ func TestNoPanicCrossesTheRPCBoundary(t *testing.T) {
 
 // Ten Rollouts call one plugin process at once, as the controller's ten
 // workers do: eight on routes of their own, two sharing one route (a rule
-// each). Each walks weights, a header route and an experiment-free end; every
+// each). Each walks weights, a header route, an experiment and the end; every
 // call succeeds, every step leaves its Rollout's weights exact, and the race
 // detector finds nothing.
 func TestTenRolloutsAtOnce(t *testing.T) {
 	bin := instrumentedPlugin(t)
 	ns := namespace(t, standard)
 	const rollouts = 10
+	service(t, standard, ns, "exp-baseline", "http:80")
+	service(t, standard, ns, "exp-canary", "http:80")
 	for i := range rollouts {
 		service(t, standard, ns, fmt.Sprintf("stable-%d", i), "http:80")
 		service(t, standard, ns, fmt.Sprintf("canary-%d", i), "http:80")
@@ -86,9 +88,9 @@ func TestTenRolloutsAtOnce(t *testing.T) {
 	p, log := startPluginWith(t, bin, standard.Kubeconfig, "-loglevel=debug")
 
 	type step struct {
-		name   string
-		do     func(p rolloutsrpc.TrafficRouterPlugin, ro *v1alpha1.Rollout) rpcErr
-		canary int64
+		name        string
+		do          func(p rolloutsrpc.TrafficRouterPlugin, ro *v1alpha1.Rollout) rpcErr
+		canary, exp int64
 	}
 	header := func(ro *v1alpha1.Rollout, on bool) *v1alpha1.SetHeaderRoute {
 		h := &v1alpha1.SetHeaderRoute{Name: ro.Name + "-header"}
@@ -99,16 +101,19 @@ func TestTenRolloutsAtOnce(t *testing.T) {
 	}
 	walk := []step{}
 	for _, w := range []int32{10, 30} {
-		walk = append(walk, step{fmt.Sprintf("SetWeight(%d)", w), func(p rolloutsrpc.TrafficRouterPlugin, ro *v1alpha1.Rollout) rpcErr { return p.SetWeight(ro, w, nil) }, int64(w)})
+		walk = append(walk, step{fmt.Sprintf("SetWeight(%d)", w), func(p rolloutsrpc.TrafficRouterPlugin, ro *v1alpha1.Rollout) rpcErr { return p.SetWeight(ro, w, nil) }, int64(w), 0})
 	}
 	walk = append(walk,
 		step{"SetHeaderRoute", func(p rolloutsrpc.TrafficRouterPlugin, ro *v1alpha1.Rollout) rpcErr {
 			return p.SetHeaderRoute(ro, header(ro, true))
-		}, 30},
-		step{"SetWeight(60)", func(p rolloutsrpc.TrafficRouterPlugin, ro *v1alpha1.Rollout) rpcErr { return p.SetWeight(ro, 60, nil) }, 60},
-		step{"RemoveManagedRoutes", func(p rolloutsrpc.TrafficRouterPlugin, ro *v1alpha1.Rollout) rpcErr { return p.RemoveManagedRoutes(ro) }, 60},
-		step{"SetWeight(100)", func(p rolloutsrpc.TrafficRouterPlugin, ro *v1alpha1.Rollout) rpcErr { return p.SetWeight(ro, 100, nil) }, 100},
-		step{"SetWeight(0)", func(p rolloutsrpc.TrafficRouterPlugin, ro *v1alpha1.Rollout) rpcErr { return p.SetWeight(ro, 0, nil) }, 0},
+		}, 30, 0},
+		step{"SetWeight(40) with experiment 5/5", func(p rolloutsrpc.TrafficRouterPlugin, ro *v1alpha1.Rollout) rpcErr {
+			return p.SetWeight(ro, 40, experimentDestinations(5, 5))
+		}, 40, 10},
+		step{"SetWeight(60)", func(p rolloutsrpc.TrafficRouterPlugin, ro *v1alpha1.Rollout) rpcErr { return p.SetWeight(ro, 60, nil) }, 60, 0},
+		step{"RemoveManagedRoutes", func(p rolloutsrpc.TrafficRouterPlugin, ro *v1alpha1.Rollout) rpcErr { return p.RemoveManagedRoutes(ro) }, 60, 0},
+		step{"SetWeight(100)", func(p rolloutsrpc.TrafficRouterPlugin, ro *v1alpha1.Rollout) rpcErr { return p.SetWeight(ro, 100, nil) }, 100, 0},
+		step{"SetWeight(0)", func(p rolloutsrpc.TrafficRouterPlugin, ro *v1alpha1.Rollout) rpcErr { return p.SetWeight(ro, 0, nil) }, 0, 0},
 	)
 	var wg sync.WaitGroup
 	errs := make([][]string, rollouts)
@@ -143,7 +148,7 @@ func TestTenRolloutsAtOnce(t *testing.T) {
 				if i == 9 {
 					rule = 1
 				}
-				want := map[string]int64{fmt.Sprintf("%d/stable-%d", rule, i): 100 - s.canary, fmt.Sprintf("%d/canary-%d", rule, i): s.canary}
+				want := map[string]int64{fmt.Sprintf("%d/stable-%d", rule, i): 100 - s.canary - s.exp, fmt.Sprintf("%d/canary-%d", rule, i): s.canary}
 				for k, v := range want {
 					if got[k] != v {
 						errs[i] = append(errs[i], fmt.Sprintf("%s after %s: %s = %d, want %d (rule weights %v)", ro.Name, s.name, k, got[k], v, got))
