@@ -13,7 +13,7 @@ export ENVTEST_K8S_VERSION ENVTEST_ETCD_VERSION
 BIN ?= bin/rollouts-gatewayapi-ssa
 GO ?= go
 
-.PHONY: all build test unit demo demo-plugin envtest-assets bench vet lint clean
+.PHONY: all build test unit demo demo-plugin envtest-assets bench vet lint clean fuzz
 
 all: build
 
@@ -54,6 +54,13 @@ demo:
 demo-plugin:
 	@assets=$$(bash hack/envtest-assets.sh) && \
 	  KUBEBUILDER_ASSETS="$$assets" $(GO) run ./test/demo -plugin-only
+
+## fuzz: every fuzz target for FUZZTIME each (make test runs their seeds)
+FUZZTIME ?= 30s
+fuzz:
+	@for t in FuzzSetWeights FuzzSetHeaderRules FuzzSetMirrorRule; do \
+	  $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./desired/ || exit 1; done
+	$(GO) test -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME) ./plugin/
 
 ## bench: benchmarks of the pure transforms
 bench:
