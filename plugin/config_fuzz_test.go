@@ -63,11 +63,17 @@ func FuzzParseConfig(f *testing.F) {
 }
 
 func settingsString(s Settings) string {
-	data, _ := json.Marshal(struct {
-		Named     any
-		Selectors []string
-		Rest      Settings
-	}{s.Targets.Named, selectorStrings(s), Settings{InProgressLabel: s.InProgressLabel, VerifyWeight: s.VerifyWeight, ConflictPolicy: s.ConflictPolicy, SelectedHeaderRoutes: s.SelectedHeaderRoutes}})
+	var headerRoutes, listed []string
+	for _, ref := range s.Targets.Named {
+		if s.HeaderRoutes[ref] {
+			headerRoutes = append(headerRoutes, ref.String())
+		}
+		if s.ListedForHeaderRoutes[ref] {
+			listed = append(listed, ref.String())
+		}
+	}
+	data, _ := json.Marshal([]any{s.Targets.Named, selectorStrings(s), headerRoutes, listed,
+		s.InProgressLabel, s.VerifyWeight, s.ConflictPolicy, s.SelectedHeaderRoutes})
 	return string(data)
 }
 
