@@ -308,18 +308,9 @@ func FuzzSetHeaderRules(f *testing.F) {
 		for range 1 + c.n(3) {
 			step.Match = append(step.Match, routes.HeaderMatch{Name: c.pick("X-Canary", "x-beta", "X Canary", ""), Value: fuzzStringMatch(c, headerValues)})
 		}
-		res, err := decideAndApply(t, s, step)
-		if err != nil {
-			return
-		}
-		addedOnly(t, original, s.route.Rules, res.Claim.Rules)
-		twiceIsOnce(t, s, step)
 		off := step
 		off.Match = nil
-		if _, err := decideAndApply(t, s, removal(c, off)); err != nil {
-			t.Fatalf("removing the header rules failed: %v", err)
-		}
-		restored(t, s, original, "removing the header rules")
+		addedThenRemoved(t, s, original, step, removal(c, off), "the header rules")
 	})
 }
 
@@ -346,19 +337,27 @@ func FuzzSetMirrorRule(f *testing.F) {
 			}
 			step.Match = append(step.Match, m)
 		}
-		res, err := decideAndApply(t, s, step)
-		if err != nil {
-			return
-		}
-		addedOnly(t, original, s.route.Rules, res.Claim.Rules)
-		twiceIsOnce(t, s, step)
 		off := step
 		off.Match = nil
-		if _, err := decideAndApply(t, s, removal(c, off)); err != nil {
-			t.Fatalf("removing the mirror rule failed: %v", err)
-		}
-		restored(t, s, original, "removing the mirror rule")
+		addedThenRemoved(t, s, original, step, removal(c, off), "the mirror rule")
 	})
+}
+
+// addedThenRemoved runs a step that adds rules: if it succeeds, it added
+// rules and changed nothing else, doing it again changes nothing, and
+// removing them restores the original.
+func addedThenRemoved(t *testing.T, s *server, original []routes.Rule, step, remove Call, what string) {
+	t.Helper()
+	res, err := decideAndApply(t, s, step)
+	if err != nil {
+		return
+	}
+	addedOnly(t, original, s.route.Rules, res.Claim.Rules)
+	twiceIsOnce(t, s, step)
+	if _, err := decideAndApply(t, s, remove); err != nil {
+		t.Fatalf("removing %s failed: %v", what, err)
+	}
+	restored(t, s, original, "removing "+what)
 }
 
 // addedOnly requires the rules to be the original ones followed by the added
