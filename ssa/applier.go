@@ -217,14 +217,17 @@ func isStale(err error) bool {
 func explain(ctx context.Context, err error, ref routes.Ref, verb string) error {
 	var perm *routes.PermissionError
 	var transport *url.Error
-	if errors.As(err, &transport) {
+	unanswered := errors.As(err, &transport)
+	if unanswered {
 		err = transport.Err // the request's URL says again what the route does
 	}
 	switch {
 	case errors.As(err, &perm):
 		return err
 	case ctx.Err() != nil:
-		return fmt.Errorf("not written before the call's deadline: %w", err)
+		return fmt.Errorf("not confirmed written before the call's deadline (the call is safe to repeat): %w", err)
+	case unanswered:
+		return fmt.Errorf("%w; whether it was written is not known, and the call is safe to repeat", err)
 	case apierrors.IsNotFound(err) && !routes.NotServed(err):
 		return fmt.Errorf("not found (deleted while the plugin worked on it?): %w", err)
 	case apierrors.IsForbidden(err):

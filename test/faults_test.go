@@ -165,7 +165,7 @@ func TestCallReturnsWithinItsDeadline(t *testing.T) {
 				t.Errorf("error does not name the deadline: %q", err.ErrorString)
 			}
 			for _, name := range tc.failed {
-				if !strings.Contains(err.ErrorString, "HTTPRoute "+ns+"/"+name+": not written before the call's deadline") {
+				if !strings.Contains(err.ErrorString, "HTTPRoute "+ns+"/"+name+": not confirmed written before the call's deadline") {
 					t.Errorf("error does not name route %s as not written", name)
 				}
 			}
