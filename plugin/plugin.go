@@ -204,7 +204,7 @@ func (p *Plugin) Use(kube kubernetes.Interface, gw gateway.Interface, dyn dynami
 	}
 	p.kube = kube
 	p.reader = reader
-	p.applier = ssa.NewApplier(gw, dyn, kube, reader, p.opts.FieldManager, p.log)
+	p.applier = ssa.NewApplier(gw, dyn, reader, p.opts.FieldManager, p.log).ReviewingAccess(kube)
 }
 
 // callContext is the context of one call. Its work ends a little before the
@@ -319,7 +319,7 @@ func (p *Plugin) run(ctx context.Context, ro *v1alpha1.Rollout, name string, cal
 	if cfg.err != nil {
 		return p.fail(ro, name, cfg.err)
 	}
-	res := routes.Resolve(ctx, reader, cfg.Targets)
+	res := routes.ResolveEach(ctx, reader, cfg.Targets)
 	if _, removing := call.(desired.RemoveManaged); removing {
 		// Nothing of the plugin's is on a route that is not there; SetWeight
 		// reports the missing route (the controller shows its errors, and calls

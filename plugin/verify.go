@@ -104,11 +104,10 @@ func (p *Plugin) verifyWeight(ro *v1alpha1.Rollout, desiredWeight int32, additio
 // concurrently: VerifyWeight comes right after SetWeight, and a watch cache a
 // moment behind would show the generation before the write.
 func (p *Plugin) freshRoutes(ctx context.Context, reader routes.Reader, t routes.Targets) ([]routes.Route, error) {
-	res := routes.Resolve(ctx, reader, t)
-	if err := res.Err(); err != nil {
+	resolved, err := routes.Resolve(ctx, reader, t)
+	if err != nil {
 		return nil, err
 	}
-	resolved := res.Routes
 	out := make([]routes.Route, len(resolved))
 	refs := make([]routes.Ref, len(resolved))
 	for i, r := range resolved {

@@ -48,10 +48,18 @@ type Resolution struct {
 // Err is every missing target and failed read, joined; nil if there is none.
 func (r Resolution) Err() error { return errors.Join(append(r.Missing, r.Failed...)...) }
 
-// Resolve reads every route the targets name. A named route that does not
-// exist and a selector that matches nothing are Missing: a rollout would
-// otherwise shift no traffic without saying so.
-func Resolve(ctx context.Context, r Reader, t Targets) Resolution {
+// Resolve reads every route the targets name, all or nothing: the routes, or
+// an error naming every target missing or not read.
+func Resolve(ctx context.Context, r Reader, t Targets) ([]Route, error) {
+	res := ResolveEach(ctx, r, t)
+	return res.Routes, res.Err()
+}
+
+// ResolveEach reads every route the targets name, and says what it found
+// target by target. A named route that does not exist and a selector that
+// matches nothing are Missing: a rollout would otherwise shift no traffic
+// without saying so.
+func ResolveEach(ctx context.Context, r Reader, t Targets) Resolution {
 	seen := map[Ref]bool{}
 	var out Resolution
 	for _, ref := range t.Named {

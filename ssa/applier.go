@@ -53,11 +53,15 @@ type Applier struct {
 	log          *logrus.Entry
 }
 
-// NewApplier returns an Applier that writes as fieldManager. With kube it
-// asks, before a write that starts or ends the plugin's ownership of a route,
-// whether the plugin may also do what ending it takes (permissions.go).
-func NewApplier(client gateway.Interface, dyn dynamic.Interface, kube kubernetes.Interface, reader routes.Reader, fieldManager string, log *logrus.Entry) *Applier {
-	a := &Applier{client: client, dyn: dyn, reader: reader, fieldManager: fieldManager, log: log}
+// NewApplier returns an Applier that writes as fieldManager.
+func NewApplier(client gateway.Interface, dyn dynamic.Interface, reader routes.Reader, fieldManager string, log *logrus.Entry) *Applier {
+	return &Applier{client: client, dyn: dyn, reader: reader, fieldManager: fieldManager, log: log}
+}
+
+// ReviewingAccess makes the applier ask, with kube's access reviews, before
+// a write that starts or ends the plugin's ownership of a route, whether the
+// plugin may also do what ending it takes (permissions.go).
+func (a *Applier) ReviewingAccess(kube kubernetes.Interface) *Applier {
 	if kube != nil {
 		a.reviews = kube.AuthorizationV1().SelfSubjectAccessReviews()
 	}
