@@ -13,7 +13,7 @@ export ENVTEST_K8S_VERSION ENVTEST_ETCD_VERSION
 BIN ?= bin/rollouts-gatewayapi-ssa
 GO ?= go
 
-.PHONY: all build test unit demo demo-plugin envtest-assets bench vet lint clean
+.PHONY: all build test unit demo demo-plugin envtest-assets bench vet lint clean fuzz
 
 all: build
 
@@ -31,9 +31,9 @@ vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
 	$(GO) vet ./...
 
-## lint: staticcheck on every package, the e2e suite included (built once into ~/.cache)
+## lint: staticcheck on every package, the e2e suite and the faultinject build included (built once into ~/.cache)
 lint:
-	@sc=$$(bash hack/staticcheck.sh) && $$sc ./... && $$sc -tags e2e ./test/e2e/...
+	@sc=$$(bash hack/staticcheck.sh) && $$sc ./... && $$sc -tags e2e ./test/e2e/... && $$sc -tags faultinject ./plugin/...
 
 ## unit: the tests that need no apiserver
 unit:
@@ -54,6 +54,13 @@ demo:
 demo-plugin:
 	@assets=$$(bash hack/envtest-assets.sh) && \
 	  KUBEBUILDER_ASSETS="$$assets" $(GO) run ./test/demo -plugin-only
+
+## fuzz: every fuzz target for FUZZTIME each (make test runs their seeds)
+FUZZTIME ?= 30s
+fuzz:
+	@for t in FuzzSetWeights FuzzSetHeaderRules FuzzSetMirrorRule; do \
+	  $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./desired/ || exit 1; done
+	$(GO) test -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME) ./plugin/
 
 ## bench: benchmarks of the pure transforms
 bench:

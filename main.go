@@ -38,7 +38,9 @@ func main() {
 		logLevel     = flag.String("loglevel", "info", "log level: debug, info, warn or error")
 		fieldManager = flag.String("field-manager", ssa.DefaultFieldManager, "server-side apply field manager of every write")
 		pluginName   = flag.String("plugin-name", plugin.DefaultPluginName, "name the plugin is registered with in argo-rollouts-config; its config is read under trafficRouting.plugins.<name>")
-		callTimeout  = flag.Duration("call-timeout", 60*time.Second, "deadline of each call from Argo Rollouts, all its requests included")
+		callTimeout  = flag.Duration("call-timeout", plugin.DefaultCallTimeout, "deadline of each call from Argo Rollouts, all its requests and retries included")
+		reqTimeout   = flag.Duration("request-timeout", plugin.DefaultRetryPolicy.RequestTimeout, "timeout of each attempt of a request to the apiserver; a request that gets no answer in time is abandoned and retried within the call's deadline")
+		maxRoutes    = flag.Int("max-concurrent-routes", 16, "how many routes all calls together work on at once (one call: at most 8)")
 		cleanupOn    = flag.Bool("cleanup-deleted-rollouts", false, "undo, on every route, the claims of Rollouts that no longer exist (canary weight, experiment backends, header and mirror rules); needs get on rollouts.argoproj.io and list on the route kinds cluster-wide")
 		cleanupEvery = flag.Duration("cleanup-interval", time.Minute, "how often -cleanup-deleted-rollouts looks; a Rollout must be missing in two looks in a row")
 	)
@@ -61,6 +63,10 @@ func main() {
 		os.Exit(2)
 	}
 	log.SetLevel(level)
+	if *callTimeout <= 0 || *reqTimeout <= 0 || *maxRoutes <= 0 {
+		fmt.Fprintln(os.Stderr, "-call-timeout, -request-timeout and -max-concurrent-routes must be positive")
+		os.Exit(2)
+	}
 	if *fieldManager == "" {
 		fmt.Fprintln(os.Stderr, "-field-manager must not be empty")
 		os.Exit(2)
@@ -75,13 +81,17 @@ func main() {
 		cleanupInterval = *cleanupEvery
 	}
 
+	retry := plugin.DefaultRetryPolicy
+	retry.RequestTimeout = *reqTimeout
 	impl := plugin.New(plugin.Options{
-		FieldManager:    *fieldManager,
-		PluginName:      *pluginName,
-		QPS:             float32(*qps),
-		Burst:           *burst,
-		CallTimeout:     *callTimeout,
-		CleanupInterval: cleanupInterval,
+		FieldManager:        *fieldManager,
+		PluginName:          *pluginName,
+		QPS:                 float32(*qps),
+		Burst:               *burst,
+		CallTimeout:         *callTimeout,
+		Retry:               retry,
+		MaxConcurrentRoutes: *maxRoutes,
+		CleanupInterval:     cleanupInterval,
 	}, logrus.NewEntry(log).WithField("plugin", "gatewayapi-ssa"))
 
 	goplugin.Serve(&goplugin.ServeConfig{

@@ -63,7 +63,7 @@ func Apply(route routes.Route, rules []routes.Rule, in Input, claimed []routes.A
 	for _, d := range in.Destinations {
 		target := routes.ServiceRef(in.RolloutNamespace, d.Service)
 		if target == in.Stable || target == in.Canary {
-			return nil, nil, nil, fmt.Errorf("experiment Service %s is the stable or canary Service", target)
+			return nil, nil, nil, fmt.Errorf("experiment %s is the stable or canary Service; give the experiment its own Service", target)
 		}
 		wanted[target] = d
 	}

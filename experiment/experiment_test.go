@@ -483,7 +483,7 @@ func TestApply(t *testing.T) {
 				return rules(rule("", "/", ref("web-stable", 8080, 70), ref("web-canary", 8080, 0)))
 			},
 			in:      input(dest(baseline, 5), dest("web-stable", 25)),
-			wantErr: "experiment Service Service shop/web-stable is the stable or canary Service",
+			wantErr: "experiment Service shop/web-stable is the stable or canary Service; give the experiment its own Service",
 		},
 		{
 			name: "a destination equal to the canary Service is an error",
@@ -491,7 +491,7 @@ func TestApply(t *testing.T) {
 				return rules(rule("", "/", ref("web-stable", 8080, 70), ref("web-canary", 8080, 0)))
 			},
 			in:      input(dest("web-canary", 5)),
-			wantErr: "experiment Service Service shop/web-canary is the stable or canary Service",
+			wantErr: "experiment Service shop/web-canary is the stable or canary Service; give the experiment its own Service",
 		},
 		{
 			name: "no managed rule: nothing is added",

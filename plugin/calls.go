@@ -55,6 +55,9 @@ func validateSplit(ro *v1alpha1.Rollout, weight int32, additional []v1alpha1.Wei
 	if m := ro.Spec.Strategy.Canary.TrafficRouting.MaxTrafficWeight; m != nil {
 		max = int64(*m)
 	}
+	if max < 1 || max > routes.MaxBackendWeight {
+		return routes.Split{}, fmt.Errorf("spec.strategy.canary.trafficRouting.maxTrafficWeight %d is outside 1..%d (Gateway API's largest weight); nothing was written", max, routes.MaxBackendWeight)
+	}
 	if weight < 0 || int64(weight) > max {
 		return routes.Split{}, fmt.Errorf("weight %d is outside 0..%d (spec.strategy.canary.trafficRouting.maxTrafficWeight)", weight, max)
 	}
@@ -103,7 +106,7 @@ func KubeServicePorts(kube kubernetes.Interface, namespace string) ServicePorts 
 			return nil, &MissingServiceError{Namespace: namespace, Name: name}
 		}
 		if err != nil {
-			return nil, fmt.Errorf("reading Service %s/%s: %w", namespace, name, err)
+			return nil, fmt.Errorf("reading Service %s/%s: %w", namespace, name, routes.Grant(err, "get", "services", namespace))
 		}
 		return svc.Spec.Ports, nil
 	}
@@ -157,7 +160,16 @@ func DecodeSetHeader(ro *v1alpha1.Rollout, h *v1alpha1.SetHeaderRoute, s *Settin
 	for _, m := range h.Match {
 		call.Match = append(call.Match, routes.HeaderMatch{Name: m.HeaderName, Value: stringMatch(m.HeaderValue)})
 	}
+	if err := routes.CheckHeaderMatches(call.Match); err != nil {
+		return desired.SetHeader{}, invalidStep("setHeaderRoute", h.Name, err)
+	}
 	return call, nil
+}
+
+// invalidStep says a step's values are wrong before any route is read, in
+// the core's words for input to fix.
+func invalidStep(step, name string, err error) error {
+	return &desired.InvalidError{Err: fmt.Errorf("%s %q: %w; fix the step in the Rollout, nothing was written", step, name, err)}
 }
 
 // DecodeSetMirror decodes SetMirrorRoute.
@@ -172,6 +184,12 @@ func DecodeSetMirror(ro *v1alpha1.Rollout, m *v1alpha1.SetMirrorRoute) (desired.
 			match.Headers[name] = *stringMatch(&v)
 		}
 		call.Match = append(call.Match, match)
+	}
+	if p := m.Percentage; p != nil && (*p < 0 || *p > 100) {
+		return desired.SetMirror{}, invalidStep("setMirrorRoute", m.Name, fmt.Errorf("percentage %d is outside 0..100", *p))
+	}
+	if err := routes.CheckRequestMatches(call.Match); err != nil {
+		return desired.SetMirror{}, invalidStep("setMirrorRoute", m.Name, err)
 	}
 	services, err := ruleServices(ro, "setMirrorRoute", m.Name, len(call.Match) > 0 && (m.Percentage == nil || *m.Percentage != 0))
 	call.Rules = services

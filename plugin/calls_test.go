@@ -47,6 +47,12 @@ func TestValidateSplit(t *testing.T) {
 		{name: "no room left for stable", weight: 80, additional: []v1alpha1.WeightDestination{dest("exp", 25)},
 			err: "canary weight 80 plus experiment weights 25 exceed maxTrafficWeight 100"},
 		{name: "no canary Service", edit: func(ro *v1alpha1.Rollout) { ro.Spec.Strategy.Canary.CanaryService = "" }, weight: 10, err: "canaryService"},
+		{name: "maxTrafficWeight 0", edit: func(ro *v1alpha1.Rollout) { ro.Spec.Strategy.Canary.TrafficRouting.MaxTrafficWeight = new(int32) }, weight: 0,
+			err: "maxTrafficWeight 0 is outside 1..1000000"},
+		{name: "maxTrafficWeight past Gateway API's largest weight", edit: func(ro *v1alpha1.Rollout) {
+			m := int32(2_000_000)
+			ro.Spec.Strategy.Canary.TrafficRouting.MaxTrafficWeight = &m
+		}, weight: 10, err: "maxTrafficWeight 2000000 is outside 1..1000000"},
 		{name: "no trafficRouting", edit: func(ro *v1alpha1.Rollout) { ro.Spec.Strategy.Canary.TrafficRouting = nil }, weight: 10,
 			err: "spec.strategy.canary.trafficRouting is not set"},
 	} {

@@ -1,18 +1,38 @@
 package plugin
 
 import (
+	"context"
 	"fmt"
 	"sync"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
-// perRoute runs fn for every route, at most limit at a time, and returns the
-// errors in route order (nil where fn succeeded). A panic in fn becomes that
-// route's error: it must not take the plugin process down.
-func perRoute(refs []routes.Ref, limit int, fn func(i int) error) []error {
+// slots bounds how many routes are worked on at once: one per call, and one
+// for the whole process, which up to --rollout-threads calls share.
+type slots chan struct{}
+
+func newSlots(n int) slots { return make(slots, max(n, 1)) }
+
+// take waits for a slot until ctx ends.
+func (s slots) take(ctx context.Context) error {
+	select {
+	case s <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s slots) give() { <-s }
+
+// perRoute runs fn for every route, each holding a slot of every bound (taken
+// in the order given), and returns the errors in route order (nil where fn
+// succeeded). A route whose slots did not come before ctx ended is not
+// started and gets that as its error. A panic in fn becomes that route's
+// error: it must not take the plugin process down.
+func perRoute(ctx context.Context, refs []routes.Ref, bounds []slots, fn func(i int) error) []error {
 	errs := make([]error, len(refs))
-	sem := make(chan struct{}, limit)
 	var wg sync.WaitGroup
 	for i := range refs {
 		wg.Add(1)
@@ -23,8 +43,13 @@ func perRoute(refs []routes.Ref, limit int, fn func(i int) error) []error {
 					errs[i] = fmt.Errorf("%s: internal error: %v", refs[i], r)
 				}
 			}()
-			sem <- struct{}{}
-			defer func() { <-sem }()
+			for _, b := range bounds {
+				if err := b.take(ctx); err != nil {
+					errs[i] = fmt.Errorf("%s: not started: %w", refs[i], err)
+					return
+				}
+				defer b.give()
+			}
 			errs[i] = fn(i)
 		}()
 	}

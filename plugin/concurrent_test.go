@@ -1,28 +1,48 @@
 package plugin
 
 import (
+	"context"
 	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
-// perRoute keeps each route's error in its place, turns a panic into that
-// route's error, and never runs more than limit at once.
-func TestPerRoute(t *testing.T) {
-	refs := []routes.Ref{{Kind: routes.HTTPRoute, Namespace: "ns", Name: "a"}, {Kind: routes.HTTPRoute, Namespace: "ns", Name: "b"}, {Kind: routes.HTTPRoute, Namespace: "ns", Name: "c"}}
-	var running, most atomic.Int32
-	errs := perRoute(refs, 2, func(i int) error {
-		n := running.Add(1)
-		defer running.Add(-1)
-		for {
-			m := most.Load()
-			if n <= m || most.CompareAndSwap(m, n) {
-				break
-			}
+func refsNamed(names ...string) []routes.Ref {
+	out := make([]routes.Ref, len(names))
+	for i, n := range names {
+		out[i] = routes.Ref{Kind: routes.HTTPRoute, Namespace: "ns", Name: n}
+	}
+	return out
+}
+
+// peak counts how many run at once.
+type peak struct{ running, most atomic.Int32 }
+
+func (p *peak) enter() {
+	n := p.running.Add(1)
+	for {
+		m := p.most.Load()
+		if n <= m || p.most.CompareAndSwap(m, n) {
+			return
 		}
+	}
+}
+
+func (p *peak) leave() { p.running.Add(-1) }
+
+// perRoute keeps each route's error in its place, turns a panic into that
+// route's error, and never runs more than the call's limit at once.
+func TestPerRoute(t *testing.T) {
+	var p peak
+	errs := perRoute(context.Background(), refsNamed("a", "b", "c"), []slots{newSlots(2), newSlots(16)}, func(i int) error {
+		p.enter()
+		defer p.leave()
+		time.Sleep(10 * time.Millisecond)
 		switch i {
 		case 1:
 			panic("boom")
@@ -37,10 +57,53 @@ func TestPerRoute(t *testing.T) {
 	if errs[1] == nil || !strings.Contains(errs[1].Error(), "HTTPRoute ns/b: internal error: boom") {
 		t.Errorf("panic not turned into the route's error: %v", errs[1])
 	}
-	if m := most.Load(); m > 2 {
+	if m := p.most.Load(); m > 2 {
 		t.Errorf("%d ran at once, limit 2", m)
 	}
 	if got := failures(errs); len(got) != 2 {
 		t.Errorf("failures = %v", got)
+	}
+}
+
+// Calls running at the same time share the process's bound: four calls of
+// four routes, each allowed four at once, never run more than the process's
+// three together.
+func TestPerRouteProcessBound(t *testing.T) {
+	process := newSlots(3)
+	var p peak
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			perRoute(context.Background(), refsNamed("a", "b", "c", "d"), []slots{newSlots(4), process}, func(int) error {
+				p.enter()
+				defer p.leave()
+				time.Sleep(5 * time.Millisecond)
+				return nil
+			})
+		}()
+	}
+	wg.Wait()
+	t.Logf("at most %d routes at once across 4 calls (process bound 3)", p.most.Load())
+	if m := p.most.Load(); m > 3 {
+		t.Errorf("%d ran at once across calls, process bound 3", m)
+	}
+}
+
+// A route that gets no slot before the call's deadline is not started, and
+// says so.
+func TestPerRouteNotStartedAfterDeadline(t *testing.T) {
+	busy := newSlots(1)
+	if err := busy.take(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer busy.give()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	ran := false
+	errs := perRoute(ctx, refsNamed("a"), []slots{newSlots(1), busy}, func(int) error { ran = true; return nil })
+	if ran || errs[0] == nil || !strings.Contains(errs[0].Error(), "HTTPRoute ns/a: not started: context deadline exceeded") {
+		t.Errorf("ran=%v, err=%v; want not started", ran, errs[0])
 	}
 }

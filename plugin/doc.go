@@ -9,6 +9,14 @@
 // results to package ssa, which writes them. Behaviour is chosen by those
 // typed values, never by names or strings.
 //
-// Every method answers with an RpcError that names the Rollout and each route
-// that failed; no panic crosses the RPC boundary.
+// Every method answers within its deadline (-call-timeout) with an RpcError
+// that names the Rollout and each route that failed; no panic crosses the RPC
+// boundary. Input to fix stops a call before any write; a fault of the
+// apiserver on some routes does not keep the others from being written.
+//
+// The package also builds the clients (plugin.go): they share one token
+// bucket and one transport (transport.go) that gives every attempt of every
+// request its own timeout and retries 5xx, 429 and lost connections with
+// jittered backoff inside the call's deadline. Routes worked on at once are
+// bounded per call and for the whole process (concurrent.go).
 package plugin

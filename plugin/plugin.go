@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/flowcontrol"
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/cleanup"
@@ -38,14 +41,23 @@ type Options struct {
 	// QPS and Burst limit the plugin's requests to the apiserver.
 	QPS   float32
 	Burst int
-	// CallTimeout bounds each RPC call, all its requests included.
+	// CallTimeout bounds each RPC call, all its requests included: the call
+	// answers within it even if the apiserver never does.
 	CallTimeout time.Duration
-	// MaxConcurrentWrites bounds how many routes one call writes at once.
+	// Retry says how each request is timed out and retried.
+	Retry RetryPolicy
+	// MaxConcurrentWrites bounds how many routes one call works on at once;
+	// MaxConcurrentRoutes how many all the calls of the process do, together.
 	MaxConcurrentWrites int
+	MaxConcurrentRoutes int
 	// CleanupInterval, when set, makes the plugin undo, that often, the
 	// claims of Rollouts that no longer exist (package cleanup).
 	CleanupInterval time.Duration
 }
+
+// DefaultCallTimeout is the deadline of a call: a stuck call holds one of the
+// controller's workers, so it must end well before anyone would notice.
+const DefaultCallTimeout = 30 * time.Second
 
 // UserAgent identifies the plugin's requests to the apiserver.
 const UserAgent = "rollouts-gatewayapi-ssa"
@@ -55,6 +67,11 @@ type Plugin struct {
 	opts Options
 	log  *logrus.Entry
 
+	// routeSlots bound the routes worked on by all calls at once.
+	routeSlots slots
+
+	// initMu makes InitPlugin build the clients once, however often it is called.
+	initMu  sync.Mutex
 	mu      sync.Mutex
 	kube    kubernetes.Interface
 	reader  routes.Reader
@@ -72,18 +89,34 @@ func New(opts Options, log *logrus.Entry) *Plugin {
 		opts.PluginName = DefaultPluginName
 	}
 	if opts.CallTimeout <= 0 {
-		opts.CallTimeout = 60 * time.Second
+		opts.CallTimeout = DefaultCallTimeout
+	}
+	if opts.Retry == (RetryPolicy{}) {
+		opts.Retry = DefaultRetryPolicy
 	}
 	if opts.MaxConcurrentWrites <= 0 {
 		opts.MaxConcurrentWrites = 8
 	}
-	return &Plugin{opts: opts, log: log}
+	if opts.MaxConcurrentRoutes <= 0 {
+		opts.MaxConcurrentRoutes = 16
+	}
+	return &Plugin{opts: opts, log: log, routeSlots: newSlots(opts.MaxConcurrentRoutes)}
 }
 
 // InitPlugin builds the clients: in-cluster config, else KUBECONFIG (or
-// ~/.kube/config), else an error saying neither is there.
+// ~/.kube/config), else an error saying neither is there. Once it has
+// succeeded, calling it again does nothing.
 func (p *Plugin) InitPlugin() (resp types.RpcError) {
-	defer p.recoverInto("InitPlugin", &resp)
+	defer p.recoverInto(nil, "InitPlugin", &resp)
+	p.initMu.Lock()
+	defer p.initMu.Unlock()
+	p.mu.Lock()
+	ready := p.applier != nil
+	p.mu.Unlock()
+	if ready {
+		p.log.Debug("InitPlugin called again; the clients are built already")
+		return types.RpcError{}
+	}
 	cfg, err := restConfig()
 	if err != nil {
 		return types.RpcError{ErrorString: err.Error()}
@@ -113,16 +146,13 @@ func restConfig() (*rest.Config, error) {
 
 // Connect builds the plugin's clients for a cluster.
 func (p *Plugin) Connect(cfg *rest.Config) error {
-	gw, gwErr := gateway.NewForConfig(cfg)
-	dyn, dynErr := dynamic.NewForConfig(cfg)
-	disc, discErr := discovery.NewDiscoveryClientForConfig(cfg)
-	kube, kubeErr := kubernetes.NewForConfig(cfg)
-	if err := errors.Join(gwErr, dynErr, discErr, kubeErr); err != nil {
-		return fmt.Errorf("building the Kubernetes clients: %w", err)
+	c, err := p.clientsFor(cfg)
+	if err != nil {
+		return err
 	}
-	reader := routes.NewCluster(dyn, disc, p.log)
-	p.Use(kube, gw, dyn, reader)
-	p.startSweep(dyn, reader)
+	reader := routes.NewCluster(c.dyn, c.disc, p.log)
+	p.Use(c.kube, c.gw, c.dyn, reader)
+	p.startSweep(c.dyn, reader)
 	return nil
 }
 
@@ -140,13 +170,71 @@ func (p *Plugin) startSweep(dyn dynamic.Interface, reader routes.Reader) {
 	p.log.WithField("interval", p.opts.CleanupInterval.String()).Info("undoing the claims of deleted Rollouts")
 }
 
-// Use sets the clients the plugin reads and writes with.
+// clients are the plugin's clients of one cluster.
+type clients struct {
+	kube kubernetes.Interface
+	gw   gateway.Interface
+	dyn  dynamic.Interface
+	disc discovery.DiscoveryInterface
+}
+
+// clientsFor builds the clients for a cluster. They share one token bucket
+// (cfg.RateLimiter, or one made from cfg.QPS and cfg.Burst), so the process's
+// requests together stay within it, and one transport that times out and
+// retries every request (transport.go).
+func (p *Plugin) clientsFor(cfg *rest.Config) (clients, error) {
+	cfg = rest.CopyConfig(cfg)
+	if cfg.RateLimiter == nil {
+		cfg.RateLimiter = tokenBucket(cfg.QPS, cfg.Burst)
+	}
+	limiter := cfg.RateLimiter
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return newTransport(rt, limiter, p.opts.Retry, p.log) })
+	var c clients
+	var errs [4]error
+	c.gw, errs[0] = gateway.NewForConfig(cfg)
+	c.dyn, errs[1] = dynamic.NewForConfig(cfg)
+	c.disc, errs[2] = discovery.NewDiscoveryClientForConfig(cfg)
+	c.kube, errs[3] = kubernetes.NewForConfig(cfg)
+	if err := errors.Join(errs[:]...); err != nil {
+		return clients{}, fmt.Errorf("building the Kubernetes clients: %w", err)
+	}
+	return c, nil
+}
+
+// tokenBucket is client-go's limiter for qps and burst, with its defaults
+// (5 and 10) for zero and no limit for a negative qps.
+func tokenBucket(qps float32, burst int) flowcontrol.RateLimiter {
+	switch {
+	case qps < 0:
+		return flowcontrol.NewFakeAlwaysRateLimiter()
+	case qps == 0:
+		qps = rest.DefaultQPS
+	}
+	if burst <= 0 {
+		burst = rest.DefaultBurst
+	}
+	return flowcontrol.NewTokenBucketRateLimiter(qps, burst)
+}
+
+// Use sets the clients the plugin reads and writes with; a reader it
+// replaces is closed (its watch caches stop).
 func (p *Plugin) Use(kube kubernetes.Interface, gw gateway.Interface, dyn dynamic.Interface, reader routes.Reader) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if old, ok := p.reader.(interface{ Close() }); ok && p.reader != reader {
+		old.Close()
+	}
 	p.kube = kube
 	p.reader = reader
-	p.applier = ssa.NewApplier(gw, dyn, reader, p.opts.FieldManager, p.log)
+	p.applier = ssa.NewApplier(gw, dyn, reader, p.opts.FieldManager, p.log).ReviewingAccess(kube)
+}
+
+// callContext is the context of one call. Its work ends a little before the
+// call's deadline, so that the answer, error included, reaches the
+// controller within CallTimeout.
+func (p *Plugin) callContext() (context.Context, context.CancelFunc) {
+	reserve := min(p.opts.CallTimeout/20, 500*time.Millisecond)
+	return context.WithTimeout(context.Background(), p.opts.CallTimeout-reserve)
 }
 
 // UpdateHash has nothing to route: Gateway API routes select Services, not
@@ -164,8 +252,8 @@ func (p *Plugin) Type() string { return Type }
 // plugin added before and that are no longer asked for leave the route.
 func (p *Plugin) SetWeight(ro *v1alpha1.Rollout, desiredWeight int32, additional []v1alpha1.WeightDestination) (resp types.RpcError) {
 	name := describeSplit("SetWeight", desiredWeight, additional)
-	defer p.recoverInto(name, &resp)
-	ctx, cancel := context.WithTimeout(context.Background(), p.opts.CallTimeout)
+	defer p.recoverInto(ro, name, &resp)
+	ctx, cancel := p.callContext()
 	defer cancel()
 	call, err := p.setWeightCall(ctx, ro, desiredWeight, additional)
 	if err != nil {
@@ -178,7 +266,7 @@ func (p *Plugin) SetWeight(ro *v1alpha1.Rollout, desiredWeight int32, additional
 // routes, one rule per weighted rule that sends the requests with the step's
 // headers to the canary; with no match it removes them.
 func (p *Plugin) SetHeaderRoute(ro *v1alpha1.Rollout, h *v1alpha1.SetHeaderRoute) (resp types.RpcError) {
-	defer p.recoverInto("SetHeaderRoute", &resp)
+	defer p.recoverInto(ro, "SetHeaderRoute", &resp)
 	if h == nil {
 		return p.fail(ro, "SetHeaderRoute", errors.New("no setHeaderRoute given"))
 	}
@@ -192,7 +280,7 @@ func (p *Plugin) SetHeaderRoute(ro *v1alpha1.Rollout, h *v1alpha1.SetHeaderRoute
 	if err != nil {
 		return p.fail(ro, name, err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), p.opts.CallTimeout)
+	ctx, cancel := p.callContext()
 	defer cancel()
 	return p.run(ctx, ro, name, call, cfg)
 }
@@ -201,7 +289,7 @@ func (p *Plugin) SetHeaderRoute(ro *v1alpha1.Rollout, h *v1alpha1.SetHeaderRoute
 // matching requests to stable and mirrors a percentage of them to the canary;
 // with no match or percentage 0 it removes it.
 func (p *Plugin) SetMirrorRoute(ro *v1alpha1.Rollout, m *v1alpha1.SetMirrorRoute) (resp types.RpcError) {
-	defer p.recoverInto("SetMirrorRoute", &resp)
+	defer p.recoverInto(ro, "SetMirrorRoute", &resp)
 	if m == nil {
 		return p.fail(ro, "SetMirrorRoute", errors.New("no setMirrorRoute given"))
 	}
@@ -210,7 +298,7 @@ func (p *Plugin) SetMirrorRoute(ro *v1alpha1.Rollout, m *v1alpha1.SetMirrorRoute
 	if err != nil {
 		return p.fail(ro, name, err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), p.opts.CallTimeout)
+	ctx, cancel := p.callContext()
 	defer cancel()
 	return p.run(ctx, ro, name, call, p.config(ro))
 }
@@ -219,8 +307,8 @@ func (p *Plugin) SetMirrorRoute(ro *v1alpha1.Rollout, m *v1alpha1.SetMirrorRoute
 // for the Rollout, on every one of its routes.
 func (p *Plugin) RemoveManagedRoutes(ro *v1alpha1.Rollout) (resp types.RpcError) {
 	const name = "RemoveManagedRoutes"
-	defer p.recoverInto(name, &resp)
-	ctx, cancel := context.WithTimeout(context.Background(), p.opts.CallTimeout)
+	defer p.recoverInto(ro, name, &resp)
+	ctx, cancel := p.callContext()
 	defer cancel()
 	return p.run(ctx, ro, name, desired.RemoveManaged{}, p.config(ro))
 }
@@ -257,23 +345,22 @@ func (p *Plugin) run(ctx context.Context, ro *v1alpha1.Rollout, name string, cal
 	if cfg.err != nil {
 		return p.fail(ro, name, cfg.err)
 	}
-	resolve := routes.Resolve
+	res := routes.ResolveEach(ctx, reader, cfg.Targets)
 	if _, removing := call.(desired.RemoveManaged); removing {
 		// Nothing of the plugin's is on a route that is not there; SetWeight
 		// reports the missing route (the controller shows its errors, and calls
 		// RemoveManagedRoutes first on every reconcile before the canary is up).
-		resolve = routes.ResolveExisting
+		res.Missing = nil
 	}
-	live, err := resolve(ctx, reader, cfg.Targets)
-	if err != nil {
-		return p.fail(ro, name, fmt.Errorf("nothing was written: %w", err))
+	if len(res.Missing) > 0 {
+		return p.fail(ro, name, fmt.Errorf("nothing was written: %w", res.Err()))
 	}
 	rollout := ro.Namespace + "/" + ro.Name
-	plans := make([]ssa.Plan, 0, len(live))
+	plans := make([]ssa.Plan, 0, len(res.Routes))
 	var errs []error
-	for _, r := range live {
+	for _, r := range res.Routes {
 		env := cfg.Env(rollout, p.opts.FieldManager, r.Ref)
-		plan, err := applier.Plan(r, func(l routes.Route) (desired.Result, error) { return call.Desired(l, env) })
+		plan, err := applier.Plan(r, func(l routes.Route) (desired.Result, error) { return faulty(call).Desired(l, env) })
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -281,30 +368,37 @@ func (p *Plugin) run(ctx context.Context, ro *v1alpha1.Rollout, name string, cal
 		plans = append(plans, plan)
 	}
 	if len(errs) > 0 {
-		return p.fail(ro, name, fmt.Errorf("nothing was written: %w", errors.Join(errs...)))
+		return p.fail(ro, name, fmt.Errorf("nothing was written: %w", errors.Join(append(errs, res.Failed...)...)))
 	}
-	return p.write(ctx, ro, name, applier, plans)
+	return p.write(ctx, ro, name, applier, plans, res.Failed)
 }
 
-// write writes the plans concurrently and says which routes failed.
-func (p *Plugin) write(ctx context.Context, ro *v1alpha1.Rollout, name string, applier *ssa.Applier, plans []ssa.Plan) types.RpcError {
+// write writes the plans concurrently and says which routes failed: those
+// whose write failed and those that could not be read (unread). Input the
+// user must fix stops a call before any write (run); a fault of the
+// apiserver on some routes does not keep the others from being written, and
+// the error names exactly the routes that were not.
+func (p *Plugin) write(ctx context.Context, ro *v1alpha1.Rollout, name string, applier *ssa.Applier, plans []ssa.Plan, unread []error) types.RpcError {
 	log := p.log.WithFields(logrus.Fields{"rollout": ro.Namespace + "/" + ro.Name, "call": name})
 	refs := make([]routes.Ref, len(plans))
 	for i, plan := range plans {
 		refs[i] = plan.Live.Ref
 	}
-	failed := failures(perRoute(refs, p.opts.MaxConcurrentWrites, func(i int) error {
+	failed := append(slices.Clip(unread), failures(perRoute(ctx, refs, []slots{newSlots(p.opts.MaxConcurrentWrites), p.routeSlots}, func(i int) error {
+		faultyWrite(plans[i])
 		return applier.Write(ctx, plans[i], log)
-	}))
-	switch {
-	case len(failed) == 0:
-	case len(failed) == len(plans):
-		return p.fail(ro, name, errors.Join(failed...))
-	default:
-		return p.fail(ro, name, fmt.Errorf("%d of %d routes failed; the others are written and the call is safe to repeat: %w",
-			len(failed), len(plans), errors.Join(failed...)))
+	}))...)
+	if len(failed) == 0 {
+		return types.RpcError{}
 	}
-	return types.RpcError{}
+	err := errors.Join(failed...)
+	if total := len(plans) + len(unread); len(failed) < total {
+		err = fmt.Errorf("%d of %d routes failed; the others are written and the call is safe to repeat: %w", len(failed), total, err)
+	}
+	if ctx.Err() != nil {
+		err = fmt.Errorf("the call's deadline (%s, -call-timeout) passed before every route was written: %w", p.opts.CallTimeout, err)
+	}
+	return p.fail(ro, name, err)
 }
 
 var errNoClient = errors.New("the plugin has no Kubernetes client: InitPlugin failed or was not called")
@@ -316,11 +410,18 @@ func (p *Plugin) fail(ro *v1alpha1.Rollout, call string, err error) types.RpcErr
 	return types.RpcError{ErrorString: msg}
 }
 
-// recoverInto turns a panic into an RpcError: a panic crossing the RPC
-// boundary would kill the plugin process under the controller.
-func (p *Plugin) recoverInto(call string, resp *types.RpcError) {
-	if r := recover(); r != nil {
-		p.log.WithField("call", call).Errorf("panic: %v\n%s", r, debug.Stack())
-		*resp = types.RpcError{ErrorString: fmt.Sprintf("%s: internal error in the plugin: %v (please report it)", call, r)}
+// recoverInto turns a panic into an RpcError naming the Rollout (nil for
+// InitPlugin) and the call: a panic crossing the RPC boundary would kill the
+// plugin process under the controller.
+func (p *Plugin) recoverInto(ro *v1alpha1.Rollout, call string, resp *types.RpcError) {
+	r := recover()
+	if r == nil {
+		return
 	}
+	where := call
+	if ro != nil {
+		where = fmt.Sprintf("rollout %s/%s: %s", ro.Namespace, ro.Name, call)
+	}
+	p.log.WithField("call", where).Errorf("panic: %v\n%s", r, debug.Stack())
+	*resp = types.RpcError{ErrorString: fmt.Sprintf("%s: internal error in the plugin: %v (please report it); the call is safe to repeat", where, r)}
 }

@@ -32,7 +32,7 @@ import (
 func (p *Plugin) verifyWeight(ro *v1alpha1.Rollout, desiredWeight int32, additional []v1alpha1.WeightDestination) (verified types.RpcVerified, resp types.RpcError) {
 	call := describeSplit("VerifyWeight", desiredWeight, additional)
 	verified = types.NotVerified
-	defer p.recoverInto(call, &resp)
+	defer p.recoverInto(ro, call, &resp)
 	cfg := p.config(ro)
 	if cfg.err != nil {
 		return types.NotVerified, p.fail(ro, call, cfg.err)
@@ -57,7 +57,7 @@ func (p *Plugin) verifyWeight(ro *v1alpha1.Rollout, desiredWeight int32, additio
 	if reader == nil {
 		return types.NotVerified, p.fail(ro, call, errNoClient)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), p.opts.CallTimeout)
+	ctx, cancel := p.callContext()
 	defer cancel()
 
 	live, err := p.freshRoutes(ctx, reader, settings.Targets)
@@ -113,13 +113,13 @@ func (p *Plugin) freshRoutes(ctx context.Context, reader routes.Reader, t routes
 	for i, r := range resolved {
 		refs[i] = r.Ref
 	}
-	errs := perRoute(refs, p.opts.MaxConcurrentWrites, func(i int) error {
+	errs := perRoute(ctx, refs, []slots{newSlots(p.opts.MaxConcurrentWrites), p.routeSlots}, func(i int) error {
 		fresh, err := reader.Fresh(ctx, refs[i])
 		switch {
 		case apierrors.IsNotFound(err):
 			return fmt.Errorf("%s not found (deleted?)", refs[i])
 		case err != nil:
-			return fmt.Errorf("reading %s: %w", refs[i], err)
+			return fmt.Errorf("reading %s: %w", refs[i], routes.Grant(err, "get", refs[i].Kind.GroupResource(), refs[i].Namespace))
 		}
 		out[i] = fresh
 		return nil

@@ -576,7 +576,78 @@ func headerMatch(name string, value *StringMatch) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkHeaderValue(name, typ, v); err != nil {
+		return nil, err
+	}
 	return map[string]any{"name": name, "type": typ, "value": v}, nil
+}
+
+// Gateway API's length limits on match values (CRD maxLength).
+const (
+	maxHeaderValue = 4096
+	maxPathValue   = 1024
+)
+
+// checkHeaderValue refuses a header match value that the CRD takes but no
+// request can match: too long, or an exact value with a control character or
+// with white space at either end, which HTTP strips from header values.
+func checkHeaderValue(name, typ, v string) error {
+	if len(v) > maxHeaderValue {
+		return fmt.Errorf("header %s: the value to match is %d bytes (a prefix counts as the regular expression it becomes); Gateway API allows %d", name, len(v), maxHeaderValue)
+	}
+	if typ != "Exact" {
+		return nil
+	}
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x20 && c != '\t' || c == 0x7f {
+			return fmt.Errorf("header %s: exact value %q holds a control character (byte %d), which an HTTP header value cannot carry; the rule would never match", name, v, i)
+		}
+	}
+	if strings.Trim(v, " \t") != v {
+		return fmt.Errorf("header %s: exact value %q starts or ends with white space, which HTTP strips from header values; the rule would never match: remove it", name, v)
+	}
+	return nil
+}
+
+// checkRE2 refuses a regular expression that is not RE2, the syntax of the
+// gateways that take Gateway API regular expressions (Envoy-based ones and
+// Go-based ones): they would refuse the route or match something else.
+func checkRE2(what, expr string) error {
+	if _, err := regexp.Compile(expr); err != nil {
+		return fmt.Errorf("%s: regex %q is not a valid RE2 regular expression (%v): Envoy- and Go-based gateways would refuse or misread it; fix the expression", what, expr, err)
+	}
+	return nil
+}
+
+// CheckHeaderMatches checks a setHeaderRoute step's matches on their own,
+// before any route is read: what every route's transform would refuse.
+func CheckHeaderMatches(match []HeaderMatch) error {
+	_, err := headerMatches(match)
+	return err
+}
+
+// CheckRequestMatches checks what a setMirrorRoute step's matches hold
+// independently of the route's kind: each string match well formed (regular
+// expressions RE2) and each header match valid. The kind's own rules (HTTP
+// paths and methods, gRPC services) are checked per route.
+func CheckRequestMatches(match []RequestMatch) error {
+	for i, m := range match {
+		for what, s := range map[string]*StringMatch{"method": m.Method, "path": m.Path} {
+			if s == nil {
+				continue
+			}
+			if _, _, err := stringMatch(*s, what); err != nil {
+				return fmt.Errorf("match %d: %w", i, err)
+			}
+		}
+		for _, name := range slices.Sorted(maps.Keys(m.Headers)) {
+			value := m.Headers[name]
+			if _, err := headerMatch(name, &value); err != nil {
+				return fmt.Errorf("match %d: %w", i, err)
+			}
+		}
+	}
+	return nil
 }
 
 // stringMatch maps a step's StringMatch to a Gateway API match type
@@ -597,7 +668,40 @@ func stringMatch(s StringMatch, what string) (string, string, error) {
 	case s.Prefix != "":
 		return "RegularExpression", "^" + regexp.QuoteMeta(s.Prefix) + ".*", nil
 	}
+	if err := checkRE2(what, s.Regex); err != nil {
+		return "", "", err
+	}
 	return "RegularExpression", s.Regex, nil
+}
+
+// pathChars are the characters Gateway API allows in an Exact or PathPrefix
+// path (its CRD's CEL rule): a URL path, percent-encoded.
+var pathChars = regexp.MustCompile(`^(?:[-A-Za-z0-9/._~!$&'()*+,;=:@]|[%][0-9a-fA-F]{2})+$`)
+
+// checkPath refuses an HTTPRoute path match the apiserver or the gateway
+// would refuse, with the reason Gateway API gives.
+func checkPath(typ, v string) error {
+	if len(v) > maxPathValue {
+		return fmt.Errorf("path is %d bytes; Gateway API allows %d", len(v), maxPathValue)
+	}
+	if typ == "RegularExpression" {
+		return nil // checked as RE2 by stringMatch
+	}
+	if !strings.HasPrefix(v, "/") {
+		return fmt.Errorf("path %q must start with /", v)
+	}
+	for _, bad := range []string{"//", "/./", "/../", "%2f", "%2F", "#"} {
+		if strings.Contains(v, bad) {
+			return fmt.Errorf("path %q must not contain %q (Gateway API refuses it)", v, bad)
+		}
+	}
+	if strings.HasSuffix(v, "/..") || strings.HasSuffix(v, "/.") {
+		return fmt.Errorf("path %q must not end with /. or /.. (Gateway API refuses it)", v)
+	}
+	if !pathChars.MatchString(v) {
+		return fmt.Errorf("path %q holds characters a URL path cannot; percent-encode them", v)
+	}
+	return nil
 }
 
 // httpMethods are the methods an HTTPRoute match can name.
@@ -637,6 +741,9 @@ func mirrorMatches(kind Kind, match []RequestMatch) ([]any, error) {
 				if m.Path.Prefix != "" {
 					typ, v = "PathPrefix", m.Path.Prefix
 				}
+				if err := checkPath(typ, v); err != nil {
+					return nil, fmt.Errorf("match %d: %w", i, err)
+				}
 				path = map[string]any{"type": typ, "value": v}
 			}
 			mm["path"] = path
@@ -667,18 +774,35 @@ func mirrorMatches(kind Kind, match []RequestMatch) ([]any, error) {
 	return out, nil
 }
 
+// grpcService and grpcMethod are what Gateway API allows in an Exact
+// GRPCMethodMatch (its CRD's CEL rules).
+var (
+	grpcService = regexp.MustCompile(`^(?i)\.?[a-z_][a-z_0-9]*(\.[a-z_][a-z_0-9]*)*$`)
+	grpcMethod  = regexp.MustCompile(`^[A-Za-z_][A-Za-z_0-9]*$`)
+)
+
 func grpcMethodMatch(path StringMatch) (map[string]any, error) {
 	switch {
 	case path.Exact != "" && path.Prefix == "" && path.Regex == "":
 		service, method, ok := strings.Cut(strings.TrimPrefix(path.Exact, "/"), "/")
 		if ok && strings.HasPrefix(path.Exact, "/") && service != "" && method != "" && !strings.Contains(method, "/") {
-			return map[string]any{"type": "Exact", "service": service, "method": method}, nil
+			return map[string]any{"type": "Exact", "service": service, "method": method}, checkGRPC(service, method)
 		}
 	case path.Prefix != "" && path.Exact == "" && path.Regex == "":
 		service, rest, ok := strings.Cut(strings.TrimPrefix(path.Prefix, "/"), "/")
 		if ok && strings.HasPrefix(path.Prefix, "/") && service != "" && rest == "" {
-			return map[string]any{"type": "Exact", "service": service}, nil
+			return map[string]any{"type": "Exact", "service": service}, checkGRPC(service, "")
 		}
 	}
 	return nil, fmt.Errorf("a GRPCRoute path match must be exact /<service>/<method> or prefix /<service>/, not %+v", path)
+}
+
+func checkGRPC(service, method string) error {
+	switch {
+	case len(service) > maxPathValue || !grpcService.MatchString(service):
+		return fmt.Errorf("gRPC service %q is not a service name (package.Service, letters, digits and _)", service)
+	case method != "" && (len(method) > maxPathValue || !grpcMethod.MatchString(method)):
+		return fmt.Errorf("gRPC method %q is not a method name (letters, digits and _)", method)
+	}
+	return nil
 }

@@ -605,3 +605,79 @@ func TestMirrorFilters(t *testing.T) {
 		}
 	}
 }
+
+// A step value Gateway API validates only loosely is refused before any
+// write, with an error naming the value and what is wrong with it.
+func TestStepValuesAreChecked(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		err   error
+		wants []string
+	}{
+		{"unbalanced regex", CheckHeaderMatches([]HeaderMatch{{Name: "X-Canary", Value: &StringMatch{Regex: "(["}}}),
+			[]string{"header X-Canary", `regex "(["`, "not a valid RE2"}},
+		{"lookahead is not RE2", CheckHeaderMatches([]HeaderMatch{{Name: "X-Canary", Value: &StringMatch{Regex: "(?=yes)"}}}),
+			[]string{`regex "(?=yes)"`, "RE2"}},
+		{"backreference is not RE2", CheckRequestMatches([]RequestMatch{{Path: &StringMatch{Regex: `/(a)\1`}}}),
+			[]string{"match 0", "path", "RE2"}},
+		{"header name", CheckHeaderMatches([]HeaderMatch{{Name: "X Canary", Value: &StringMatch{Exact: "yes"}}}),
+			[]string{`"X Canary" is not an HTTP header name`}},
+		{"newline in value", CheckHeaderMatches([]HeaderMatch{exact("X-Canary", "yes\nX-Admin: true")}),
+			[]string{"control character"}},
+		{"white space around value", CheckHeaderMatches([]HeaderMatch{exact("X-Canary", " yes")}),
+			[]string{"white space"}},
+		{"value too long", CheckHeaderMatches([]HeaderMatch{exact("X-Canary", strings.Repeat("y", 4097))}),
+			[]string{"4097 bytes", "4096"}},
+		{"two values", CheckHeaderMatches([]HeaderMatch{{Name: "X-Canary", Value: &StringMatch{Exact: "a", Prefix: "b"}}}),
+			[]string{"exactly one of exact, prefix and regex"}},
+		{"mirror header regex", CheckRequestMatches([]RequestMatch{{Headers: map[string]StringMatch{"X-Mirror": {Regex: "*"}}}}),
+			[]string{"header X-Mirror", `regex "*"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range tc.wants {
+				if !strings.Contains(tc.err.Error(), w) {
+					t.Errorf("error %q does not say %q", tc.err, w)
+				}
+			}
+		})
+	}
+	if err := CheckHeaderMatches([]HeaderMatch{{Name: "X-Canary", Value: &StringMatch{Regex: "^(yes|true)$"}}, {Name: "X-Beta", Value: &StringMatch{Prefix: "a.b"}}}); err != nil {
+		t.Errorf("valid matches refused: %v", err)
+	}
+}
+
+// The HTTPRoute paths and gRPC methods of a mirror step are checked as
+// Gateway API checks them, on the route kind they go on.
+func TestMirrorPathsAreChecked(t *testing.T) {
+	for _, tc := range []struct {
+		kind Kind
+		path StringMatch
+		want string
+	}{
+		{HTTPRoute, StringMatch{Exact: "api"}, "must start with /"},
+		{HTTPRoute, StringMatch{Prefix: "/api//v1"}, `must not contain "//"`},
+		{HTTPRoute, StringMatch{Exact: "/a/../b"}, `"/../"`},
+		{HTTPRoute, StringMatch{Prefix: "/a/."}, "must not end with"},
+		{HTTPRoute, StringMatch{Exact: "/a b"}, "percent-encode"},
+		{HTTPRoute, StringMatch{Regex: "/api/(v1"}, "RE2"},
+		{HTTPRoute, StringMatch{Exact: "/" + strings.Repeat("a", 1024)}, "1025 bytes"},
+		{GRPCRoute, StringMatch{Exact: "/my-service/Get"}, `gRPC service "my-service"`},
+		{GRPCRoute, StringMatch{Exact: "/pkg.Svc/Get-It"}, `gRPC method "Get-It"`},
+	} {
+		_, err := mirrorMatches(tc.kind, []RequestMatch{{Path: &tc.path}})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s path %+v: error %v, want one saying %q", tc.kind, tc.path, err, tc.want)
+		}
+	}
+	for _, ok := range []struct {
+		kind Kind
+		path StringMatch
+	}{{HTTPRoute, StringMatch{Prefix: "/api/v1"}}, {HTTPRoute, StringMatch{Regex: "^/api/v[0-9]+$"}}, {GRPCRoute, StringMatch{Exact: "/pkg.v1.Svc/Get_It"}}, {GRPCRoute, StringMatch{Prefix: "/pkg.Svc/"}}} {
+		if _, err := mirrorMatches(ok.kind, []RequestMatch{{Path: &ok.path}}); err != nil {
+			t.Errorf("%s path %+v refused: %v", ok.kind, ok.path, err)
+		}
+	}
+}

@@ -2,10 +2,14 @@ package routes
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -38,9 +42,12 @@ type Reader interface {
 	Written(r Route)
 }
 
-// cacheSyncTimeout bounds how long a first read waits for a watch cache; past
-// it (typically RBAC without list/watch) the plugin reads with plain GETs.
-const cacheSyncTimeout = 15 * time.Second
+// cacheSyncWait bounds how long the calls of the first moments of a watch
+// cache wait for it to sync before reading with GETs; a cache whose list was
+// refused or failed is not waited for at all. Either way the cache keeps
+// trying in the background (the informer retries with backoff) and calls use
+// it from the moment it has synced.
+const cacheSyncWait = 5 * time.Second
 
 // Cluster reads routes from one cluster through watch caches started lazily,
 // one per namespace and kind.
@@ -53,6 +60,7 @@ type Cluster struct {
 	versions  map[Kind]string
 	informers map[informerKey]*namespaceCache
 	written   map[Ref]Route
+	closed    bool
 }
 
 type informerKey struct {
@@ -60,9 +68,16 @@ type informerKey struct {
 	namespace string
 }
 
+// namespaceCache is the watch cache of one kind in one namespace.
 type namespaceCache struct {
-	ready    chan struct{}
-	informer cache.SharedIndexInformer // nil when the cache could not sync
+	informer cache.SharedIndexInformer
+	started  time.Time
+	stop     chan struct{}
+	// synced is closed when the cache has synced; failed when its list or
+	// watch failed before that (the informer keeps retrying).
+	synced, failed chan struct{}
+	failOnce       sync.Once
+	errors         atomic.Int32
 }
 
 // NewCluster returns a Reader for the cluster behind the clients.
@@ -75,8 +90,21 @@ func NewCluster(dyn dynamic.Interface, disc discovery.DiscoveryInterface, log *l
 	}
 }
 
+// Close stops every watch cache; the Cluster reads with GETs afterwards.
+func (c *Cluster) Close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	for key, nc := range c.informers {
+		close(nc.stop)
+		delete(c.informers, key)
+	}
+}
+
 // ServedVersion asks discovery once per kind which supported version the
-// cluster serves, preferring v1.
+// cluster serves, preferring v1. A failed discovery is not remembered, and a
+// version the apiserver stops serving is forgotten (forget), so the next call
+// asks again: a CRD upgrade needs no restart.
 func (c *Cluster) ServedVersion(ctx context.Context, kind Kind) (string, error) {
 	c.mu.Lock()
 	v, ok := c.versions[kind]
@@ -85,24 +113,61 @@ func (c *Cluster) ServedVersion(ctx context.Context, kind Kind) (string, error) 
 		return v, nil
 	}
 	for _, version := range kind.Versions() {
-		list, err := c.disc.ServerResourcesForGroupVersion(Group + "/" + version)
-		if apierrors.IsNotFound(err) {
-			continue
-		}
+		served, err := c.serves(ctx, version, kind)
 		if err != nil {
 			return "", fmt.Errorf("discovering the served versions of %s: %w", kind, err)
 		}
-		for _, res := range list.APIResources {
-			if res.Name == kind.Resource() {
-				c.mu.Lock()
-				c.versions[kind] = version
-				c.mu.Unlock()
-				return version, nil
-			}
+		if served {
+			c.mu.Lock()
+			c.versions[kind] = version
+			c.mu.Unlock()
+			return version, nil
 		}
 	}
 	return "", fmt.Errorf("the cluster serves %s in none of the versions this plugin supports (%v): "+
 		"install the Gateway API CRDs that define it", kind, kind.Versions())
+}
+
+// serves asks the apiserver whether it serves kind in version, under ctx
+// (the discovery client's own methods take no context).
+func (c *Cluster) serves(ctx context.Context, version string, kind Kind) (bool, error) {
+	raw, err := c.disc.RESTClient().Get().AbsPath("/apis", Group, version).Do(ctx).Raw()
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	var list metav1.APIResourceList
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return false, fmt.Errorf("decoding the resources of %s/%s: %w", Group, version, err)
+	}
+	for _, res := range list.APIResources {
+		if res.Name == kind.Resource() {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// forget drops what the reader knows about kind in version after the
+// apiserver answered that it does not serve it: the version and the watch
+// caches of the kind. It says whether there was anything to forget.
+func (c *Cluster) forget(kind Kind, version string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.versions[kind] != version {
+		return false
+	}
+	delete(c.versions, kind)
+	for key, nc := range c.informers {
+		if key.kind == kind {
+			close(nc.stop)
+			delete(c.informers, key)
+		}
+	}
+	c.log.WithFields(logrus.Fields{"kind": string(kind), "version": version}).Warn("the apiserver no longer serves this version; discovering the served version again")
+	return true
 }
 
 // Get reads a route, from the watch cache when it has synced.
@@ -126,17 +191,25 @@ func (c *Cluster) Get(ctx context.Context, ref Ref) (Route, error) {
 	return c.newest(r), nil
 }
 
-// Fresh reads a route with a GET.
+// Fresh reads a route with a GET. An answer that the apiserver does not serve
+// the kind in the version the reader knows makes it discover the version
+// again and read once more.
 func (c *Cluster) Fresh(ctx context.Context, ref Ref) (Route, error) {
-	version, err := c.ServedVersion(ctx, ref.Kind)
-	if err != nil {
-		return Route{}, err
+	for again := true; ; again = false {
+		version, err := c.ServedVersion(ctx, ref.Kind)
+		if err != nil {
+			return Route{}, err
+		}
+		u, err := c.dyn.Resource(ref.Kind.GVR(version)).Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		if NotServed(err) && again {
+			c.forget(ref.Kind, version)
+			continue
+		}
+		if err != nil {
+			return Route{}, err
+		}
+		return FromUnstructured(u)
 	}
-	u, err := c.dyn.Resource(ref.Kind.GVR(version)).Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
-	if err != nil {
-		return Route{}, err
-	}
-	return FromUnstructured(u)
 }
 
 // List returns the routes of a kind in a namespace that match selector,
@@ -155,11 +228,7 @@ func (c *Cluster) List(ctx context.Context, kind Kind, namespace string, selecto
 			}
 		}
 	} else {
-		version, err := c.ServedVersion(ctx, kind)
-		if err != nil {
-			return nil, err
-		}
-		list, err := c.dyn.Resource(kind.GVR(version)).Namespace(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
+		list, err := c.list(ctx, kind, namespace, selector)
 		if err != nil {
 			return nil, err
 		}
@@ -177,6 +246,23 @@ func (c *Cluster) List(ctx context.Context, kind Kind, namespace string, selecto
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
+}
+
+// list LISTs the routes, discovering the version again if the apiserver no
+// longer serves the one the reader knows.
+func (c *Cluster) list(ctx context.Context, kind Kind, namespace string, selector labels.Selector) (*unstructured.UnstructuredList, error) {
+	for again := true; ; again = false {
+		version, err := c.ServedVersion(ctx, kind)
+		if err != nil {
+			return nil, err
+		}
+		list, err := c.dyn.Resource(kind.GVR(version)).Namespace(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
+		if NotServed(err) && again {
+			c.forget(kind, version)
+			continue
+		}
+		return list, err
+	}
 }
 
 // Written records the route the apiserver returned for the plugin's write.
@@ -210,8 +296,10 @@ func newer(a, b string) bool {
 	return errA == nil && errB == nil && ai > bi
 }
 
-// cacheFor starts, on first use, the watch cache of a kind in a namespace and
-// waits for it to sync. It returns nil when the cache cannot sync in time.
+// cacheFor starts, on first use, the watch cache of a kind in a namespace.
+// It returns the cache once it has synced; nil (read with GET) while it has
+// not: the first calls wait for it up to cacheSyncWait, unless its list has
+// failed already.
 func (c *Cluster) cacheFor(ctx context.Context, kind Kind, namespace string) (cache.SharedIndexInformer, error) {
 	version, err := c.ServedVersion(ctx, kind)
 	if err != nil {
@@ -219,33 +307,70 @@ func (c *Cluster) cacheFor(ctx context.Context, kind Kind, namespace string) (ca
 	}
 	key := informerKey{kind: kind, namespace: namespace}
 	c.mu.Lock()
-	nc, ok := c.informers[key]
-	if !ok {
-		nc = &namespaceCache{ready: make(chan struct{})}
-		c.informers[key] = nc
-		go c.start(nc, kind.GVR(version), namespace)
-	}
-	c.mu.Unlock()
-	select {
-	case <-nc.ready:
-		return nc.informer, nil
-	case <-ctx.Done():
+	if c.closed {
+		c.mu.Unlock()
 		return nil, nil
 	}
+	nc, ok := c.informers[key]
+	if !ok {
+		nc = c.start(kind.GVR(version), namespace)
+		c.informers[key] = nc
+	}
+	c.mu.Unlock()
+	if nc.informer.HasSynced() {
+		return nc.informer, nil
+	}
+	wait := time.Until(nc.started.Add(cacheSyncWait))
+	if wait <= 0 {
+		return nil, nil
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-nc.synced:
+		return nc.informer, nil
+	case <-nc.failed:
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	return nil, nil
 }
 
-func (c *Cluster) start(nc *namespaceCache, gvr schema.GroupVersionResource, namespace string) {
-	defer close(nc.ready)
+// start runs the watch cache of a resource in a namespace until its stop
+// channel is closed. The informer retries a failed list or watch with backoff
+// for as long as it runs, so a cache refused for want of RBAC heals when the
+// permission is granted, without a restart.
+func (c *Cluster) start(gvr schema.GroupVersionResource, namespace string) *namespaceCache {
 	inf := dynamicinformer.NewFilteredDynamicInformer(c.dyn, gvr, namespace, 0, cache.Indexers{}, nil).Informer()
-	stop := make(chan struct{})
-	go inf.Run(stop)
-	ctx, cancel := context.WithTimeout(context.Background(), cacheSyncTimeout)
-	defer cancel()
-	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-		close(stop)
-		c.log.WithFields(logrus.Fields{"resource": gvr.Resource, "namespace": namespace}).
-			Warn("watch cache did not sync (does the plugin's ServiceAccount may list and watch routes?); reading with GET")
-		return
-	}
-	nc.informer = inf
+	nc := &namespaceCache{informer: inf, started: time.Now(), stop: make(chan struct{}),
+		synced: make(chan struct{}), failed: make(chan struct{})}
+	log := c.log.WithFields(logrus.Fields{"resource": gvr.Resource, "version": gvr.Version, "namespace": namespace})
+	_ = inf.SetWatchErrorHandler(func(_ *cache.Reflector, err error) {
+		n := nc.errors.Add(1)
+		if !inf.HasSynced() {
+			nc.failOnce.Do(func() { close(nc.failed) })
+		}
+		entry := log.WithError(err).WithField("failures", n)
+		switch {
+		case apierrors.IsResourceExpired(err) || apierrors.IsGone(err) || errors.Is(err, io.EOF):
+			entry.Debug("watch cache restarts its watch")
+		case apierrors.IsForbidden(err) && (n == 1 || n%20 == 0):
+			entry.Warnf("watch cache refused: grant the plugin's ServiceAccount list and watch on %s.%s in namespace %s; until then the plugin reads routes with GETs",
+				gvr.Resource, gvr.Group, namespace)
+		case n == 1 || n%20 == 0:
+			entry.Warn("watch cache failed; it retries with backoff, and the plugin reads routes with GETs until it has synced")
+		default:
+			entry.Debug("watch cache failed again")
+		}
+	})
+	go inf.Run(nc.stop)
+	go func() {
+		if cache.WaitForCacheSync(nc.stop, inf.HasSynced) {
+			close(nc.synced)
+			if n := nc.errors.Load(); n > 0 {
+				log.WithField("failures", n).Info("watch cache synced after failing; reads come from it again")
+			}
+		}
+	}()
+	return nc
 }

@@ -11,8 +11,10 @@
 // The package holds the pure transforms of rules (weights on the weighted
 // rules, the added header and mirror rules), what a route's managedFields say
 // about ownership, the claims annotation's format, and the read side: finding
-// routes by name or label selector, reading them from a watch cache, and
-// discovering which API version of each kind the cluster serves. Which
+// routes by name or label selector, reading them from a watch cache (one that
+// fails to sync keeps retrying, and reads are GETs until it has), and
+// discovering which API version of each kind the cluster serves (again after
+// the apiserver stops serving it). Which
 // transform a call needs, and what to record, package desired decides; it
 // never writes; package ssa does.
 package routes

@@ -37,6 +37,10 @@ func (k Kind) Resource() string {
 	return ""
 }
 
+// GroupResource is the kind's resource with its group, as RBAC names it in
+// errors: httproutes.gateway.networking.k8s.io.
+func (k Kind) GroupResource() string { return k.Resource() + "." + Group }
+
 // Versions lists the API versions the plugin can read and write for the kind,
 // preferred first. TCPRoute and TLSRoute are v1 from Gateway API 1.6 and 1.5;
 // older installs serve only v1alpha2.

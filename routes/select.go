@@ -32,57 +32,67 @@ type MissingError struct{ msg string }
 
 func (e *MissingError) Error() string { return e.msg }
 
-// Resolve reads every route the targets name, each once: named routes first,
-// in order, then the selected ones. A named route that does not exist and a
-// selector that matches nothing are errors (MissingError): a rollout would
-// otherwise shift no traffic without saying so.
+// Resolution is what reading a Rollout's targets found.
+type Resolution struct {
+	// Routes are the routes read, each once: named routes first, in order,
+	// then the selected ones.
+	Routes []Route
+	// Missing are the named routes that do not exist and the selectors that
+	// match nothing (each a *MissingError): input to fix, not a fault.
+	Missing []error
+	// Failed are the reads that got no answer: the routes (or selectors)
+	// they were about are neither in Routes nor in Missing.
+	Failed []error
+}
+
+// Err is every missing target and failed read, joined; nil if there is none.
+func (r Resolution) Err() error { return errors.Join(append(r.Missing, r.Failed...)...) }
+
+// Resolve reads every route the targets name, all or nothing: the routes, or
+// an error naming every target missing or not read.
 func Resolve(ctx context.Context, r Reader, t Targets) ([]Route, error) {
-	found, missing, err := resolve(ctx, r, t)
-	return found, errors.Join(append(missing, err)...)
+	res := ResolveEach(ctx, r, t)
+	return res.Routes, res.Err()
 }
 
-// ResolveExisting is Resolve for calls that only take away what the plugin
-// added: a route that is not there has nothing of the plugin's on it.
-func ResolveExisting(ctx context.Context, r Reader, t Targets) ([]Route, error) {
-	found, _, err := resolve(ctx, r, t)
-	return found, err
-}
-
-func resolve(ctx context.Context, r Reader, t Targets) ([]Route, []error, error) {
+// ResolveEach reads every route the targets name, and says what it found
+// target by target. A named route that does not exist and a selector that
+// matches nothing are Missing: a rollout would otherwise shift no traffic
+// without saying so.
+func ResolveEach(ctx context.Context, r Reader, t Targets) Resolution {
 	seen := map[Ref]bool{}
-	var out []Route
-	var errs, missing []error
+	var out Resolution
 	for _, ref := range t.Named {
 		if seen[ref] {
 			continue
 		}
 		seen[ref] = true
 		route, err := r.Get(ctx, ref)
-		if apierrors.IsNotFound(err) {
-			missing = append(missing, &MissingError{fmt.Sprintf("%s not found: create it, or fix the route's name or namespace in the rollout's plugin config", ref)})
+		if apierrors.IsNotFound(err) && !NotServed(err) {
+			out.Missing = append(out.Missing, &MissingError{fmt.Sprintf("%s not found: create it, or fix the route's name or namespace in the rollout's plugin config", ref)})
 			continue
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("reading %s: %w", ref, err))
+			out.Failed = append(out.Failed, fmt.Errorf("reading %s: %w", ref, Grant(err, "get", ref.Kind.GroupResource(), ref.Namespace)))
 			continue
 		}
-		out = append(out, route)
+		out.Routes = append(out.Routes, route)
 	}
 	for _, sel := range t.Selectors {
 		found, err := r.List(ctx, sel.Kind, sel.Namespace, sel.Selector)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("listing %s: %w", sel, err))
+			out.Failed = append(out.Failed, fmt.Errorf("listing %s: %w", sel, Grant(err, "list", sel.Kind.GroupResource(), sel.Namespace)))
 			continue
 		}
 		if len(found) == 0 {
-			missing = append(missing, &MissingError{fmt.Sprintf("%s matches no route: label the routes or fix the selector", sel)})
+			out.Missing = append(out.Missing, &MissingError{fmt.Sprintf("%s matches no route: label the routes or fix the selector", sel)})
 		}
 		for _, route := range found {
 			if !seen[route.Ref] {
 				seen[route.Ref] = true
-				out = append(out, route)
+				out.Routes = append(out.Routes, route)
 			}
 		}
 	}
-	return out, missing, errors.Join(errs...)
+	return out
 }

@@ -5,6 +5,9 @@ import (
 	"strings"
 )
 
+// MaxBackendWeight is the largest weight Gateway API allows a backendRef.
+const MaxBackendWeight = 1_000_000
+
 // Split is the traffic a rollout asks for on its weighted rules.
 type Split struct {
 	Stable ObjectRef

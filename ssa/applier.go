@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/url"
 	"strings"
 	"time"
 
@@ -12,6 +13,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	authorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
@@ -44,6 +47,7 @@ type Compute func(live routes.Route) (desired.Result, error)
 type Applier struct {
 	client       gateway.Interface
 	dyn          dynamic.Interface
+	reviews      authorizationv1.SelfSubjectAccessReviewInterface
 	reader       routes.Reader
 	fieldManager string
 	log          *logrus.Entry
@@ -52,6 +56,16 @@ type Applier struct {
 // NewApplier returns an Applier that writes as fieldManager.
 func NewApplier(client gateway.Interface, dyn dynamic.Interface, reader routes.Reader, fieldManager string, log *logrus.Entry) *Applier {
 	return &Applier{client: client, dyn: dyn, reader: reader, fieldManager: fieldManager, log: log}
+}
+
+// ReviewingAccess makes the applier ask, with kube's access reviews, before
+// a write that starts or ends the plugin's ownership of a route, whether the
+// plugin may also do what ending it takes (permissions.go).
+func (a *Applier) ReviewingAccess(kube kubernetes.Interface) *Applier {
+	if kube != nil {
+		a.reviews = kube.AuthorizationV1().SelfSubjectAccessReviews()
+	}
+	return a
 }
 
 // Plan is a computed change to one route, not yet written.
@@ -72,14 +86,18 @@ func (a *Applier) Plan(live routes.Route, compute Compute) (Plan, error) {
 }
 
 // Write applies the plan. On an optimistic-lock conflict it reads the route
-// again, recomputes and retries, at most maxAttempts times in all. It logs one
-// line per write that reached the apiserver.
+// again, recomputes and retries, at most maxAttempts times in all; so it does
+// when the apiserver no longer serves the route's version (the reader
+// discovers it again). It logs one line per write that reached the apiserver.
 func (a *Applier) Write(ctx context.Context, p Plan, log *logrus.Entry) error {
+	if err := a.checkOwnershipChange(ctx, p); err != nil {
+		return &RouteError{Route: p.Live.Ref, Err: err}
+	}
 	for attempt := 1; ; attempt++ {
 		if p.Desired.Unchanged {
 			return a.releaseIfDone(ctx, p, p.Live, log)
 		}
-		stored, err := apply(ctx, a.client, p.Live, p.Desired, metav1.ApplyOptions{
+		stored, unstructured, err := apply(ctx, a.client, a.dyn, p.Live, p.Desired, metav1.ApplyOptions{
 			FieldManager: a.fieldManager,
 			// The resourceVersion precondition guarantees the rules were computed
 			// from the latest value, so taking ownership loses nobody's change.
@@ -87,16 +105,20 @@ func (a *Applier) Write(ctx context.Context, p Plan, log *logrus.Entry) error {
 		})
 		if err == nil {
 			a.reader.Written(stored)
-			log.WithFields(logrus.Fields{
+			fields := logrus.Fields{
 				"route":           p.Live.Ref.String(),
 				"fieldManager":    a.fieldManager,
 				"resourceVersion": p.Live.ResourceVersion + "→" + stored.ResourceVersion,
 				"changes":         strings.Join(p.Desired.Changes, "; "),
-			}).Info("applied route")
+			}
+			if unstructured != "" {
+				fields["unstructured"] = unstructured
+			}
+			log.WithFields(fields).Info("applied route")
 			return a.releaseIfDone(ctx, p, stored, log)
 		}
-		if !isStale(err) {
-			return &RouteError{Route: p.Live.Ref, Err: explain(err, p.Live.Ref)}
+		if !isStale(err) && !routes.NotServed(err) {
+			return &RouteError{Route: p.Live.Ref, Err: explain(ctx, err, p.Live.Ref, "patch")}
 		}
 		if attempt == maxAttempts {
 			return &RouteError{Route: p.Live.Ref, Err: fmt.Errorf("the route kept changing under the plugin: %d attempts ended in optimistic-lock conflicts; the call is safe to repeat", attempt)}
@@ -108,7 +130,7 @@ func (a *Applier) Write(ctx context.Context, p Plan, log *logrus.Entry) error {
 		}
 		live, err := a.reader.Fresh(ctx, p.Live.Ref)
 		if err != nil {
-			return &RouteError{Route: p.Live.Ref, Err: explain(err, p.Live.Ref)}
+			return &RouteError{Route: p.Live.Ref, Err: explain(ctx, err, p.Live.Ref, "get")}
 		}
 		d, err := p.compute(live)
 		if err != nil {
@@ -125,7 +147,7 @@ func (a *Applier) releaseIfDone(ctx context.Context, p Plan, current routes.Rout
 		return nil
 	}
 	if err := a.release(ctx, current, log); err != nil {
-		return &RouteError{Route: current.Ref, Err: fmt.Errorf("giving up ownership: %w", explain(err, current.Ref))}
+		return &RouteError{Route: current.Ref, Err: fmt.Errorf("giving up ownership: %w", explain(ctx, err, current.Ref, "update"))}
 	}
 	return nil
 }
@@ -139,7 +161,7 @@ func (a *Applier) release(ctx context.Context, current routes.Route, log *logrus
 	for attempt := 1; ; attempt++ {
 		u, err := res.Get(ctx, current.Name, metav1.GetOptions{})
 		if err != nil {
-			return err
+			return routes.Grant(err, "get", current.Kind.GroupResource(), current.Namespace)
 		}
 		live, err := routes.FromUnstructured(u)
 		if err != nil {
@@ -174,7 +196,7 @@ func (a *Applier) release(ctx context.Context, current routes.Route, log *logrus
 			continue
 		}
 		if err != nil {
-			return err
+			return routes.Grant(err, "update", current.Kind.GroupResource(), current.Namespace)
 		}
 		if r, err := routes.FromUnstructured(stored); err == nil {
 			a.reader.Written(r)
@@ -195,16 +217,25 @@ func isStale(err error) bool {
 	return apierrors.IsConflict(err) && !apierrors.HasStatusCause(err, metav1.CauseTypeFieldManagerConflict)
 }
 
-// explain adds what to do to the apiserver's answer.
-func explain(err error, ref routes.Ref) error {
-	var unrep *UnrepresentableError
+// explain adds what to do to the apiserver's answer to a request of verb.
+func explain(ctx context.Context, err error, ref routes.Ref, verb string) error {
+	var perm *routes.PermissionError
+	var transport *url.Error
+	unanswered := errors.As(err, &transport)
+	if unanswered {
+		err = transport.Err // the request's URL says again what the route does
+	}
 	switch {
-	case errors.As(err, &unrep):
+	case errors.As(err, &perm):
 		return err
-	case apierrors.IsNotFound(err):
+	case ctx.Err() != nil:
+		return fmt.Errorf("not confirmed written before the call's deadline (the call is safe to repeat): %w", err)
+	case unanswered:
+		return fmt.Errorf("%w; whether it was written is not known, and the call is safe to repeat", err)
+	case apierrors.IsNotFound(err) && !routes.NotServed(err):
 		return fmt.Errorf("not found (deleted while the plugin worked on it?): %w", err)
 	case apierrors.IsForbidden(err):
-		return fmt.Errorf("forbidden: grant the plugin's ServiceAccount get, list, watch and patch on %s.%s: %w", ref.Kind.Resource(), routes.Group, err)
+		return routes.Grant(err, verb, ref.Kind.GroupResource(), ref.Namespace)
 	case apierrors.IsInvalid(err):
 		return fmt.Errorf("the apiserver rejected the new rules as invalid: %w", err)
 	}
@@ -227,10 +258,10 @@ func (e *RouteError) Error() string {
 func (e *RouteError) Unwrap() error { return e.Err }
 
 // UnrepresentableError says a route holds something the plugin's Gateway API
-// types cannot carry; writing it would delete that part of the route.
+// types cannot carry: a typed apply would delete that part of the route. The
+// applier then applies the same content unstructured.
 type UnrepresentableError struct{ Reason string }
 
 func (e *UnrepresentableError) Error() string {
-	return "spec.rules holds fields this plugin version cannot write back unchanged (" + e.Reason +
-		"); nothing was written: upgrade the plugin to a release built for this Gateway API version"
+	return "spec.rules holds fields this build's Gateway API types do not know: " + e.Reason
 }

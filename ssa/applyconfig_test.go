@@ -55,18 +55,26 @@ func TestDecodeRulesKeepsEveryField(t *testing.T) {
 	}
 }
 
-// A field the plugin's Gateway API types do not know would be deleted by an
-// apply of the atomic rules list: refuse instead.
-func TestDecodeRulesRefusesUnknownFields(t *testing.T) {
-	for name, rule := range map[string]routes.Rule{
-		"unknown rule field":       {"futureField": true, "backendRefs": []any{}},
-		"unknown backendRef field": {"backendRefs": []any{map[string]any{"name": "stable", "futureWeightMode": "x"}}},
+// A field the plugin's Gateway API types do not know would be deleted by a
+// typed apply of the atomic rules list: the typed path says so, and the
+// applier applies the same object unstructured (test/evolution_test.go).
+func TestDecodeRulesDetectsUnknownFields(t *testing.T) {
+	for name, tc := range map[string]struct {
+		rule routes.Rule
+		lost string
+	}{
+		"unknown rule field":       {routes.Rule{"futureField": true, "backendRefs": []any{}}, "spec.rules[1].futureField"},
+		"unknown backendRef field": {routes.Rule{"backendRefs": []any{map[string]any{"name": "stable", "futureWeightMode": "x"}}}, "spec.rules[1].backendRefs[0].futureWeightMode"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := fillHTTPRoute([]routes.Rule{rule})
+			known := routes.Rule{"backendRefs": []any{map[string]any{"name": "stable"}}}
+			_, err := fillHTTPRoute([]routes.Rule{known, tc.rule})
 			var unrep *UnrepresentableError
 			if !errors.As(err, &unrep) {
 				t.Fatalf("got %v, want an UnrepresentableError", err)
+			}
+			if unrep.Reason != tc.lost {
+				t.Errorf("reason %q, want the lost field %q", unrep.Reason, tc.lost)
 			}
 		})
 	}

@@ -4,12 +4,22 @@
 // Every write is a server-side apply of a typed apply configuration from
 // sigs.k8s.io/gateway-api/applyconfiguration, under one field manager, built
 // from the live route so that every value the plugin does not change is sent
-// back exactly as served (defaults included); a route the typed configuration
-// cannot carry exactly is refused, not truncated. Each apply carries the
-// resourceVersion it was computed from: a concurrent change by anyone turns
-// into an optimistic-lock conflict, answered by a fresh read and a new
-// decision, a bounded number of times. Nothing is sent when the decision is
-// Unchanged. When it says Release, the plugin gives up its managedFields entry
-// with one resourceVersion-guarded Update that keeps every value: the one
-// write that is not an apply.
+// back exactly as served (defaults included). A route whose rules the typed
+// configuration cannot carry exactly (a field of a newer Gateway API) is
+// applied unstructured instead: the same object, field manager, options and
+// resourceVersion, never truncated, and the log line says why. Each apply
+// carries the resourceVersion it was computed from: a concurrent change by
+// anyone turns into an optimistic-lock conflict, answered by a fresh read and
+// a new decision, a bounded number of times; a 404 for a version the
+// apiserver stopped serving is answered the same way (the reader discovers
+// the version again). Nothing is sent when the decision is Unchanged. When it
+// says Release, the plugin gives up its managedFields entry with one
+// resourceVersion-guarded Update that keeps every value: the one write that
+// is not an apply. Before a write that starts or ends its ownership of a
+// route, access reviews check that the plugin may patch, get and update it,
+// so a rollout never stops half-way for want of a permission.
+//
+// Timeouts and retries of the requests themselves (5xx, 429, lost
+// connections) are the transport's, below every client (package plugin);
+// they are safe for writes because every write carries its resourceVersion.
 package ssa

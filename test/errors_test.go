@@ -15,89 +15,6 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/test/harness"
 )
 
-// Every bad input gives an RpcError that says what is wrong, and no route is
-// written: not the route it is about, not any other.
-func TestBadInputIsAnErrorAndWritesNothing(t *testing.T) {
-	ns := namespace(t, standard)
-	create(t, standard, ns, routeYAML("v1", "HTTPRoute", "good"))
-	create(t, standard, ns, `apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: stable-only}
-spec:
-  rules:
-  - backendRefs: [{name: stable, port: 80}]
-`)
-	p := startPlugin(t, standard)
-	withRollout := func(cfg string, edit func(*v1alpha1.Rollout)) *v1alpha1.Rollout {
-		ro := rollout(ns, cfg)
-		if edit != nil {
-			edit(ro)
-		}
-		return ro
-	}
-	max := int32(50)
-	for _, tc := range []struct {
-		name   string
-		ro     *v1alpha1.Rollout
-		weight int32
-		want   []string
-	}{
-		{"unknown key", withRollout(`{"httpRoute": "good", "httpRoutez": []}`, nil), 30, []string{`unknown key "httpRoutez"`}},
-		{"empty config", withRollout(``, nil), 30, []string{"empty"}},
-		{"config names no route", withRollout(`{}`, nil), 30, []string{"names no route"}},
-		{"malformed JSON", withRollout(`{"httpRoute": "good"`, nil), 30, []string{"malformed JSON"}},
-		{"wrong type", withRollout(`{"httpRoutes": "good"}`, nil), 30, []string{`"httpRoutes"`, "a list"}},
-		{"invalid selector", withRollout(`{"httpRouteSelector": {"matchExpressions": [{"key": "app", "operator": "Near", "values": ["x"]}]}}`, nil), 30, []string{`"httpRouteSelector"`, "Near"}},
-		{"empty selector", withRollout(`{"httpRouteSelector": {}}`, nil), 30, []string{`"httpRouteSelector" is empty`}},
-		{"selector matching nothing", withRollout(`{"httpRoute": "good", "httpRouteSelector": {"matchLabels": {"app": "nope"}}}`, nil), 30, []string{"matches no route"}},
-		{"route entry without name", withRollout(`{"httpRoutes": [{"useHeaderRoutes": true}]}`, nil), 30, []string{`"httpRoutes": entry 0 has no name`}},
-		{"invalid label key", withRollout(`{"httpRoute": "good", "inProgressLabelKey": "not a key"}`, nil), 30, []string{`"inProgressLabelKey"`}},
-		{"missing route", withRollout(`{"httpRoutes": [{"name": "good"}, {"name": "missing"}]}`, nil), 30, []string{"HTTPRoute " + ns + "/missing not found"}},
-		{"no rule with both backends", withRollout(`{"httpRoutes": [{"name": "good"}, {"name": "stable-only"}]}`, nil), 30,
-			[]string{"HTTPRoute " + ns + "/stable-only has no rule", "Service " + ns + "/stable", "Service " + ns + "/canary"}},
-		{"weight over maxTrafficWeight", withRollout(`{"httpRoute": "good"}`, func(ro *v1alpha1.Rollout) {
-			ro.Spec.Strategy.Canary.TrafficRouting.MaxTrafficWeight = &max
-		}), 60, []string{"weight 60 is outside 0..50"}},
-		{"negative weight", withRollout(`{"httpRoute": "good"}`, nil), -1, []string{"weight -1"}},
-		{"config under another plugin name", withRollout(`{"httpRoute": "good"}`, func(ro *v1alpha1.Rollout) {
-			ro.Spec.Strategy.Canary.TrafficRouting.Plugins["acme/gateway"] = ro.Spec.Strategy.Canary.TrafficRouting.Plugins["argoproj-labs/gatewayAPI"]
-			delete(ro.Spec.Strategy.Canary.TrafficRouting.Plugins, "argoproj-labs/gatewayAPI")
-		}), 30, []string{`plugins["argoproj-labs/gatewayAPI"] is missing`, "-plugin-name"}},
-		{"no canary Service", withRollout(`{"httpRoute": "good"}`, func(ro *v1alpha1.Rollout) {
-			ro.Spec.Strategy.Canary.CanaryService = ""
-		}), 30, []string{"canaryService"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			before := map[string]string{}
-			for _, name := range []string{"good", "stable-only"} {
-				before[name] = get(t, standard, "v1", "HTTPRoute", ns, name).GetResourceVersion()
-			}
-			standard.Recorder.Reset()
-			err := p.SetWeight(tc.ro, tc.weight, nil)
-			if !err.HasError() {
-				t.Fatalf("SetWeight succeeded, want an error mentioning %q", tc.want)
-			}
-			t.Logf("error: %s", err.ErrorString)
-			if !strings.HasPrefix(err.ErrorString, "rollout "+ns+"/demo: ") {
-				t.Errorf("error does not name the rollout: %s", err)
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.ErrorString, w) {
-					t.Errorf("error %q does not mention %q", err.ErrorString, w)
-				}
-			}
-			if w := pluginWrites(standard); len(w) != 0 {
-				t.Errorf("the plugin wrote %v", w)
-			}
-			for name, rv := range before {
-				if got := get(t, standard, "v1", "HTTPRoute", ns, name).GetResourceVersion(); got != rv {
-					t.Errorf("route %s changed (resourceVersion %s → %s)", name, rv, got)
-				}
-			}
-		})
-	}
-}
-
 // The calls that have nothing to do yet answer as the controller expects.
 func TestOtherCallsAnswerHonestly(t *testing.T) {
 	ns := namespace(t, standard)
@@ -183,7 +100,7 @@ func TestForbiddenWriteNamesRouteAndPermission(t *testing.T) {
 	before := get(t, standard, "v1", "HTTPRoute", ns, "route").GetResourceVersion()
 	e := proc.Plugin.SetWeight(rollout(ns, `{"httpRoute": "route"}`), 30, nil)
 	t.Logf("error: %s", e.ErrorString)
-	for _, want := range []string{"HTTPRoute " + ns + "/route", "forbidden", "patch on httproutes.gateway.networking.k8s.io"} {
+	for _, want := range []string{"HTTPRoute " + ns + "/route", "forbidden", "patch and update on httproutes.gateway.networking.k8s.io", "nothing was written"} {
 		if !strings.Contains(e.ErrorString, want) {
 			t.Errorf("error %q does not mention %q", e.ErrorString, want)
 		}
@@ -208,5 +125,41 @@ func TestMissingRouteIsSetWeightsError(t *testing.T) {
 	}
 	if err := p.SetWeight(ro, 10, nil); !strings.Contains(err.ErrorString, "HTTPRoute "+ns+"/does-not-exist not found") {
 		t.Errorf("SetWeight = %q, want the missing route named", err.ErrorString)
+	}
+}
+
+// InitPlugin called again builds nothing: one discovery of the route kind's
+// version and one watch cache for the routes, however often it is called.
+func TestInitPluginTwiceBuildsOnce(t *testing.T) {
+	ns := namespace(t, standard)
+	create(t, standard, ns, routeYAML("v1", "HTTPRoute", "route"))
+	standard.Recorder.Reset()
+	p := startPlugin(t, standard)
+	for range 3 {
+		if err := p.InitPlugin(); err.HasError() {
+			t.Fatalf("InitPlugin again: %s", err)
+		}
+	}
+	ro := rollout(ns, `{"httpRoute": "route"}`)
+	for _, w := range []int32{10, 20} {
+		if err := p.SetWeight(ro, w, nil); err.HasError() {
+			t.Fatal(err)
+		}
+		if err := p.InitPlugin(); err.HasError() {
+			t.Fatal(err)
+		}
+	}
+	discovery, caches := 0, 0
+	for _, r := range standard.Recorder.Requests() {
+		switch r.Path {
+		case "/apis/gateway.networking.k8s.io/v1":
+			discovery++
+		case "/apis/gateway.networking.k8s.io/v1/namespaces/" + ns + "/httproutes":
+			caches++
+		}
+	}
+	t.Logf("InitPlugin 6 times, 2 SetWeights: %d discoveries, %d list/watch requests", discovery, caches)
+	if discovery != 1 || caches == 0 || caches > 2 {
+		t.Errorf("%d discoveries and %d list/watch requests; want one discovery and one watch cache (a list and a watch at most)", discovery, caches)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -167,4 +168,52 @@ func pluginWrites(c *harness.Cluster) []harness.Request {
 		}
 	}
 	return out
+}
+
+// pluginLog is a plugin's log: passed to the test log, and kept to look at.
+type pluginLog struct {
+	t  *testing.T
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *pluginLog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimRight(string(p), "\n"))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// Count is how many lines of the log contain every one of subs.
+func (l *pluginLog) Count(subs ...string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, line := range strings.Split(l.b.String(), "\n") {
+		if _, ok := containsAll(line, subs); ok {
+			n++
+		}
+	}
+	return n
+}
+
+func containsAll(s string, subs []string) (string, bool) {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return sub, false
+		}
+	}
+	return "", true
+}
+
+// startPluginWith starts a plugin binary with a kubeconfig and keeps its log.
+func startPluginWith(t *testing.T, bin, kubeconfig string, args ...string) (rolloutsrpc.TrafficRouterPlugin, *pluginLog) {
+	t.Helper()
+	log := &pluginLog{t: t}
+	p, err := harness.StartPlugin(bin, kubeconfig, log, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	return p.Plugin, log
 }

@@ -6,7 +6,9 @@ package test
 import (
 	"fmt"
 	"os"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/test/harness"
 )
@@ -14,6 +16,8 @@ import (
 var (
 	// pluginBin is the plugin binary built once for all tests.
 	pluginBin string
+	// binDir holds the binaries the tests build.
+	binDir string
 	// standard is a cluster with Gateway API v1.6.3's standard channel, shared by
 	// the tests; each test works in its own namespace.
 	standard *harness.Cluster
@@ -30,6 +34,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	binDir = dir
 	// PLUGIN_BIN runs the tests against another build (hack/compare-writes.sh).
 	if pluginBin = os.Getenv("PLUGIN_BIN"); pluginBin == "" {
 		pluginBin, err = harness.BuildPlugin(dir)
@@ -44,4 +49,27 @@ func run(m *testing.M) int {
 	}
 	defer standard.Stop()
 	return m.Run()
+}
+
+var (
+	instrumented     string
+	instrumentedErr  error
+	instrumentedOnce sync.Once
+)
+
+// instrumentedPlugin is the plugin built with -race and the faultinject tag,
+// once, for the tests that need it. Its races halt it (GORACE halt_on_error),
+// so a race fails the test that runs into it.
+func instrumentedPlugin(t *testing.T) string {
+	t.Helper()
+	instrumentedOnce.Do(func() {
+		start := time.Now()
+		instrumented, instrumentedErr = harness.BuildInstrumentedPlugin(binDir)
+		fmt.Fprintf(os.Stderr, "built the plugin with -race -tags faultinject in %s\n", time.Since(start).Round(time.Second))
+	})
+	if instrumentedErr != nil {
+		t.Fatal(instrumentedErr)
+	}
+	t.Setenv("GORACE", "halt_on_error=1")
+	return instrumented
 }

@@ -3,6 +3,7 @@ package harness
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,7 +15,9 @@ import (
 	"strings"
 
 	"github.com/go-logr/logr"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -254,6 +257,31 @@ func (c *Cluster) KubeconfigAs(user string) (string, *Recorder, error) {
 		return "", nil, err
 	}
 	path := filepath.Join(c.dir, "kubeconfig-"+user)
+	if err := os.WriteFile(path, []byte(kubeconfigFor(rec.URL)), 0o600); err != nil {
+		rec.Close()
+		return "", nil, err
+	}
+	return path, rec, nil
+}
+
+// KubeconfigForServiceAccount returns a kubeconfig for a plugin that talks to
+// the cluster with a token of ServiceAccount namespace/name (through a
+// recorder of its own) and that recorder: RBAC applies to it as it does to
+// the controller's ServiceAccount in a cluster.
+func (c *Cluster) KubeconfigForServiceAccount(namespace, name string) (string, *Recorder, error) {
+	ctx := context.Background()
+	seconds := int64(3600)
+	tok, err := c.Kube.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &seconds}}, metav1.CreateOptions{})
+	if err != nil {
+		return "", nil, fmt.Errorf("token for ServiceAccount %s/%s: %w", namespace, name, err)
+	}
+	cfg := &rest.Config{Host: c.Config.Host, BearerToken: tok.Status.Token, TLSClientConfig: rest.TLSClientConfig{CAData: c.Config.CAData}}
+	rec, err := NewRecorder(cfg)
+	if err != nil {
+		return "", nil, err
+	}
+	path := filepath.Join(c.dir, "kubeconfig-sa-"+namespace+"-"+name)
 	if err := os.WriteFile(path, []byte(kubeconfigFor(rec.URL)), 0o600); err != nil {
 		rec.Close()
 		return "", nil, err

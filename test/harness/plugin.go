@@ -24,6 +24,21 @@ func BuildPlugin(dir string) (string, error) {
 	return bin, nil
 }
 
+// BuildInstrumentedPlugin builds the plugin with the race detector and the
+// faultinject build tag (a route annotation can make it panic, see
+// plugin/faults_on.go) into dir. It needs cgo; the first build compiles every
+// dependency with the race detector (minutes on 2 cores; cached after).
+func BuildInstrumentedPlugin(dir string) (string, error) {
+	bin := filepath.Join(dir, "rollouts-gatewayapi-ssa-race")
+	cmd := exec.Command("go", "build", "-race", "-tags", "faultinject", "-o", bin, ".")
+	cmd.Dir = RepoRoot()
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build -race -tags faultinject: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
 // PluginProcess is the plugin binary running under a go-plugin client, as the
 // Argo Rollouts controller runs it.
 type PluginProcess struct {

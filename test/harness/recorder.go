@@ -15,16 +15,23 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// Request is one request the recorder forwarded.
+// Request is one request the recorder received.
 type Request struct {
 	Method      string
 	Path        string
 	ContentType string
 	UserAgent   string
+	// Fault is what the recorder did to it instead of forwarding it as it
+	// came ("" for nothing).
+	Fault Action
 }
 
-// IsWrite says whether the request changes state.
+// IsWrite says whether the request changes state. An access review is a POST
+// that stores nothing: not a write.
 func (r Request) IsWrite() bool {
+	if isReview(r.Path) {
+		return false
+	}
 	switch r.Method {
 	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
 		return true
@@ -32,22 +39,27 @@ func (r Request) IsWrite() bool {
 	return false
 }
 
+func isReview(path string) bool { return strings.HasPrefix(path, "/apis/authorization.k8s.io/") }
+
 // IsApply says whether the request is a server-side apply.
 func (r Request) IsApply() bool {
 	return r.Method == http.MethodPatch && strings.HasPrefix(r.ContentType, "application/apply-patch")
 }
 
 // Recorder is a plain-HTTP proxy on loopback in front of the apiserver. It
-// authenticates as the envtest admin, records every request, and can run a
-// hook before forwarding one (to change a route between the plugin's read and
-// its write).
+// authenticates as the envtest admin, records every request, can run a hook
+// before forwarding one (to change a route between the plugin's read and its
+// write), and can inject faults (faults.go).
 type Recorder struct {
 	URL string
 
 	mu       sync.Mutex
 	requests []Request
 	before   func(r *http.Request)
+	faults   []*Injected
 	server   *http.Server
+	closed   chan struct{}
+	close    sync.Once
 }
 
 // NewRecorder starts a recorder for the apiserver behind cfg.
@@ -64,22 +76,29 @@ func NewRecorder(cfg *rest.Config) (*Recorder, error) {
 	if err != nil {
 		return nil, err
 	}
-	rec := &Recorder{URL: "http://" + ln.Addr().String()}
+	rec := &Recorder{URL: "http://" + ln.Addr().String(), closed: make(chan struct{})}
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	proxy.Transport = transport
 	proxy.FlushInterval = -1 // watches stream
 	rec.server = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec.mu.Lock()
-		rec.requests = append(rec.requests, Request{
-			Method: r.Method, Path: r.URL.Path, ContentType: r.Header.Get("Content-Type"), UserAgent: r.UserAgent(),
-		})
+		fault := rec.faultFor(r)
+		req := Request{Method: r.Method, Path: r.URL.Path, ContentType: r.Header.Get("Content-Type"), UserAgent: r.UserAgent()}
+		if fault != nil {
+			req.Fault = fault.Do
+		}
+		rec.requests = append(rec.requests, req)
 		before := rec.before
-		if dumpWrites != "" && strings.HasPrefix(r.UserAgent(), pluginUserAgent) && r.Method != http.MethodGet {
+		if dumpWrites != "" && strings.HasPrefix(r.UserAgent(), pluginUserAgent) && r.Method != http.MethodGet && !isReview(r.URL.Path) && fault == nil {
 			dump(r)
 		}
 		rec.mu.Unlock()
 		if before != nil {
 			before(r)
+		}
+		if fault != nil {
+			rec.inflict(fault, proxy, w, r)
+			return
 		}
 		proxy.ServeHTTP(w, r)
 	})}
@@ -110,8 +129,11 @@ func dump(r *http.Request) {
 	fmt.Fprintf(f, "%s %s %s\n", r.Method, r.URL.Path, body)
 }
 
-// Close stops the proxy.
-func (r *Recorder) Close() { r.server.Close() }
+// Close stops the proxy, and lets go of the requests it holds.
+func (r *Recorder) Close() {
+	r.close.Do(func() { close(r.closed) })
+	r.server.Close()
+}
 
 // Requests returns what was recorded since the last Reset.
 func (r *Recorder) Requests() []Request {

@@ -1,0 +1,15 @@
+//go:build !faultinject
+
+package plugin
+
+import (
+	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
+	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
+)
+
+// faulty and faultyWrite are where a build with the faultinject tag makes a
+// decision or a write panic on request (faults_on.go), to prove that no panic
+// crosses the RPC boundary. In every other build they do nothing.
+func faulty(c desired.Call) desired.Call { return c }
+
+func faultyWrite(ssa.Plan) {}

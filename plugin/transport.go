@@ -1,0 +1,264 @@
+package plugin
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"k8s.io/client-go/util/flowcontrol"
+)
+
+// Every request the plugin sends, from every client it builds, goes through
+// one transport (set on the rest.Config the clients are built from). It gives
+// each attempt its own timeout, so a hung apiserver costs one attempt, not the
+// call; it retries what is worth retrying with bounded, jittered backoff inside
+// the deadline of the call the request belongs to; and it draws every retry
+// from the process's one token bucket, so retries do not raise the rate.
+
+// RetryPolicy says how the plugin's requests are retried.
+type RetryPolicy struct {
+	// RequestTimeout bounds each attempt of a request (not watches).
+	RequestTimeout time.Duration
+	// Attempts bounds the attempts of one request, the first included.
+	Attempts int
+	// BaseDelay and MaxDelay bound the backoff before a retry: attempt n waits
+	// a random time up to min(MaxDelay, BaseDelay·2ⁿ⁻¹), or what Retry-After
+	// asks if that is longer.
+	BaseDelay, MaxDelay time.Duration
+}
+
+// DefaultRetryPolicy is what the plugin uses unless told otherwise.
+var DefaultRetryPolicy = RetryPolicy{RequestTimeout: 10 * time.Second, Attempts: 5, BaseDelay: 100 * time.Millisecond, MaxDelay: 2 * time.Second}
+
+type retrying struct {
+	next    http.RoundTripper
+	limiter flowcontrol.RateLimiter
+	policy  RetryPolicy
+	log     *logrus.Entry
+}
+
+// newTransport wraps next with the plugin's retry policy; every retry waits
+// for a token of limiter.
+func newTransport(next http.RoundTripper, limiter flowcontrol.RateLimiter, policy RetryPolicy, log *logrus.Entry) http.RoundTripper {
+	return &retrying{next: next, limiter: limiter, policy: policy, log: log}
+}
+
+func (t *retrying) RoundTrip(req *http.Request) (*http.Response, error) {
+	if isWatch(req) {
+		// A watch lasts as long as it lasts; the informer restarts it.
+		return t.next.RoundTrip(req)
+	}
+	ctx := req.Context()
+	repeatable := safeToRepeat(req)
+	start := time.Now()
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, t.policy.RequestTimeout)
+		r := req.Clone(actx)
+		if attempt > 1 && req.GetBody != nil {
+			body, err := req.GetBody()
+			if err != nil {
+				cancel()
+				return nil, err
+			}
+			r.Body = body
+		}
+		resp, err := t.next.RoundTrip(r)
+		reason, after := t.retryable(ctx, actx, resp, err)
+		if reason == "" {
+			if err != nil {
+				cancel()
+				return nil, err
+			}
+			resp.Body = cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+			return resp, nil
+		}
+		delay := t.delay(attempt, after)
+		if !repeatable || attempt >= t.policy.Attempts || !fits(ctx, delay) {
+			t.log.WithFields(logrus.Fields{"method": req.Method, "path": req.URL.Path, "attempts": attempt,
+				"elapsed": time.Since(start).Round(time.Millisecond).String(), "reason": reason}).Warn("giving up on a request to the apiserver")
+			if err != nil {
+				cancel()
+				return nil, &requestError{attempts: attempt, elapsed: time.Since(start), reason: reason}
+			}
+			// This transport has retried what it retries; without the header,
+			// client-go does not retry the same answer again on top of it.
+			resp.Header.Del("Retry-After")
+			resp.Body = cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+			return resp, nil
+		}
+		if resp != nil {
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+			resp.Body.Close()
+		}
+		cancel()
+		t.log.WithFields(logrus.Fields{"method": req.Method, "path": req.URL.Path, "attempt": attempt,
+			"reason": reason, "retryIn": delay.Round(time.Millisecond).String()}).Info("retrying a request to the apiserver")
+		if err := sleep(ctx, delay); err != nil {
+			return nil, &requestError{attempts: attempt, elapsed: time.Since(start), reason: reason + "; then " + err.Error()}
+		}
+		if err := t.limiter.Wait(ctx); err != nil {
+			return nil, &requestError{attempts: attempt, elapsed: time.Since(start), reason: reason + "; then " + err.Error()}
+		}
+	}
+}
+
+// retryable says why an attempt's outcome is worth another attempt ("" if it
+// is not) and how long the apiserver asked to wait.
+func (t *retrying) retryable(ctx, actx context.Context, resp *http.Response, err error) (string, time.Duration) {
+	if err != nil {
+		switch {
+		case ctx.Err() != nil:
+			return "", 0 // the call is over
+		case actx.Err() != nil:
+			return fmt.Sprintf("no answer within %s", t.policy.RequestTimeout), 0
+		case isCertificateError(err):
+			return "", 0
+		}
+		return describeNetError(err), 0
+	}
+	switch resp.StatusCode {
+	case http.StatusTooManyRequests:
+		return "429 Too Many Requests", retryAfter(resp)
+	case http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return resp.Status, retryAfter(resp)
+	}
+	return "", 0
+}
+
+// delay is the wait before attempt+1: full jitter over an exponential bound,
+// or the server's Retry-After if longer.
+func (t *retrying) delay(attempt int, after time.Duration) time.Duration {
+	bound := t.policy.BaseDelay << min(attempt-1, 20)
+	if bound > t.policy.MaxDelay || bound <= 0 {
+		bound = t.policy.MaxDelay
+	}
+	d := time.Duration(rand.Int64N(int64(bound) + 1))
+	return max(d, after)
+}
+
+// fits says whether waiting d still leaves the call time for an attempt.
+func fits(ctx context.Context, d time.Duration) bool {
+	deadline, ok := ctx.Deadline()
+	return !ok || time.Until(deadline) > d
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
+}
+
+func isWatch(req *http.Request) bool {
+	return req.URL.Query().Get("watch") == "true" || req.URL.Query().Get("watch") == "1" || strings.Contains(req.URL.Path, "/watch/")
+}
+
+// safeToRepeat says whether sending the request again cannot do anything
+// twice: reads, access reviews (which store nothing), and writes that carry a
+// resourceVersion precondition. Every write of the plugin carries one (an
+// apply computed from a read, the release Update): if the first attempt was
+// applied and only its answer was lost, the second fails with a 409 and the
+// applier reads the route again instead of writing twice.
+func safeToRepeat(req *http.Request) bool {
+	switch req.Method {
+	case http.MethodGet, http.MethodHead:
+		return true
+	case http.MethodPost:
+		return strings.HasPrefix(req.URL.Path, "/apis/authorization.k8s.io/")
+	case http.MethodPatch, http.MethodPut:
+		return req.GetBody != nil && hasResourceVersion(req)
+	}
+	return false
+}
+
+func hasResourceVersion(req *http.Request) bool {
+	body, err := req.GetBody()
+	if err != nil {
+		return false
+	}
+	defer body.Close()
+	var obj struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	return json.NewDecoder(body).Decode(&obj) == nil && obj.Metadata.ResourceVersion != ""
+}
+
+func retryAfter(resp *http.Response) time.Duration {
+	s, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+	if err != nil || s < 0 {
+		return 0
+	}
+	return time.Duration(s) * time.Second
+}
+
+func isCertificateError(err error) bool {
+	var unknown x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	var verify *tls.CertificateVerificationError
+	return errors.As(err, &unknown) || errors.As(err, &hostname) || errors.As(err, &invalid) || errors.As(err, &verify)
+}
+
+// describeNetError names a failed attempt in words that client-go does not
+// take for a connection reset (it would retry a GET ten more times on top).
+func describeNetError(err error) string {
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.EPIPE):
+		return "the connection closed before an answer"
+	}
+	msg := err.Error()
+	for _, s := range []string{"connection reset by peer", "use of closed network connection", "EOF"} {
+		msg = strings.ReplaceAll(msg, s, "connection closed")
+	}
+	return msg
+}
+
+// requestError is a request that got no usable answer in every attempt it
+// was given.
+type requestError struct {
+	attempts int
+	elapsed  time.Duration
+	reason   string
+}
+
+func (e *requestError) Error() string {
+	if e.attempts == 1 {
+		return fmt.Sprintf("the apiserver did not answer: %s", e.reason)
+	}
+	return fmt.Sprintf("the apiserver did not answer in %d attempts over %s (last: %s)", e.attempts, e.elapsed.Round(time.Millisecond), e.reason)
+}
+
+// Timeout says whether the last attempt went unanswered for its whole timeout.
+func (e *requestError) Timeout() bool { return strings.HasPrefix(e.reason, "no answer within") }
+
+// cancelOnClose ends an attempt's context when the caller is done with the
+// answer's body.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (c cancelOnClose) Close() error {
+	err := c.ReadCloser.Close()
+	c.cancel()
+	return err
+}

@@ -1,0 +1,271 @@
+package test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	rolloutsrpc "github.com/argoproj/argo-rollouts/rollout/trafficrouting/plugin/rpc"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/test/harness"
+)
+
+// readmeRole is the ClusterRole the README documents.
+func readmeRole(t *testing.T) rbacv1.ClusterRole {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(harness.RepoRoot(), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, block := range yamlBlocks(string(data)) {
+		docs, err := splitYAML(block)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, doc := range docs {
+			if doc.GetKind() != "ClusterRole" {
+				continue
+			}
+			raw, _ := doc.MarshalJSON()
+			var role rbacv1.ClusterRole
+			if err := yaml.Unmarshal(raw, &role); err != nil {
+				t.Fatal(err)
+			}
+			return role
+		}
+	}
+	t.Fatal("README.md documents no ClusterRole")
+	return rbacv1.ClusterRole{}
+}
+
+// asServiceAccount binds rules to a new ServiceAccount of namespace ns
+// (through a ClusterRole, as the README does) and returns a kubeconfig that
+// authenticates with its token.
+func asServiceAccount(t *testing.T, ns, name string, rules []rbacv1.PolicyRule) (string, *harness.Recorder) {
+	t.Helper()
+	ctx := context.Background()
+	kube := standard.Kube
+	if _, err := kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	roleName := ns + "-" + name
+	if _, err := kube.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: roleName}, Rules: rules}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: roleName},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: roleName},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: ns}},
+	}
+	if _, err := kube.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = kube.RbacV1().ClusterRoleBindings().Delete(ctx, roleName, metav1.DeleteOptions{})
+		_ = kube.RbacV1().ClusterRoles().Delete(ctx, roleName, metav1.DeleteOptions{})
+	})
+	kubeconfig, rec, err := standard.KubeconfigForServiceAccount(ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rec.Close)
+	return kubeconfig, rec
+}
+
+// without returns the rules with verb taken away from the rule for resource.
+func without(rules []rbacv1.PolicyRule, resource, verb string) []rbacv1.PolicyRule {
+	var out []rbacv1.PolicyRule
+	for _, r := range rules {
+		r = *r.DeepCopy()
+		if slices.Contains(r.Resources, resource) {
+			r.Verbs = slices.DeleteFunc(r.Verbs, func(v string) bool { return v == verb })
+		}
+		if len(r.Verbs) > 0 {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// rbacStep is one call of a whole rollout with every feature.
+type rbacStep struct {
+	name string
+	do   func(p rolloutsrpc.TrafficRouterPlugin, ro *v1alpha1.Rollout) rpcErr
+}
+
+// rbacWalk: weights, an experiment, a header and a mirror rule, VerifyWeight,
+// their removal, the end.
+var rbacWalk = []rbacStep{
+	{"SetWeight(10)", func(p rolloutsrpc.TrafficRouterPlugin, ro *v1alpha1.Rollout) rpcErr { return p.SetWeight(ro, 10, nil) }},
+	{"SetWeight(20) with an experiment", func(p rolloutsrpc.TrafficRouterPlugin, ro *v1alpha1.Rollout) rpcErr {
+		return p.SetWeight(ro, 20, experimentDestinations(5, 5))
+	}},
+	{"SetHeaderRoute", func(p rolloutsrpc.TrafficRouterPlugin, ro *v1alpha1.Rollout) rpcErr {
+		return p.SetHeaderRoute(ro, &v1alpha1.SetHeaderRoute{Name: "canary-header", Match: []v1alpha1.HeaderRoutingMatch{{HeaderName: "X-Canary", HeaderValue: &v1alpha1.StringMatch{Exact: "yes"}}}})
+	}},
+	{"SetMirrorRoute", func(p rolloutsrpc.TrafficRouterPlugin, ro *v1alpha1.Rollout) rpcErr {
+		pct := int32(50)
+		return p.SetMirrorRoute(ro, &v1alpha1.SetMirrorRoute{Name: "mirror", Percentage: &pct, Match: []v1alpha1.RouteMatch{{Path: &v1alpha1.StringMatch{Prefix: "/api"}}}})
+	}},
+	{"VerifyWeight", func(p rolloutsrpc.TrafficRouterPlugin, ro *v1alpha1.Rollout) rpcErr {
+		_, err := p.VerifyWeight(ro, 20, experimentDestinations(5, 5))
+		return err
+	}},
+	{"RemoveManagedRoutes", func(p rolloutsrpc.TrafficRouterPlugin, ro *v1alpha1.Rollout) rpcErr { return p.RemoveManagedRoutes(ro) }},
+	{"SetWeight(0) without the experiment", func(p rolloutsrpc.TrafficRouterPlugin, ro *v1alpha1.Rollout) rpcErr { return p.SetWeight(ro, 0, nil) }},
+}
+
+// The plugin runs as a ServiceAccount bound to exactly the README's
+// ClusterRole: a whole rollout works and gives ownership back. With a verb
+// taken away, the error names the verb and the resource to grant, and
+// nothing is written; list and watch are the exception the README states:
+// without them the plugin reads with GETs and says what to grant (without
+// list alone, the watch cache still fills from a streaming watch).
+func TestReadmeRoleIsEnoughAndEveryVerbIsNeeded(t *testing.T) {
+	role := readmeRole(t)
+	for _, tc := range []struct {
+		name     string
+		resource string // "" keeps the role whole
+		verb     string
+		// failing is the step that fails and want what its error says; ""
+		// for a walk that works.
+		failing string
+		want    []string
+		// warned is what the plugin's log must say when it works without.
+		warned []string
+	}{
+		{name: "the README role"},
+		{"without get on routes", "httproutes", "get", "SetWeight(10)", []string{"grant the plugin's ServiceAccount get on httproutes.gateway.networking.k8s.io"}, nil},
+		{"without patch on routes", "httproutes", "patch", "SetWeight(10)", []string{"grant the plugin's ServiceAccount patch on httproutes.gateway.networking.k8s.io"}, nil},
+		{"without update on routes", "httproutes", "update", "SetWeight(10)", []string{"grant the plugin's ServiceAccount update on httproutes.gateway.networking.k8s.io", "gives its ownership of spec.rules back"}, nil},
+		{"without get on services", "services", "get", "SetWeight(20) with an experiment", []string{"grant the plugin's ServiceAccount get on services"}, nil},
+		// The watch cache fills itself with a streaming watch where the
+		// apiserver serves one (Kubernetes 1.34 does), so list is not missed.
+		{"without list on routes", "httproutes", "list", "", nil, nil},
+		{"without watch on routes", "httproutes", "watch", "", nil, []string{"watch cache refused", "list and watch on httproutes.gateway.networking.k8s.io"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := namespace(t, standard)
+			service(t, standard, ns, "exp-baseline", "http:80")
+			service(t, standard, ns, "exp-canary", "http:80")
+			create(t, standard, ns, routeYAML("v1", "HTTPRoute", "route"))
+			rules := role.Rules
+			if tc.resource != "" {
+				rules = without(rules, tc.resource, tc.verb)
+			}
+			kubeconfig, _ := asServiceAccount(t, ns, "rollouts", rules)
+			p, log := startPluginWith(t, pluginBin, kubeconfig)
+			ro := rollout(ns, `{"httpRoute": "route", "verifyWeight": true}`)
+			ro.Spec.Strategy.Canary.TrafficRouting.ManagedRoutes = []v1alpha1.MangedRoutes{{Name: "canary-header"}, {Name: "mirror"}}
+			failedAt, written := "", true
+			var err rpcErr
+			for _, step := range rbacWalk {
+				before := get(t, standard, "v1", "HTTPRoute", ns, "route").GetResourceVersion()
+				if err = step.do(p, ro); err.HasError() {
+					failedAt = step.name
+					written = get(t, standard, "v1", "HTTPRoute", ns, "route").GetResourceVersion() != before
+					break
+				}
+			}
+			t.Logf("%s: the walk stopped at %q: %s", tc.name, failedAt, err.ErrorString)
+			if failedAt != tc.failing {
+				t.Fatalf("the walk failed at %q (%s), want %q", failedAt, err.ErrorString, tc.failing)
+			}
+			if failedAt != "" && written {
+				t.Errorf("%s failed and wrote the route", failedAt)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.ErrorString, w) {
+					t.Errorf("error does not say %q", w)
+				}
+			}
+			u := get(t, standard, "v1", "HTTPRoute", ns, "route")
+			switch tc.failing {
+			case "SetWeight(10)":
+				if len(u.GetManagedFields()) != 1 {
+					t.Errorf("the route has managers besides its creator: %v", u.GetManagedFields())
+				}
+			case "":
+				for _, e := range u.GetManagedFields() {
+					if e.Manager == fieldManager {
+						t.Errorf("after the walk the plugin still owns fields: %+v", e)
+					}
+				}
+				if w := weights(u); w["0/stable"] != 100 || w["0/canary"] != 0 || len(w) != 2 {
+					t.Errorf("after the walk: weights %v", w)
+				}
+			}
+			for _, w := range tc.warned {
+				if log.Count(w) == 0 {
+					t.Errorf("the plugin's log does not say %q", w)
+				}
+			}
+		})
+	}
+}
+
+// A watch cache refused for want of list and watch heals once they are
+// granted, without a restart: reads come from it again.
+func TestWatchCacheHealsWhenGranted(t *testing.T) {
+	ns := namespace(t, standard)
+	create(t, standard, ns, routeYAML("v1", "HTTPRoute", "route"))
+	rules := without(without(readmeRole(t).Rules, "httproutes", "list"), "httproutes", "watch")
+	kubeconfig, rec := asServiceAccount(t, ns, "rollouts", rules)
+	p, log := startPluginWith(t, pluginBin, kubeconfig)
+	ro := rollout(ns, `{"httpRoute": "route"}`)
+	if err := p.SetWeight(ro, 10, nil); err.HasError() {
+		t.Fatalf("without list and watch: %s", err)
+	}
+	if log.Count("watch cache refused") == 0 {
+		t.Error("the plugin did not say its watch cache was refused")
+	}
+	if n := routeGETs(rec); n == 0 {
+		t.Error("without a watch cache the plugin read the route without a GET")
+	}
+	ctx := context.Background()
+	roleName := ns + "-rollouts"
+	cr, err := standard.Kube.RbacV1().ClusterRoles().Get(ctx, roleName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr.Rules = readmeRole(t).Rules
+	if _, err := standard.Kube.RbacV1().ClusterRoles().Update(ctx, cr, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	granted := time.Now()
+	deadline := granted.Add(90 * time.Second)
+	for log.Count("watch cache synced after failing") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the watch cache did not heal within 90 s of list and watch being granted")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("watch cache synced %s after list and watch were granted", time.Since(granted).Round(time.Millisecond))
+	rec.Reset()
+	if err := p.SetWeight(ro, 20, nil); err.HasError() {
+		t.Fatal(err)
+	}
+	if n := routeGETs(rec); n != 0 {
+		t.Errorf("with the watch cache healed, the call still read the route with %d GETs", n)
+	}
+}
+
+// routeGETs counts the GETs of the route named route.
+func routeGETs(rec *harness.Recorder) int {
+	n := 0
+	for _, r := range rec.Requests() {
+		if r.Method == "GET" && strings.HasSuffix(r.Path, "/httproutes/route") {
+			n++
+		}
+	}
+	return n
+}
