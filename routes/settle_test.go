@@ -36,7 +36,7 @@ func TestSettleFor(t *testing.T) {
 		want     Settle
 	}{
 		{name: "Traefik", route: seStatusAt(traefik, time.Now()),
-			want: Settle{Wait: 3 * time.Second, Source: "settle time of traefik.io/gateway-controller"}},
+			want: Settle{Wait: 4 * time.Second, Source: "settle time of traefik.io/gateway-controller"}},
 		{name: "a controller not measured waits nothing", route: seStatusAt("example.com/gateway-controller", time.Now()),
 			want: Settle{}},
 		{name: "the Rollout's verifyWeightSettle wins", route: seStatusAt(traefik, time.Now()), override: &five,
@@ -46,7 +46,7 @@ func TestSettleFor(t *testing.T) {
 		{name: "status for a parent the spec no longer names does not count",
 			route: stRoute([]ParentRef{stGateway}, stGood(stGateway, 3), other), want: Settle{}},
 		{name: "several controllers: the longest", route: stRoute([]ParentRef{stGateway, stParent("other")}, stGood(stGateway, 3), other),
-			want: Settle{Wait: 3 * time.Second, Source: "settle time of traefik.io/gateway-controller"}},
+			want: Settle{Wait: 4 * time.Second, Source: "settle time of traefik.io/gateway-controller"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

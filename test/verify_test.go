@@ -259,7 +259,7 @@ func TestVerifyWeightWaitsForTraefiksDataPlane(t *testing.T) {
 	mark := logs.mark()
 	checkVerify(t, standard, p, ns, cfg, 30, types.NotVerified)
 	eventually(t, "the settle log line", func() bool {
-		return len(logs.matching(mark, "waiting for its data plane", "HTTPRoute "+ns+"/route", "settle=3s",
+		return len(logs.matching(mark, "waiting for its data plane", "HTTPRoute "+ns+"/route", "settle=4s",
 			"settle time of traefik.io/gateway-controller")) == 1
 	})
 	checkVerify(t, standard, p, ns, `{"httpRoute": "route", "verifyWeight": true, "verifyWeightSettle": "0s"}`, 30, types.Verified)
