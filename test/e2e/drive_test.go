@@ -502,6 +502,7 @@ func runScenario(t *testing.T, c *cluster.Cluster, sc scenario) {
 		var sampler *traffic.Sampler
 		if st.want.verified != nil {
 			sampler = c.Meter.Sample(context.Background(), r.request(nil), traffic.MaxRequests, 500*time.Microsecond)
+			t.Cleanup(func() { sampler.Stop() }) // when the step fails before checkVerified stops it
 		}
 		r.do(t, st.do)
 		took := r.await(t, st)
