@@ -2,13 +2,11 @@ package traffic
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/netip"
-	"strings"
 	"sync"
 	"time"
 )
@@ -120,33 +118,33 @@ type Convergence struct {
 }
 
 // Converge measures rounds of n requests until one matches the weights
-// within Tolerance, or timeout passes (an error with the last round's
-// split). since is the moment the times are counted from: when the route
-// was seen to change.
+// within Tolerance, or timeout passes or MaxRequests were sent (an error
+// with the last round's split). since is the moment the times are counted
+// from: when the route was seen to change.
 func (m *Meter) Converge(ctx context.Context, r Request, weights map[string]int64, n int, since time.Time, timeout time.Duration) (Convergence, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var all []Hit
-	var last Counts
+	var last Counts // the last whole round
 	for {
 		round, err := m.Measure(ctx, r, n)
 		all = append(all, round...)
-		if err != nil {
-			if last == nil {
-				last = Count(round)
-			}
-			return Convergence{Requests: len(all)}, fmt.Errorf("%s: the split did not match %v within %s (%d requests): last %d: %s",
-				r, weights, timeout, len(all), last.Total(), last.Describe(weights))
-		}
-		last = Count(round)
-		if len(last.Mismatches(weights, Tolerance)) == 0 {
-			c := Convergence{Counts: last, Matched: time.Since(since), Requests: len(all)}
+		counts := Count(round)
+		if err == nil && len(counts.Mismatches(weights, Tolerance)) == 0 {
+			c := Convergence{Counts: counts, Matched: time.Since(since), Requests: len(all)}
 			at, ok := MovedAt(all, weights, DefaultWindow)
 			if !ok {
 				at = round[0].At
 			}
 			c.Moved, c.Already = at.Sub(since), at.Equal(all[0].At)
 			return c, nil
+		}
+		if err == nil {
+			last = counts
+		}
+		if err != nil || len(all) >= MaxRequests {
+			return Convergence{Requests: len(all)}, fmt.Errorf("%s: the split did not match %v within %s or %d requests (%d sent); last round: %s",
+				r, weights, timeout, MaxRequests, len(all), last.Describe(weights))
 		}
 	}
 }
@@ -211,7 +209,7 @@ func (s *Sampler) Stop() []Hit {
 }
 
 // WaitFor waits until the sampler has at least n answers sent at or after t,
-// ctx ends, or the sampler stops.
+// ctx ends, or the sampler stops (an error unless those answers are there).
 func (s *Sampler) WaitFor(ctx context.Context, t time.Time, n int) ([]Hit, error) {
 	for {
 		got := After(s.Hits(), t, n)
@@ -222,7 +220,10 @@ func (s *Sampler) WaitFor(ctx context.Context, t time.Time, n int) ([]Hit, error
 		case <-ctx.Done():
 			return got, fmt.Errorf("%d of %d answers after %s: %w", len(got), n, t.Format(time.StampMilli), ctx.Err())
 		case <-s.done:
-			return got, errors.New("the sampler stopped: " + strings.TrimSpace(fmt.Sprintf("%d of %d answers", len(got), n)))
+			if got = After(s.Hits(), t, n); len(got) >= n {
+				return got, nil
+			}
+			return got, fmt.Errorf("the sampler stopped with %d of %d answers after %s", len(got), n, t.Format(time.StampMilli))
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
