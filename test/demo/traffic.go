@@ -66,7 +66,7 @@ func (d *controllerDemo) showTraffic(st controllerStep, began time.Time) error {
 		fmt.Fprintf(d.out, "                  carried %d ms after the plugin's write\n", conv.Moved.Milliseconds())
 	}
 	if st.headerRule {
-		want := map[string]int64{canarySvc: 100}
+		want := map[string]int64{canarySvc: 1} // the rule's one backendRef: all of it
 		req.Header = map[string]string{"X-Canary": "yes"}
 		hc, err := d.c.Meter.Converge(ctx, req, want, demoRequests, since, time.Minute)
 		if err != nil {

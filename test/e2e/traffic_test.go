@@ -102,7 +102,7 @@ func (r *run) checkTraffic(t *testing.T, st step, o observed, began time.Time) {
 		lines = append(lines, "    versions: "+versions.Describe(st.want.versions))
 	}
 	if h := st.want.header; h != nil {
-		want := map[string]int64{h.backend: 100}
+		want := map[string]int64{h.backend: 1} // the rule's one backendRef: all of it
 		req := r.request(map[string]string{h.name: h.value})
 		hc, err := r.c.Meter.Converge(ctx, req, want, measureRequests, seen, convergeTimeout)
 		if err != nil {
