@@ -45,8 +45,8 @@ test: vet lint
 	  echo "envtest binaries: $$assets" && \
 	  KUBEBUILDER_ASSETS="$$assets" $(GO) test -count=1 -timeout 20m ./...
 
-## demo: the real Argo Rollouts controller walks a Rollout with the plugin on a cluster of local processes
-## (the first run builds every binary, about 37 minutes on 2 cores; test/e2e/cluster)
+## demo: the real Argo Rollouts controller walks a Rollout with the plugin on a cluster of local processes,
+## real requests through Traefik after every step (the first run builds every binary, about 50 minutes on 2 cores; test/e2e/cluster; needs root)
 demo:
 	@$(GO) run ./test/demo
 
@@ -69,8 +69,8 @@ bench:
 clean:
 	rm -rf bin
 
-## e2e: the real Argo Rollouts controller drives the plugin on a cluster of local processes (docs/e2e.md)
+## e2e: the real Argo Rollouts controller drives the plugin on a cluster of local processes, every split measured through Traefik (docs/e2e.md, docs/traffic.md; needs root)
 .PHONY: e2e
 e2e:
-	@bash hack/envtest-assets.sh >/dev/null && bash hack/e2e-assets.sh >/dev/null
+	@bash hack/envtest-assets.sh >/dev/null && bash hack/e2e-assets.sh >/dev/null && bash hack/traefik-assets.sh >/dev/null
 	$(GO) test -tags e2e ./test/e2e/ -count=1 -v -timeout 30m

@@ -44,30 +44,6 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export GOFLAGS="-mod=mod -buildvcs=false" GOWORK=off CGO_ENABLED=0
 
-# gomod_field MODULE@VERSION FIELD prints a field (GoMod, Dir) of `go mod download -json`.
-gomod_field() {
-  go mod download -json "$1" | sed -n "s/.*\"$2\": \"\\(.*\\)\".*/\\1/p"
-}
-
-# copy_replaces GO.MOD copies every replace directive that points at a module
-# version (not at a local directory) into the current module.
-copy_replaces() {
-  awk '
-    /^replace[ \t]*\($/ { inblock = 1; next }
-    inblock && /^\)/   { inblock = 0; next }
-    inblock            { print; next }
-    /^replace[ \t]/    { sub(/^replace[ \t]+/, ""); print }
-  ' "$1" | while read -r line; do
-    line="${line%%//*}"
-    [ -n "${line// /}" ] || continue
-    old="${line%%=>*}"; new="${line#*=>}"
-    old=$(echo $old | tr ' ' '@'); new=$(echo $new)
-    case "$new" in ./*|../*|/*) continue ;; esac
-    new=$(echo "$new" | tr ' ' '@')
-    go mod edit -replace "$old=$new"
-  done
-}
-
 if [ ! -x "$DEST/kube-controller-manager" ] || [ ! -x "$DEST/kube-scheduler" ]; then
   log "building kube-controller-manager and kube-scheduler v$K8S_VERSION (about 2 minutes after kube-apiserver, 12 from nothing)"
   mkdir -p "$work/kube" && cd "$work/kube"

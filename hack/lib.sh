@@ -22,3 +22,43 @@ kubernetes_module() {
   } > tools.go
   go mod tidy >&2
 }
+
+# gomod_field MODULE@VERSION FIELD prints a field (GoMod, Dir) of `go mod download -json`.
+gomod_field() {
+  go mod download -json "$1" | sed -n "s/.*\"$2\": \"\\(.*\\)\".*/\\1/p"
+}
+
+# directives KEYWORD GO.MOD prints the body of every KEYWORD directive of a
+# go.mod (replace, exclude), one a line, in block or single-line form.
+directives() {
+  awk -v kw="$1" '
+    $0 ~ "^" kw "[ \t]*\\($" { inblock = 1; next }
+    inblock && /^\)/            { inblock = 0; next }
+    inblock                     { print; next }
+    $0 ~ "^" kw "[ \t]"        { sub("^" kw "[ \t]+", ""); print }
+  ' "$2"
+}
+
+# copy_replaces GO.MOD copies every replace directive that points at a module
+# version (not at a local directory) into the current module.
+copy_replaces() {
+  directives replace "$1" | while read -r line; do
+    line="${line%%//*}"
+    [ -n "${line// /}" ] || continue
+    old="${line%%=>*}"; new="${line#*=>}"
+    old=$(echo $old | tr ' ' '@'); new=$(echo $new)
+    case "$new" in ./*|../*|/*) continue ;; esac
+    new=$(echo "$new" | tr ' ' '@')
+    go mod edit -replace "$old=$new"
+  done
+}
+
+# copy_excludes GO.MOD copies every exclude directive into the current module
+# (a dependency's excludes do not apply to the module that requires it).
+copy_excludes() {
+  directives exclude "$1" | while read -r mod version _; do
+    [ -n "$mod" ] && [ -n "$version" ] || continue
+    case "$mod" in //*) continue ;; esac
+    go mod edit -exclude "$mod@$version"
+  done
+}

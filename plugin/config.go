@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -69,6 +70,10 @@ type Config struct {
 	// VerifyWeight makes VerifyWeight check that the gateway accepted the
 	// weights (status.parents); off, VerifyWeight answers NotImplemented.
 	VerifyWeight bool `json:"verifyWeight,omitempty"`
+	// VerifyWeightSettle (a duration, e.g. "3s") replaces the gateway's known
+	// settle time: how long after the status is current Verified waits for
+	// the data plane. "0s" verifies by status alone.
+	VerifyWeightSettle string `json:"verifyWeightSettle,omitempty"`
 	// ConflictPolicy says what to do when another manager changed what the
 	// plugin manages mid-rollout: "Error" (default) or "Force".
 	ConflictPolicy desired.ConflictPolicy `json:"conflictPolicy,omitempty"`
@@ -110,7 +115,10 @@ type Settings struct {
 	// them too.
 	SelectedHeaderRoutes bool
 	VerifyWeight         bool
-	ConflictPolicy       desired.ConflictPolicy
+	// VerifyWeightSettle is the Rollout's verifyWeightSettle; nil: the
+	// gateway's known settle time (routes.SettleFor).
+	VerifyWeightSettle *time.Duration
+	ConflictPolicy     desired.ConflictPolicy
 	// RuleNames are the rules the Rollout targets on named routes (ruleName);
 	// nil when none.
 	RuleNames map[routes.Ref]string
@@ -155,7 +163,7 @@ func (c *Config) fields() map[string]any {
 		"namespace": &c.Namespace, "configMap": &c.ConfigMap,
 		"disableInProgressLabel": &c.DisableInProgressLabel, "inProgressLabelKey": &c.InProgressLabelKey,
 		"inProgressLabelValue": &c.InProgressLabelValue,
-		"verifyWeight":         &c.VerifyWeight, "conflictPolicy": &c.ConflictPolicy,
+		"verifyWeight":         &c.VerifyWeight, "verifyWeightSettle": &c.VerifyWeightSettle, "conflictPolicy": &c.ConflictPolicy,
 		"selectedRoutesUseHeaderRoutes": &c.SelectedRoutesUseHeaderRoutes, "mirrorMode": &c.MirrorMode,
 	}
 }
@@ -308,6 +316,10 @@ func (cfg Config) settings(rolloutNamespace string) (Settings, error) {
 	default:
 		return Settings{}, fmt.Errorf("key \"conflictPolicy\" must be %q or %q, not %q", desired.ReportConflicts, desired.TakeOver, policy)
 	}
+	settle, err := cfg.verifyWeightSettle()
+	if err != nil {
+		return Settings{}, err
+	}
 	mirrorMode := cfg.MirrorMode
 	switch mirrorMode {
 	case "":
@@ -318,7 +330,7 @@ func (cfg Config) settings(rolloutNamespace string) (Settings, error) {
 	}
 	out := Settings{Targets: t, HeaderRoutes: headerRoutes, ListedForHeaderRoutes: listed,
 		SelectedHeaderRoutes: cfg.SelectedRoutesUseHeaderRoutes, VerifyWeight: cfg.VerifyWeight, ConflictPolicy: policy,
-		RuleNames: ruleNames.names, MirrorMode: mirrorMode}
+		RuleNames: ruleNames.names, MirrorMode: mirrorMode, VerifyWeightSettle: settle}
 	if !cfg.DisableInProgressLabel {
 		key, value := cfg.InProgressLabelKey, cfg.InProgressLabelValue
 		if key == "" {
@@ -401,4 +413,23 @@ func (r *ruleTargets) add(ref routes.Ref, name, key string) error {
 	}
 	r.names[ref], r.keys[ref] = name, key
 	return nil
+}
+
+// maxVerifyWeightSettle bounds verifyWeightSettle: Argo Rollouts retries
+// VerifyWeight every 10 s, so a longer wait only holds the step longer.
+const maxVerifyWeightSettle = 10 * time.Minute
+
+// verifyWeightSettle parses verifyWeightSettle; nil when it is not set.
+func (cfg Config) verifyWeightSettle() (*time.Duration, error) {
+	if cfg.VerifyWeightSettle == "" {
+		return nil, nil
+	}
+	if !cfg.VerifyWeight {
+		return nil, errors.New("key \"verifyWeightSettle\" needs \"verifyWeight\": true (without it VerifyWeight answers NotImplemented and waits for nothing)")
+	}
+	d, err := time.ParseDuration(cfg.VerifyWeightSettle)
+	if err != nil || d < 0 || d > maxVerifyWeightSettle {
+		return nil, fmt.Errorf("key \"verifyWeightSettle\" must be a duration from 0s to %s, such as \"3s\", not %q", maxVerifyWeightSettle, cfg.VerifyWeightSettle)
+	}
+	return &d, nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	"github.com/google/go-cmp/cmp"
@@ -314,6 +315,28 @@ func TestParseConfig(t *testing.T) {
 			},
 		},
 		{
+			name: "verifyWeightSettle",
+			raw:  `{"httpRoute": "web", "verifyWeight": true, "verifyWeightSettle": "2500ms"}`,
+			want: func(*testing.T) Settings {
+				s := oneHTTPRoute()
+				s.VerifyWeight = true
+				d := 2500 * time.Millisecond
+				s.VerifyWeightSettle = &d
+				return s
+			},
+		},
+		{
+			name: "verifyWeightSettle 0s: by status alone",
+			raw:  `{"httpRoute": "web", "verifyWeight": true, "verifyWeightSettle": "0s"}`,
+			want: func(*testing.T) Settings {
+				s := oneHTTPRoute()
+				s.VerifyWeight = true
+				d := time.Duration(0)
+				s.VerifyWeightSettle = &d
+				return s
+			},
+		},
+		{
 			name: "conflictPolicy Force",
 			raw:  `{"httpRoute": "web", "conflictPolicy": "Force"}`,
 			want: func(*testing.T) Settings {
@@ -574,6 +597,26 @@ func TestParseConfigErrors(t *testing.T) {
 			name:    "verifyWeight as a string",
 			rollout: cfgRollout(DefaultPluginName, `{"httpRoute": "web", "verifyWeight": "true"}`),
 			wantErr: []string{where, `key "verifyWeight" must be true or false, not a JSON string`},
+		},
+		{
+			name:    "verifyWeightSettle without verifyWeight",
+			rollout: cfgRollout(DefaultPluginName, `{"httpRoute": "web", "verifyWeightSettle": "3s"}`),
+			wantErr: []string{where, `key "verifyWeightSettle" needs "verifyWeight": true`},
+		},
+		{
+			name:    "verifyWeightSettle not a duration",
+			rollout: cfgRollout(DefaultPluginName, `{"httpRoute": "web", "verifyWeight": true, "verifyWeightSettle": "3"}`),
+			wantErr: []string{where, `key "verifyWeightSettle" must be a duration from 0s to 10m0s, such as "3s", not "3"`},
+		},
+		{
+			name:    "verifyWeightSettle negative",
+			rollout: cfgRollout(DefaultPluginName, `{"httpRoute": "web", "verifyWeight": true, "verifyWeightSettle": "-1s"}`),
+			wantErr: []string{where, `key "verifyWeightSettle" must be a duration from 0s to 10m0s`},
+		},
+		{
+			name:    "verifyWeightSettle as a number",
+			rollout: cfgRollout(DefaultPluginName, `{"httpRoute": "web", "verifyWeight": true, "verifyWeightSettle": 3}`),
+			wantErr: []string{where, `key "verifyWeightSettle" must be a string, not a JSON number`},
 		},
 		{
 			name:    "useHeaderRoutes as a string",

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	"github.com/argoproj/argo-rollouts/utils/plugin/types"
@@ -23,7 +24,9 @@ import (
 // writes nothing) and answers Verified only when every route's spec carries
 // the desired weights (canary, experiment Services, stable the rest of
 // maxTrafficWeight) and every parent it names reports Accepted and
-// ResolvedRefs True for the route's current generation (routes.VerifyStatus).
+// ResolvedRefs True for the route's current generation (routes.VerifyStatus),
+// and, for a gateway whose status leads its data plane, that gateway's
+// settle time has passed since that status was written (settling).
 // A route that is behind gives NotVerified and one log line saying what is
 // behind; a condition reported False gives an RpcError naming the route, the
 // parent and the reason. Every error comes with NotVerified, never
@@ -94,6 +97,13 @@ func (p *Plugin) verifyWeight(ro *v1alpha1.Rollout, desiredWeight int32, additio
 		return types.NotVerified, p.fail(ro, call, errors.Join(errs...))
 	}
 	if behind > 0 {
+		return types.NotVerified, types.RpcError{}
+	}
+	n, err := settling(log, live, settings.VerifyWeightSettle, time.Now())
+	if err != nil {
+		return types.NotVerified, p.fail(ro, call, err)
+	}
+	if n > 0 {
 		return types.NotVerified, types.RpcError{}
 	}
 	log.WithField("routes", len(live)).Debug("weights verified")

@@ -239,6 +239,33 @@ func TestVerifyWeightFollowsRouteStatus(t *testing.T) {
 	})
 }
 
+// A gateway whose status leads its data plane (Traefik, by its controllerName)
+// gets its settle time after the status write: current status alone is
+// NotVerified at first, with a log line saying the plugin waits for the data
+// plane; verifyWeightSettle: 0s verifies by status alone. (The wait running
+// out, on a real Traefik, is make e2e's verify-weight scenario.)
+func TestVerifyWeightWaitsForTraefiksDataPlane(t *testing.T) {
+	ns := namespace(t, standard)
+	create(t, standard, ns, routeYAML("v1", "HTTPRoute", "route"))
+	p, logs := startPluginCapturingLogs(t, standard)
+	cfg := `{"httpRoute": "route", "verifyWeight": true}`
+	if err := p.Plugin.SetWeight(rollout(ns, cfg), 30, nil); err.HasError() {
+		t.Fatal(err)
+	}
+	st := accepted(parentRef("gw"), generation(t, standard, ns, "route"))
+	st.ControllerName = "traefik.io/gateway-controller"
+	setRouteStatus(t, standard, ns, "route", st)
+
+	mark := logs.mark()
+	checkVerify(t, standard, p, ns, cfg, 30, types.NotVerified)
+	eventually(t, "the settle log line", func() bool {
+		return len(logs.matching(mark, "waiting for its data plane", "HTTPRoute "+ns+"/route", "settle=4s",
+			"settle time of traefik.io/gateway-controller")) == 1
+	})
+	checkVerify(t, standard, p, ns, `{"httpRoute": "route", "verifyWeight": true, "verifyWeightSettle": "0s"}`, 30, types.Verified)
+	checkVerify(t, standard, p, ns, `{"httpRoute": "route", "verifyWeight": true, "verifyWeightSettle": "1m"}`, 30, types.NotVerified)
+}
+
 // Without verifyWeight: true the answer is NotImplemented, with no error,
 // whatever the status says: never a blind Verified.
 func TestVerifyWeightOffIsNotImplemented(t *testing.T) {

@@ -76,8 +76,9 @@ const stepTimeout = 2 * time.Minute
 // Argo Rollouts controller runs the plugin.
 type controllerDemo struct {
 	*demo
-	c   *cluster.Cluster
-	log *pluginLog
+	c     *cluster.Cluster
+	log   *pluginLog
+	watch *cluster.RouteWatch
 }
 
 // runController is `make demo`: the real Argo Rollouts controller walks a
@@ -90,11 +91,14 @@ func runController(ctx context.Context, out io.Writer) (err error) {
 	fmt.Fprintln(out, "The real Argo Rollouts controller (v1.10.1) loads the plugin binary and walks a Rollout")
 	fmt.Fprintln(out, "on a cluster of local processes: etcd, kube-apiserver, kube-controller-manager,")
 	fmt.Fprintln(out, "kube-scheduler and kwok (fake nodes: pods become Ready without running anything).")
+	fmt.Fprintln(out, "Traefik v3.6 is the gateway: after every step the demo sends 1,000 real requests through it")
+	fmt.Fprintln(out, "(to 127.0.0.1) and shows which Service's backend answered, next to the weights on the route.")
 	fmt.Fprintln(out, "")
 	fmt.Fprintln(out, "The binaries are built from the Go module proxy and cached in ~/.cache/rollouts-gatewayapi-ssa.")
 	fmt.Fprintln(out, "On a fresh machine (2 cores) the first run builds them: about 12 minutes for kube-apiserver")
 	fmt.Fprintln(out, "and etcd, then about 25 minutes for kube-controller-manager, kube-scheduler, kwok and the")
-	fmt.Fprintln(out, "Argo Rollouts controller. Later runs reuse them and take well under a minute.")
+	fmt.Fprintln(out, "Argo Rollouts controller, and about 12 more for Traefik. Later runs reuse them and take")
+	fmt.Fprintln(out, "under a minute. The backends live in a network namespace of the demo's own: it needs root.")
 	fmt.Fprintln(out, "")
 
 	c, err := cluster.Start(cluster.Options{Name: "demo", Out: out})
@@ -114,6 +118,10 @@ func runController(ctx context.Context, out io.Writer) (err error) {
 	if err := d.applyExamples(filepath.Join(harness.RepoRoot(), "docs", "examples", "demo.yaml")); err != nil {
 		return err
 	}
+	if err := d.serveBackends(); err != nil {
+		return err
+	}
+	defer d.watch.Stop()
 	d.title("The Rollout")
 	fmt.Fprintf(out, "Created with `kubectl create` (field manager \"kubectl\"). The plugin reads its config under\nthe name it is registered with in argo-rollouts-config, %q:\n\n", cluster.PluginName)
 	fmt.Fprint(out, indent(demoRolloutYAML, "    "))
@@ -132,6 +140,8 @@ func runController(ctx context.Context, out io.Writer) (err error) {
 	fmt.Fprintf(out, "was one server-side apply under the field manager %q; the header rule lived\n", fieldManager)
 	fmt.Fprintln(out, "only while its step was active; the abort put all traffic back on stable; and when each")
 	fmt.Fprintln(out, "rollout ended the plugin gave spec.rules back with one Update: it owns nothing on the route now.")
+	fmt.Fprintln(out, "After every step Traefik carried exactly the split on the route: the counts above are real")
+	fmt.Fprintln(out, "requests, answered by the backend of the Service they were routed to.")
 	return nil
 }
 
@@ -241,6 +251,9 @@ func (d *controllerDemo) walk(st controllerStep) error {
 	fmt.Fprintf(d.out, "rules:            %s\n", strings.Join(ruleSummaries(route), "; "))
 	fmt.Fprintf(d.out, "claims:           %s\n", orNone(route.GetAnnotations()[routes.ClaimsAnnotation]))
 	d.show(route)
+	if err := d.showTraffic(st, start); err != nil {
+		return fmt.Errorf("%s: %w", title, err)
+	}
 	return nil
 }
 

@@ -19,22 +19,31 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/test/e2e/cluster"
+	"github.com/gatewayapi-ssa/rollouts-plugin/test/e2e/traffic"
 )
 
 // scenario is one Rollout walked through its steps by the real controller.
 type scenario struct {
 	name string
-	// needs, when set, names the issue that tracks a plugin feature this
-	// scenario needs: if the plugin answers "not supported" the scenario is
-	// skipped (naming the issue) instead of failing.
-	needs string
 	// objects are created in the scenario's namespace, in order (Services and
 	// routes before the Rollout).
 	objects string
 	rollout string
 	route   routeRef
-	steps   []step
+	// backends get a server in the data plane each, reached through an
+	// EndpointSlice (an experiment's Services too, before the Experiment
+	// controller creates them). A scenario with backends has its HTTPRoute
+	// on the Traefik Gateway, and every step that names weights is measured
+	// through Traefik as well.
+	backends []backend
+	// host is the Host header of the route's requests (its hostname).
+	host  string
+	steps []step
 }
+
+// backend is a Service that gets a backend, and the name of the Service
+// port it is reached through.
+type backend struct{ service, port string }
 
 // routeRef names the route whose state the steps check (Gateway API v1).
 type routeRef struct{ kind, name string }
@@ -105,6 +114,26 @@ type want struct {
 	// errorText: one Event of the Rollout, its status.message or one of its
 	// conditions contains every one of these strings.
 	errorText []string
+
+	// What Traefik must carry, measured with 1,000 requests once the state
+	// above is reached (scenarios with backends only): the weights above,
+	// split over the Services' backends within traffic.Tolerance, and
+	// requests with the header rule's header all going to its backend.
+	// versions is the share (percent) of those requests per version: the
+	// image tag of the ReplicaSet each Service selects.
+	versions map[string]int64
+	// verified: the controller logged this step's weight as verified, and
+	// the requests sent right then split as that weight says.
+	verified *verifiedWant
+}
+
+// verifiedWant is the controller's log line "Desired weight (stepIdx:
+// <stepIndex>) <weight> verified", logged after the step's action, and the
+// split Traefik must carry when it is logged.
+type verifiedWant struct {
+	stepIndex string
+	weight    int32
+	split     map[string]int64
 }
 
 type headerRule struct {
@@ -115,10 +144,11 @@ func index(i int32) *int32 { return &i }
 
 // observed is what the test saw of the Rollout and the route.
 type observed struct {
-	rollout *v1alpha1.Rollout
-	route   []cluster.Rule
-	events  []string
-	err     error
+	rollout    *v1alpha1.Rollout
+	route      []cluster.Rule
+	generation int64
+	events     []string
+	err        error
 }
 
 func (o observed) String() string {
@@ -272,6 +302,10 @@ type run struct {
 	c  *cluster.Cluster
 	sc scenario
 	ns string
+	// watch times the route's generations and Traefik's status for them.
+	watch *cluster.RouteWatch
+	// measured are the traffic lines of every step, for the scenario's dump.
+	measured []string
 }
 
 func (r *run) ctx() (context.Context, context.CancelFunc) {
@@ -285,8 +319,23 @@ func (r *run) setup(t *testing.T) {
 	if _, err := r.c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	for _, b := range r.sc.backends {
+		addr, err := r.c.Backends.Serve(ctx, traffic.Backend{Namespace: r.ns, Service: b.service, PortName: b.port})
+		if err != nil {
+			t.Fatalf("backend for Service %s: %v", b.service, err)
+		}
+		t.Logf("backend of Service %s at %s", b.service, addr)
+	}
 	if err := r.c.CreateObjects(ctx, r.ns, r.sc.objects, "e2e-create"); err != nil {
 		t.Fatalf("scenario objects: %v", err)
+	}
+	if len(r.sc.backends) > 0 {
+		w, err := r.c.WatchRoute(ctx, r.ns, r.sc.route.kind, r.sc.route.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.watch = w
+		t.Cleanup(w.Stop)
 	}
 }
 
@@ -322,6 +371,7 @@ func (r *run) observe() observed {
 		return o
 	}
 	o.route = cluster.Rules(u)
+	o.generation = u.GetGeneration()
 	items, err := r.c.Events(ctx, r.ns, "involvedObject.name="+r.sc.rollout)
 	if err != nil {
 		o.err = err
@@ -333,9 +383,11 @@ func (r *run) observe() observed {
 	return o
 }
 
-// await polls until the step's state is reached, the step's time is up (fail
-// with the last observed state), or the plugin says the feature is not
-// supported (skip, naming the issue).
+// await polls until the step's state is reached or the step's time is up
+// (fail with the last observed state). An answer of the plugin that says
+// "not supported" fails the step at once, unless the step expects that text:
+// every feature the scenarios use is supported, so such an answer is a
+// regression, never a reason to skip.
 func (r *run) await(t *testing.T, st step) time.Duration {
 	t.Helper()
 	within := st.within
@@ -350,10 +402,8 @@ func (r *run) await(t *testing.T, st step) time.Duration {
 		if len(problems) == 0 {
 			return "", nil
 		}
-		if r.sc.needs != "" {
-			if msg := r.notSupported(o); msg != "" {
-				t.Skipf("step %q: the plugin does not support this yet (%s): %s", st.name, r.sc.needs, msg)
-			}
+		if msg := r.notSupported(o); msg != "" && !expects(st.want.errorText, "not supported") {
+			return "", fmt.Errorf("the plugin answered \"not supported\": %s", msg)
 		}
 		return strings.Join(problems, "; "), nil
 	})
@@ -371,6 +421,16 @@ func (r *run) await(t *testing.T, st step) time.Duration {
 		t.Logf("found in %s", errorSource(o, st.want.errorText))
 	}
 	return time.Since(start)
+}
+
+// expects says whether one of the expected error texts contains phrase.
+func expects(texts []string, phrase string) bool {
+	for _, s := range texts {
+		if strings.Contains(strings.ToLower(s), phrase) {
+			return true
+		}
+	}
+	return false
 }
 
 // notSupported finds the plugin's "not supported" answer for this scenario:
@@ -410,6 +470,16 @@ func (r *run) dump(t *testing.T) {
 			fmt.Fprintf(&b, "%s %s %s/%s %s: %s\n", cluster.EventTime(e).Format(time.RFC3339), e.Type, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
 		}
 	}
+	if r.watch != nil {
+		b.WriteString("# Traffic measured through Traefik\n")
+		for _, l := range r.measured {
+			b.WriteString(l + "\n")
+		}
+		fmt.Fprintf(&b, "# The route's generations (times after the first)\n")
+		for _, l := range r.watch.Since(time.Time{}) {
+			b.WriteString(l + "\n")
+		}
+	}
 	path := filepath.Join(r.c.LogDir, "scenario-"+r.sc.name+".txt")
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
 		t.Logf("writing %s: %v", path, err)
@@ -422,20 +492,27 @@ func runScenario(t *testing.T, c *cluster.Cluster, sc scenario) {
 	start := time.Now()
 	t.Cleanup(func() {
 		r.dump(t)
-		status := "passed"
-		switch {
-		case t.Skipped():
-			status = "skipped"
-		case t.Failed():
-			status = "FAILED"
-		}
-		c.Measure(fmt.Sprintf("scenario %s (%s)", sc.name, status), start)
+		c.Measure(fmt.Sprintf("scenario %s (%s)", sc.name, passed(t)), start)
 	})
 	r.setup(t)
 	for _, st := range sc.steps {
+		began := time.Now()
+		// A step whose answer from VerifyWeight is checked samples the
+		// traffic all along, to know what Traefik carried at that moment.
+		var sampler *traffic.Sampler
+		if st.want.verified != nil {
+			sampler = c.Meter.Sample(context.Background(), r.request(nil), traffic.MaxRequests, 500*time.Microsecond)
+			t.Cleanup(func() { sampler.Stop() }) // when the step fails before checkVerified stops it
+		}
 		r.do(t, st.do)
 		took := r.await(t, st)
 		o := r.observe()
 		t.Logf("%-44s %5.1fs  route %v", st.name, took.Seconds(), o.route)
+		if sampler != nil {
+			r.checkVerified(t, st, began, sampler)
+		}
+		if len(sc.backends) > 0 && st.want.weights != nil {
+			r.checkTraffic(t, st, o, began)
+		}
 	}
 }

@@ -50,12 +50,14 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	c.Stop()
+	printReport(c)
 	c.PrintTimings()
 	os.Exit(code)
 }
 
 // TestScenarios walks every scenario (scenarios_test.go) on the shared
-// cluster, in parallel: each in its own namespace, with a bounded wait per step.
+// cluster, in parallel: each in its own namespace, with a bounded wait per
+// step; and times VerifyWeight against Traefik (verify_timing_test.go).
 func TestScenarios(t *testing.T) {
 	for _, sc := range scenarios() {
 		t.Run(sc.name, func(t *testing.T) {
@@ -63,4 +65,8 @@ func TestScenarios(t *testing.T) {
 			runScenario(t, theCluster, sc)
 		})
 	}
+	t.Run("verify-timing", func(t *testing.T) {
+		t.Parallel()
+		runVerifyTiming(t, theCluster)
+	})
 }

@@ -6,12 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
-)
 
-// The issues that track plugin features some scenarios need.
-const (
-	issueExperiments   = "issue 3 (experiment steps)"
-	issueManagedRoutes = "issue 5 (managed rules: setHeaderRoute)"
+	"github.com/gatewayapi-ssa/rollouts-plugin/test/e2e/cluster"
 )
 
 // service is a Service in front of the Rollout's pods (Argo Rollouts adds the
@@ -32,7 +28,8 @@ spec:
 `, name, app, port)
 }
 
-// httpRoute is an HTTPRoute with one rule: stable 100, canary 0.
+// httpRoute is an HTTPRoute on the Traefik Gateway with one rule: stable
+// 100, canary 0. Its hostname is host(name).
 func httpRoute(name, stable, canary string) string {
 	return fmt.Sprintf(`apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
@@ -40,7 +37,9 @@ metadata:
   name: %s
 spec:
   parentRefs:
-  - name: e2e-gateway
+  - name: `+cluster.GatewayName+`
+    namespace: `+cluster.GatewayNamespace+`
+    sectionName: `+cluster.GatewayListener+`
   hostnames:
   - %s.example.com
   rules:
@@ -57,6 +56,28 @@ spec:
       weight: 0
 ---
 `, name, name, stable, canary)
+}
+
+// host is the hostname of httpRoute(name): the Host of its requests.
+func host(route string) string { return route + ".example.com" }
+
+// backends are Services with the port "main" that service() makes.
+func backends(services ...string) []backend {
+	var out []backend
+	for _, s := range services {
+		out = append(out, backend{service: s, port: "main"})
+	}
+	return out
+}
+
+// experimentBackends are the Services an Experiment controller creates: their
+// one port is unnamed, as the Rollout's container port is.
+func experimentBackends(services ...string) []backend {
+	var out []backend
+	for _, s := range services {
+		out = append(out, backend{service: s})
+	}
+	return out
 }
 
 // rollout is a Rollout of two replicas of image app:v1 with a canary strategy
@@ -122,20 +143,26 @@ trafficRouting:
     argoproj-labs/gatewayAPI:
       httpRoute: canary
 steps:
-- setWeight: 10
+- setWeight: 30
 - pause: {}
-- setWeight: 50
+- setWeight: 70
 - pause: {}`),
-			rollout: "canary",
-			route:   routeRef{"HTTPRoute", "canary"},
+			rollout:  "canary",
+			route:    routeRef{"HTTPRoute", "canary"},
+			backends: backends("canary-stable", "canary-canary"),
+			host:     host("canary"),
 			steps: []step{
-				installed(map[string]int64{"canary-stable": 100, "canary-canary": 0}),
-				{name: "image v2: setWeight 10, paused", do: img("canary", "v2"),
-					want: want{phase: "Paused", stepIndex: index(1), weights: map[string]int64{"canary-stable": 90, "canary-canary": 10}}},
-				{name: "promote: setWeight 50, paused", do: action{kind: promote},
-					want: want{phase: "Paused", stepIndex: index(3), weights: map[string]int64{"canary-stable": 50, "canary-canary": 50}}},
-				{name: "promote: fully promoted, stable 100", do: action{kind: promote},
-					want: want{phase: "Healthy", promoted: true, stepIndex: index(4), weights: map[string]int64{"canary-stable": 100, "canary-canary": 0}}},
+				{name: "installed: Healthy, route untouched", want: want{phase: "Healthy", promoted: true,
+					weights: map[string]int64{"canary-stable": 100, "canary-canary": 0}, versions: map[string]int64{"v1": 100}}},
+				{name: "image v2: setWeight 30, paused", do: img("canary", "v2"),
+					want: want{phase: "Paused", stepIndex: index(1), weights: map[string]int64{"canary-stable": 70, "canary-canary": 30},
+						versions: map[string]int64{"v1": 70, "v2": 30}}},
+				{name: "promote: setWeight 70, paused", do: action{kind: promote},
+					want: want{phase: "Paused", stepIndex: index(3), weights: map[string]int64{"canary-stable": 30, "canary-canary": 70},
+						versions: map[string]int64{"v1": 30, "v2": 70}}},
+				{name: "promote: fully promoted, all on v2", do: action{kind: promote},
+					want: want{phase: "Healthy", promoted: true, stepIndex: index(4), weights: map[string]int64{"canary-stable": 100, "canary-canary": 0},
+						versions: map[string]int64{"v2": 100}}},
 			},
 		},
 		{
@@ -154,16 +181,20 @@ steps:
 - pause: {}
 - setWeight: 60
 - pause: {}`),
-			rollout: "abort",
-			route:   routeRef{"HTTPRoute", "abort"},
+			rollout:  "abort",
+			route:    routeRef{"HTTPRoute", "abort"},
+			backends: backends("abort-stable", "abort-canary"),
+			host:     host("abort"),
 			steps: []step{
 				installed(map[string]int64{"abort-stable": 100, "abort-canary": 0}),
 				{name: "image v2: setWeight 30, paused", do: img("abort", "v2"),
 					want: want{phase: "Paused", stepIndex: index(1), weights: map[string]int64{"abort-stable": 70, "abort-canary": 30}}},
 				{name: "abort: stable 100, Degraded", do: action{kind: abort},
-					want: want{phase: "Degraded", aborted: true, weights: map[string]int64{"abort-stable": 100, "abort-canary": 0}}},
+					want: want{phase: "Degraded", aborted: true, weights: map[string]int64{"abort-stable": 100, "abort-canary": 0},
+						versions: map[string]int64{"v1": 100}}},
 				{name: "image back to v1: Healthy, stable 100", do: img("abort", "v1"),
-					want: want{phase: "Healthy", promoted: true, weights: map[string]int64{"abort-stable": 100, "abort-canary": 0}}},
+					want: want{phase: "Healthy", promoted: true, weights: map[string]int64{"abort-stable": 100, "abort-canary": 0},
+						versions: map[string]int64{"v1": 100}}},
 			},
 		},
 		{
@@ -198,18 +229,29 @@ steps:
 - pause: {}`),
 			rollout: "pp",
 			route:   routeRef{"TCPRoute", "pp"},
-			steps: []step{
-				{name: "installed: ping stable, ping 100", want: want{phase: "Healthy", promoted: true, stablePingPong: "ping",
-					weights: map[string]int64{"pp-ping": 100, "pp-pong": 0}}},
-				{name: "image v2: pong is canary, 80/20", do: img("pp", "v2"),
-					want: want{phase: "Paused", stepIndex: index(1), stablePingPong: "ping", weights: map[string]int64{"pp-ping": 80, "pp-pong": 20}}},
-				{name: "promote: pong stable, pong 100", do: action{kind: promote},
-					want: want{phase: "Healthy", promoted: true, stablePingPong: "pong", weights: map[string]int64{"pp-ping": 0, "pp-pong": 100}}},
-				{name: "image v3: ping is canary, 20/80", do: img("pp", "v3"),
-					want: want{phase: "Paused", stepIndex: index(1), stablePingPong: "pong", weights: map[string]int64{"pp-ping": 20, "pp-pong": 80}}},
-				{name: "promote: ping stable again, ping 100", do: action{kind: promote},
-					want: want{phase: "Healthy", promoted: true, stablePingPong: "ping", weights: map[string]int64{"pp-ping": 100, "pp-pong": 0}}},
-			},
+			steps:   pingPongSteps("pp"),
+		},
+		{
+			// The same flip on an HTTPRoute, measured through Traefik.
+			name: "pingpong-http",
+			objects: service("pph-ping", "pph", 80) + service("pph-pong", "pph", 80) +
+				httpRoute("pph", "pph-ping", "pph-pong") +
+				rollout("pph", `
+pingPong:
+  pingService: pph-ping
+  pongService: pph-pong
+trafficRouting:
+  plugins:
+    argoproj-labs/gatewayAPI:
+      httpRoute: pph
+steps:
+- setWeight: 20
+- pause: {}`),
+			rollout:  "pph",
+			route:    routeRef{"HTTPRoute", "pph"},
+			backends: backends("pph-ping", "pph-pong"),
+			host:     host("pph"),
+			steps:    pingPongSteps("pph"),
 		},
 		{
 			// The controller reports plugin errors as TrafficRoutingError events.
@@ -237,8 +279,7 @@ steps:
 		{
 			// The GKE case: an experiment with baseline and canary templates
 			// that take weight next to the canary, then end.
-			name:  "experiment",
-			needs: issueExperiments,
+			name: "experiment",
 			objects: service("exp-stable", "exp", 80) + service("exp-canary", "exp", 80) +
 				httpRoute("exp", "exp-stable", "exp-canary") +
 				rollout("exp", `
@@ -264,16 +305,20 @@ steps:
         name: exp-experiment
       weight: 25
 - pause: {}`),
-			rollout: "exp",
-			route:   routeRef{"HTTPRoute", "exp"},
+			rollout:  "exp",
+			route:    routeRef{"HTTPRoute", "exp"},
+			backends: append(backends("exp-stable", "exp-canary"), experimentBackends("exp-baseline", "exp-experiment")...),
+			host:     host("exp"),
 			steps: []step{
 				installed(map[string]int64{"exp-stable": 100, "exp-canary": 0}),
 				{name: "image v2: experiment running, 60/10/5/25", do: img("exp", "v2"),
-					want: want{stepIndex: index(1), weights: map[string]int64{"exp-stable": 60, "exp-canary": 10, "exp-baseline": 5, "exp-experiment": 25}}},
+					want: want{stepIndex: index(1), weights: map[string]int64{"exp-stable": 60, "exp-canary": 10, "exp-baseline": 5, "exp-experiment": 25},
+						versions: map[string]int64{"v1": 65, "v2": 35}}},
 				{name: "experiment ended: its backends gone, 90/10", within: 3 * time.Minute,
 					want: want{phase: "Paused", stepIndex: index(2), weights: map[string]int64{"exp-stable": 90, "exp-canary": 10}}},
 				{name: "promote: stable 100", do: action{kind: promote},
-					want: want{phase: "Healthy", promoted: true, weights: map[string]int64{"exp-stable": 100, "exp-canary": 0}}},
+					want: want{phase: "Healthy", promoted: true, weights: map[string]int64{"exp-stable": 100, "exp-canary": 0},
+						versions: map[string]int64{"v2": 100}}},
 			},
 		},
 		{
@@ -281,8 +326,7 @@ steps:
 			// Rollouts calls RemoveManagedRoutes on every reconcile, so a header
 			// rule set before that is removed again (and never set back: the
 			// controller calls SetHeaderRoute only on the setHeaderRoute step).
-			name:  "header-route",
-			needs: issueManagedRoutes,
+			name: "header-route",
 			objects: service("hdr-stable", "hdr", 80) + service("hdr-canary", "hdr", 80) +
 				httpRoute("hdr", "hdr-stable", "hdr-canary") +
 				rollout("hdr", `
@@ -306,8 +350,10 @@ steps:
 - pause: {}
 - setWeight: 20
 - pause: {}`),
-			rollout: "hdr",
-			route:   routeRef{"HTTPRoute", "hdr"},
+			rollout:  "hdr",
+			route:    routeRef{"HTTPRoute", "hdr"},
+			backends: backends("hdr-stable", "hdr-canary"),
+			host:     host("hdr"),
 			steps: []step{
 				installed(map[string]int64{"hdr-stable": 100, "hdr-canary": 0}),
 				{name: "image v2: header rule to canary, paused", do: img("hdr", "v2"),
@@ -318,14 +364,13 @@ steps:
 						weights: map[string]int64{"hdr-stable": 80, "hdr-canary": 20}}},
 				{name: "promote: header rule gone, stable 100", do: action{kind: promote},
 					want: want{phase: "Healthy", promoted: true, rules: 1, noHeaderRule: "X-Canary",
-						weights: map[string]int64{"hdr-stable": 100, "hdr-canary": 0}}},
+						weights: map[string]int64{"hdr-stable": 100, "hdr-canary": 0}, versions: map[string]int64{"v2": 100}}},
 			},
 		},
 		{
 			// Abort while a header rule and an experiment's backends are on the
 			// route: both go, stable gets everything back.
-			name:  "abort-managed",
-			needs: issueExperiments + ", " + issueManagedRoutes,
+			name: "abort-managed",
 			objects: service("am-stable", "am", 80) + service("am-canary", "am", 80) +
 				httpRoute("am", "am-stable", "am-canary") +
 				rollout("am", `
@@ -361,8 +406,10 @@ steps:
         name: am-experiment
       weight: 25
 - pause: {}`),
-			rollout: "am",
-			route:   routeRef{"HTTPRoute", "am"},
+			rollout:  "am",
+			route:    routeRef{"HTTPRoute", "am"},
+			backends: append(backends("am-stable", "am-canary"), experimentBackends("am-baseline", "am-experiment")...),
+			host:     host("am"),
 			steps: []step{
 				installed(map[string]int64{"am-stable": 100, "am-canary": 0}),
 				{name: "image v2: header rule and experiment on the route", do: img("am", "v2"),
@@ -370,10 +417,70 @@ steps:
 						weights: map[string]int64{"am-stable": 60, "am-canary": 10, "am-baseline": 5, "am-experiment": 25}}},
 				{name: "abort: rule and experiment backends gone, stable 100", do: action{kind: abort},
 					want: want{phase: "Degraded", aborted: true, rules: 1, noHeaderRule: "X-Canary",
-						weights: map[string]int64{"am-stable": 100, "am-canary": 0}}},
+						weights: map[string]int64{"am-stable": 100, "am-canary": 0}, versions: map[string]int64{"v1": 100}}},
 				{name: "image back to v1: Healthy, stable 100", do: img("am", "v1"),
 					want: want{phase: "Healthy", promoted: true, rules: 1, weights: map[string]int64{"am-stable": 100, "am-canary": 0}}},
 			},
 		},
+		{
+			// verifyWeight on Traefik with its default settings (a 2 s reload
+			// throttle): each setWeight step, and the promotion, waits for
+			// Verified, and at that moment Traefik carries the weight.
+			name: "verify-weight",
+			objects: service("vw-stable", "vw", 80) + service("vw-canary", "vw", 80) +
+				httpRoute("vw", "vw-stable", "vw-canary") +
+				rollout("vw", `
+stableService: vw-stable
+canaryService: vw-canary
+trafficRouting:
+  plugins:
+    argoproj-labs/gatewayAPI:
+      httpRoute: vw
+      verifyWeight: true
+steps:
+- setWeight: 30
+- pause: {}
+- setWeight: 70
+- pause: {}`),
+			rollout:  "vw",
+			route:    routeRef{"HTTPRoute", "vw"},
+			backends: backends("vw-stable", "vw-canary"),
+			host:     host("vw"),
+			steps: []step{
+				installed(map[string]int64{"vw-stable": 100, "vw-canary": 0}),
+				{name: "image v2: setWeight 30 verified, paused", do: img("vw", "v2"),
+					want: want{phase: "Paused", stepIndex: index(1), weights: map[string]int64{"vw-stable": 70, "vw-canary": 30},
+						verified: &verifiedWant{stepIndex: "0", weight: 30, split: map[string]int64{"vw-stable": 70, "vw-canary": 30}}}},
+				{name: "promote: setWeight 70 verified, paused", do: action{kind: promote},
+					want: want{phase: "Paused", stepIndex: index(3), weights: map[string]int64{"vw-stable": 30, "vw-canary": 70},
+						verified: &verifiedWant{stepIndex: "2", weight: 70, split: map[string]int64{"vw-stable": 30, "vw-canary": 70}}}},
+				{name: "promote: canary 100 verified, then promoted", do: action{kind: promote},
+					want: want{phase: "Healthy", promoted: true, stepIndex: index(4), weights: map[string]int64{"vw-stable": 100, "vw-canary": 0},
+						versions: map[string]int64{"v2": 100},
+						verified: &verifiedWant{stepIndex: "4", weight: 100, split: map[string]int64{"vw-stable": 0, "vw-canary": 100}}}},
+			},
+		},
+	}
+}
+
+// pingPongSteps walk a ping-pong Rollout (setWeight 20, pause) through two
+// flips: pong takes over, then ping again.
+func pingPongSteps(app string) []step {
+	ping, pong := app+"-ping", app+"-pong"
+	return []step{
+		{name: "installed: ping stable, ping 100", want: want{phase: "Healthy", promoted: true, stablePingPong: "ping",
+			weights: map[string]int64{ping: 100, pong: 0}, versions: map[string]int64{"v1": 100}}},
+		{name: "image v2: pong is canary, 80/20", do: img(app, "v2"),
+			want: want{phase: "Paused", stepIndex: index(1), stablePingPong: "ping", weights: map[string]int64{ping: 80, pong: 20},
+				versions: map[string]int64{"v1": 80, "v2": 20}}},
+		{name: "promote: pong stable, pong 100", do: action{kind: promote},
+			want: want{phase: "Healthy", promoted: true, stablePingPong: "pong", weights: map[string]int64{ping: 0, pong: 100},
+				versions: map[string]int64{"v2": 100}}},
+		{name: "image v3: ping is canary, 20/80", do: img(app, "v3"),
+			want: want{phase: "Paused", stepIndex: index(1), stablePingPong: "pong", weights: map[string]int64{ping: 20, pong: 80},
+				versions: map[string]int64{"v3": 20, "v2": 80}}},
+		{name: "promote: ping stable again, ping 100", do: action{kind: promote},
+			want: want{phase: "Healthy", promoted: true, stablePingPong: "ping", weights: map[string]int64{ping: 100, pong: 0},
+				versions: map[string]int64{"v3": 100}}},
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/test/e2e/traffic"
 	"github.com/gatewayapi-ssa/rollouts-plugin/test/harness"
 )
 
@@ -93,8 +94,19 @@ type Cluster struct {
 	Kube       kubernetes.Interface
 	Dynamic    dynamic.Interface
 	// ControllerLog keeps the controller's (and the plugin's) log lines that
-	// report errors or say "not supported".
+	// report errors, say "not supported", or tell whether a desired weight
+	// was verified, each with the time it arrived.
 	ControllerLog *LineCatcher
+
+	// Entrypoint is Traefik's entrypoint for the Gateway's listener, on
+	// 127.0.0.1 (host:port); TraefikAPI its API (rawdata, for a person
+	// looking into a failure).
+	Entrypoint, TraefikAPI string
+	// Backends serves one backend per Service in the run's network namespace.
+	Backends *traffic.Backends
+	// Meter sends requests to Entrypoint.
+	Meter *traffic.Meter
+	netns *traffic.Netns
 
 	name     string
 	out      io.Writer
@@ -145,7 +157,9 @@ func (c *Cluster) openLog(name string) (*os.File, error) {
 // Start brings everything up. On error the returned cluster holds whatever
 // was started; Stop it.
 func Start(opts Options) (c *Cluster, err error) {
-	c = &Cluster{ControllerLog: NewLineCatcher("not supported", "level=error"), name: opts.Name, out: opts.Out, Dir: opts.Dir}
+	c = &Cluster{ControllerLog: NewLineCatcher("not supported", "level=error", "Desired weight",
+		// the plugin's reasons for NotVerified (plugin/verify.go, plugin/settle.go)
+		"weights not verified yet", "waiting for its data plane"), name: opts.Name, out: opts.Out, Dir: opts.Dir}
 	if c.name == "" {
 		c.name = "cluster"
 	}
@@ -178,6 +192,12 @@ func Start(opts Options) (c *Cluster, err error) {
 	}
 	c.Measure("binaries: kcm, scheduler, kwok, controller (e2e-assets)", t0)
 	t0 = time.Now()
+	traefikAssets, err := script("hack/traefik-assets.sh")
+	if err != nil {
+		return c, err
+	}
+	c.Measure("binary: traefik (hack/traefik-assets.sh)", t0)
+	t0 = time.Now()
 	if c.Plugin, err = harness.BuildPlugin(filepath.Join(c.Dir, "bin")); err != nil {
 		return c, err
 	}
@@ -206,6 +226,15 @@ func Start(opts Options) (c *Cluster, err error) {
 		return c, err
 	}
 	c.Measure("cluster: Argo Rollouts controller healthy", t0)
+
+	t0 = time.Now()
+	if err := c.startDataPlane(); err != nil {
+		return c, err
+	}
+	if err := c.startTraefik(traefikAssets); err != nil {
+		return c, err
+	}
+	c.Measure("cluster: Traefik, its Gateway Programmed, backends' netns", t0)
 	c.Measure("cluster: total start", start)
 	return c, nil
 }
@@ -303,7 +332,10 @@ func (c *Cluster) startKubeControllers(assets string) error {
 		"--bind-address=127.0.0.1",
 	}
 	kcm, err := c.start("kube-controller-manager", filepath.Join(assets, "kube-controller-manager"), append(kubeconfigFlags,
-		"--controllers=*",
+		// Without the EndpointSlice, mirroring and Endpoints controllers: the
+		// test writes the EndpointSlices of its backends itself, and kwok's
+		// fake pod IPs must not get traffic.
+		"--controllers=*,-endpointslice-controller,-endpointslice-mirroring-controller,-endpoints-controller",
 		"--service-account-private-key-file="+filepath.Join(pki, "sa-signer.key"),
 		"--root-ca-file="+filepath.Join(pki, "serving-ca.crt"),
 		"--secure-port="+strconv.Itoa(kcmPort),
@@ -428,14 +460,11 @@ func (c *Cluster) startRolloutsController(assets string) error {
 	if err := os.MkdirAll(wd, 0o755); err != nil {
 		return err
 	}
-	metricsPort, err := freePort()
+	ports, err := freePorts(2)
 	if err != nil {
 		return err
 	}
-	healthzPort, err := freePort()
-	if err != nil {
-		return err
-	}
+	metricsPort, healthzPort := ports[0], ports[1]
 	ctrl, err := c.start("rollouts-controller", filepath.Join(assets, "rollouts-controller"), []string{
 		"--leader-elect=false",
 		"--metricsPort=" + strconv.Itoa(metricsPort),
@@ -486,12 +515,15 @@ func (c *Cluster) start(name, bin string, args, env []string, dir string, extra 
 }
 
 // cleanEnv is the test's environment without KUBECONFIG and in-cluster
-// settings (the plugin prefers in-cluster config).
+// settings (the plugin prefers in-cluster config), and without proxies.
 func cleanEnv() []string {
 	var out []string
 	for _, kv := range os.Environ() {
 		switch strings.SplitN(kv, "=", 2)[0] {
-		case "KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "POD_NAMESPACE":
+		case "KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "POD_NAMESPACE",
+			// Everything here talks to 127.0.0.1 and the test's namespace only;
+			// Traefik would send backend requests through a proxy.
+			"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "no_proxy", "all_proxy":
 			continue
 		}
 		out = append(out, kv)
@@ -513,7 +545,8 @@ func (c *Cluster) Dead() []string {
 }
 
 // Stop stops the controller first (with the plugin in its process group),
-// then every other process in reverse start order, then kube-apiserver and
+// then every other process in reverse start order (Traefik among them), then
+// the backends, deletes the network namespace, and stops kube-apiserver and
 // etcd. Safe to call more than once and from a signal handler.
 func (c *Cluster) Stop() {
 	c.stopOnce.Do(func() {
@@ -527,6 +560,16 @@ func (c *Cluster) Stop() {
 		}
 		for i := len(procs) - 1; i >= 0; i-- {
 			stopProc(procs[i])
+		}
+		// The backends and their network namespace (with its veth pair and
+		// addresses) after Traefik, which sends them requests.
+		if c.Backends != nil {
+			c.Backends.Close()
+		}
+		if c.netns != nil {
+			if err := c.netns.Close(); err != nil {
+				fmt.Fprintf(os.Stderr, "%s: deleting network namespace %s: %v\n", c.name, c.netns.Name, err)
+			}
 		}
 		if c.env != nil {
 			if err := c.env.Stop(); err != nil {
@@ -574,6 +617,19 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// freePorts is n TCP ports free on 127.0.0.1 right now.
+func freePorts(n int) ([]int, error) {
+	out := make([]int, n)
+	for i := range out {
+		p, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		out[i] = p
+	}
+	return out, nil
 }
 
 // waitHealthy polls url until it answers 200 or the process exits.
@@ -651,12 +707,19 @@ func (w *LineWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// LineCatcher is an io.Writer that keeps the lines containing one of its phrases.
+// LineCatcher is an io.Writer that keeps the lines containing one of its
+// phrases, with the time each arrived.
 type LineCatcher struct {
 	*LineWriter
 	phrases []string
 	mu      sync.Mutex
-	lines   []string
+	lines   []Line
+}
+
+// Line is a line a LineCatcher kept.
+type Line struct {
+	At   time.Time
+	Text string
 }
 
 // NewLineCatcher returns a LineCatcher for the phrases (matched ignoring case).
@@ -670,12 +733,13 @@ func NewLineCatcher(phrases ...string) *LineCatcher {
 }
 
 func (l *LineCatcher) keep(line string) {
+	at := time.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	lower := strings.ToLower(line)
 	for _, ph := range l.phrases {
 		if strings.Contains(lower, ph) && len(l.lines) < 100000 {
-			l.lines = append(l.lines, line)
+			l.lines = append(l.lines, Line{At: at, Text: line})
 			return
 		}
 	}
@@ -683,13 +747,22 @@ func (l *LineCatcher) keep(line string) {
 
 // Find returns the kept lines (at most the last n) that contain every one of the words.
 func (l *LineCatcher) Find(n int, words ...string) []string {
+	var out []string
+	for _, line := range l.FindLines(n, words...) {
+		out = append(out, line.Text)
+	}
+	return out
+}
+
+// FindLines is Find with the time each line arrived.
+func (l *LineCatcher) FindLines(n int, words ...string) []Line {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []string
+	var out []Line
 	for _, line := range l.lines {
 		all := true
 		for _, w := range words {
-			if !strings.Contains(strings.ToLower(line), strings.ToLower(w)) {
+			if !strings.Contains(strings.ToLower(line.Text), strings.ToLower(w)) {
 				all = false
 				break
 			}

@@ -6,22 +6,33 @@
 //
 // Start finds or builds the binaries (hack/envtest-assets.sh for etcd and
 // kube-apiserver, hack/e2e-assets.sh for kube-controller-manager,
-// kube-scheduler, kwok and the Rollouts controller, both cached outside the
-// repository), builds the plugin, and starts:
+// kube-scheduler, kwok and the Rollouts controller, hack/traefik-assets.sh
+// for Traefik, all cached outside the repository), builds the plugin, and
+// starts:
 //
 //   - etcd and kube-apiserver through envtest, with the Gateway API v1.6.3
 //     standard CRDs and the Argo Rollouts CRDs installed;
-//   - kube-controller-manager and kube-scheduler;
+//   - kube-controller-manager (without the EndpointSlice, mirroring and
+//     Endpoints controllers: the test writes its backends' EndpointSlices)
+//     and kube-scheduler;
 //   - kwok with one fake Node, on which pods become Running and Ready;
 //   - the Rollouts controller, with the ConfigMap argo-rollouts-config that
-//     registers the plugin as argoproj-labs/gatewayAPI (file://).
+//     registers the plugin as argoproj-labs/gatewayAPI (file://);
+//   - the data plane: a network namespace for the backends (package
+//     traffic), and Traefik out of cluster with its Gateway API provider,
+//     its entrypoint on 127.0.0.1, the GatewayClass traefik and the Gateway
+//     gateway/traefik whose listener has the entrypoint's port.
 //
 // Every process runs in a process group of its own with its output in
 // <dir>/logs/<process>.log; Stop stops them all (the controller first, with
-// the plugin process in its group), and the kernel kills them if the calling
-// process dies.
+// the plugin process in its group), then the backends, and deletes the
+// network namespace; the kernel kills the processes if the calling process
+// dies (a namespace left by a killed run is deleted by the next one).
 //
 // The drive helpers (SetImage, Promote, Abort, Rollout, Route, Rules, Events,
 // Await, AwaitRollout) act as `kubectl argo rollouts` and read what the
-// controller and the plugin did.
+// controller and the plugin did; Backends.Serve gives a Service a backend,
+// Meter sends requests through Traefik, WatchRoute times a route's changes
+// and Traefik's status for them, ServiceVersion says which version a
+// Service's pods run.
 package cluster
