@@ -39,9 +39,19 @@ type Plan struct {
 	// After is each route at the end of each step, for checks against the
 	// apiserver; not shown.
 	After [][]routes.Route `json:"-"`
+	// Writes is each route after each call that wrote it, in the order the
+	// controller's calls come: what the apiserver will see, write by write.
+	Writes []Write `json:"-"`
 	// reported are the route errors already in Problems: a route that fails
 	// the same way at every later step is listed once, at the first.
 	reported map[string]bool
+}
+
+// Write is one call's write to one route.
+type Write struct {
+	Step  string
+	Call  string
+	Route routes.Route
 }
 
 // Step is one step and what it does to each route.
@@ -221,6 +231,9 @@ func (p *Plan) run(in Input, settings plugin.Settings, st *state, step Step, cal
 				}
 			}
 			st.live[i] = applied(st.live[i], r, in.FieldManager)
+			if !r.Unchanged {
+				p.Writes = append(p.Writes, Write{Step: stepLabel(step), Call: c.name, Route: st.live[i].DeepCopy()})
+			}
 		}
 	}
 	after := make([]routes.Route, len(st.live))

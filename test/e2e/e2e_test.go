@@ -21,7 +21,9 @@ var theCluster *cluster.Cluster
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	c, err := cluster.Start(cluster.Options{Name: "e2e", Dir: os.Getenv("E2E_DIR")})
+	// The plugin undoes the claims of deleted Rollouts (deleted-rollout scenario).
+	c, err := cluster.Start(cluster.Options{Name: "e2e", Dir: os.Getenv("E2E_DIR"),
+		PluginArgs: []string{"-cleanup-deleted-rollouts", "-cleanup-interval=2s"}})
 	// Stop everything on interrupt too: the processes run in process groups of
 	// their own, so a ^C in the terminal does not reach them.
 	signals := make(chan os.Signal, 1)
@@ -69,4 +71,14 @@ func TestScenarios(t *testing.T) {
 		t.Parallel()
 		runVerifyTiming(t, theCluster)
 	})
+	for name, run := range map[string]func(*testing.T, *cluster.Cluster){
+		"deleted-rollout":     runDeletedRollout,
+		"no-available-canary": runNoAvailableCanary,
+		"plan-matches":        runPlanMatchesController,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			run(t, theCluster)
+		})
+	}
 }

@@ -80,6 +80,8 @@ type Options struct {
 	Dir string
 	// Out receives the progress lines; default os.Stdout.
 	Out io.Writer
+	// PluginArgs are the plugin's flags in its trafficRouterPlugins entry.
+	PluginArgs []string
 }
 
 // Cluster is a Kubernetes cluster made of local processes: etcd and
@@ -116,6 +118,8 @@ type Cluster struct {
 	timings  []timing
 	stopOnce sync.Once
 	logs     []*os.File
+	// pluginArgs are Options.PluginArgs.
+	pluginArgs []string
 }
 
 // Measure records and prints how long a phase took since since.
@@ -159,7 +163,10 @@ func (c *Cluster) openLog(name string) (*os.File, error) {
 func Start(opts Options) (c *Cluster, err error) {
 	c = &Cluster{ControllerLog: NewLineCatcher("not supported", "level=error", "Desired weight",
 		// the plugin's reasons for NotVerified (plugin/verify.go, plugin/settle.go)
-		"weights not verified yet", "waiting for its data plane"), name: opts.Name, out: opts.Out, Dir: opts.Dir}
+		"weights not verified yet", "waiting for its data plane",
+		// the plugin's writes and the controller's reconciles, counted by scenarios
+		"applied route", "released route", "Reconciling TrafficRouting"),
+		name: opts.Name, out: opts.Out, Dir: opts.Dir, pluginArgs: opts.PluginArgs}
 	if c.name == "" {
 		c.name = "cluster"
 	}
@@ -450,7 +457,7 @@ func (c *Cluster) startRolloutsController(assets string) error {
 	// Plugins are read once, at start: the ConfigMap comes first.
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "argo-rollouts-config", Namespace: RolloutsNamespace},
-		Data:       map[string]string{"trafficRouterPlugins": fmt.Sprintf("- name: %q\n  location: %q\n", PluginName, "file://"+c.Plugin)},
+		Data:       map[string]string{"trafficRouterPlugins": pluginEntry(c.Plugin, c.pluginArgs)},
 	}
 	if _, err := c.Kube.CoreV1().ConfigMaps(RolloutsNamespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		return err
@@ -475,6 +482,18 @@ func (c *Cluster) startRolloutsController(assets string) error {
 		return err
 	}
 	return waitHealthy(ctrl, fmt.Sprintf("http://127.0.0.1:%d/healthz", healthzPort), 90*time.Second)
+}
+
+// pluginEntry is the plugin's entry in argo-rollouts-config.
+func pluginEntry(bin string, args []string) string {
+	entry := fmt.Sprintf("- name: %q\n  location: %q\n", PluginName, "file://"+bin)
+	if len(args) > 0 {
+		entry += "  args:\n"
+		for _, a := range args {
+			entry += fmt.Sprintf("  - %q\n", a)
+		}
+	}
+	return entry
 }
 
 // start runs a binary in a process group of its own, its output in
