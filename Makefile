@@ -13,7 +13,7 @@ export ENVTEST_K8S_VERSION ENVTEST_ETCD_VERSION
 BIN ?= bin/rollouts-gatewayapi-ssa
 GO ?= go
 
-.PHONY: all build test unit demo demo-plugin envtest-assets bench vet clean
+.PHONY: all build release test unit demo demo-plugin envtest-assets bench vet clean
 
 all: build
 
@@ -21,6 +21,11 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) .
 	@sha256sum $(BIN)
+
+## release: static binaries for linux/amd64 and linux/arm64 in dist/, SHA256SUMS, and the
+## argo-rollouts-config entry with its sha256 for each (VERSION=, BASE_URL= to override; docs/install.md)
+release:
+	@bash hack/release.sh
 
 ## envtest-assets: print the directory holding kube-apiserver and etcd (building them if needed)
 envtest-assets:
@@ -56,7 +61,7 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./routes/... ./ssa/...
 
 clean:
-	rm -rf bin
+	rm -rf bin dist
 
 ## e2e: the real Argo Rollouts controller drives the plugin on a cluster of local processes (docs/e2e.md)
 .PHONY: e2e

@@ -18,6 +18,9 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
 )
 
+// version is stamped into release builds (make release: -ldflags "-X main.version=...").
+var version = "dev"
+
 // handshake is the one Argo Rollouts uses for traffic router plugins.
 var handshake = goplugin.HandshakeConfig{
 	ProtocolVersion:  1,
@@ -34,8 +37,13 @@ func main() {
 		fieldManager = flag.String("field-manager", ssa.DefaultFieldManager, "server-side apply field manager of every write")
 		pluginName   = flag.String("plugin-name", plugin.DefaultPluginName, "name the plugin is registered with in argo-rollouts-config; its config is read under trafficRouting.plugins.<name>")
 		callTimeout  = flag.Duration("call-timeout", 60*time.Second, "deadline of each call from Argo Rollouts, all its requests included")
+		showVersion  = flag.Bool("version", false, "print the version and exit")
 	)
 	flag.Parse()
+	if *showVersion {
+		fmt.Println(version)
+		return
+	}
 
 	log := logrus.New()
 	log.SetOutput(os.Stderr)
@@ -65,7 +73,7 @@ func main() {
 		QPS:          float32(*qps),
 		Burst:        *burst,
 		CallTimeout:  *callTimeout,
-	}, logrus.NewEntry(log).WithField("plugin", "gatewayapi-ssa"))
+	}, logrus.NewEntry(log).WithFields(logrus.Fields{"plugin": "gatewayapi-ssa", "version": version}))
 
 	goplugin.Serve(&goplugin.ServeConfig{
 		HandshakeConfig: handshake,
