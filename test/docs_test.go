@@ -123,6 +123,11 @@ func splitYAML(s string) ([]*unstructured.Unstructured, error) {
 
 // applyDoc server-side applies one object, creating its namespace first.
 func applyDoc(c *harness.Cluster, mapper meta.RESTMapper, u *unstructured.Unstructured) error {
+	return applyDocAs(c, mapper, u, "docs-test")
+}
+
+// applyDocAs is applyDoc under the given field manager.
+func applyDocAs(c *harness.Cluster, mapper meta.RESTMapper, u *unstructured.Unstructured, manager string) error {
 	ctx := context.Background()
 	gvk := u.GroupVersionKind()
 	m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
@@ -135,7 +140,7 @@ func applyDoc(c *harness.Cluster, mapper meta.RESTMapper, u *unstructured.Unstru
 		return err
 	}
 	// Strict: a misspelt or unknown field in the docs is an error, not a warning.
-	opts := metav1.PatchOptions{FieldManager: "docs-test", FieldValidation: "Strict"}
+	opts := metav1.PatchOptions{FieldManager: manager, FieldValidation: "Strict"}
 	if m.Scope.Name() != meta.RESTScopeNameNamespace {
 		_, err = res.Patch(ctx, u.GetName(), types.ApplyPatchType, data, opts)
 		return err

@@ -143,8 +143,8 @@ current-context: envtest
 `, server)
 }
 
-// moduleDir is a dependency's directory in the module cache.
-func moduleDir(module string) (string, error) {
+// ModuleDir is a dependency's directory in the module cache.
+func ModuleDir(module string) (string, error) {
 	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module)
 	cmd.Dir = RepoRoot()
 	out, err := cmd.Output()
@@ -157,7 +157,7 @@ func moduleDir(module string) (string, error) {
 // RolloutsCRDs reads Argo Rollouts' CRDs (Rollout, Experiment, analysis), so
 // documented Rollouts can be applied and checked against their schema.
 func RolloutsCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
-	dir, err := moduleDir("github.com/argoproj/argo-rollouts")
+	dir, err := ModuleDir("github.com/argoproj/argo-rollouts")
 	if err != nil {
 		return nil, err
 	}
@@ -186,7 +186,7 @@ func readCRDFiles(pattern string) ([]*apiextensionsv1.CustomResourceDefinition, 
 
 // CRDs reads the Gateway API CRDs of a channel.
 func CRDs(ch Channel) ([]*apiextensionsv1.CustomResourceDefinition, error) {
-	dir, err := moduleDir("sigs.k8s.io/gateway-api")
+	dir, err := ModuleDir("sigs.k8s.io/gateway-api")
 	if err != nil {
 		return nil, err
 	}
@@ -253,7 +253,8 @@ func (c *Cluster) KubeconfigAs(user string) (string, *Recorder, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	path := filepath.Join(c.dir, "kubeconfig-"+user)
+	// KUBECONFIG is a list separated by ':', which a ServiceAccount's user name holds.
+	path := filepath.Join(c.dir, "kubeconfig-"+strings.ReplaceAll(user, ":", "_"))
 	if err := os.WriteFile(path, []byte(kubeconfigFor(rec.URL)), 0o600); err != nil {
 		rec.Close()
 		return "", nil, err
