@@ -68,3 +68,12 @@ clean:
 e2e:
 	@bash hack/envtest-assets.sh >/dev/null && bash hack/e2e-assets.sh >/dev/null
 	$(GO) test -tags e2e ./test/e2e/ -count=1 -v -timeout 30m
+
+## gitops: docs/gitops.md's Argo CD and Flux recipes run with Argo CD v3.1.8's diff code and Flux's apply code
+## (kustomize-controller v1.9.4 and v1.10.1 libraries) while the plugin walks a rollout (test/gitops; own modules)
+.PHONY: gitops
+gitops:
+	@assets=$$(bash hack/envtest-assets.sh) && export KUBEBUILDER_ASSETS="$$assets" && \
+	  cd test/gitops/argocd && $(GO) test -count=1 -timeout 20m . && \
+	  cd ../flux && $(GO) test -count=1 -timeout 20m . && \
+	  GOTOOLCHAIN=go1.27.3 $(GO) test -modfile=go.v1.10.mod -count=1 -timeout 20m .

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -48,13 +49,16 @@ func TestDocumentedYAMLApplies(t *testing.T) {
 		}
 		sources[f] = []string{string(data)}
 	}
-	// Documented Argo CD Applications are checked against Argo CD's own CRDs.
-	argocd, err := harness.ArgoCDCRDs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := envtest.InstallCRDs(standard.Config, envtest.CRDInstallOptions{CRDs: argocd}); err != nil {
-		t.Fatal(err)
+	// Documented Argo CD Applications and Flux Kustomizations are checked
+	// against those projects' own CRDs.
+	for _, crds := range []func() ([]*apiextensionsv1.CustomResourceDefinition, error){harness.ArgoCDCRDs, harness.FluxCRDs} {
+		list, err := crds()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := envtest.InstallCRDs(standard.Config, envtest.CRDInstallOptions{CRDs: list}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(standard.Kube.Discovery()))
 	var applied int

@@ -266,27 +266,41 @@ func (c *Cluster) KubeconfigAs(user string) (string, *Recorder, error) {
 // checked against.
 const ArgoCDVersion = "v3.1.8"
 
-// ArgoCDCRDs fetches Argo CD's CRDs (Application, AppProject, ApplicationSet)
-// from the Go module proxy, in a throwaway module so go.mod is not touched.
+// FluxKustomizeVersion is the kustomize-controller release whose CRD
+// documented Flux Kustomizations are checked against.
+const FluxKustomizeVersion = "v1.9.4"
+
+// ArgoCDCRDs fetches Argo CD's CRDs (Application, AppProject, ApplicationSet).
 func ArgoCDCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
-	dir, err := os.MkdirTemp("", "argocd-crds-")
+	return publishedCRDs("github.com/argoproj/argo-cd/v3@"+ArgoCDVersion, "manifests/crds/*-crd.yaml")
+}
+
+// FluxCRDs fetches kustomize-controller's CRD (Kustomization).
+func FluxCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	return publishedCRDs("github.com/fluxcd/kustomize-controller@"+FluxKustomizeVersion, "config/crd/bases/*.yaml")
+}
+
+// publishedCRDs reads the CRDs matching pattern in a module fetched from the
+// Go module proxy, in a throwaway module so go.mod is not touched.
+func publishedCRDs(moduleAtVersion, pattern string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	dir, err := os.MkdirTemp("", "published-crds-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module argocdcrds\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module publishedcrds\n"), 0o644); err != nil {
 		return nil, err
 	}
-	cmd := exec.Command("go", "mod", "download", "-json", "github.com/argoproj/argo-cd/v3@"+ArgoCDVersion)
+	cmd := exec.Command("go", "mod", "download", "-json", moduleAtVersion)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("go mod download argo-cd %s: %w", ArgoCDVersion, err)
+		return nil, fmt.Errorf("go mod download %s: %w", moduleAtVersion, err)
 	}
 	var info struct{ Dir string }
 	if err := json.Unmarshal(out, &info); err != nil || info.Dir == "" {
-		return nil, fmt.Errorf("go mod download argo-cd: no directory in %s", out)
+		return nil, fmt.Errorf("go mod download %s: no directory in %s", moduleAtVersion, out)
 	}
-	return readCRDFiles(filepath.Join(info.Dir, "manifests", "crds", "*-crd.yaml"))
+	return readCRDFiles(filepath.Join(info.Dir, filepath.FromSlash(pattern)))
 }
