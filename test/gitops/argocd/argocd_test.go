@@ -34,16 +34,28 @@ import (
 // (a Git commit, a SetWeight by the plugin), then the sync status Argo CD
 // computes, then, because the Application syncs automatically with
 // self-heal, a sync when it is OutOfSync, then the route's weights.
+//
+// docs/gitops.md has two Applications that must both pass: "shop", keyed to
+// the plugin's field manager, and "shop-by-label", keyed to its in-progress
+// label (the recipe users of the argoproj-labs plugin have).
 func TestApplicationRecipe(t *testing.T) {
-	var app v1alpha1.Application
-	gitopstest.Recipe(t, "Application", "shop", &app)
 	d := gitopstest.StartDriver(t)
+	for _, name := range []string{"shop", "shop-by-label"} {
+		t.Run(name, func(t *testing.T) {
+			var app v1alpha1.Application
+			gitopstest.Recipe(t, "Application", name, &app)
+			walkApplication(t, d, &app)
+		})
+	}
+}
+
+func walkApplication(t *testing.T, d *gitopstest.Driver, app *v1alpha1.Application) {
 	schema, parser, err := (&kube.KubectlCmd{Log: logr.Discard(), Tracer: tracing.NopTracer{}}).LoadOpenAPISchema(d.Config)
 	if err != nil {
 		t.Fatalf("loading the apiserver's OpenAPI schema as Argo CD does: %v", err)
 	}
 	var dryRunner gitopsdiff.ServerSideDryRunner
-	if serverSideDiff(&app) {
+	if serverSideDiff(app) {
 		applier, cleanup, err := argokube.ManageServerSideDiffDryRuns(d.Config, schema, func(string) (kube.CleanupFunc, error) { return func() {}, nil })
 		if err != nil {
 			t.Fatalf("Argo CD's server-side diff dry-run applier: %v", err)
@@ -53,7 +65,7 @@ func TestApplicationRecipe(t *testing.T) {
 	}
 	for _, k := range gitopstest.Kinds {
 		t.Run(k.Kind, func(t *testing.T) {
-			a := newArgoCD(t, &app, parser, dryRunner, d, k)
+			a := newArgoCD(t, app, parser, dryRunner, d, k)
 			outside := gitopstest.Git{Stable: 100, Canary: 0, OutsideRules: true}
 			filter := outside
 			filter.OtherRuleFilter = true
@@ -178,7 +190,7 @@ func newArgoCD(t *testing.T, app *v1alpha1.Application, parser *managedfields.Gv
 	if err != nil {
 		t.Fatalf("Application %s: diff config: %v", app.Name, err)
 	}
-	return &argoCD{t: t, app: app, config: config, d: d, k: k, ns: d.Namespace(t, "argocd-"+strings.ToLower(k.Kind))}
+	return &argoCD{t: t, app: app, config: config, d: d, k: k, ns: d.Namespace(t, app.Name+"-"+strings.ToLower(k.Kind))}
 }
 
 func (a *argoCD) run(steps []step) {
