@@ -27,13 +27,15 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/test/harness"
 )
 
-// Every YAML example in README.md and docs/ (```yaml blocks and .yaml files)
+// Every YAML example in README.md, docs/ and docs/providers/ (```yaml blocks and .yaml files)
 // is applied to a real apiserver with the Gateway API and Argo Rollouts CRDs,
 // so a documented object the apiserver would refuse fails this test.
 func TestDocumentedYAMLApplies(t *testing.T) {
 	root := harness.RepoRoot()
 	sources := map[string][]string{}
 	mds, _ := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	providers, _ := filepath.Glob(filepath.Join(root, "docs", "providers", "*.md"))
+	mds = append(mds, providers...)
 	for _, md := range append([]string{filepath.Join(root, "README.md")}, mds...) {
 		data, err := os.ReadFile(md)
 		if err != nil {
