@@ -56,6 +56,12 @@ demo-plugin:
 	@assets=$$(bash hack/envtest-assets.sh) && \
 	  KUBEBUILDER_ASSETS="$$assets" $(GO) run ./test/demo -plugin-only
 
+## dev-cluster: the cluster of make e2e with the Argo Rollouts controller loading the plugin (file://), kept
+## running until ^C, for trying things by hand and attaching a debugger (docs/development.md)
+.PHONY: dev-cluster
+dev-cluster:
+	@$(GO) run ./test/devcluster
+
 ## bench: benchmarks of the pure transforms
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./routes/... ./ssa/...
