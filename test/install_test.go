@@ -12,6 +12,7 @@ import (
 
 	"github.com/argoproj/argo-rollouts/utils/plugin/types"
 	"github.com/google/go-cmp/cmp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/restmapper"
@@ -44,6 +45,16 @@ func TestInstallManifests(t *testing.T) {
 	for _, base := range []string{"install/base", "install/argo-rollouts"} {
 		files = append(files, kustomizationFiles(t, filepath.Join(root, base))...)
 	}
+	// A fresh install: the docs test applies README's argo-rollouts-config in
+	// the same namespace; neither test sees the other's.
+	dropConfigMap := func() {
+		err := standard.Kube.CoreV1().ConfigMaps("argo-rollouts").Delete(ctx, "argo-rollouts-config", metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+	}
+	dropConfigMap()
+	t.Cleanup(dropConfigMap)
 	// Each file under its own manager: the Component's patch adds to Argo
 	// Rollouts' ConfigMap as kustomize merges it, keeping its labels.
 	for i, f := range files {
