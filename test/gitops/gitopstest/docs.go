@@ -24,7 +24,19 @@ func RecipeDoc() string {
 // that has the given name, unmarshalled into out.
 func Recipe(t *testing.T, kind, name string, out any) {
 	t.Helper()
-	path := RecipeDoc()
+	recipe(t, RecipeDoc(), kind, name, out)
+}
+
+// DocObject returns the first object of the given kind in the ```yaml blocks
+// of the doc at path, unmarshalled into out.
+func DocObject(t *testing.T, path, kind string, out any) {
+	t.Helper()
+	recipe(t, path, kind, "", out)
+}
+
+// recipe finds the object of kind named name ("": any name) in path's ```yaml blocks.
+func recipe(t *testing.T, path, kind, name string, out any) {
+	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +44,7 @@ func Recipe(t *testing.T, kind, name string, out any) {
 	for _, block := range yamlBlocks(string(data)) {
 		for _, doc := range strings.Split(block, "\n---\n") {
 			u := &unstructured.Unstructured{}
-			if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil || u.GetKind() != kind || u.GetName() != name {
+			if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil || u.GetKind() != kind || name != "" && u.GetName() != name {
 				continue
 			}
 			if err := yaml.Unmarshal([]byte(doc), out); err != nil {
