@@ -111,7 +111,7 @@ func TestInstallOverlay(t *testing.T) {
 func rolloutsModuleDir(t *testing.T) string {
 	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/argoproj/argo-rollouts")
 	cmd.Dir = gitopstest.RepoRoot()
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=")
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=", "GOTOOLCHAIN=local")
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("locating github.com/argoproj/argo-rollouts from the root module: %v", err)

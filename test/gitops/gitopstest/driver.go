@@ -44,15 +44,20 @@ func StartDriver(t *testing.T) *Driver {
 	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "driver")
+	// The driver (and the plugin it builds) belong to the root module, built
+	// with the machine's Go whatever this module's settings are (the Flux
+	// v1.10 build runs under GOTOOLCHAIN=go1.27.3): the build cache of
+	// `make test` serves them.
+	env := append(os.Environ(), "GOWORK=off", "GOFLAGS=", "GOTOOLCHAIN=local")
 	build := exec.Command("go", "build", "-o", bin, "./test/gitops/driver")
 	build.Dir = RepoRoot()
-	// The driver belongs to the root module, whatever this module's settings are.
-	build.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=")
+	build.Env = env
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building test/gitops/driver: %v\n%s", err, out)
 	}
 	cmd := exec.Command(bin)
 	cmd.Dir = RepoRoot()
+	cmd.Env = env
 	cmd.Stderr = testLog{t}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
