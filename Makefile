@@ -13,7 +13,7 @@ export ENVTEST_K8S_VERSION ENVTEST_ETCD_VERSION
 BIN ?= bin/rollouts-gatewayapi-ssa
 GO ?= go
 
-.PHONY: all build test unit demo demo-plugin envtest-assets bench vet lint clean fuzz
+.PHONY: all build release test unit demo demo-plugin envtest-assets bench vet lint clean fuzz
 
 all: build
 
@@ -21,6 +21,11 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) .
 	@sha256sum $(BIN)
+
+## release: static binaries for linux/amd64 and linux/arm64 in dist/, SHA256SUMS, and the
+## argo-rollouts-config entry with its sha256 for each (VERSION=, BASE_URL= to override; docs/install.md)
+release:
+	@bash hack/release.sh
 
 ## envtest-assets: print the directory holding kube-apiserver and etcd (building them if needed)
 envtest-assets:
@@ -62,15 +67,35 @@ fuzz:
 	  $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./desired/ || exit 1; done
 	$(GO) test -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME) ./plugin/
 
+## dev-cluster: the cluster of make e2e with the Argo Rollouts controller loading the plugin (file://), kept
+## running until ^C, for trying things by hand and attaching a debugger (docs/development.md)
+.PHONY: dev-cluster
+dev-cluster:
+	@$(GO) run ./test/devcluster
+
 ## bench: benchmarks of the pure transforms
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./routes/... ./ssa/...
 
 clean:
-	rm -rf bin
+	rm -rf bin dist
 
 ## e2e: the real Argo Rollouts controller drives the plugin on a cluster of local processes, every split measured through Traefik (docs/e2e.md, docs/traffic.md; needs root)
 .PHONY: e2e
 e2e:
 	@bash hack/envtest-assets.sh >/dev/null && bash hack/e2e-assets.sh >/dev/null && bash hack/traefik-assets.sh >/dev/null
 	$(GO) test -tags e2e ./test/e2e/ -count=1 -v -timeout 30m
+
+## gitops: docs/gitops.md's Argo CD and Flux recipes run with Argo CD v3.1.8's diff code and Flux's apply code
+## (kustomize-controller v1.9.4's libraries) while the plugin walks a rollout (test/gitops; own modules)
+.PHONY: gitops gitops-all
+gitops:
+	@assets=$$(bash hack/envtest-assets.sh) && export KUBEBUILDER_ASSETS="$$assets" && \
+	  cd test/gitops/argocd && $(GO) test -count=1 -timeout 20m . && \
+	  cd ../flux && $(GO) test -count=1 -timeout 20m .
+
+## gitops-all: gitops, and the Flux recipe with kustomize-controller v1.10.1's libraries too (they need
+## Go 1.27.3, which the go command fetches from the module proxy; about 20 minutes more cold, so not in CI)
+gitops-all: gitops
+	@assets=$$(bash hack/envtest-assets.sh) && export KUBEBUILDER_ASSETS="$$assets" && \
+	  cd test/gitops/flux && GOTOOLCHAIN=go1.27.3 $(GO) test -modfile=go.v1.10.mod -count=1 -timeout 20m .

@@ -19,6 +19,9 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
 )
 
+// version is stamped into release builds (make release: -ldflags "-X main.version=...").
+var version = "dev"
+
 // handshake is the one Argo Rollouts uses for traffic router plugins.
 var handshake = goplugin.HandshakeConfig{
 	ProtocolVersion:  1,
@@ -43,8 +46,13 @@ func main() {
 		maxRoutes    = flag.Int("max-concurrent-routes", 16, "how many routes all calls together work on at once (one call: at most 8)")
 		cleanupOn    = flag.Bool("cleanup-deleted-rollouts", false, "undo, on every route, the claims of Rollouts that no longer exist (canary weight, experiment backends, header and mirror rules); needs get on rollouts.argoproj.io and list on the route kinds cluster-wide")
 		cleanupEvery = flag.Duration("cleanup-interval", time.Minute, "how often -cleanup-deleted-rollouts looks; a Rollout must be missing in two looks in a row")
+		showVersion  = flag.Bool("version", false, "print the version and exit")
 	)
 	flag.Parse()
+	if *showVersion {
+		fmt.Println(version)
+		return
+	}
 
 	log := logrus.New()
 	log.SetOutput(os.Stderr)
@@ -92,7 +100,7 @@ func main() {
 		Retry:               retry,
 		MaxConcurrentRoutes: *maxRoutes,
 		CleanupInterval:     cleanupInterval,
-	}, logrus.NewEntry(log).WithField("plugin", "gatewayapi-ssa"))
+	}, logrus.NewEntry(log).WithFields(logrus.Fields{"plugin": "gatewayapi-ssa", "version": version}))
 
 	goplugin.Serve(&goplugin.ServeConfig{
 		HandshakeConfig: handshake,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	rolloutsrpc "github.com/argoproj/argo-rollouts/rollout/trafficrouting/plugin/rpc"
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -268,4 +269,43 @@ func routeGETs(rec *harness.Recorder) int {
 		}
 	}
 	return n
+}
+
+// The role is written down three times for three readers: README, the
+// install guide and the kustomize base. They must say the same.
+func TestDocumentedRolesAgree(t *testing.T) {
+	root := harness.RepoRoot()
+	roleIn := func(path string) []rbacv1.PolicyRule {
+		t.Helper()
+		data, err := os.ReadFile(filepath.Join(root, path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := string(data)
+		if strings.HasSuffix(path, ".md") {
+			text = strings.Join(yamlBlocks(text), "\n---\n")
+		}
+		docs, err := splitYAML(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, doc := range docs {
+			if doc.GetKind() == "ClusterRole" {
+				raw, _ := doc.MarshalJSON()
+				var role rbacv1.ClusterRole
+				if err := yaml.Unmarshal(raw, &role); err != nil {
+					t.Fatal(err)
+				}
+				return role.Rules
+			}
+		}
+		t.Fatalf("%s has no ClusterRole", path)
+		return nil
+	}
+	base := roleIn("install/base/clusterrole.yaml")
+	for _, doc := range []string{"README.md", "docs/install.md"} {
+		if diff := cmp.Diff(base, roleIn(doc)); diff != "" {
+			t.Errorf("%s's ClusterRole is not install/base's (-base +%s):\n%s", doc, doc, diff)
+		}
+	}
 }

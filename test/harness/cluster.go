@@ -98,6 +98,9 @@ func Start(ch Channel) (*Cluster, error) {
 		CRDs:                  crds,
 		ErrorIfCRDPathMissing: true,
 	}
+	// Every test namespace holds Services: envtest's default range (a /24)
+	// runs out of ClusterIPs within one run.
+	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.96.0.0/16")
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("starting envtest (assets in %s): %w", dir, err)
@@ -146,8 +149,8 @@ current-context: envtest
 `, server)
 }
 
-// moduleDir is a dependency's directory in the module cache.
-func moduleDir(module string) (string, error) {
+// ModuleDir is a dependency's directory in the module cache.
+func ModuleDir(module string) (string, error) {
 	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module)
 	cmd.Dir = RepoRoot()
 	out, err := cmd.Output()
@@ -160,7 +163,7 @@ func moduleDir(module string) (string, error) {
 // RolloutsCRDs reads Argo Rollouts' CRDs (Rollout, Experiment, analysis), so
 // documented Rollouts can be applied and checked against their schema.
 func RolloutsCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
-	dir, err := moduleDir("github.com/argoproj/argo-rollouts")
+	dir, err := ModuleDir("github.com/argoproj/argo-rollouts")
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +192,7 @@ func readCRDFiles(pattern string) ([]*apiextensionsv1.CustomResourceDefinition, 
 
 // CRDs reads the Gateway API CRDs of a channel.
 func CRDs(ch Channel) ([]*apiextensionsv1.CustomResourceDefinition, error) {
-	dir, err := moduleDir("sigs.k8s.io/gateway-api")
+	dir, err := ModuleDir("sigs.k8s.io/gateway-api")
 	if err != nil {
 		return nil, err
 	}
@@ -256,7 +259,8 @@ func (c *Cluster) KubeconfigAs(user string) (string, *Recorder, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	path := filepath.Join(c.dir, "kubeconfig-"+user)
+	// KUBECONFIG is a list separated by ':', which a ServiceAccount's user name holds.
+	path := filepath.Join(c.dir, "kubeconfig-"+strings.ReplaceAll(user, ":", "_"))
 	if err := os.WriteFile(path, []byte(kubeconfigFor(rec.URL)), 0o600); err != nil {
 		rec.Close()
 		return "", nil, err
@@ -293,27 +297,41 @@ func (c *Cluster) KubeconfigForServiceAccount(namespace, name string) (string, *
 // checked against.
 const ArgoCDVersion = "v3.1.8"
 
-// ArgoCDCRDs fetches Argo CD's CRDs (Application, AppProject, ApplicationSet)
-// from the Go module proxy, in a throwaway module so go.mod is not touched.
+// FluxKustomizeVersion is the kustomize-controller release whose CRD
+// documented Flux Kustomizations are checked against.
+const FluxKustomizeVersion = "v1.9.4"
+
+// ArgoCDCRDs fetches Argo CD's CRDs (Application, AppProject, ApplicationSet).
 func ArgoCDCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
-	dir, err := os.MkdirTemp("", "argocd-crds-")
+	return publishedCRDs("github.com/argoproj/argo-cd/v3@"+ArgoCDVersion, "manifests/crds/*-crd.yaml")
+}
+
+// FluxCRDs fetches kustomize-controller's CRD (Kustomization).
+func FluxCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	return publishedCRDs("github.com/fluxcd/kustomize-controller@"+FluxKustomizeVersion, "config/crd/bases/*.yaml")
+}
+
+// publishedCRDs reads the CRDs matching pattern in a module fetched from the
+// Go module proxy, in a throwaway module so go.mod is not touched.
+func publishedCRDs(moduleAtVersion, pattern string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	dir, err := os.MkdirTemp("", "published-crds-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module argocdcrds\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module publishedcrds\n"), 0o644); err != nil {
 		return nil, err
 	}
-	cmd := exec.Command("go", "mod", "download", "-json", "github.com/argoproj/argo-cd/v3@"+ArgoCDVersion)
+	cmd := exec.Command("go", "mod", "download", "-json", moduleAtVersion)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("go mod download argo-cd %s: %w", ArgoCDVersion, err)
+		return nil, fmt.Errorf("go mod download %s: %w", moduleAtVersion, err)
 	}
 	var info struct{ Dir string }
 	if err := json.Unmarshal(out, &info); err != nil || info.Dir == "" {
-		return nil, fmt.Errorf("go mod download argo-cd: no directory in %s", out)
+		return nil, fmt.Errorf("go mod download %s: no directory in %s", moduleAtVersion, out)
 	}
-	return readCRDFiles(filepath.Join(info.Dir, "manifests", "crds", "*-crd.yaml"))
+	return readCRDFiles(filepath.Join(info.Dir, filepath.FromSlash(pattern)))
 }

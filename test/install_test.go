@@ -1,0 +1,184 @@
+package test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/argoproj/argo-rollouts/utils/plugin/types"
+	"github.com/google/go-cmp/cmp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/restmapper"
+	"sigs.k8s.io/yaml"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/test/harness"
+)
+
+// controllerServiceAccount is the user the Argo Rollouts controller (and so
+// the plugin it starts) runs as, with the install manifests of Argo Rollouts.
+const controllerServiceAccount = "system:serviceaccount:argo-rollouts:argo-rollouts"
+
+// A platform team installs the plugin with install/: Argo Rollouts' own
+// argo-rollouts-config ConfigMap (from its v1.10.1 manifests), the base's RBAC
+// and the Component's ConfigMap entry are applied to the apiserver; the entry
+// parses as Argo Rollouts' plugin config; and the plugin, running as the
+// controller's ServiceAccount with only that RBAC, walks a rollout on every
+// route kind with its watch cache (no warning about list or watch).
+func TestInstallManifests(t *testing.T) {
+	root := harness.RepoRoot()
+	ctx := context.Background()
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(standard.Kube.Discovery()))
+
+	// Argo Rollouts' own ConfigMap, as its install.yaml creates it in argo-rollouts.
+	rolloutsDir, err := harness.ModuleDir("github.com/argoproj/argo-rollouts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := []string{filepath.Join(rolloutsDir, "manifests", "base", "argo-rollouts-config.yaml")}
+	for _, base := range []string{"install/base", "install/argo-rollouts"} {
+		files = append(files, kustomizationFiles(t, filepath.Join(root, base))...)
+	}
+	// A fresh install: the docs test applies README's argo-rollouts-config in
+	// the same namespace; neither test sees the other's.
+	dropConfigMap := func() {
+		err := standard.Kube.CoreV1().ConfigMaps("argo-rollouts").Delete(ctx, "argo-rollouts-config", metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+	}
+	dropConfigMap()
+	t.Cleanup(dropConfigMap)
+	// Each file under its own manager: the Component's patch adds to Argo
+	// Rollouts' ConfigMap as kustomize merges it, keeping its labels.
+	for i, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs, err := splitYAML(string(data))
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, doc := range docs {
+			if doc.GetKind() == "ConfigMap" || doc.GetNamespace() == "" && doc.GetKind() == "ServiceAccount" {
+				doc.SetNamespace("argo-rollouts") // as `kubectl apply -n argo-rollouts` or a kustomization's namespace does
+			}
+			if err := applyDocAs(standard, mapper, doc, fmt.Sprintf("install-%d", i)); err != nil {
+				t.Errorf("%s: %s %s: %v", rel(root, f), doc.GetKind(), doc.GetName(), err)
+			}
+		}
+	}
+
+	cm, err := standard.Kube.CoreV1().ConfigMaps("argo-rollouts").Get(ctx, "argo-rollouts-config", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plugins []types.PluginItem
+	if err := yaml.UnmarshalStrict([]byte(cm.Data["trafficRouterPlugins"]), &plugins); err != nil {
+		t.Fatalf("argo-rollouts-config trafficRouterPlugins does not parse as Argo Rollouts' plugin list: %v\n%s", err, cm.Data["trafficRouterPlugins"])
+	}
+	want := []types.PluginItem{{
+		Name:     "argoproj-labs/gatewayAPI",
+		Location: "file:///home/argo-rollouts/plugins/rollouts-gatewayapi-ssa",
+		Args:     []string{"-field-manager=argo-rollouts-gatewayapi"},
+	}}
+	if diff := cmp.Diff(want, plugins); diff != "" {
+		t.Errorf("trafficRouterPlugins (-want +got):\n%s", diff)
+	}
+	if cm.Labels["app.kubernetes.io/part-of"] != "argo-rollouts" {
+		t.Errorf("the ConfigMap lost Argo Rollouts' own labels: %v", cm.Labels)
+	}
+
+	// The plugin as the controller's ServiceAccount, with nothing but the base's RBAC.
+	kubeconfig, rec, err := standard.KubeconfigAs(controllerServiceAccount)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+	var log syncBuffer
+	proc, err := harness.StartPlugin(pluginBin, kubeconfig, &log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proc.Stop()
+	for _, kind := range []string{"HTTPRoute", "GRPCRoute", "TCPRoute", "TLSRoute"} {
+		ns := namespace(t, standard)
+		create(t, standard, ns, routeYAML("v1", kind, "route"))
+		cfg := `{"` + strings.ToLower(strings.TrimSuffix(kind, "Route")) + `Route": "route"}`
+		ro := rollout(ns, cfg)
+		for _, w := range []int32{30, 0} {
+			if e := proc.Plugin.SetWeight(ro, w, nil); e.HasError() {
+				t.Errorf("%s %s/route: SetWeight(%d) as %s with install/base's RBAC: %s", kind, ns, w, controllerServiceAccount, e.ErrorString)
+			}
+		}
+		u := get(t, standard, "v1", kind, ns, "route")
+		if diff := cmp.Diff(map[string]int64{"0/stable": 100, "0/canary": 0}, weights(u)); diff != "" {
+			t.Errorf("%s %s/route after the walk (-want +got):\n%s", kind, ns, diff)
+		}
+		pluginOwnsNothing(t, u)
+	}
+	if strings.Contains(log.String(), "watch cache did not sync") {
+		t.Errorf("the plugin could not list or watch routes with install/base's RBAC:\n%s", log.String())
+	}
+}
+
+// kustomizationFiles lists the files a kustomization names under resources
+// (following directories) and patches, in order.
+func kustomizationFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k struct {
+		Kind      string
+		Resources []string
+		Patches   []struct{ Path string }
+	}
+	if err := yaml.Unmarshal(data, &k); err != nil {
+		t.Fatalf("%s: %v", dir, err)
+	}
+	var out []string
+	for _, r := range k.Resources {
+		p := filepath.Join(dir, r)
+		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+			out = append(out, kustomizationFiles(t, p)...)
+			continue
+		}
+		out = append(out, p)
+	}
+	for _, p := range k.Patches {
+		out = append(out, filepath.Join(dir, p.Path))
+	}
+	return out
+}
+
+func rel(root, path string) string {
+	r, _ := filepath.Rel(root, path)
+	return r
+}
+
+// syncBuffer collects the plugin's log from its output goroutine.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
