@@ -41,6 +41,10 @@ func runVerifyTiming(t *testing.T, c *cluster.Cluster) {
 	r := &run{c: c, sc: scenario{name: "verify-timing", rollout: "vt-settle", route: routeRef{"HTTPRoute", "vt"}, host: host("vt"),
 		backends: backends("vt-stable", "vt-canary")}, ns: "e2e-verify-timing"}
 	r.sc.objects = service("vt-stable", "vt", 80) + service("vt-canary", "vt", 80) + httpRoute("vt", "vt-stable", "vt-canary")
+	// The claims on the route are the RPC-only Rollout "vt-settle"'s: a Rollout
+	// of that name must exist, or the plugin the controller runs (with
+	// -cleanup-deleted-rollouts) takes them back. This one routes nothing.
+	r.sc.objects += rollout("vt-settle", "steps:\n- pause: {}")
 	start := time.Now()
 	t.Cleanup(func() { r.dump(t); c.Measure(fmt.Sprintf("scenario %s (%s)", r.sc.name, passed(t)), start) })
 	r.setup(t)
