@@ -40,9 +40,9 @@ vet:
 lint:
 	@sc=$$(bash hack/staticcheck.sh) && $$sc ./... && $$sc -tags e2e ./test/e2e/... && $$sc -tags faultinject ./plugin/...
 
-## unit: the tests that need no apiserver
+## unit: the tests that need no apiserver (. is troubleshooting_test.go: docs/troubleshooting.md quotes every error)
 unit:
-	$(GO) test -count=1 ./desired/... ./routes/... ./ssa/... ./plugin/... ./pingpong/... ./experiment/...
+	$(GO) test -count=1 . ./desired/... ./routes/... ./ssa/... ./plugin/... ./pingpong/... ./experiment/...
 
 ## test: vet, lint, unit tests and envtest integration tests (the real plugin binary over go-plugin RPC)
 test: vet lint
