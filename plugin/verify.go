@@ -74,7 +74,7 @@ func (p *Plugin) verifyWeight(ro *v1alpha1.Rollout, desiredWeight int32, additio
 	for _, r := range live {
 		v, err := routes.VerifyStatus(r, split, extra, settings.RuleNames[r.Ref])
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", r.Ref, err))
+			errs = append(errs, routes.About(r.Ref, err))
 			continue
 		}
 		if len(v.Failed) > 0 {

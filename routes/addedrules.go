@@ -794,7 +794,7 @@ func grpcMethodMatch(path StringMatch) (map[string]any, error) {
 			return map[string]any{"type": "Exact", "service": service}, checkGRPC(service, "")
 		}
 	}
-	return nil, fmt.Errorf("a GRPCRoute path match must be exact /<service>/<method> or prefix /<service>/, not %+v", path)
+	return nil, fmt.Errorf("a GRPCRoute path match must be exact /<service>/<method> or prefix /<service>/, not %s", path)
 }
 
 func checkGRPC(service, method string) error {

@@ -666,6 +666,8 @@ func TestMirrorPathsAreChecked(t *testing.T) {
 		{HTTPRoute, StringMatch{Exact: "/" + strings.Repeat("a", 1024)}, "1025 bytes"},
 		{GRPCRoute, StringMatch{Exact: "/my-service/Get"}, `gRPC service "my-service"`},
 		{GRPCRoute, StringMatch{Exact: "/pkg.Svc/Get-It"}, `gRPC method "Get-It"`},
+		{GRPCRoute, StringMatch{Regex: "/pkg.*"}, `or prefix /<service>/, not regex: "/pkg.*"`},
+		{GRPCRoute, StringMatch{Prefix: "/pkg.Svc/Get"}, `not prefix: "/pkg.Svc/Get"`},
 	} {
 		_, err := mirrorMatches(tc.kind, []RequestMatch{{Path: &tc.path}})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

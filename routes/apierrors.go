@@ -53,3 +53,12 @@ func Grant(err error, verb, resource, namespace string) error {
 func NotServed(err error) bool {
 	return apierrors.IsNotFound(err) && apierrors.HasStatusCause(err, metav1.CauseTypeUnexpectedServerResponse)
 }
+
+// About says which route err is about: it puts the route in front, unless the
+// message already begins with it.
+func About(ref Ref, err error) error {
+	if strings.HasPrefix(err.Error(), ref.String()) {
+		return err
+	}
+	return fmt.Errorf("%s: %w", ref, err)
+}

@@ -2,6 +2,7 @@ package routes
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -475,5 +476,23 @@ func TestFromUnstructuredNoParents(t *testing.T) {
 	}
 	if diff := cmp.Diff(Parents{}, r.Parents); diff != "" {
 		t.Errorf("Parents (-want +got):\n%s", diff)
+	}
+}
+
+// An error about a route names it once: VerifyWeight puts the route in front
+// of SetWeights' errors, some of which begin with it already.
+func TestAboutNamesTheRouteOnce(t *testing.T) {
+	ref := Ref{Kind: HTTPRoute, Namespace: wtNS, Name: "web"}
+	r := Route{Ref: ref, Rules: []Rule{{"backendRefs": []any{wtBackend("other", 1)}}}}
+	_, err := VerifyStatus(r, Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 10, MaxWeight: 100}, nil, "")
+	if err == nil {
+		t.Fatal("a route without the Rollout's Services verified")
+	}
+	if got := About(ref, err).Error(); strings.Count(got, "HTTPRoute shop/web") != 1 {
+		t.Errorf("route named %d times: %s", strings.Count(got, "HTTPRoute shop/web"), got)
+	}
+	bare := fmt.Errorf("canary weight 101 is outside 0..100 (maxTrafficWeight)")
+	if got, want := About(ref, bare).Error(), "HTTPRoute shop/web: "+bare.Error(); got != want {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }
