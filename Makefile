@@ -66,6 +66,7 @@ fuzz:
 	@for t in FuzzSetWeights FuzzSetHeaderRules FuzzSetMirrorRule; do \
 	  $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./desired/ || exit 1; done
 	$(GO) test -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME) ./plugin/
+	$(GO) test -run '^$$' -fuzz '^FuzzFillFast$$' -fuzztime $(FUZZTIME) ./ssa/
 
 ## dev-cluster: the cluster of make e2e with the Argo Rollouts controller loading the plugin (file://), kept
 ## running until ^C, for trying things by hand and attaching a debugger (docs/development.md)
