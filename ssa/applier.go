@@ -49,6 +49,7 @@ type Applier struct {
 	client       gateway.Interface
 	dyn          dynamic.Interface
 	reviews      authorizationv1.SelfSubjectAccessReviewInterface
+	access       accessAnswers
 	reader       routes.Reader
 	fieldManager string
 	log          *logrus.Entry
