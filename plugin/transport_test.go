@@ -333,3 +333,38 @@ func TestClientsShareOneTokenBucket(t *testing.T) {
 		t.Errorf("%d requests in %s; one shared bucket allows at most %d", n, elapsed, most)
 	}
 }
+
+// Only requests that cannot do anything twice are repeated: reads, access
+// reviews, and writes whose body carries a resourceVersion, wherever in the
+// body its metadata stands.
+func TestSafeToRepeat(t *testing.T) {
+	for _, tc := range []struct {
+		method, path, body string
+		want               bool
+	}{
+		{http.MethodGet, "/apis/gateway.networking.k8s.io/v1/namespaces/shop/httproutes/web", "", true},
+		{http.MethodPost, "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", `{}`, true},
+		{http.MethodPost, "/api/v1/namespaces/shop/services", `{"metadata":{"resourceVersion":"1"}}`, false},
+		{http.MethodPatch, "/apis/x", `{"kind":"HTTPRoute","apiVersion":"v1","metadata":{"name":"web","resourceVersion":"42"},"spec":{"rules":[]}}`, true},
+		{http.MethodPatch, "/apis/x", `{"spec":{"rules":[{"name":"a"}]},"metadata":{"resourceVersion":"42"}}`, true},
+		{http.MethodPut, "/apis/x", `{"apiVersion":"v1","kind":"HTTPRoute","metadata":{"annotations":{"resourceVersion":"no"},"managedFields":[{"manager":"m"}],"resourceVersion":"7"}}`, true},
+		{http.MethodPatch, "/apis/x", `{"kind":"HTTPRoute","metadata":{"name":"web","labels":{"resourceVersion":"1"}},"spec":{}}`, false},
+		{http.MethodPatch, "/apis/x", `{"metadata":{"resourceVersion":""}}`, false},
+		{http.MethodPatch, "/apis/x", `not json`, false},
+		{http.MethodDelete, "/apis/x", ``, false},
+	} {
+		req, err := http.NewRequest(tc.method, "http://apiserver"+tc.path, strings.NewReader(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := safeToRepeat(req); got != tc.want {
+			t.Errorf("%s %s %s: safe to repeat %v, want %v", tc.method, tc.path, tc.body, got, tc.want)
+		}
+	}
+	for query, want := range map[string]bool{"watch=true&resourceVersion=1": true, "watch=1": true, "watch=false": false, "labelSelector=watch%3Dtrue": false, "": false} {
+		req, _ := http.NewRequest(http.MethodGet, "http://apiserver/apis/x?"+query, nil)
+		if got := isWatch(req); got != want {
+			t.Errorf("?%s: watch %v, want %v", query, got, want)
+		}
+	}
+}
