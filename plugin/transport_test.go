@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
@@ -311,7 +312,9 @@ func TestClientsShareOneTokenBucket(t *testing.T) {
 		func() { _, _ = c.gw.GatewayV1().HTTPRoutes("ns").Get(ctx, "a", metav1.GetOptions{}) },
 		func() { _, _ = c.dyn.Resource(gvr).Namespace("ns").Get(ctx, "a", metav1.GetOptions{}) },
 		func() { _ = c.disc.RESTClient().Get().AbsPath("/apis").Do(ctx) },
-		func() { _, _ = c.kube.CoreV1().Services("ns").Get(ctx, "a", metav1.GetOptions{}) },
+		func() {
+			_, _ = c.reviews.Create(ctx, &authorizationv1.SelfSubjectAccessReview{}, metav1.CreateOptions{})
+		},
 	}
 	start := time.Now()
 	var wg sync.WaitGroup

@@ -19,9 +19,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -398,7 +398,13 @@ func (c *Cluster) cacheFor(ctx context.Context, kind Kind, namespace string) (ca
 // for as long as it runs, so a cache refused for want of RBAC heals when the
 // permission is granted, without a restart.
 func (c *Cluster) start(gvr schema.GroupVersionResource, namespace string) *namespaceCache {
-	inf := dynamicinformer.NewFilteredDynamicInformer(c.dyn, gvr, namespace, 0, cache.Indexers{}, nil).Informer()
+	// As dynamicinformer builds it, without its informer factory, which
+	// would bring an informer of every built-in API into the binary.
+	res := c.dyn.Resource(gvr).Namespace(namespace)
+	inf := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc:  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return res.List(ctx, o) },
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return res.Watch(ctx, o) },
+	}, c.dyn), &unstructured.Unstructured{}, cache.SharedIndexInformerOptions{Indexers: cache.Indexers{}, ObjectDescription: gvr.String()})
 	_ = inf.SetTransform(keepWhatThePluginReads) // fails only once the informer runs
 	nc := &namespaceCache{informer: inf, started: time.Now(), stop: make(chan struct{}),
 		synced: make(chan struct{}), failed: make(chan struct{})}

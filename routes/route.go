@@ -123,7 +123,7 @@ func managedFields(u *unstructured.Unstructured) ([]metav1.ManagedFieldsEntry, e
 			if err != nil {
 				return nil, fmt.Errorf("entry %d: fieldsV1: %w", i, err)
 			}
-			e.FieldsV1 = &metav1.FieldsV1{Raw: data}
+			e.FieldsV1 = metav1.NewFieldsV1(string(data))
 		}
 		out = append(out, e)
 	}

@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	authorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
@@ -60,13 +59,12 @@ func NewApplier(client gateway.Interface, dyn dynamic.Interface, reader routes.R
 	return &Applier{client: client, dyn: dyn, reader: reader, fieldManager: fieldManager, log: log}
 }
 
-// ReviewingAccess makes the applier ask, with kube's access reviews, before
-// a write that starts or ends the plugin's ownership of a route, whether the
-// plugin may also do what ending it takes (permissions.go).
-func (a *Applier) ReviewingAccess(kube kubernetes.Interface) *Applier {
-	if kube != nil {
-		a.reviews = kube.AuthorizationV1().SelfSubjectAccessReviews()
-	}
+// ReviewingAccess makes the applier ask, with access reviews, before a write
+// that starts or ends the plugin's ownership of a route, whether the plugin
+// may also do what ending it takes (permissions.go). With kube's client set:
+// ReviewingAccess(kube.AuthorizationV1().SelfSubjectAccessReviews()).
+func (a *Applier) ReviewingAccess(reviews authorizationv1.SelfSubjectAccessReviewInterface) *Applier {
+	a.reviews = reviews
 	return a
 }
 
