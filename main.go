@@ -47,6 +47,7 @@ func main() {
 		cleanupOn    = flag.Bool("cleanup-deleted-rollouts", false, "undo, on every route, the claims of Rollouts that no longer exist (canary weight, experiment backends, header and mirror rules); needs get on rollouts.argoproj.io and list on the route kinds cluster-wide")
 		cleanupEvery = flag.Duration("cleanup-interval", time.Minute, "how often -cleanup-deleted-rollouts looks; a Rollout must be missing in two looks in a row")
 		showVersion  = flag.Bool("version", false, "print the version and exit")
+		pprofAddr    = flag.String("pprof-addr", "", "serve Go's pprof profiles on this loopback address (e.g. 127.0.0.1:6060) for measuring the plugin; off when empty, and refused on any address but 127.0.0.1 or ::1")
 	)
 	flag.Parse()
 	if *showVersion {
@@ -87,6 +88,13 @@ func main() {
 			os.Exit(2)
 		}
 		cleanupInterval = *cleanupEvery
+	}
+
+	if *pprofAddr != "" {
+		if err := servePprof(*pprofAddr, log); err != nil {
+			fmt.Fprintf(os.Stderr, "-pprof-addr: %v\n", err)
+			os.Exit(2)
+		}
 	}
 
 	retry := plugin.DefaultRetryPolicy

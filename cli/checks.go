@@ -9,9 +9,10 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
+	authorizationclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
@@ -26,12 +27,12 @@ import (
 // clusterChecks checks a plan against a cluster.
 type clusterChecks struct {
 	reader   *routes.Cluster
-	kube     kubernetes.Interface
+	dyn      dynamic.Interface
 	gw       gateway.Interface
 	applier  *ssa.Applier
 	identity string
 	// reviewer asks SelfSubjectAccessReviews as identity.
-	reviewer kubernetes.Interface
+	reviewer authorizationclient.SelfSubjectAccessReviewInterface
 	fm       string
 }
 
@@ -42,14 +43,13 @@ func newClusterChecks(conn *connection, fieldManager, as string) (*clusterChecks
 	}
 	dyn, dynErr := dynamic.NewForConfig(cfg)
 	disc, discErr := discovery.NewDiscoveryClientForConfig(cfg)
-	kube, kubeErr := kubernetes.NewForConfig(cfg)
 	gw, gwErr := gateway.NewForConfig(cfg)
 	impersonated := rest.CopyConfig(cfg)
 	if as != "" {
 		impersonated.Impersonate = rest.ImpersonationConfig{UserName: as, Groups: groupsOf(as)}
 	}
-	reviewer, revErr := kubernetes.NewForConfig(impersonated)
-	for _, err := range []error{dynErr, discErr, kubeErr, gwErr, revErr} {
+	authz, revErr := authorizationclient.NewForConfig(impersonated)
+	for _, err := range []error{dynErr, discErr, gwErr, revErr} {
 		if err != nil {
 			return nil, fmt.Errorf("building the Kubernetes clients: %w", err)
 		}
@@ -60,8 +60,8 @@ func newClusterChecks(conn *connection, fieldManager, as string) (*clusterChecks
 	if identity == "" {
 		identity = "you (the kubeconfig's user; give --as for the controller's ServiceAccount)"
 	}
-	return &clusterChecks{reader: reader, kube: kube, gw: gw, applier: ssa.NewApplier(gw, dyn, reader, fieldManager, log),
-		identity: identity, reviewer: reviewer, fm: fieldManager}, nil
+	return &clusterChecks{reader: reader, dyn: dyn, gw: gw, applier: ssa.NewApplier(gw, dyn, reader, fieldManager, log),
+		identity: identity, reviewer: authz.SelfSubjectAccessReviews(), fm: fieldManager}, nil
 }
 
 // groupsOf are the groups Kubernetes gives a ServiceAccount's tokens.
@@ -141,7 +141,7 @@ func (c *clusterChecks) services(ctx context.Context, ro *v1alpha1.Rollout, p *p
 		return // the plan reported it
 	}
 	for _, name := range []string{stable, canary} {
-		_, err := c.kube.CoreV1().Services(ro.Namespace).Get(ctx, name, metav1.GetOptions{})
+		_, err := c.dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "services"}).Namespace(ro.Namespace).Get(ctx, name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
 			p.Problems = append(p.Problems, preflight.Problem{Step: "Services", Reason: fmt.Sprintf("Service %s/%s does not exist: the routes' backendRefs to it would fail", ro.Namespace, name)})
@@ -213,7 +213,7 @@ func (c *clusterChecks) permissions(ctx context.Context, ro *v1alpha1.Rollout, s
 		for _, verb := range verbs[t.group] {
 			review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
 				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: t.namespace, Verb: verb, Group: t.group, Resource: t.resource}}}
-			got, err := c.reviewer.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+			got, err := c.reviewer.Create(ctx, review, metav1.CreateOptions{})
 			if err != nil {
 				p.Problems = append(p.Problems, preflight.Problem{Step: "permissions", Reason: fmt.Sprintf("asking whether %s may %s %s: %v", c.identity, verb, t.resource, err)})
 				return

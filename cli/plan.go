@@ -103,7 +103,7 @@ func plan(ctx context.Context, o *planOptions, ro *v1alpha1.Rollout) (Report, er
 		if c, err = newClusterChecks(&o.conn, o.fieldManager, o.as); err != nil {
 			return Report{}, err
 		}
-		in.Reader, in.Ports = c.reader, plugin.KubeServicePorts(c.kube, ro.Namespace)
+		in.Reader, in.Ports = c.reader, plugin.DynamicServicePorts(c.dyn, ro.Namespace)
 	}
 	r := Report{Plan: preflight.Compute(ctx, in)}
 	if c == nil {

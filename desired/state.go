@@ -20,6 +20,8 @@ type state struct {
 	claim routes.Claim
 	// added are the rules the plugin added for any Rollout.
 	added map[string]bool
+	// owned is what the plugin's field manager owns on the live route.
+	owned routes.Owned
 }
 
 // decide reads the live route and hands it to a call's decision.
@@ -36,7 +38,8 @@ func read(live routes.Route, env Env) (state, error) {
 	if err != nil {
 		return state{}, invalid(err)
 	}
-	return state{live: live, env: env, claims: claims, claim: claims[env.Rollout], added: claims.AddedRules()}, nil
+	return state{live: live, env: env, claims: claims, claim: claims[env.Rollout], added: claims.AddedRules(),
+		owned: routes.OwnedBy(live.ManagedFields, env.FieldManager)}, nil
 }
 
 // ruleInput is what the header and mirror transforms need on this route.
@@ -89,8 +92,7 @@ func (s state) finish(rules []routes.Rule, changes []string, claim routes.Claim,
 	if !noneLeft {
 		r.Labels = s.env.InProgressLabel
 	}
-	ownedLabels := routes.OwnedLabels(s.live.ManagedFields, s.env.FieldManager)
-	ownedAnnotations := routes.OwnedAnnotations(s.live.ManagedFields, s.env.FieldManager)
+	ownedLabels, ownedAnnotations := s.owned.Labels, s.owned.Annotations
 	r.Unchanged = sameRules(s.live.Rules, rules) &&
 		sameKeys(s.live.Labels, r.Labels, ownedLabels) && sameKeys(s.live.Annotations, r.Annotations, ownedAnnotations)
 	r.Changes = append(r.Changes, keyChanges("label", s.live.Labels, r.Labels, ownedLabels)...)
@@ -103,7 +105,7 @@ func (s state) finish(rules []routes.Rule, changes []string, claim routes.Claim,
 // progress on the route. With ReportConflicts that is a ConflictError; with
 // TakeOver the plugin writes anyway and says so in the write's log line.
 func (s state) checkConflict(desired []routes.Rule) ([]string, error) {
-	if !s.claim.Active() || routes.OwnsRules(s.live.ManagedFields, s.env.FieldManager) {
+	if !s.claim.Active() || s.owned.Rules {
 		// Not in progress here, or nobody has changed spec.rules since the plugin's last apply.
 		return nil, nil
 	}

@@ -11,7 +11,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/experiment"
@@ -90,23 +92,29 @@ func validateSplit(ro *v1alpha1.Rollout, weight int32, additional []v1alpha1.Wei
 // setWeightCall decodes SetWeight with the plugin's Kubernetes client.
 func (p *Plugin) setWeightCall(ctx context.Context, ro *v1alpha1.Rollout, weight int32, additional []v1alpha1.WeightDestination) (desired.SetWeight, error) {
 	p.mu.Lock()
-	kube := p.kube
+	dyn := p.dyn
 	p.mu.Unlock()
-	if kube == nil && len(additional) > 0 {
+	if dyn == nil && len(additional) > 0 {
 		return desired.SetWeight{}, errNoClient
 	}
-	return DecodeSetWeight(ctx, ro, weight, additional, KubeServicePorts(kube, ro.Namespace))
+	return DecodeSetWeight(ctx, ro, weight, additional, DynamicServicePorts(dyn, ro.Namespace))
 }
 
-// KubeServicePorts reads Services of namespace with a client.
-func KubeServicePorts(kube kubernetes.Interface, namespace string) ServicePorts {
+var servicesResource = schema.GroupVersionResource{Version: "v1", Resource: "services"}
+
+// DynamicServicePorts reads Services of namespace with a dynamic client.
+func DynamicServicePorts(dyn dynamic.Interface, namespace string) ServicePorts {
 	return func(ctx context.Context, name string) ([]corev1.ServicePort, error) {
-		svc, err := kube.CoreV1().Services(namespace).Get(ctx, name, metav1.GetOptions{})
+		u, err := dyn.Resource(servicesResource).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil, &MissingServiceError{Namespace: namespace, Name: name}
 		}
 		if err != nil {
 			return nil, fmt.Errorf("reading Service %s/%s: %w", namespace, name, routes.Grant(err, "get", "services", namespace))
+		}
+		var svc corev1.Service
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &svc); err != nil {
+			return nil, fmt.Errorf("reading Service %s/%s: %w", namespace, name, err)
 		}
 		return svc.Spec.Ports, nil
 	}

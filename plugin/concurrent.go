@@ -30,20 +30,31 @@ func (s slots) give() { <-s }
 // in the order given), and returns the errors in route order (nil where fn
 // succeeded). A route whose slots did not come before ctx ended is not
 // started and gets that as its error. A panic in fn becomes that route's
-// error: it must not take the plugin process down.
+// error: it must not take the plugin process down. A route's goroutine starts
+// once it holds the first bound's slot, so a call over 200 routes runs as
+// many goroutines as that bound, not 200.
 func perRoute(ctx context.Context, refs []routes.Ref, bounds []slots, fn func(i int) error) []error {
 	errs := make([]error, len(refs))
 	var wg sync.WaitGroup
 	for i := range refs {
+		if len(bounds) > 0 {
+			if err := bounds[0].take(ctx); err != nil {
+				errs[i] = fmt.Errorf("%s: not started: %w", refs[i], err)
+				continue
+			}
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if len(bounds) > 0 {
+				defer bounds[0].give()
+			}
 			defer func() {
 				if r := recover(); r != nil {
 					errs[i] = fmt.Errorf("%s: internal error: %v", refs[i], r)
 				}
 			}()
-			for _, b := range bounds {
+			for _, b := range bounds[min(len(bounds), 1):] {
 				if err := b.take(ctx); err != nil {
 					errs[i] = fmt.Errorf("%s: not started: %w", refs[i], err)
 					return

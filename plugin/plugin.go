@@ -17,7 +17,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
+	authorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/flowcontrol"
@@ -73,7 +73,7 @@ type Plugin struct {
 	// initMu makes InitPlugin build the clients once, however often it is called.
 	initMu  sync.Mutex
 	mu      sync.Mutex
-	kube    kubernetes.Interface
+	dyn     dynamic.Interface
 	reader  routes.Reader
 	applier *ssa.Applier
 	// sweeping is set once the cleanup sweep runs.
@@ -151,7 +151,7 @@ func (p *Plugin) Connect(cfg *rest.Config) error {
 		return err
 	}
 	reader := routes.NewCluster(c.dyn, c.disc, p.log)
-	p.Use(c.kube, c.gw, c.dyn, reader)
+	p.Use(c.reviews, c.gw, c.dyn, reader)
 	p.startSweep(c.dyn, reader)
 	return nil
 }
@@ -170,12 +170,15 @@ func (p *Plugin) startSweep(dyn dynamic.Interface, reader routes.Reader) {
 	p.log.WithField("interval", p.opts.CleanupInterval.String()).Info("undoing the claims of deleted Rollouts")
 }
 
-// clients are the plugin's clients of one cluster.
+// clients are the plugin's clients of one cluster: the gateway clientset
+// (typed applies), the dynamic client (reads, watches, Services, the release),
+// discovery and access reviews. No client of every built-in API: the plugin
+// uses two of them, and the rest would cost memory in every process.
 type clients struct {
-	kube kubernetes.Interface
-	gw   gateway.Interface
-	dyn  dynamic.Interface
-	disc discovery.DiscoveryInterface
+	gw      gateway.Interface
+	dyn     dynamic.Interface
+	disc    discovery.DiscoveryInterface
+	reviews authorizationv1.SelfSubjectAccessReviewInterface
 }
 
 // clientsFor builds the clients for a cluster. They share one token bucket
@@ -194,7 +197,10 @@ func (p *Plugin) clientsFor(cfg *rest.Config) (clients, error) {
 	c.gw, errs[0] = gateway.NewForConfig(cfg)
 	c.dyn, errs[1] = dynamic.NewForConfig(cfg)
 	c.disc, errs[2] = discovery.NewDiscoveryClientForConfig(cfg)
-	c.kube, errs[3] = kubernetes.NewForConfig(cfg)
+	authz, err := authorizationv1.NewForConfig(cfg)
+	if errs[3] = err; err == nil {
+		c.reviews = authz.SelfSubjectAccessReviews()
+	}
 	if err := errors.Join(errs[:]...); err != nil {
 		return clients{}, fmt.Errorf("building the Kubernetes clients: %w", err)
 	}
@@ -216,17 +222,17 @@ func tokenBucket(qps float32, burst int) flowcontrol.RateLimiter {
 	return flowcontrol.NewTokenBucketRateLimiter(qps, burst)
 }
 
-// Use sets the clients the plugin reads and writes with; a reader it
-// replaces is closed (its watch caches stop).
-func (p *Plugin) Use(kube kubernetes.Interface, gw gateway.Interface, dyn dynamic.Interface, reader routes.Reader) {
+// Use sets the clients the plugin reads and writes with (reviews may be nil:
+// no access reviews); a reader it replaces is closed (its watch caches stop).
+func (p *Plugin) Use(reviews authorizationv1.SelfSubjectAccessReviewInterface, gw gateway.Interface, dyn dynamic.Interface, reader routes.Reader) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if old, ok := p.reader.(interface{ Close() }); ok && p.reader != reader {
 		old.Close()
 	}
-	p.kube = kube
+	p.dyn = dyn
 	p.reader = reader
-	p.applier = ssa.NewApplier(gw, dyn, reader, p.opts.FieldManager, p.log).ReviewingAccess(kube)
+	p.applier = ssa.NewApplier(gw, dyn, reader, p.opts.FieldManager, p.log).ReviewingAccess(reviews)
 }
 
 // callContext is the context of one call. Its work ends a little before the

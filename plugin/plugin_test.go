@@ -26,13 +26,13 @@ current-context: c
 	if e := p.InitPlugin(); e.HasError() {
 		t.Fatal(e.ErrorString)
 	}
-	reader, applier, kube := p.reader, p.applier, p.kube
+	reader, applier, dyn := p.reader, p.applier, p.dyn
 	for range 3 {
 		if e := p.InitPlugin(); e.HasError() {
 			t.Fatal(e.ErrorString)
 		}
 	}
-	if p.reader != reader || p.applier != applier || p.kube != kube {
+	if p.reader != reader || p.applier != applier || p.dyn != dyn {
 		t.Error("InitPlugin called again built new clients")
 	}
 	if n := s.hits.Load(); n != 0 {

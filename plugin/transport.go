@@ -165,7 +165,14 @@ func sleep(ctx context.Context, d time.Duration) error {
 }
 
 func isWatch(req *http.Request) bool {
-	return req.URL.Query().Get("watch") == "true" || req.URL.Query().Get("watch") == "1" || strings.Contains(req.URL.Path, "/watch/")
+	if strings.Contains(req.URL.Path, "/watch/") {
+		return true
+	}
+	if !strings.Contains(req.URL.RawQuery, "watch=") {
+		return false
+	}
+	w := req.URL.Query().Get("watch")
+	return w == "true" || w == "1"
 }
 
 // safeToRepeat says whether sending the request again cannot do anything
@@ -186,18 +193,37 @@ func safeToRepeat(req *http.Request) bool {
 	return false
 }
 
+// hasResourceVersion reads the body's metadata.resourceVersion. It reads the
+// body only up to the end of metadata: an apply configuration puts metadata
+// before spec, so what follows is never read.
 func hasResourceVersion(req *http.Request) bool {
 	body, err := req.GetBody()
 	if err != nil {
 		return false
 	}
 	defer body.Close()
-	var obj struct {
-		Metadata struct {
-			ResourceVersion string `json:"resourceVersion"`
-		} `json:"metadata"`
+	dec := json.NewDecoder(body)
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return false
 	}
-	return json.NewDecoder(body).Decode(&obj) == nil && obj.Metadata.ResourceVersion != ""
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		if key != "metadata" {
+			var skip json.RawMessage
+			if dec.Decode(&skip) != nil {
+				return false
+			}
+			continue
+		}
+		var meta struct {
+			ResourceVersion string `json:"resourceVersion"`
+		}
+		return dec.Decode(&meta) == nil && meta.ResourceVersion != ""
+	}
+	return false
 }
 
 func retryAfter(resp *http.Response) time.Duration {

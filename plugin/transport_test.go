@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
@@ -311,7 +312,9 @@ func TestClientsShareOneTokenBucket(t *testing.T) {
 		func() { _, _ = c.gw.GatewayV1().HTTPRoutes("ns").Get(ctx, "a", metav1.GetOptions{}) },
 		func() { _, _ = c.dyn.Resource(gvr).Namespace("ns").Get(ctx, "a", metav1.GetOptions{}) },
 		func() { _ = c.disc.RESTClient().Get().AbsPath("/apis").Do(ctx) },
-		func() { _, _ = c.kube.CoreV1().Services("ns").Get(ctx, "a", metav1.GetOptions{}) },
+		func() {
+			_, _ = c.reviews.Create(ctx, &authorizationv1.SelfSubjectAccessReview{}, metav1.CreateOptions{})
+		},
 	}
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -331,5 +334,40 @@ func TestClientsShareOneTokenBucket(t *testing.T) {
 	t.Logf("4 clients, QPS 1, burst 1, %s: %d requests reached the server (shared bucket allows at most %d)", elapsed.Round(time.Millisecond), s.hits.Load(), most)
 	if n := s.hits.Load(); n > most {
 		t.Errorf("%d requests in %s; one shared bucket allows at most %d", n, elapsed, most)
+	}
+}
+
+// Only requests that cannot do anything twice are repeated: reads, access
+// reviews, and writes whose body carries a resourceVersion, wherever in the
+// body its metadata stands.
+func TestSafeToRepeat(t *testing.T) {
+	for _, tc := range []struct {
+		method, path, body string
+		want               bool
+	}{
+		{http.MethodGet, "/apis/gateway.networking.k8s.io/v1/namespaces/shop/httproutes/web", "", true},
+		{http.MethodPost, "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", `{}`, true},
+		{http.MethodPost, "/api/v1/namespaces/shop/services", `{"metadata":{"resourceVersion":"1"}}`, false},
+		{http.MethodPatch, "/apis/x", `{"kind":"HTTPRoute","apiVersion":"v1","metadata":{"name":"web","resourceVersion":"42"},"spec":{"rules":[]}}`, true},
+		{http.MethodPatch, "/apis/x", `{"spec":{"rules":[{"name":"a"}]},"metadata":{"resourceVersion":"42"}}`, true},
+		{http.MethodPut, "/apis/x", `{"apiVersion":"v1","kind":"HTTPRoute","metadata":{"annotations":{"resourceVersion":"no"},"managedFields":[{"manager":"m"}],"resourceVersion":"7"}}`, true},
+		{http.MethodPatch, "/apis/x", `{"kind":"HTTPRoute","metadata":{"name":"web","labels":{"resourceVersion":"1"}},"spec":{}}`, false},
+		{http.MethodPatch, "/apis/x", `{"metadata":{"resourceVersion":""}}`, false},
+		{http.MethodPatch, "/apis/x", `not json`, false},
+		{http.MethodDelete, "/apis/x", ``, false},
+	} {
+		req, err := http.NewRequest(tc.method, "http://apiserver"+tc.path, strings.NewReader(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := safeToRepeat(req); got != tc.want {
+			t.Errorf("%s %s %s: safe to repeat %v, want %v", tc.method, tc.path, tc.body, got, tc.want)
+		}
+	}
+	for query, want := range map[string]bool{"watch=true&resourceVersion=1": true, "watch=1": true, "watch=false": false, "labelSelector=watch%3Dtrue": false, "": false} {
+		req, _ := http.NewRequest(http.MethodGet, "http://apiserver/apis/x?"+query, nil)
+		if got := isWatch(req); got != want {
+			t.Errorf("?%s: watch %v, want %v", query, got, want)
+		}
 	}
 }

@@ -17,10 +17,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -184,11 +185,54 @@ func (c *Cluster) Get(ctx context.Context, ref Ref) (Route, error) {
 		// A route created a moment ago may not have reached the cache yet.
 		return c.Fresh(ctx, ref)
 	}
+	return c.fromCache(obj)
+}
+
+// fromCache is the caller's own copy of what a watch cache holds, or of what
+// the plugin wrote after it.
+func (c *Cluster) fromCache(obj any) (Route, error) {
+	if cr, ok := obj.(*cachedRoute); ok {
+		return c.newest(cr.route, true), nil
+	}
+	// The transform could not read it; FromUnstructured says why.
 	r, err := FromUnstructured(obj.(*unstructured.Unstructured))
 	if err != nil {
 		return Route{}, err
 	}
-	return c.newest(r), nil
+	return c.newest(r, false), nil
+}
+
+// cachedRoute is what a watch cache keeps of a route: the Route the plugin
+// reads, made once when the event arrives (keepWhatThePluginReads), so a call
+// copies it instead of reading the whole served object again. Its ObjectMeta
+// holds only what the informer keys and orders it by.
+type cachedRoute struct {
+	metav1.ObjectMeta
+	route Route
+}
+
+func (c *cachedRoute) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+func (c *cachedRoute) DeepCopyObject() runtime.Object {
+	return &cachedRoute{ObjectMeta: *c.ObjectMeta.DeepCopy(), route: c.route.DeepCopy()}
+}
+
+// keepWhatThePluginReads is the watch caches' transform: of a served route
+// it keeps what a call reads (identity, resourceVersion, generation, labels,
+// annotations, managedFields, spec.rules, spec.parentRefs and status.parents,
+// as a Route) and drops the rest (uid, timestamps, hostnames, every other
+// field), before the object enters the cache. A route it cannot read stays
+// as served, and reading it says why. It is idempotent, as client-go asks.
+func keepWhatThePluginReads(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	r, err := FromUnstructuredNoCopy(u)
+	if err != nil {
+		return obj, nil
+	}
+	return &cachedRoute{ObjectMeta: metav1.ObjectMeta{Name: r.Name, Namespace: r.Namespace, ResourceVersion: r.ResourceVersion}, route: r}, nil
 }
 
 // Fresh reads a route with a GET. An answer that the apiserver does not serve
@@ -208,7 +252,7 @@ func (c *Cluster) Fresh(ctx context.Context, ref Ref) (Route, error) {
 		if err != nil {
 			return Route{}, err
 		}
-		return FromUnstructured(u)
+		return FromUnstructuredNoCopy(u)
 	}
 }
 
@@ -219,13 +263,17 @@ func (c *Cluster) List(ctx context.Context, kind Kind, namespace string, selecto
 	if err != nil {
 		return nil, err
 	}
-	var objs []*unstructured.Unstructured
+	var out []Route
 	if inf != nil {
 		for _, o := range inf.GetIndexer().List() {
-			u := o.(*unstructured.Unstructured)
-			if selector.Matches(labels.Set(u.GetLabels())) {
-				objs = append(objs, u)
+			if !selector.Matches(labels.Set(labelsOf(o))) {
+				continue
 			}
+			r, err := c.fromCache(o)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, r)
 		}
 	} else {
 		list, err := c.list(ctx, kind, namespace, selector)
@@ -233,19 +281,23 @@ func (c *Cluster) List(ctx context.Context, kind Kind, namespace string, selecto
 			return nil, err
 		}
 		for i := range list.Items {
-			objs = append(objs, &list.Items[i])
+			r, err := FromUnstructuredNoCopy(&list.Items[i])
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, c.newest(r, false))
 		}
-	}
-	out := make([]Route, 0, len(objs))
-	for _, u := range objs {
-		r, err := FromUnstructured(u)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, c.newest(r))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
+}
+
+// labelsOf are the labels of what a watch cache holds.
+func labelsOf(obj any) map[string]string {
+	if cr, ok := obj.(*cachedRoute); ok {
+		return cr.route.Labels
+	}
+	return obj.(*unstructured.Unstructured).GetLabels()
 }
 
 // list LISTs the routes, discovering the version again if the apiserver no
@@ -273,19 +325,24 @@ func (c *Cluster) Written(r Route) {
 }
 
 // newest answers with what the plugin wrote itself when the cache has not
-// caught up with it yet, so an unchanged route is not written twice.
-func (c *Cluster) newest(cached Route) Route {
+// caught up with it yet, so an unchanged route is not written twice. A shared
+// route (what the cache holds) is copied; one that is not is the caller's.
+func (c *Cluster) newest(r Route, shared bool) Route {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	w, ok := c.written[cached.Ref]
-	if !ok {
-		return cached
+	w, ok := c.written[r.Ref]
+	switch {
+	case !ok:
+	case newer(w.ResourceVersion, r.ResourceVersion):
+		c.mu.Unlock()
+		return w.DeepCopy() // the overlay's copy is never changed, only replaced
+	default:
+		delete(c.written, r.Ref)
 	}
-	if newer(w.ResourceVersion, cached.ResourceVersion) {
-		return w.DeepCopy()
+	c.mu.Unlock()
+	if shared {
+		return r.DeepCopy()
 	}
-	delete(c.written, cached.Ref)
-	return cached
+	return r
 }
 
 // newer compares resourceVersions the way client-go's mutation cache does:
@@ -341,7 +398,14 @@ func (c *Cluster) cacheFor(ctx context.Context, kind Kind, namespace string) (ca
 // for as long as it runs, so a cache refused for want of RBAC heals when the
 // permission is granted, without a restart.
 func (c *Cluster) start(gvr schema.GroupVersionResource, namespace string) *namespaceCache {
-	inf := dynamicinformer.NewFilteredDynamicInformer(c.dyn, gvr, namespace, 0, cache.Indexers{}, nil).Informer()
+	// As dynamicinformer builds it, without its informer factory, which
+	// would bring an informer of every built-in API into the binary.
+	res := c.dyn.Resource(gvr).Namespace(namespace)
+	inf := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc:  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return res.List(ctx, o) },
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return res.Watch(ctx, o) },
+	}, c.dyn), &unstructured.Unstructured{}, cache.SharedIndexInformerOptions{Indexers: cache.Indexers{}, ObjectDescription: gvr.String()})
+	_ = inf.SetTransform(keepWhatThePluginReads) // fails only once the informer runs
 	nc := &namespaceCache{informer: inf, started: time.Now(), stop: make(chan struct{}),
 		synced: make(chan struct{}), failed: make(chan struct{})}
 	log := c.log.WithFields(logrus.Fields{"resource": gvr.Resource, "version": gvr.Version, "namespace": namespace})

@@ -1,7 +1,9 @@
 package routes
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/sirupsen/logrus"
@@ -68,12 +70,12 @@ func TestWrittenOverlayHandsOutCopies(t *testing.T) {
 	want := cached.DeepCopy()
 	want.ResourceVersion = "8"
 
-	first := c.newest(cached)
+	first := c.newest(cached, true)
 	if diff := cmp.Diff(want, first); diff != "" {
 		t.Fatalf("newest (-want +got):\n%s", diff)
 	}
 	scribble(first)
-	if diff := cmp.Diff(want, c.newest(cached)); diff != "" {
+	if diff := cmp.Diff(want, c.newest(cached, true)); diff != "" {
 		t.Errorf("a caller's change reached the next caller (-want +got):\n%s", diff)
 	}
 }
@@ -81,5 +83,90 @@ func TestWrittenOverlayHandsOutCopies(t *testing.T) {
 func TestDeepCopyOfAnEmptyRouteStaysEmpty(t *testing.T) {
 	if diff := cmp.Diff(Route{}, Route{}.DeepCopy()); diff != "" {
 		t.Error(diff)
+	}
+}
+
+// Read field by field, managedFields come out as the reflecting converter of
+// Unstructured.GetManagedFields makes them.
+func TestManagedFieldsReadAsGetManagedFieldsReadsThem(t *testing.T) {
+	u := servedRoute()
+	at := metav1.NewTime(time.Date(2026, 5, 1, 12, 30, 0, 0, time.UTC))
+	u.SetManagedFields([]metav1.ManagedFieldsEntry{
+		{Manager: "kubectl-create", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: Group + "/v1", Time: &at,
+			FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:rules":{},"f:hostnames":{}}}`)},
+		{Manager: "argo-rollouts-gatewayapi", Operation: metav1.ManagedFieldsOperationApply, APIVersion: Group + "/v1",
+			FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:labels":{"f:x":{}}}}`)},
+		{Manager: "gateway", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status"},
+	})
+	got, err := managedFields(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(u.GetManagedFields(), got); diff != "" {
+		t.Errorf("managedFields (-GetManagedFields +read):\n%s", diff)
+	}
+}
+
+// Reading without a copy reads the same route.
+func TestFromUnstructuredNoCopyReadsTheSameRoute(t *testing.T) {
+	copied, err := FromUnstructured(servedRoute())
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared, err := FromUnstructuredNoCopy(servedRoute())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(copied, shared); diff != "" {
+		t.Errorf("(-copied +not copied):\n%s", diff)
+	}
+}
+
+// The watch cache keeps the Route the plugin reads, made once; every read
+// of it is the caller's own; the transform is idempotent, and an object it
+// cannot read stays as served, so reading it says why.
+func TestWatchCacheKeepsWhatThePluginReads(t *testing.T) {
+	c := NewCluster(nil, nil, logrus.NewEntry(logrus.New()))
+	want, err := FromUnstructured(servedRoute())
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := keepWhatThePluginReads(servedRoute())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr, ok := kept.(*cachedRoute)
+	if !ok {
+		t.Fatalf("the cache keeps a %T", kept)
+	}
+	if cr.GetName() != "web" || cr.GetNamespace() != wtNS || cr.GetResourceVersion() != "7" {
+		t.Errorf("keys: %s/%s at %s", cr.GetNamespace(), cr.GetName(), cr.GetResourceVersion())
+	}
+	if again, _ := keepWhatThePluginReads(kept); again != kept {
+		t.Error("the transform changed what it made before")
+	}
+	first, err := c.fromCache(kept)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, first); diff != "" {
+		t.Errorf("read from the cache (-served +cached):\n%s", diff)
+	}
+	scribble(first)
+	second, _ := c.fromCache(kept)
+	if diff := cmp.Diff(want, second); diff != "" {
+		t.Errorf("a caller's change reached the cache (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(want, kept.(*cachedRoute).DeepCopyObject().(*cachedRoute).route); diff != "" {
+		t.Errorf("DeepCopyObject (-want +got):\n%s", diff)
+	}
+
+	bad := servedRoute()
+	bad.Object["spec"] = map[string]any{"rules": "not a list"}
+	if kept, _ := keepWhatThePluginReads(bad); kept != any(bad) {
+		t.Errorf("an unreadable route became %T", kept)
+	}
+	if _, err := c.fromCache(bad); err == nil || !strings.Contains(err.Error(), "spec.rules") {
+		t.Errorf("reading an unreadable cached route: %v", err)
 	}
 }

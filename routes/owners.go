@@ -39,18 +39,32 @@ func appliedFields(entries []metav1.ManagedFieldsEntry, manager string) map[stri
 	return nil
 }
 
+// Owned is what one manager owns through Apply that the plugin reads: its
+// label and annotation keys and whether it owns spec.rules, read from
+// managedFields in one pass.
+type Owned struct {
+	Labels, Annotations []string
+	Rules               bool
+}
+
+// OwnedBy reads what the manager owns through Apply.
+func OwnedBy(entries []metav1.ManagedFieldsEntry, manager string) Owned {
+	fields := appliedFields(entries, manager)
+	meta, _ := fields["f:metadata"].(map[string]any)
+	return Owned{Labels: metadataKeys(meta, "f:labels"), Annotations: metadataKeys(meta, "f:annotations"), Rules: holdsRules(fields)}
+}
+
 // OwnedLabels lists the label keys the manager owns through Apply.
 func OwnedLabels(entries []metav1.ManagedFieldsEntry, manager string) []string {
-	return ownedMetadataKeys(entries, manager, "f:labels")
+	return OwnedBy(entries, manager).Labels
 }
 
 // OwnedAnnotations lists the annotation keys the manager owns through Apply.
 func OwnedAnnotations(entries []metav1.ManagedFieldsEntry, manager string) []string {
-	return ownedMetadataKeys(entries, manager, "f:annotations")
+	return OwnedBy(entries, manager).Annotations
 }
 
-func ownedMetadataKeys(entries []metav1.ManagedFieldsEntry, manager, field string) []string {
-	meta, _ := appliedFields(entries, manager)["f:metadata"].(map[string]any)
+func metadataKeys(meta map[string]any, field string) []string {
 	set, _ := meta[field].(map[string]any)
 	var keys []string
 	for k := range set {
@@ -71,7 +85,7 @@ func holdsRules(fields map[string]any) bool {
 
 // OwnsRules says whether the manager owns spec.rules through Apply.
 func OwnsRules(entries []metav1.ManagedFieldsEntry, manager string) bool {
-	return holdsRules(appliedFields(entries, manager))
+	return OwnedBy(entries, manager).Rules
 }
 
 // RulesOwners lists the other managers that own spec.rules, as

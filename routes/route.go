@@ -1,6 +1,7 @@
 package routes
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -32,8 +33,21 @@ type Route struct {
 // newer Gateway API releases) pass through untouched.
 type Rule map[string]any
 
-// FromUnstructured reads a route served by the apiserver.
+// FromUnstructured reads a route served by the apiserver. The Route shares
+// nothing with u.
 func FromUnstructured(u *unstructured.Unstructured) (Route, error) {
+	return fromObject(u, true)
+}
+
+// FromUnstructuredNoCopy reads a route served by the apiserver without
+// copying its rules: for an object the caller owns and changes no more (an
+// answer just decoded, an event a watch cache keeps), so the route is read in
+// one pass instead of two.
+func FromUnstructuredNoCopy(u *unstructured.Unstructured) (Route, error) {
+	return fromObject(u, false)
+}
+
+func fromObject(u *unstructured.Unstructured, copyRules bool) (Route, error) {
 	gv, kind := u.GroupVersionKind().GroupVersion(), Kind(u.GetKind())
 	r := Route{
 		Ref:             Ref{Kind: kind, Namespace: u.GetNamespace(), Name: u.GetName()},
@@ -42,28 +56,78 @@ func FromUnstructured(u *unstructured.Unstructured) (Route, error) {
 		Generation:      u.GetGeneration(),
 		Labels:          u.GetLabels(),
 		Annotations:     u.GetAnnotations(),
-		ManagedFields:   u.GetManagedFields(),
 		Parents:         parentsFromUnstructured(u),
 	}
 	if gv.Group != Group || kind.Resource() == "" {
 		return Route{}, fmt.Errorf("%s %s/%s is not a Gateway API route", u.GetKind(), r.Namespace, r.Name)
 	}
-	raw, found, err := unstructured.NestedSlice(u.Object, "spec", "rules")
+	var err error
+	if r.ManagedFields, err = managedFields(u); err != nil {
+		return Route{}, fmt.Errorf("%s: metadata.managedFields: %w", r.Ref, err)
+	}
+	raw, found, err := unstructured.NestedFieldNoCopy(u.Object, "spec", "rules")
 	if err != nil {
 		return Route{}, fmt.Errorf("%s: spec.rules: %w", r.Ref, err)
 	}
-	if !found {
+	if !found || raw == nil {
 		return r, nil
 	}
-	r.Rules = make([]Rule, len(raw))
-	for i, item := range raw {
+	items, ok := raw.([]any)
+	if !ok {
+		return Route{}, fmt.Errorf("%s: spec.rules is %T, not a list", r.Ref, raw)
+	}
+	r.Rules = make([]Rule, len(items))
+	for i, item := range items {
 		m, ok := item.(map[string]any)
 		if !ok {
 			return Route{}, fmt.Errorf("%s: spec.rules[%d] is %T, not an object", r.Ref, i, item)
 		}
+		if copyRules {
+			m = runtime.DeepCopyJSONValue(m).(map[string]any)
+		}
 		r.Rules[i] = m
 	}
 	return r, nil
+}
+
+// managedFields reads metadata.managedFields as GetManagedFields does, field
+// by field instead of through the reflecting converter, which cost more than
+// the rest of reading a route together.
+func managedFields(u *unstructured.Unstructured) ([]metav1.ManagedFieldsEntry, error) {
+	raw, found, _ := unstructured.NestedFieldNoCopy(u.Object, "metadata", "managedFields")
+	items, ok := raw.([]any)
+	if !found || !ok {
+		return nil, nil
+	}
+	out := make([]metav1.ManagedFieldsEntry, 0, len(items))
+	for i, item := range items {
+		m, ok := item.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("entry %d is %T, not an object", i, item)
+		}
+		var e metav1.ManagedFieldsEntry
+		e.Manager, _ = m["manager"].(string)
+		op, _ := m["operation"].(string)
+		e.Operation = metav1.ManagedFieldsOperationType(op)
+		e.APIVersion, _ = m["apiVersion"].(string)
+		e.FieldsType, _ = m["fieldsType"].(string)
+		e.Subresource, _ = m["subresource"].(string)
+		if t, ok := m["time"].(string); ok {
+			e.Time = &metav1.Time{}
+			if err := e.Time.UnmarshalQueryParameter(t); err != nil {
+				return nil, fmt.Errorf("entry %d: time: %w", i, err)
+			}
+		}
+		if f, ok := m["fieldsV1"]; ok && f != nil {
+			data, err := json.Marshal(f)
+			if err != nil {
+				return nil, fmt.Errorf("entry %d: fieldsV1: %w", i, err)
+			}
+			e.FieldsV1 = metav1.NewFieldsV1(string(data))
+		}
+		out = append(out, e)
+	}
+	return out, nil
 }
 
 // DeepCopy returns a copy of the route that shares no map, slice or rule with

@@ -12,8 +12,8 @@ import (
 	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	authorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
@@ -48,6 +48,7 @@ type Applier struct {
 	client       gateway.Interface
 	dyn          dynamic.Interface
 	reviews      authorizationv1.SelfSubjectAccessReviewInterface
+	access       accessAnswers
 	reader       routes.Reader
 	fieldManager string
 	log          *logrus.Entry
@@ -58,13 +59,12 @@ func NewApplier(client gateway.Interface, dyn dynamic.Interface, reader routes.R
 	return &Applier{client: client, dyn: dyn, reader: reader, fieldManager: fieldManager, log: log}
 }
 
-// ReviewingAccess makes the applier ask, with kube's access reviews, before
-// a write that starts or ends the plugin's ownership of a route, whether the
-// plugin may also do what ending it takes (permissions.go).
-func (a *Applier) ReviewingAccess(kube kubernetes.Interface) *Applier {
-	if kube != nil {
-		a.reviews = kube.AuthorizationV1().SelfSubjectAccessReviews()
-	}
+// ReviewingAccess makes the applier ask, with access reviews, before a write
+// that starts or ends the plugin's ownership of a route, whether the plugin
+// may also do what ending it takes (permissions.go). With kube's client set:
+// ReviewingAccess(kube.AuthorizationV1().SelfSubjectAccessReviews()).
+func (a *Applier) ReviewingAccess(reviews authorizationv1.SelfSubjectAccessReviewInterface) *Applier {
+	a.reviews = reviews
 	return a
 }
 
@@ -95,9 +95,9 @@ func (a *Applier) Write(ctx context.Context, p Plan, log *logrus.Entry) error {
 	}
 	for attempt := 1; ; attempt++ {
 		if p.Desired.Unchanged {
-			return a.releaseIfDone(ctx, p, p.Live, log)
+			return a.releaseIfDone(ctx, p, p.Live, nil, log)
 		}
-		stored, unstructured, err := apply(ctx, a.client, a.dyn, p.Live, p.Desired, metav1.ApplyOptions{
+		stored, object, unstructured, err := apply(ctx, a.client, a.dyn, p.Live, p.Desired, metav1.ApplyOptions{
 			FieldManager: a.fieldManager,
 			// The resourceVersion precondition guarantees the rules were computed
 			// from the latest value, so taking ownership loses nobody's change.
@@ -115,7 +115,7 @@ func (a *Applier) Write(ctx context.Context, p Plan, log *logrus.Entry) error {
 				fields["unstructured"] = unstructured
 			}
 			log.WithFields(fields).Info("applied route")
-			return a.releaseIfDone(ctx, p, stored, log)
+			return a.releaseIfDone(ctx, p, stored, object, log)
 		}
 		if !isStale(err) && !routes.NotServed(err) {
 			return &RouteError{Route: p.Live.Ref, Err: explain(ctx, err, p.Live.Ref, "patch")}
@@ -141,12 +141,13 @@ func (a *Applier) Write(ctx context.Context, p Plan, log *logrus.Entry) error {
 }
 
 // releaseIfDone drops the plugin's ownership when the plan says the rollouts
-// on the route are done and the plugin still owns something there.
-func (a *Applier) releaseIfDone(ctx context.Context, p Plan, current routes.Route, log *logrus.Entry) error {
+// on the route are done and the plugin still owns something there. object is
+// the whole route as the apply just stored it, nil if nothing was applied.
+func (a *Applier) releaseIfDone(ctx context.Context, p Plan, current routes.Route, object *unstructured.Unstructured, log *logrus.Entry) error {
 	if !p.Desired.Release || !routes.OwnsAnything(current.ManagedFields, a.fieldManager) {
 		return nil
 	}
-	if err := a.release(ctx, current, log); err != nil {
+	if err := a.release(ctx, current, object, log); err != nil {
 		return &RouteError{Route: current.Ref, Err: fmt.Errorf("giving up ownership: %w", explain(ctx, err, current.Ref, "update"))}
 	}
 	return nil
@@ -155,13 +156,19 @@ func (a *Applier) releaseIfDone(ctx context.Context, p Plan, current routes.Rout
 // release removes the plugin's managedFields entries and keeps every value:
 // an Update of the object as read, minus those entries, guarded by its
 // resourceVersion. It is the one write that is not an apply; an apply cannot
-// give up a field without deleting its value.
-func (a *Applier) release(ctx context.Context, current routes.Route, log *logrus.Entry) error {
+// give up a field without deleting its value. The object an apply just
+// stored (stored, if not nil) is the object to update: reading it again would
+// answer the same; after a conflict the route is read.
+func (a *Applier) release(ctx context.Context, current routes.Route, stored *unstructured.Unstructured, log *logrus.Entry) error {
 	res := a.dyn.Resource(current.Kind.GVR(current.Version)).Namespace(current.Namespace)
 	for attempt := 1; ; attempt++ {
-		u, err := res.Get(ctx, current.Name, metav1.GetOptions{})
-		if err != nil {
-			return routes.Grant(err, "get", current.Kind.GroupResource(), current.Namespace)
+		u := stored
+		stored = nil
+		if u == nil {
+			var err error
+			if u, err = res.Get(ctx, current.Name, metav1.GetOptions{}); err != nil {
+				return routes.Grant(err, "get", current.Kind.GroupResource(), current.Namespace)
+			}
 		}
 		live, err := routes.FromUnstructured(u)
 		if err != nil {
@@ -188,7 +195,7 @@ func (a *Applier) release(ctx context.Context, current routes.Route, log *logrus
 			keep = []metav1.ManagedFieldsEntry{{}}
 		}
 		u.SetManagedFields(keep)
-		stored, err := res.Update(ctx, u, metav1.UpdateOptions{FieldManager: a.fieldManager})
+		updated, err := res.Update(ctx, u, metav1.UpdateOptions{FieldManager: a.fieldManager})
 		if isStale(err) && attempt < maxAttempts {
 			if err := backoff(ctx, attempt); err != nil {
 				return err
@@ -198,13 +205,13 @@ func (a *Applier) release(ctx context.Context, current routes.Route, log *logrus
 		if err != nil {
 			return routes.Grant(err, "update", current.Kind.GroupResource(), current.Namespace)
 		}
-		if r, err := routes.FromUnstructured(stored); err == nil {
+		if r, err := routes.FromUnstructuredNoCopy(updated); err == nil {
 			a.reader.Written(r)
 		}
 		log.WithFields(logrus.Fields{
 			"route":           current.Ref.String(),
 			"fieldManager":    a.fieldManager,
-			"resourceVersion": live.ResourceVersion + "→" + stored.GetResourceVersion(),
+			"resourceVersion": live.ResourceVersion + "→" + updated.GetResourceVersion(),
 			"changes":         "ownership released (" + strings.Join(dropped, ", ") + " entry removed), every value kept",
 		}).Info("released route")
 		return nil

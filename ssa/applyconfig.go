@@ -13,125 +13,147 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
-	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
-	gwv1a2 "sigs.k8s.io/gateway-api/apis/v1alpha2"
-	gwv1b1 "sigs.k8s.io/gateway-api/apis/v1beta1"
+	"k8s.io/client-go/rest"
+	applyrequest "k8s.io/client-go/util/apply"
 	gwv1ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 	gwv1a2ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1alpha2"
 	gwv1b1ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1beta1"
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+	gwscheme "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned/scheme"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
-// applyClient is the Apply method every typed route client has.
-type applyClient[AC any, T runtime.Object] interface {
-	Apply(ctx context.Context, ac AC, opts metav1.ApplyOptions) (T, error)
+// kindApply is how the plugin writes one kind in one version: a new typed
+// apply configuration of it, the shape of one of its rules (for the cheap
+// lossless check) and the REST client of its group and version.
+type kindApply struct {
+	newConfig func() any
+	rules     *shape
+	client    func(c gateway.Interface) rest.Interface
 }
-
-// applyFunc sends one apply of a desired route, given as the object to apply.
-type applyFunc func(ctx context.Context, c gateway.Interface, live routes.Route, obj map[string]any, opts metav1.ApplyOptions) (runtime.Object, error)
 
 type kindVersion struct {
 	kind    routes.Kind
 	version string
 }
 
-// typedApply is the apply of one kind in one version: it fills the kind's
-// typed apply configuration AC from the object to apply (an
-// UnrepresentableError if it cannot carry it exactly, nothing sent) and sends
-// it with the client of that kind.
-func typedApply[AC any, T runtime.Object](client func(c gateway.Interface, namespace string) applyClient[*AC, T]) applyFunc {
-	return func(ctx context.Context, c gateway.Interface, live routes.Route, obj map[string]any, opts metav1.ApplyOptions) (runtime.Object, error) {
-		ac := new(AC)
-		if err := decodeLossless(obj, ac, rulesOf); err != nil {
-			return nil, err
-		}
-		stored, err := client(c, live.Namespace).Apply(ctx, ac, opts)
-		if err != nil {
-			return nil, err
-		}
-		return stored, nil
-	}
+func typedApply[AC any](client func(c gateway.Interface) rest.Interface) kindApply {
+	return kindApply{newConfig: func() any { return new(AC) }, rules: rulesShape(reflect.TypeFor[AC]()), client: client}
 }
 
+var (
+	v1       = func(c gateway.Interface) rest.Interface { return c.GatewayV1().RESTClient() }
+	v1beta1  = func(c gateway.Interface) rest.Interface { return c.GatewayV1beta1().RESTClient() }
+	v1alpha2 = func(c gateway.Interface) rest.Interface { return c.GatewayV1alpha2().RESTClient() }
+)
+
 // applies lists every kind and version the plugin writes.
-var applies = map[kindVersion]applyFunc{
-	{routes.HTTPRoute, "v1"}: typedApply(func(c gateway.Interface, ns string) applyClient[*gwv1ac.HTTPRouteApplyConfiguration, *gwv1.HTTPRoute] {
-		return c.GatewayV1().HTTPRoutes(ns)
-	}),
-	{routes.HTTPRoute, "v1beta1"}: typedApply(func(c gateway.Interface, ns string) applyClient[*gwv1b1ac.HTTPRouteApplyConfiguration, *gwv1b1.HTTPRoute] {
-		return c.GatewayV1beta1().HTTPRoutes(ns)
-	}),
-	{routes.GRPCRoute, "v1"}: typedApply(func(c gateway.Interface, ns string) applyClient[*gwv1ac.GRPCRouteApplyConfiguration, *gwv1.GRPCRoute] {
-		return c.GatewayV1().GRPCRoutes(ns)
-	}),
-	{routes.GRPCRoute, "v1alpha2"}: typedApply(func(c gateway.Interface, ns string) applyClient[*gwv1a2ac.GRPCRouteApplyConfiguration, *gwv1a2.GRPCRoute] {
-		return c.GatewayV1alpha2().GRPCRoutes(ns)
-	}),
-	{routes.TCPRoute, "v1"}: typedApply(func(c gateway.Interface, ns string) applyClient[*gwv1ac.TCPRouteApplyConfiguration, *gwv1.TCPRoute] {
-		return c.GatewayV1().TCPRoutes(ns)
-	}),
-	{routes.TCPRoute, "v1alpha2"}: typedApply(func(c gateway.Interface, ns string) applyClient[*gwv1a2ac.TCPRouteApplyConfiguration, *gwv1a2.TCPRoute] {
-		return c.GatewayV1alpha2().TCPRoutes(ns)
-	}),
-	{routes.TLSRoute, "v1"}: typedApply(func(c gateway.Interface, ns string) applyClient[*gwv1ac.TLSRouteApplyConfiguration, *gwv1.TLSRoute] {
-		return c.GatewayV1().TLSRoutes(ns)
-	}),
-	{routes.TLSRoute, "v1alpha2"}: typedApply(func(c gateway.Interface, ns string) applyClient[*gwv1a2ac.TLSRouteApplyConfiguration, *gwv1a2.TLSRoute] {
-		return c.GatewayV1alpha2().TLSRoutes(ns)
-	}),
+var applies = map[kindVersion]kindApply{
+	{routes.HTTPRoute, "v1"}:       typedApply[gwv1ac.HTTPRouteApplyConfiguration](v1),
+	{routes.HTTPRoute, "v1beta1"}:  typedApply[gwv1b1ac.HTTPRouteApplyConfiguration](v1beta1),
+	{routes.GRPCRoute, "v1"}:       typedApply[gwv1ac.GRPCRouteApplyConfiguration](v1),
+	{routes.GRPCRoute, "v1alpha2"}: typedApply[gwv1a2ac.GRPCRouteApplyConfiguration](v1alpha2),
+	{routes.TCPRoute, "v1"}:        typedApply[gwv1ac.TCPRouteApplyConfiguration](v1),
+	{routes.TCPRoute, "v1alpha2"}:  typedApply[gwv1a2ac.TCPRouteApplyConfiguration](v1alpha2),
+	{routes.TLSRoute, "v1"}:        typedApply[gwv1ac.TLSRouteApplyConfiguration](v1),
+	{routes.TLSRoute, "v1alpha2"}:  typedApply[gwv1a2ac.TLSRouteApplyConfiguration](v1alpha2),
+}
+
+// fill returns the kind's typed apply configuration of obj, or an
+// UnrepresentableError saying what it cannot carry.
+func (k kindApply) fill(obj map[string]any, rules []routes.Rule) (any, error) {
+	if ac, ok := k.fillFast(obj, rules); ok {
+		return ac, nil
+	}
+	ac := k.newConfig()
+	return ac, decodeLossless(obj, ac, rulesOf)
+}
+
+// fillFast decodes obj once into the typed configuration when the shape
+// vouches that it carries the rules exactly; otherwise the full round trip
+// of decodeLossless decides, and says what would be lost.
+func (k kindApply) fillFast(obj map[string]any, rules []routes.Rule) (any, bool) {
+	if !carriesRules(k.rules, rules) {
+		return nil, false
+	}
+	data, err := json.Marshal(obj)
+	if err != nil {
+		return nil, false
+	}
+	ac := k.newConfig()
+	strict := json.NewDecoder(bytes.NewReader(data))
+	strict.DisallowUnknownFields()
+	if strict.Decode(ac) != nil {
+		return nil, false
+	}
+	return ac, true
 }
 
 // apply sends one server-side apply of the desired rules and labels for the
 // live route, guarded by the live resourceVersion, and returns the route the
-// apiserver stored. It applies the kind's typed apply configuration; when
-// that cannot carry the route's rules exactly (a field a newer Gateway API
-// added, which the typed apply would delete), it applies the same object
-// unstructured, with the same options, and says why in unstructured.
-func apply(ctx context.Context, client gateway.Interface, dyn dynamic.Interface, live routes.Route, d desired.Result, opts metav1.ApplyOptions) (stored routes.Route, unstructuredWhy string, err error) {
-	send, ok := applies[kindVersion{live.Kind, live.Version}]
+// apiserver stored, and the whole stored object (which the release updates).
+// It applies the kind's typed apply configuration; when that cannot carry
+// the route's rules exactly (a field a newer Gateway API added, which the
+// typed apply would delete), it applies the same object unstructured, with
+// the same options, and says why in unstructured.
+func apply(ctx context.Context, client gateway.Interface, dyn dynamic.Interface, live routes.Route, d desired.Result, opts metav1.ApplyOptions) (stored routes.Route, object *unstructured.Unstructured, unstructuredWhy string, err error) {
+	k, ok := applies[kindVersion{live.Kind, live.Version}]
 	if !ok {
-		return routes.Route{}, "", fmt.Errorf("writing %s in version %s is not supported", live.Kind, live.Version)
+		return routes.Route{}, nil, "", fmt.Errorf("writing %s in version %s is not supported", live.Kind, live.Version)
 	}
-	obj, err := applyObject(live, d)
-	if err != nil {
-		return routes.Route{}, "", err
-	}
-	typed, err := send(ctx, client, live, obj, opts)
+	obj := applyObject(live, d)
+	ac, err := k.fill(obj, d.Rules)
 	var unrep *UnrepresentableError
 	if !errors.As(err, &unrep) {
 		if err != nil {
-			return routes.Route{}, "", err
+			return routes.Route{}, nil, "", err
 		}
-		stored, err := toRoute(typed, live)
-		return stored, "", err
+		// As the typed client's Apply sends it; its answer is read once, as
+		// the route and object the plugin works with, not decoded into the
+		// typed object first.
+		req, err := applyrequest.NewRequest(k.client(client), ac)
+		if err != nil {
+			return routes.Route{}, nil, "", err
+		}
+		patch := opts.ToPatchOptions()
+		res := req.Namespace(live.Namespace).Resource(live.Kind.Resource()).Name(live.Name).
+			VersionedParams(&patch, gwscheme.ParameterCodec).Do(ctx)
+		if err := res.Error(); err != nil {
+			return routes.Route{}, nil, "", err // the apiserver's Status, as Into reads it
+		}
+		raw, _ := res.Raw()
+		object = &unstructured.Unstructured{}
+		if err := object.UnmarshalJSON(raw); err != nil {
+			return routes.Route{}, nil, "", fmt.Errorf("reading the apiserver's answer: %w", err)
+		}
+		stored, err := routes.FromUnstructuredNoCopy(object)
+		return stored, object, "", err
 	}
-	u, err := dyn.Resource(live.Kind.GVR(live.Version)).Namespace(live.Namespace).Apply(ctx, live.Name, &unstructured.Unstructured{Object: obj}, opts)
+	plain, err := plainJSON(obj)
 	if err != nil {
-		return routes.Route{}, unrep.Reason, err
+		return routes.Route{}, nil, "", err
 	}
-	stored, err = routes.FromUnstructured(u)
-	return stored, unrep.Reason, err
+	object, err = dyn.Resource(live.Kind.GVR(live.Version)).Namespace(live.Namespace).Apply(ctx, live.Name, &unstructured.Unstructured{Object: plain}, opts)
+	if err != nil {
+		return routes.Route{}, nil, unrep.Reason, err
+	}
+	stored, err = routes.FromUnstructuredNoCopy(object)
+	return stored, object, unrep.Reason, err
 }
 
 // fillApplyConfig fills a typed apply configuration from applyObject, and
 // refuses rules the types cannot carry exactly (UnrepresentableError).
 func fillApplyConfig(live routes.Route, d desired.Result, ac any) error {
-	obj, err := applyObject(live, d)
-	if err != nil {
-		return err
-	}
-	return decodeLossless(obj, ac, rulesOf)
+	return decodeLossless(applyObject(live, d), ac, rulesOf)
 }
 
-// applyObject is what the plugin applies to a route, in its JSON form: the
-// route's identity, the resourceVersion it was read at (the precondition),
-// the plugin's labels and annotations and the desired rules.
-func applyObject(live routes.Route, d desired.Result) (map[string]any, error) {
+// applyObject is what the plugin applies to a route: the route's identity,
+// the resourceVersion it was read at (the precondition), the plugin's labels
+// and annotations and the desired rules.
+func applyObject(live routes.Route, d desired.Result) map[string]any {
 	meta := map[string]any{"name": live.Name, "namespace": live.Namespace, "resourceVersion": live.ResourceVersion}
 	if d.Labels != nil {
 		meta["labels"] = d.Labels
@@ -139,14 +161,17 @@ func applyObject(live routes.Route, d desired.Result) (map[string]any, error) {
 	if d.Annotations != nil {
 		meta["annotations"] = d.Annotations
 	}
-	obj := map[string]any{
+	return map[string]any{
 		"apiVersion": routes.Group + "/" + live.Version,
 		"kind":       string(live.Kind),
 		"metadata":   meta,
 		"spec":       map[string]any{"rules": d.Rules},
 	}
-	// In plain JSON values, as an unstructured object holds them; numbers
-	// keep their digits.
+}
+
+// plainJSON is obj in plain JSON values, as an unstructured object holds
+// them; numbers keep their digits.
+func plainJSON(obj map[string]any) (map[string]any, error) {
 	data, err := json.Marshal(obj)
 	if err != nil {
 		return nil, err
@@ -274,16 +299,4 @@ func pruneEmpty(v any) any {
 		return out
 	}
 	return v
-}
-
-// toRoute turns the typed object an apply returned into the plugin's Route.
-func toRoute(obj runtime.Object, live routes.Route) (routes.Route, error) {
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-	if err != nil {
-		return routes.Route{}, err
-	}
-	u := &unstructured.Unstructured{Object: m}
-	u.SetAPIVersion(routes.Group + "/" + live.Version)
-	u.SetKind(string(live.Kind))
-	return routes.FromUnstructured(u)
 }

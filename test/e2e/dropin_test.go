@@ -228,7 +228,7 @@ steps:
 	log := logrus.New()
 	log.SetLevel(logrus.WarnLevel)
 	p := preflight.Compute(ctx, preflight.Input{Rollout: ro, PluginName: plugin.DefaultPluginName, FieldManager: "argo-rollouts-gatewayapi",
-		Reader: routes.NewCluster(c.Dynamic, disc, logrus.NewEntry(log)), Ports: plugin.KubeServicePorts(c.Kube, ns)})
+		Reader: routes.NewCluster(c.Dynamic, disc, logrus.NewEntry(log)), Ports: plugin.DynamicServicePorts(c.Dynamic, ns)})
 	if len(p.Problems) > 0 {
 		t.Fatalf("the plan has problems: %+v", p.Problems)
 	}

@@ -85,5 +85,8 @@ func StartPlugin(bin, kubeconfig string, logs io.Writer, args ...string) (*Plugi
 	return &PluginProcess{client: client, Plugin: p}, nil
 }
 
+// Pid is the plugin process's id.
+func (p *PluginProcess) Pid() int { return p.client.ReattachConfig().Pid }
+
 // Stop kills the plugin process.
 func (p *PluginProcess) Stop() { p.client.Kill() }

@@ -19,6 +19,7 @@ import (
 type Request struct {
 	Method      string
 	Path        string
+	Query       string
 	ContentType string
 	UserAgent   string
 	// Fault is what the recorder did to it instead of forwarding it as it
@@ -83,7 +84,7 @@ func NewRecorder(cfg *rest.Config) (*Recorder, error) {
 	rec.server = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec.mu.Lock()
 		fault := rec.faultFor(r)
-		req := Request{Method: r.Method, Path: r.URL.Path, ContentType: r.Header.Get("Content-Type"), UserAgent: r.UserAgent()}
+		req := Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, ContentType: r.Header.Get("Content-Type"), UserAgent: r.UserAgent()}
 		if fault != nil {
 			req.Fault = fault.Do
 		}

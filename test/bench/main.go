@@ -1,0 +1,822 @@
+// Command bench measures what a SetWeight step costs: the real plugin binary,
+// started over go-plugin RPC as Argo Rollouts starts it, against a real
+// kube-apiserver (envtest), over N HTTPRoutes found by a label selector,
+// side by side with a bare client that sends the same server-side apply per
+// route, 8 in flight, in the same run against the same apiserver. Every
+// request goes through the recording proxy, which counts them by verb and
+// user agent; the plugin's CPU time and peak RSS come from /proc.
+//
+// It prints figures; it asserts nothing about time. Run it with make bench.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwv1ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
+	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+	"github.com/gatewayapi-ssa/rollouts-plugin/test/harness"
+)
+
+const (
+	// selectorLabel groups each Rollout's routes; its value names the Rollout.
+	selectorLabel = "bench.gatewayapi-ssa.dev/rollout"
+	bareAgent     = "bench-bare-client"
+	pluginAgent   = "rollouts-gatewayapi-ssa"
+	inFlight      = 8
+	// settle lets the plugin's watch caches take in the events of a round's
+	// writes before the next round starts, so one round's work does not run
+	// in another's time.
+	settle = 300 * time.Millisecond
+)
+
+func main() {
+	var (
+		routeCounts = flag.String("routes", "1,10,50,200", "route counts, one Rollout each")
+		runs        = flag.Int("runs", 15, "steady SetWeight steps per route count (plugin and bare client each)")
+		together    = flag.Int("together", 10, "Rollouts calling at once in the concurrent scenario (0: skip it)")
+		eachRoutes  = flag.Int("together-routes", 20, "routes of each Rollout in the concurrent scenario")
+		defaultsN   = flag.Int("defaults-routes", 50, "routes of the scenario run at the plugin's default -kubeClientQPS/-kubeClientBurst (0: skip it)")
+		qps         = flag.Int("qps", 1000, "-kubeClientQPS of the plugin and QPS of the bare client")
+		burst       = flag.Int("burst", 2000, "-kubeClientBurst of the plugin and burst of the bare client")
+		bin         = flag.String("plugin", "", "plugin binary to measure (default: built from this tree)")
+		profileDir  = flag.String("profile", "", "write CPU and allocation profiles of the plugin during extra steps of the largest route count to this directory (the binary needs -pprof-addr)")
+		profileSecs = flag.Int("profile-seconds", 10, "how long -profile profiles")
+		keepLogs    = flag.Bool("keep-logs", false, "keep the plugin's logs (and say where)")
+	)
+	flag.Parse()
+	start := time.Now()
+	if err := run(config{
+		counts: parseCounts(*routeCounts), runs: *runs, together: *together, eachRoutes: *eachRoutes, defaultsRoutes: *defaultsN,
+		qps: *qps, burst: *burst, bin: *bin, profileDir: *profileDir, profileSeconds: *profileSecs, keepLogs: *keepLogs,
+	}); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	fmt.Printf("\nmake bench took %s\n", time.Since(start).Round(time.Second))
+}
+
+type config struct {
+	counts                     []int
+	runs, together, eachRoutes int
+	defaultsRoutes             int
+	qps, burst                 int
+	bin, profileDir            string
+	profileSeconds             int
+	keepLogs                   bool
+}
+
+func parseCounts(s string) []int {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "bench: -routes: %q is not a route count\n", f)
+			os.Exit(2)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// scenario is one row group of the table: rollouts Rollouts of routes routes
+// each, calling at once, on one plugin process started with args.
+type scenario struct {
+	label            string
+	routes, rollouts int
+	args             []string
+	profile          bool
+	// backToBack runs the plugin's steady steps one right after the other,
+	// with no bare client in between: what the token bucket allows.
+	backToBack bool
+}
+
+func run(cfg config) error {
+	dir, err := os.MkdirTemp("", "gatewayapi-ssa-bench-")
+	if err != nil {
+		return err
+	}
+	bin := cfg.bin
+	if bin == "" {
+		fmt.Fprintln(os.Stderr, "bench: building the plugin")
+		if bin, err = harness.BuildPlugin(dir); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(os.Stderr, "bench: starting kube-apiserver and etcd (envtest)")
+	c, err := harness.Start(harness.Standard)
+	if err != nil {
+		return err
+	}
+	defer c.Stop()
+	bare, err := gateway.NewForConfig(&rest.Config{Host: c.Recorder.URL, QPS: float32(cfg.qps), Burst: cfg.burst, UserAgent: bareAgent})
+	if err != nil {
+		return err
+	}
+	lifted := []string{fmt.Sprintf("-kubeClientQPS=%d", cfg.qps), fmt.Sprintf("-kubeClientBurst=%d", cfg.burst)}
+	var scenarios []scenario
+	largest := slices.Max(cfg.counts)
+	for _, n := range cfg.counts {
+		scenarios = append(scenarios, scenario{label: strconv.Itoa(n), routes: n, rollouts: 1, args: lifted, profile: cfg.profileDir != "" && n == largest})
+	}
+	if cfg.together > 0 {
+		scenarios = append(scenarios, scenario{label: fmt.Sprintf("%d×%d", cfg.together, cfg.eachRoutes), routes: cfg.eachRoutes, rollouts: cfg.together, args: lifted})
+	}
+	if cfg.defaultsRoutes > 0 {
+		scenarios = append(scenarios, scenario{label: fmt.Sprintf("%d (default flags, back to back)", cfg.defaultsRoutes), routes: cfg.defaultsRoutes, rollouts: 1, backToBack: true})
+	}
+	b := &bench{c: c, bare: bare, bin: bin, dir: dir, runs: cfg.runs, profileDir: cfg.profileDir, profileSeconds: cfg.profileSeconds}
+	var results []result
+	for i, s := range scenarios {
+		fmt.Fprintf(os.Stderr, "bench: %s routes × %d Rollout(s)\n", s.label, s.rollouts)
+		r, err := b.scenario(i, s)
+		if err != nil {
+			return fmt.Errorf("%s routes: %w", s.label, err)
+		}
+		results = append(results, r)
+	}
+	printTable(os.Stdout, cfg, results)
+	if cfg.keepLogs {
+		fmt.Fprintf(os.Stderr, "bench: the plugin's logs are in %s\n", dir)
+		return nil
+	}
+	os.RemoveAll(dir)
+	return nil
+}
+
+type bench struct {
+	c              *harness.Cluster
+	bare           gateway.Interface
+	bin, dir       string
+	runs           int
+	profileDir     string
+	profileSeconds int
+}
+
+// phase is what one kind of call cost.
+type phase struct {
+	ms       []float64
+	requests map[string]int // by verb, over every call of the phase
+	calls    int
+}
+
+func (p phase) perRouteCall(routes int) map[string]float64 {
+	out := map[string]float64{}
+	for v, n := range p.requests {
+		out[v] = float64(n) / float64(p.calls*routes)
+	}
+	return out
+}
+
+type result struct {
+	s                        scenario
+	warm, first, last, same  phase
+	steady, bareSteady       phase
+	pluginCPU                float64 // seconds per steady call
+	serverCPU, bareServerCPU float64 // kube-apiserver + etcd seconds per steady call
+	peakRSS                  float64 // MiB
+	memory                   string  // RssAnon and RssFile at the end
+	profileNote              string
+}
+
+// scenario creates the routes, starts a plugin and walks it and the bare
+// client side by side.
+func (b *bench) scenario(id int, s scenario) (result, error) {
+	ctx := context.Background()
+	res := result{s: s}
+	pluginNS, bareNS := fmt.Sprintf("bench-%d-plugin", id), fmt.Sprintf("bench-%d-bare", id)
+	for _, ns := range []string{pluginNS, bareNS} {
+		if err := b.createRoutes(ctx, ns, s); err != nil {
+			return res, err
+		}
+	}
+	args := slices.Clone(s.args)
+	var pprofAddr string
+	if s.profile {
+		port, err := freePort()
+		if err != nil {
+			return res, err
+		}
+		pprofAddr = fmt.Sprintf("127.0.0.1:%d", port)
+		args = append(args, "-pprof-addr="+pprofAddr)
+	}
+	logPath := filepath.Join(b.dir, fmt.Sprintf("plugin-%d.log", id))
+	logs, err := os.Create(logPath)
+	if err != nil {
+		return res, err
+	}
+	defer logs.Close()
+	p, err := harness.StartPlugin(b.bin, b.c.Kubeconfig, logs, args...)
+	if err != nil {
+		return res, err
+	}
+	defer p.Stop()
+	pid := p.Pid()
+	servers := serverPids()
+	rollouts := make([]*v1alpha1.Rollout, s.rollouts)
+	for i := range rollouts {
+		rollouts[i] = rollout(pluginNS, fmt.Sprintf("ro-%d", i))
+	}
+	call := func(weight int32) (float64, error) {
+		errs := make([]string, len(rollouts))
+		start := time.Now()
+		var wg sync.WaitGroup
+		for i, ro := range rollouts {
+			wg.Go(func() {
+				if e := p.Plugin.SetWeight(ro, weight, nil); e.HasError() {
+					errs[i] = e.ErrorString
+				}
+			})
+		}
+		wg.Wait()
+		ms := msSince(start)
+		for _, e := range errs {
+			if e != "" {
+				return ms, fmt.Errorf("SetWeight(%d): %s (plugin log: %s)", weight, e, logPath)
+			}
+		}
+		return ms, nil
+	}
+	pause := settle
+	measure := func(ph *phase, weight int32) error {
+		mark := len(b.c.Recorder.Requests())
+		ms, err := call(weight)
+		if err != nil {
+			return err
+		}
+		time.Sleep(pause)
+		ph.ms = append(ph.ms, ms)
+		ph.calls++
+		addVerbs(ph, b.c.Recorder.Requests()[mark:], pluginAgent)
+		return nil
+	}
+	// The routes are at canary 0: the first call changes nothing and starts
+	// the watch cache, as the controller's reconciles before the first step do.
+	if err := measure(&res.warm, 0); err != nil {
+		return res, err
+	}
+	if err := measure(&res.first, 10); err != nil {
+		return res, err
+	}
+	bareRVs, err := b.resourceVersions(ctx, bareNS)
+	if err != nil {
+		return res, err
+	}
+	var pluginCPU, serverCPU, bareServerCPU float64
+	if s.backToBack {
+		pause = 0
+	}
+	for i := range b.runs {
+		weight := int32(20 + 10*(i%2))
+		sides := []func() error{
+			func() error {
+				before, srv := cpuSeconds(pid), cpuOf(servers)
+				err := measure(&res.steady, weight)
+				pluginCPU += cpuSeconds(pid) - before
+				serverCPU += cpuOf(servers) - srv
+				return err
+			},
+			func() error {
+				srv := cpuOf(servers)
+				mark := len(b.c.Recorder.Requests())
+				ms, err := b.bareStep(ctx, bareNS, s, weight, bareRVs)
+				if err != nil {
+					return err
+				}
+				time.Sleep(settle)
+				bareServerCPU += cpuOf(servers) - srv
+				res.bareSteady.ms = append(res.bareSteady.ms, ms)
+				res.bareSteady.calls++
+				addVerbs(&res.bareSteady, b.c.Recorder.Requests()[mark:], bareAgent)
+				return nil
+			},
+		}
+		switch {
+		case s.backToBack:
+			sides = sides[:1]
+		case i%2 == 1:
+			slices.Reverse(sides) // neither side always runs first
+		}
+		for _, side := range sides {
+			if err := side(); err != nil {
+				return res, err
+			}
+		}
+	}
+	pause = settle
+	res.pluginCPU = pluginCPU / float64(b.runs)
+	res.serverCPU = serverCPU / float64(b.runs)
+	res.bareServerCPU = bareServerCPU / float64(b.runs)
+	weight := int32(20 + 10*((b.runs-1)%2))
+	if s.profile {
+		note, err := b.profile(pprofAddr, call, pid, servers, weight)
+		if err != nil {
+			return res, err
+		}
+		res.profileNote = note
+		// The profiled steps end on the weight the steady steps ended on.
+	}
+	for range b.runs {
+		if err := measure(&res.same, weight); err != nil {
+			return res, err
+		}
+	}
+	if err := measure(&res.last, 0); err != nil {
+		return res, err
+	}
+	res.peakRSS = peakRSS(pid)
+	res.memory = memoryNow(pid)
+	return res, nil
+}
+
+// createRoutes creates every route of the scenario in a new namespace, as
+// kubectl create would: one rule to stable (100) and canary (0).
+func (b *bench) createRoutes(ctx context.Context, ns string, s scenario) error {
+	if _, err := b.c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	type item struct{ rollout, i int }
+	var items []item
+	for r := range s.rollouts {
+		for i := range s.routes {
+			items = append(items, item{r, i})
+		}
+	}
+	errs := make([]error, len(items))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, inFlight)
+	for k, it := range items {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			_, errs[k] = b.c.Gateway.GatewayV1().HTTPRoutes(ns).Create(ctx, benchRoute(ns, it.rollout, it.i), metav1.CreateOptions{FieldManager: "kubectl-create"})
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func routeName(rollout, i int) string { return fmt.Sprintf("ro-%d-route-%03d", rollout, i) }
+
+func benchRoute(ns string, rollout, i int) *gwv1.HTTPRoute {
+	prefix := gwv1.PathMatchPathPrefix
+	port := gwv1.PortNumber(80)
+	ref := func(name string, w int32) gwv1.HTTPBackendRef {
+		return gwv1.HTTPBackendRef{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{Name: gwv1.ObjectName(name), Port: &port}, Weight: &w}}
+	}
+	return &gwv1.HTTPRoute{
+		ObjectMeta: metav1.ObjectMeta{Name: routeName(rollout, i), Namespace: ns, Labels: map[string]string{selectorLabel: fmt.Sprintf("ro-%d", rollout), "app": "bench"}},
+		Spec: gwv1.HTTPRouteSpec{
+			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "gw"}}},
+			Hostnames:       []gwv1.Hostname{gwv1.Hostname(fmt.Sprintf("%s.example.com", routeName(rollout, i)))},
+			Rules: []gwv1.HTTPRouteRule{{
+				Matches:     []gwv1.HTTPRouteMatch{{Path: &gwv1.HTTPPathMatch{Type: &prefix, Value: ptr("/")}}},
+				BackendRefs: []gwv1.HTTPBackendRef{ref("stable", 100), ref("canary", 0)},
+			}},
+		},
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func rollout(ns, name string) *v1alpha1.Rollout {
+	config := fmt.Sprintf(`{"httpRouteSelector": {"matchLabels": {%q: %q}}}`, selectorLabel, name)
+	return &v1alpha1.Rollout{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: v1alpha1.RolloutSpec{Strategy: v1alpha1.RolloutStrategy{Canary: &v1alpha1.CanaryStrategy{
+			StableService: "stable",
+			CanaryService: "canary",
+			TrafficRouting: &v1alpha1.RolloutTrafficRouting{
+				Plugins: map[string]json.RawMessage{"argoproj-labs/gatewayAPI": json.RawMessage(config)},
+			},
+		}}},
+	}
+}
+
+// resourceVersions reads the bare client's routes once; afterwards it keeps
+// the resourceVersion each apply returns, as a client that reads nothing.
+func (b *bench) resourceVersions(ctx context.Context, ns string) (*sync.Map, error) {
+	list, err := b.c.Gateway.GatewayV1().HTTPRoutes(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	rvs := &sync.Map{}
+	for _, r := range list.Items {
+		rvs.Store(r.Name, r.ResourceVersion)
+	}
+	return rvs, nil
+}
+
+// bareStep is the floor: for every route one typed server-side apply of what
+// the plugin applies for the step (spec.rules with the new weights, the
+// in-progress label, the claims annotation, the resourceVersion
+// precondition), 8 in flight per Rollout, the Rollouts at once.
+func (b *bench) bareStep(ctx context.Context, ns string, s scenario, weight int32, rvs *sync.Map) (float64, error) {
+	start := time.Now()
+	errs := make([]error, s.rollouts)
+	var wg sync.WaitGroup
+	for r := range s.rollouts {
+		wg.Go(func() {
+			sem := make(chan struct{}, inFlight)
+			var inner sync.WaitGroup
+			var mu sync.Mutex
+			for i := range s.routes {
+				inner.Go(func() {
+					sem <- struct{}{}
+					defer func() { <-sem }()
+					name := routeName(r, i)
+					rv, _ := rvs.Load(name)
+					stored, err := b.bare.GatewayV1().HTTPRoutes(ns).Apply(ctx, bareApply(ns, name, fmt.Sprintf("%s/ro-%d", ns, r), rv.(string), weight), metav1.ApplyOptions{FieldManager: "bench-bare", Force: true})
+					if err != nil {
+						mu.Lock()
+						errs[r] = fmt.Errorf("bare apply %s/%s: %w", ns, name, err)
+						mu.Unlock()
+						return
+					}
+					rvs.Store(name, stored.ResourceVersion)
+				})
+			}
+			inner.Wait()
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return 0, err
+		}
+	}
+	return msSince(start), nil
+}
+
+func bareApply(ns, name, rolloutKey, rv string, weight int32) *gwv1ac.HTTPRouteApplyConfiguration {
+	ref := func(svc string, w int32) *gwv1ac.HTTPBackendRefApplyConfiguration {
+		return gwv1ac.HTTPBackendRef().WithGroup("").WithKind("Service").WithName(gwv1.ObjectName(svc)).WithPort(80).WithWeight(w)
+	}
+	claims := routes.Claims{rolloutKey: routes.Claim{CanaryWeight: int64(weight), Weights: []routes.RecordedWeight{
+		{Rule: 0, Service: ns + "/stable", Weight: int64(100 - weight)},
+		{Rule: 0, Service: ns + "/canary", Weight: int64(weight)},
+	}}}
+	return gwv1ac.HTTPRoute(name, ns).WithResourceVersion(rv).
+		WithLabels(map[string]string{"rollouts.argoproj.io/gatewayapi-canary": "in-progress"}).
+		WithAnnotations(claims.Annotations()).
+		WithSpec(gwv1ac.HTTPRouteSpec().WithRules(gwv1ac.HTTPRouteRule().
+			WithMatches(gwv1ac.HTTPRouteMatch().WithPath(gwv1ac.HTTPPathMatch().WithType(gwv1.PathMatchPathPrefix).WithValue("/"))).
+			WithBackendRefs(ref("stable", 100-weight), ref("canary", weight))))
+}
+
+// profile takes a CPU profile of the plugin over profileSeconds of steps
+// back to back, and its allocations over the same steps, into profileDir,
+// with a summary of each; it says what the CPU went to, process by process.
+func (b *bench) profile(addr string, call func(int32) (float64, error), pid int, servers []int, endWeight int32) (string, error) {
+	if err := os.MkdirAll(b.profileDir, 0o755); err != nil {
+		return "", err
+	}
+	base := "http://" + addr + "/debug/pprof/"
+	if err := fetch(base+"allocs", filepath.Join(b.profileDir, "allocs-before.pprof")); err != nil {
+		return "", err
+	}
+	cpuDone := make(chan error, 1)
+	go func() {
+		cpuDone <- fetch(fmt.Sprintf("%sprofile?seconds=%d", base, b.profileSeconds), filepath.Join(b.profileDir, "cpu.pprof"))
+	}()
+	time.Sleep(200 * time.Millisecond) // the profile has started
+	plugin0, srv0, self0 := cpuSeconds(pid), cpuOf(servers), cpuSeconds(os.Getpid())
+	deadline := time.Now().Add(time.Duration(b.profileSeconds)*time.Second - 500*time.Millisecond)
+	steps := 0
+	for ; time.Now().Before(deadline); steps++ {
+		if _, err := call([]int32{40, 50}[steps%2]); err != nil {
+			return "", err
+		}
+	}
+	if _, err := call(endWeight); err != nil {
+		return "", err
+	}
+	steps++
+	plugin, srv, self := cpuSeconds(pid)-plugin0, cpuOf(servers)-srv0, cpuSeconds(os.Getpid())-self0
+	if err := <-cpuDone; err != nil {
+		return "", err
+	}
+	if err := fetch(base+"allocs", filepath.Join(b.profileDir, "allocs-after.pprof")); err != nil {
+		return "", err
+	}
+	if err := fetch(base+"heap?gc=1", filepath.Join(b.profileDir, "heap.pprof")); err != nil {
+		return "", err
+	}
+	summary := filepath.Join(b.profileDir, "summary.txt")
+	f, err := os.Create(summary)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	note := fmt.Sprintf("%d steps over %s: CPU seconds per step: plugin %.3f, kube-apiserver+etcd %.3f, bench process (proxy) %.3f",
+		steps, time.Duration(b.profileSeconds)*time.Second, plugin/float64(steps), srv/float64(steps), self/float64(steps))
+	fmt.Fprintln(f, note)
+	for _, args := range [][]string{
+		{"-top", "-nodecount=30", filepath.Join(b.profileDir, "cpu.pprof")},
+		{"-top", "-cum", "-nodecount=40", filepath.Join(b.profileDir, "cpu.pprof")},
+		{"-top", "-nodecount=30", "-sample_index=alloc_space", "-base", filepath.Join(b.profileDir, "allocs-before.pprof"), filepath.Join(b.profileDir, "allocs-after.pprof")},
+		{"-top", "-cum", "-nodecount=40", "-sample_index=alloc_space", "-base", filepath.Join(b.profileDir, "allocs-before.pprof"), filepath.Join(b.profileDir, "allocs-after.pprof")},
+		{"-top", "-nodecount=30", "-sample_index=inuse_space", filepath.Join(b.profileDir, "heap.pprof")},
+	} {
+		out, err := exec.Command("go", append([]string{"tool", "pprof"}, args...)...).CombinedOutput()
+		fmt.Fprintf(f, "\n$ go tool pprof %s\n%s", strings.Join(args, " "), out)
+		if err != nil {
+			return "", fmt.Errorf("go tool pprof: %w", err)
+		}
+	}
+	return note + "; profiles and " + summary, nil
+}
+
+func fetch(url, path string) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(f, resp.Body)
+	return err
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }
+
+// addVerbs counts the requests of one user agent by verb.
+func addVerbs(ph *phase, reqs []harness.Request, agent string) {
+	if ph.requests == nil {
+		ph.requests = map[string]int{}
+	}
+	for _, r := range reqs {
+		if strings.HasPrefix(r.UserAgent, agent) {
+			ph.requests[verb(r)]++
+		}
+	}
+}
+
+// verb names what a request does: apply, update, review, get, list, watch,
+// discovery, and the rest by method.
+func verb(r harness.Request) string {
+	switch {
+	case strings.HasPrefix(r.Path, "/apis/authorization.k8s.io/"):
+		return "review"
+	case r.IsApply():
+		return "apply"
+	case r.Method == http.MethodPut:
+		return "update"
+	case r.Method != http.MethodGet:
+		return strings.ToLower(r.Method)
+	case strings.Contains(r.Query, "watch=true") || strings.Contains(r.Query, "watch=1"):
+		return "watch"
+	}
+	parts := strings.Split(strings.Trim(r.Path, "/"), "/")
+	var rest []string
+	switch {
+	case len(parts) >= 2 && parts[0] == "api":
+		rest = parts[2:]
+	case len(parts) >= 3 && parts[0] == "apis":
+		rest = parts[3:]
+	default:
+		return "discovery"
+	}
+	if len(rest) >= 2 && rest[0] == "namespaces" && len(rest) != 2 {
+		rest = rest[2:]
+	}
+	switch len(rest) {
+	case 0:
+		return "discovery"
+	case 1:
+		return "list"
+	}
+	return "get"
+}
+
+// cpuSeconds is the user and system CPU time of a process so far.
+func cpuSeconds(pid int) float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name, which is in parentheses: utime and
+	// stime are the 12th and 13th, in clock ticks of 1/100 s.
+	fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
+	if len(fields) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseFloat(fields[11], 64)
+	s, _ := strconv.ParseFloat(fields[12], 64)
+	return (u + s) / 100
+}
+
+func cpuOf(pids []int) float64 {
+	var sum float64
+	for _, p := range pids {
+		sum += cpuSeconds(p)
+	}
+	return sum
+}
+
+// serverPids are the kube-apiserver and etcd that envtest started for this
+// process (its children), not anyone else's on the machine.
+func serverPids() []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		s := string(data)
+		open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || closing < open {
+			continue
+		}
+		comm := s[open+1 : closing]
+		fields := strings.Fields(s[closing+1:])
+		if len(fields) < 2 || fields[1] != strconv.Itoa(os.Getpid()) {
+			continue
+		}
+		if comm == "kube-apiserver" || comm == "etcd" {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// memoryNow is what the process holds resident now: anonymous memory (the
+// heap, stacks) and pages of the binary.
+func memoryNow(pid int) string {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return "?"
+	}
+	var parts []string
+	for _, line := range strings.Split(string(data), "\n") {
+		for _, key := range []string{"RssAnon:", "RssFile:"} {
+			if rest, ok := strings.CutPrefix(line, key); ok {
+				kb, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 64)
+				parts = append(parts, fmt.Sprintf("%s %.1f MiB", strings.TrimSuffix(key, ":"), kb/1024))
+			}
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// peakRSS is the process's high-water resident set (VmHWM) in MiB.
+func peakRSS(pid int) float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+func median(xs []float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func spread(xs []float64) string {
+	if len(xs) == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.0f / %.0f (%.0f–%.0f)", median(xs), slices.Max(xs), slices.Min(xs), slices.Max(xs))
+}
+
+// verbs prints requests per route per call, most common verb first.
+func verbs(m map[string]float64) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	keys := slices.SortedFunc(func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}, func(a, b string) int {
+		if m[a] != m[b] {
+			if m[a] > m[b] {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %s", k, trim(m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func trim(f float64) string {
+	s := strconv.FormatFloat(f, 'f', 3, 64)
+	s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	return s
+}
+
+func total(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+func printTable(w io.Writer, cfg config, results []result) {
+	fmt.Fprintf(w, "\nOne SetWeight over N HTTPRoutes selected by label: the plugin binary over go-plugin RPC, and a bare client sending the same\n"+
+		"server-side apply per route (%d in flight per Rollout), interleaved, against one envtest kube-apiserver; %d steady steps each\n"+
+		"(median / max (min–max) ms), limits %d QPS / %d burst unless the row says default flags; %d CPUs, %s.\n\n",
+		inFlight, cfg.runs, cfg.qps, cfg.burst, runtime.NumCPU(), runtime.Version())
+	fmt.Fprintln(w, "| routes | who | step ms median / max (min–max) | requests per route per step | first step, per route | last step, per route | unchanged call | CPU s per step: plugin / apiserver+etcd | peak RSS |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+	for _, r := range results {
+		n := r.s.routes * r.s.rollouts
+		fmt.Fprintf(w, "| %s | plugin | %s | %s | %s, %.0f ms | %s, %.0f ms | %d requests, %.1f ms | %.3f / %.3f | %.1f MiB |\n",
+			r.s.label, spread(r.steady.ms), verbs(r.steady.perRouteCall(n)),
+			verbs(r.first.perRouteCall(n)), median(r.first.ms), verbs(r.last.perRouteCall(n)), median(r.last.ms),
+			total(r.same.requests)/max(r.same.calls, 1), median(r.same.ms), r.pluginCPU, r.serverCPU, r.peakRSS)
+		if len(r.bareSteady.ms) == 0 {
+			continue // back to back: the plugin alone
+		}
+		fmt.Fprintf(w, "| %s | bare | %s | %s | — | — | — | — / %.3f | — |\n",
+			r.s.label, spread(r.bareSteady.ms), verbs(r.bareSteady.perRouteCall(n)), r.bareServerCPU)
+		fmt.Fprintf(w, "| %s | ratio | %.2f / %.2f | | | | | | |\n",
+			r.s.label, median(r.steady.ms)/median(r.bareSteady.ms), slices.Max(r.steady.ms)/slices.Max(r.bareSteady.ms))
+	}
+	fmt.Fprintln(w)
+	for _, r := range results {
+		fmt.Fprintf(w, "%s routes: the call before the first step (nothing to change; it starts the watch cache): %s requests in all, %.0f ms; plugin memory at the end: %s\n",
+			r.s.label, verbsTotal(r.warm.requests), median(r.warm.ms), r.memory)
+	}
+	for _, r := range results {
+		if r.profileNote != "" {
+			fmt.Fprintf(w, "profile, %s routes: %s\n", r.s.label, r.profileNote)
+		}
+	}
+}
+
+func verbsTotal(m map[string]int) string {
+	f := map[string]float64{}
+	for k, v := range m {
+		f[k] = float64(v)
+	}
+	return verbs(f)
+}
