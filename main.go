@@ -35,8 +35,8 @@ func main() {
 		os.Exit(cli.Run(os.Args[1:], os.Stdout, os.Stderr))
 	}
 	var (
-		qps          = flag.Float64("kubeClientQPS", 40, "maximum queries per second to the Kubernetes apiserver")
-		burst        = flag.Int("kubeClientBurst", 80, "maximum burst of queries to the Kubernetes apiserver")
+		qps          = flag.Float64("kubeClientQPS", 40, "maximum queries per second to the Kubernetes apiserver, for the whole process (the Argo Rollouts controller's own default); steps closer together than the burst takes to refill run at this rate")
+		burst        = flag.Int("kubeClientBurst", 120, "maximum burst of queries to the Kubernetes apiserver: a step costs one apply per changed route, the last step one more request per route to release ownership, so 120 lets any step of a Rollout with up to 50 routes go out at once (2 per route plus access reviews and the first list and watch)")
 		logFormat    = flag.String("logformat", "text", "log format: text or json")
 		logLevel     = flag.String("loglevel", "info", "log level: debug, info, warn or error")
 		fieldManager = flag.String("field-manager", ssa.DefaultFieldManager, "server-side apply field manager of every write")
