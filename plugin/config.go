@@ -308,25 +308,17 @@ func (cfg Config) settings(rolloutNamespace string) (Settings, error) {
 		return Settings{}, errors.New("names no route: set httpRoute(s), grpcRoute(s), tcpRoute(s), tlsRoute(s) or a route selector")
 	}
 
-	policy := cfg.ConflictPolicy
-	switch policy {
-	case "":
-		policy = desired.ReportConflicts
-	case desired.ReportConflicts, desired.TakeOver:
-	default:
-		return Settings{}, fmt.Errorf("key \"conflictPolicy\" must be %q or %q, not %q", desired.ReportConflicts, desired.TakeOver, policy)
+	policy, err := either("conflictPolicy", cfg.ConflictPolicy, desired.ReportConflicts, desired.TakeOver)
+	if err != nil {
+		return Settings{}, err
 	}
 	settle, err := cfg.verifyWeightSettle()
 	if err != nil {
 		return Settings{}, err
 	}
-	mirrorMode := cfg.MirrorMode
-	switch mirrorMode {
-	case "":
-		mirrorMode = desired.MirrorRule
-	case desired.MirrorRule, desired.MirrorFilter:
-	default:
-		return Settings{}, fmt.Errorf("key \"mirrorMode\" must be %q or %q, not %q", desired.MirrorRule, desired.MirrorFilter, mirrorMode)
+	mirrorMode, err := either("mirrorMode", cfg.MirrorMode, desired.MirrorRule, desired.MirrorFilter)
+	if err != nil {
+		return Settings{}, err
 	}
 	out := Settings{Targets: t, HeaderRoutes: headerRoutes, ListedForHeaderRoutes: listed,
 		SelectedHeaderRoutes: cfg.SelectedRoutesUseHeaderRoutes, VerifyWeight: cfg.VerifyWeight, ConflictPolicy: policy,
@@ -432,4 +424,16 @@ func (cfg Config) verifyWeightSettle() (*time.Duration, error) {
 		return nil, fmt.Errorf("key \"verifyWeightSettle\" must be a duration from 0s to %s, such as \"3s\", not %q", maxVerifyWeightSettle, cfg.VerifyWeightSettle)
 	}
 	return &d, nil
+}
+
+// either is the value of a key that takes one of two values; unset, the
+// first (the default).
+func either[T ~string](key string, v, def, other T) (T, error) {
+	switch v {
+	case "":
+		return def, nil
+	case def, other:
+		return v, nil
+	}
+	return "", fmt.Errorf("key %q must be %q or %q, not %q", key, def, other, v)
 }

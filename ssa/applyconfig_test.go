@@ -23,22 +23,7 @@ func fillHTTPRoute(rules []routes.Rule) (*gwv1ac.HTTPRouteApplyConfiguration, er
 // A served rule, defaults included, converts to the typed apply configuration
 // and back without losing a byte.
 func TestDecodeRulesKeepsEveryField(t *testing.T) {
-	rules := []routes.Rule{{
-		"name": "api",
-		"matches": []any{map[string]any{
-			"path":    map[string]any{"type": "PathPrefix", "value": "/api"},
-			"headers": []any{map[string]any{"type": "Exact", "name": "x-env", "value": "prod"}},
-		}},
-		"filters": []any{map[string]any{
-			"type":                  "RequestHeaderModifier",
-			"requestHeaderModifier": map[string]any{"add": []any{map[string]any{"name": "x-a", "value": "b"}}},
-		}},
-		"timeouts": map[string]any{"request": "10s"},
-		"backendRefs": []any{
-			map[string]any{"group": "", "kind": "Service", "name": "stable", "port": int64(80), "weight": int64(70)},
-			map[string]any{"group": "", "kind": "Service", "name": "canary", "port": int64(80), "weight": int64(0)},
-		},
-	}}
+	rules := servedRules()
 	ac, err := fillHTTPRoute(rules)
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 // lossless too, and both give the same typed configuration, so the write is
 // byte for byte what it was before the shortcut.
 
+// servedRules is a rule as the apiserver serves it, defaults included.
 func servedRules() []routes.Rule {
 	return []routes.Rule{{
 		"name": "api",
