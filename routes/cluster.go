@@ -345,6 +345,22 @@ func (c *Cluster) newest(r Route, shared bool) Route {
 	return r
 }
 
+// caughtUp forgets what the plugin wrote to a route once its watch cache
+// holds that write or a newer one, so the overlay holds a route only for the
+// moments between a write and its watch event, not a second copy of every
+// route the plugin has written.
+func (c *Cluster) caughtUp(obj any) {
+	cr, ok := obj.(*cachedRoute)
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if w, ok := c.written[cr.route.Ref]; ok && !newer(w.ResourceVersion, cr.route.ResourceVersion) {
+		delete(c.written, cr.route.Ref)
+	}
+}
+
 // newer compares resourceVersions the way client-go's mutation cache does:
 // as integers where both parse, otherwise the cache wins.
 func newer(a, b string) bool {
@@ -406,6 +422,10 @@ func (c *Cluster) start(gvr schema.GroupVersionResource, namespace string) *name
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return res.Watch(ctx, o) },
 	}, c.dyn), &unstructured.Unstructured{}, cache.SharedIndexInformerOptions{Indexers: cache.Indexers{}, ObjectDescription: gvr.String()})
 	_ = inf.SetTransform(keepWhatThePluginReads) // fails only once the informer runs
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.caughtUp(obj) },
+		UpdateFunc: func(_, obj any) { c.caughtUp(obj) },
+	})
 	nc := &namespaceCache{informer: inf, started: time.Now(), stop: make(chan struct{}),
 		synced: make(chan struct{}), failed: make(chan struct{})}
 	log := c.log.WithFields(logrus.Fields{"resource": gvr.Resource, "version": gvr.Version, "namespace": namespace})

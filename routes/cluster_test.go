@@ -57,6 +57,37 @@ func TestFromUnstructuredSharesNothingWithTheCachedObject(t *testing.T) {
 	}
 }
 
+// The overlay keeps a written route only until the watch cache has it: an
+// event of an older version keeps it, the event of the write (or a newer
+// one) drops it.
+func TestWrittenOverlayEndsWithTheWatchEvent(t *testing.T) {
+	c := NewCluster(nil, nil, logrus.NewEntry(logrus.New()))
+	served := servedRoute()
+	written, err := FromUnstructured(served)
+	if err != nil {
+		t.Fatal(err)
+	}
+	written.ResourceVersion = "8"
+	c.Written(written)
+	for _, tc := range []struct {
+		rv   string
+		kept bool
+	}{{"7", true}, {"8", false}} {
+		served.SetResourceVersion(tc.rv)
+		event, err := keepWhatThePluginReads(served.DeepCopy())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.caughtUp(event)
+		c.mu.Lock()
+		_, kept := c.written[written.Ref]
+		c.mu.Unlock()
+		if kept != tc.kept {
+			t.Errorf("after the watch event of resourceVersion %s, the overlay holds the write of 8: %v, want %v", tc.rv, kept, tc.kept)
+		}
+	}
+}
+
 func TestWrittenOverlayHandsOutCopies(t *testing.T) {
 	c := NewCluster(nil, nil, logrus.NewEntry(logrus.New()))
 	cached, err := FromUnstructured(servedRoute())
