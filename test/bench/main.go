@@ -62,15 +62,16 @@ func main() {
 		qps         = flag.Int("qps", 1000, "-kubeClientQPS of the plugin and QPS of the bare client")
 		burst       = flag.Int("burst", 2000, "-kubeClientBurst of the plugin and burst of the bare client")
 		bin         = flag.String("plugin", "", "plugin binary to measure (default: built from this tree)")
-		profileDir  = flag.String("profile", "", "write CPU and allocation profiles of the plugin during extra steps of the largest route count to this directory (the binary needs -pprof-addr)")
+		profileDir  = flag.String("profile", "", "write CPU and allocation profiles of the plugin, and a CPU profile of kube-apiserver, during extra steps of the largest route count to this directory (the binary needs -pprof-addr)")
 		profileSecs = flag.Int("profile-seconds", 10, "how long -profile profiles")
 		keepLogs    = flag.Bool("keep-logs", false, "keep the plugin's logs (and say where)")
-		bareWatch   = flag.Bool("bare-watch", false, "the bare client also watches its routes, as the plugin's cache does: the apiserver then serves both sides the same work, and what is left of the ratio is the plugin's own CPU")
+		bareWatch   = flag.Bool("bare-watch", false, "the bare client also watches its routes and decodes the events, as the plugin's cache does")
+		profileBare = flag.Bool("profile-bare", false, "with -profile: the extra steps are the bare client's, not the plugin's, so kube-apiserver's profile can be set beside the plugin's")
 	)
 	flag.Parse()
 	start := time.Now()
 	if err := run(config{
-		counts: parseCounts(*routeCounts), runs: *runs, together: *together, eachRoutes: *eachRoutes, defaultsRoutes: *defaultsN, bareWatch: *bareWatch,
+		counts: parseCounts(*routeCounts), runs: *runs, together: *together, eachRoutes: *eachRoutes, defaultsRoutes: *defaultsN, bareWatch: *bareWatch, profileBare: *profileBare,
 		qps: *qps, burst: *burst, bin: *bin, profileDir: *profileDir, profileSeconds: *profileSecs, keepLogs: *keepLogs,
 	}); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -83,7 +84,7 @@ type config struct {
 	counts                     []int
 	runs, together, eachRoutes int
 	defaultsRoutes             int
-	bareWatch                  bool
+	bareWatch, profileBare     bool
 	qps, burst                 int
 	bin, profileDir            string
 	profileSeconds             int
@@ -157,7 +158,7 @@ func run(cfg config) error {
 	if cfg.defaultsRoutes > 0 {
 		scenarios = append(scenarios, scenario{label: fmt.Sprintf("%d (default flags: steady steps back to back, first and last after 4 s)", cfg.defaultsRoutes), routes: cfg.defaultsRoutes, rollouts: 1, backToBack: true})
 	}
-	b := &bench{c: c, bare: bare, bareWatch: cfg.bareWatch, bin: bin, dir: dir, runs: cfg.runs, profileDir: cfg.profileDir, profileSeconds: cfg.profileSeconds}
+	b := &bench{c: c, bare: bare, bareWatch: cfg.bareWatch, profileBare: cfg.profileBare, bin: bin, dir: dir, runs: cfg.runs, profileDir: cfg.profileDir, profileSeconds: cfg.profileSeconds}
 	var results []result
 	for i, s := range scenarios {
 		fmt.Fprintf(os.Stderr, "bench: %s routes × %d Rollout(s)\n", s.label, s.rollouts)
@@ -180,6 +181,7 @@ type bench struct {
 	c              *harness.Cluster
 	bare           gateway.Interface
 	bareWatch      bool
+	profileBare    bool
 	bin, dir       string
 	runs           int
 	profileDir     string
@@ -356,7 +358,11 @@ func (b *bench) scenario(id int, s scenario) (result, error) {
 	res.bareServerCPU = bareServerCPU / float64(b.runs)
 	weight := int32(20 + 10*((b.runs-1)%2))
 	if s.profile {
-		note, err := b.profile(pprofAddr, call, pid, servers, weight)
+		steps := call
+		if b.profileBare {
+			steps = func(w int32) (float64, error) { return b.bareStep(ctx, bareNS, s, w, bareRVs) }
+		}
+		note, err := b.profile(pprofAddr, steps, pid, servers, weight)
 		if err != nil {
 			return res, err
 		}
@@ -530,10 +536,11 @@ func (b *bench) profile(addr string, call func(int32) (float64, error), pid int,
 	if err := fetch(base+"allocs", filepath.Join(b.profileDir, "allocs-before.pprof")); err != nil {
 		return "", err
 	}
-	cpuDone := make(chan error, 1)
+	cpuDone := make(chan error, 2)
 	go func() {
 		cpuDone <- fetch(fmt.Sprintf("%sprofile?seconds=%d", base, b.profileSeconds), filepath.Join(b.profileDir, "cpu.pprof"))
 	}()
+	go func() { cpuDone <- b.apiserverProfile(filepath.Join(b.profileDir, "apiserver-cpu.pprof")) }()
 	time.Sleep(200 * time.Millisecond) // the profile has started
 	plugin0, srv0, self0 := cpuSeconds(pid), cpuOf(servers), cpuSeconds(os.Getpid())
 	deadline := time.Now().Add(time.Duration(b.profileSeconds)*time.Second - 500*time.Millisecond)
@@ -548,8 +555,10 @@ func (b *bench) profile(addr string, call func(int32) (float64, error), pid int,
 	}
 	steps++
 	plugin, srv, self := cpuSeconds(pid)-plugin0, cpuOf(servers)-srv0, cpuSeconds(os.Getpid())-self0
-	if err := <-cpuDone; err != nil {
-		return "", err
+	for range 2 {
+		if err := <-cpuDone; err != nil {
+			return "", err
+		}
 	}
 	if err := fetch(base+"allocs", filepath.Join(b.profileDir, "allocs-after.pprof")); err != nil {
 		return "", err
@@ -572,6 +581,7 @@ func (b *bench) profile(addr string, call func(int32) (float64, error), pid int,
 		{"-top", "-nodecount=30", "-sample_index=alloc_space", "-base", filepath.Join(b.profileDir, "allocs-before.pprof"), filepath.Join(b.profileDir, "allocs-after.pprof")},
 		{"-top", "-cum", "-nodecount=40", "-sample_index=alloc_space", "-base", filepath.Join(b.profileDir, "allocs-before.pprof"), filepath.Join(b.profileDir, "allocs-after.pprof")},
 		{"-top", "-nodecount=30", "-sample_index=inuse_space", filepath.Join(b.profileDir, "heap.pprof")},
+		{"-top", "-cum", "-nodecount=60", filepath.Join(b.profileDir, "apiserver-cpu.pprof")},
 	} {
 		out, err := exec.Command("go", append([]string{"tool", "pprof"}, args...)...).CombinedOutput()
 		fmt.Fprintf(f, "\n$ go tool pprof %s\n%s", strings.Join(args, " "), out)
@@ -580,6 +590,17 @@ func (b *bench) profile(addr string, call func(int32) (float64, error), pid int,
 		}
 	}
 	return note + "; profiles and " + summary, nil
+}
+
+// apiserverProfile writes a CPU profile of kube-apiserver (its own
+// /debug/pprof, as the admin) taken over the same seconds as the plugin's.
+func (b *bench) apiserverProfile(path string) error {
+	raw, err := b.c.Kube.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
+		Param("seconds", strconv.Itoa(b.profileSeconds)).Timeout(time.Duration(b.profileSeconds+30) * time.Second).DoRaw(context.Background())
+	if err != nil {
+		return fmt.Errorf("kube-apiserver's CPU profile: %w", err)
+	}
+	return os.WriteFile(path, raw, 0o644)
 }
 
 func fetch(url, path string) error {
