@@ -194,12 +194,8 @@ func rulesOf(v any) []any {
 // come back the same, or an unknown field anywhere. The error names every
 // field of the rules the types would lose.
 func decodeLossless(v any, into any, rulesOf func(any) []any) error {
-	data, err := json.Marshal(v)
+	data, want, err := plainOf(v)
 	if err != nil {
-		return err
-	}
-	var want any
-	if err := json.Unmarshal(data, &want); err != nil {
 		return err
 	}
 	strict := json.NewDecoder(bytes.NewReader(data))
@@ -213,12 +209,8 @@ func decodeLossless(v any, into any, rulesOf func(any) []any) error {
 			return &UnrepresentableError{Reason: strictErr.Error()}
 		}
 	}
-	back, err := json.Marshal(decoded)
+	_, got, err := plainOf(decoded)
 	if err != nil {
-		return err
-	}
-	var got any
-	if err := json.Unmarshal(back, &got); err != nil {
 		return err
 	}
 	var lost []string
@@ -237,6 +229,19 @@ func decodeLossless(v any, into any, rulesOf func(any) []any) error {
 		return &UnrepresentableError{Reason: strictErr.Error()}
 	}
 	return nil
+}
+
+// plainOf is v's JSON and the plain JSON values it decodes to.
+func plainOf(v any) ([]byte, any, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil, nil, err
+	}
+	var plain any
+	if err := json.Unmarshal(data, &plain); err != nil {
+		return nil, nil, err
+	}
+	return data, plain, nil
 }
 
 // lostFields lists the paths (below path) of what want holds and got does
