@@ -9,7 +9,6 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	authorizationclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
@@ -141,7 +140,7 @@ func (c *clusterChecks) services(ctx context.Context, ro *v1alpha1.Rollout, p *p
 		return // the plan reported it
 	}
 	for _, name := range []string{stable, canary} {
-		_, err := c.dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "services"}).Namespace(ro.Namespace).Get(ctx, name, metav1.GetOptions{})
+		_, err := c.dyn.Resource(plugin.ServicesResource).Namespace(ro.Namespace).Get(ctx, name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
 			p.Problems = append(p.Problems, preflight.Problem{Step: "Services", Reason: fmt.Sprintf("Service %s/%s does not exist: the routes' backendRefs to it would fail", ro.Namespace, name)})

@@ -100,12 +100,13 @@ func (p *Plugin) setWeightCall(ctx context.Context, ro *v1alpha1.Rollout, weight
 	return DecodeSetWeight(ctx, ro, weight, additional, DynamicServicePorts(dyn, ro.Namespace))
 }
 
-var servicesResource = schema.GroupVersionResource{Version: "v1", Resource: "services"}
+// ServicesResource is the core API's Services, as the dynamic client names them.
+var ServicesResource = schema.GroupVersionResource{Version: "v1", Resource: "services"}
 
 // DynamicServicePorts reads Services of namespace with a dynamic client.
 func DynamicServicePorts(dyn dynamic.Interface, namespace string) ServicePorts {
 	return func(ctx context.Context, name string) ([]corev1.ServicePort, error) {
-		u, err := dyn.Resource(servicesResource).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+		u, err := dyn.Resource(ServicesResource).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil, &MissingServiceError{Namespace: namespace, Name: name}
 		}

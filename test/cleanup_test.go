@@ -1,9 +1,7 @@
 package test
 
 import (
-	"bytes"
 	"context"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -50,18 +48,7 @@ func deleteRollout(t *testing.T, ns, name string) {
 // cleanupCommand runs the binary's cleanup command against the test cluster.
 func cleanupCommand(t *testing.T, args ...string) (string, int) {
 	t.Helper()
-	cmd := exec.Command(pluginBin, append([]string{"cleanup", "--kubeconfig", standard.Kubeconfig}, args...)...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	code := 0
-	if exit, ok := err.(*exec.ExitError); ok {
-		code = exit.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("cleanup %v: exit %d\n%s", args, code, out.String())
-	return out.String(), code
+	return runBinary(t, nil, append([]string{"cleanup", "--kubeconfig", standard.Kubeconfig}, args...)...)
 }
 
 // walkMidCanary puts a Rollout mid-canary on route: weight 30 with an
