@@ -9,7 +9,6 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	authorizationclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
@@ -41,20 +40,19 @@ func newClusterChecks(conn *connection, fieldManager, as string) (*clusterChecks
 		return nil, err
 	}
 	dyn, dynErr := dynamic.NewForConfig(cfg)
-	disc, discErr := discovery.NewDiscoveryClientForConfig(cfg)
 	gw, gwErr := gateway.NewForConfig(cfg)
 	impersonated := rest.CopyConfig(cfg)
 	if as != "" {
 		impersonated.Impersonate = rest.ImpersonationConfig{UserName: as, Groups: groupsOf(as)}
 	}
 	authz, revErr := authorizationclient.NewForConfig(impersonated)
-	for _, err := range []error{dynErr, discErr, gwErr, revErr} {
+	for _, err := range []error{dynErr, gwErr, revErr} {
 		if err != nil {
 			return nil, fmt.Errorf("building the Kubernetes clients: %w", err)
 		}
 	}
 	log := quietLog()
-	reader := routes.NewCluster(dyn, disc, log)
+	reader := routes.NewCluster(gw.GatewayV1().RESTClient(), log)
 	identity := as
 	if identity == "" {
 		identity = "you (the kubeconfig's user; give --as for the controller's ServiceAccount)"

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/client-go/discovery"
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/cleanup"
@@ -98,12 +97,11 @@ func newCleaner(conn *connection, fieldManager string) (*cleanup.Cleaner, error)
 		return nil, err
 	}
 	gw, gwErr := gateway.NewForConfig(cfg)
-	disc, discErr := discovery.NewDiscoveryClientForConfig(cfg)
-	if gwErr != nil || discErr != nil {
-		return nil, fmt.Errorf("building the Kubernetes clients: %v %v", gwErr, discErr)
+	if gwErr != nil {
+		return nil, fmt.Errorf("building the Kubernetes clients: %w", gwErr)
 	}
 	log := quietLog()
-	reader := routes.NewCluster(dyn, disc, log)
+	reader := routes.NewCluster(gw.GatewayV1().RESTClient(), log)
 	return &cleanup.Cleaner{Dynamic: dyn, Versions: reader, Applier: ssa.NewApplier(gw, dyn, reader, fieldManager, log),
 		FieldManager: fieldManager, Log: log}, nil
 }

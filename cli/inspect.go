@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/client-go/discovery"
+	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
@@ -48,19 +48,19 @@ func runInspect(args []string, out, errOut io.Writer) int {
 		fmt.Fprintln(errOut, err)
 		return 2
 	}
-	dyn, cfg, err := conn.dynamic()
+	cfg, err := conn.config()
 	if err != nil {
 		fmt.Fprintln(errOut, err)
 		return 1
 	}
-	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	gw, err := gateway.NewForConfig(cfg)
 	if err != nil {
 		fmt.Fprintln(errOut, err)
 		return 1
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	live, err := routes.NewCluster(dyn, disc, quietLog()).Fresh(ctx, ref)
+	live, err := routes.NewCluster(gw.GatewayV1().RESTClient(), quietLog()).Fresh(ctx, ref)
 	if err != nil {
 		fmt.Fprintf(errOut, "reading %s: %v\n", ref, err)
 		return 1

@@ -15,7 +15,6 @@ import (
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	"github.com/argoproj/argo-rollouts/utils/plugin/types"
 	"github.com/sirupsen/logrus"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	authorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
@@ -150,7 +149,7 @@ func (p *Plugin) Connect(cfg *rest.Config) error {
 	if err != nil {
 		return err
 	}
-	reader := routes.NewCluster(c.dyn, c.disc, p.log)
+	reader := routes.NewCluster(c.gw.GatewayV1().RESTClient(), p.log)
 	p.Use(c.reviews, c.gw, c.dyn, reader)
 	p.startSweep(c.dyn, reader)
 	return nil
@@ -171,13 +170,12 @@ func (p *Plugin) startSweep(dyn dynamic.Interface, reader routes.Reader) {
 }
 
 // clients are the plugin's clients of one cluster: the gateway clientset
-// (typed applies), the dynamic client (reads, watches, Services, the release),
-// discovery and access reviews. No client of every built-in API: the plugin
+// (typed applies; its REST client also reads, watches and discovers routes),
+// the dynamic client (Services, the release) and access reviews. No client of every built-in API: the plugin
 // uses two of them, and the rest would cost memory in every process.
 type clients struct {
 	gw      gateway.Interface
 	dyn     dynamic.Interface
-	disc    discovery.DiscoveryInterface
 	reviews authorizationv1.SelfSubjectAccessReviewInterface
 }
 
@@ -193,12 +191,11 @@ func (p *Plugin) clientsFor(cfg *rest.Config) (clients, error) {
 	limiter := cfg.RateLimiter
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return newTransport(rt, limiter, p.opts.Retry, p.log) })
 	var c clients
-	var errs [4]error
+	var errs [3]error
 	c.gw, errs[0] = gateway.NewForConfig(cfg)
 	c.dyn, errs[1] = dynamic.NewForConfig(cfg)
-	c.disc, errs[2] = discovery.NewDiscoveryClientForConfig(cfg)
 	authz, err := authorizationv1.NewForConfig(cfg)
-	if errs[3] = err; err == nil {
+	if errs[2] = err; err == nil {
 		c.reviews = authz.SelfSubjectAccessReviews()
 	}
 	if err := errors.Join(errs[:]...); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +16,8 @@ import (
 
 	"github.com/sirupsen/logrus"
 	"k8s.io/client-go/util/flowcontrol"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
 // Every request the plugin sends, from every client it builds, goes through
@@ -202,28 +203,8 @@ func hasResourceVersion(req *http.Request) bool {
 		return false
 	}
 	defer body.Close()
-	dec := json.NewDecoder(body)
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return false
-	}
-	for dec.More() {
-		key, err := dec.Token()
-		if err != nil {
-			return false
-		}
-		if key != "metadata" {
-			var skip json.RawMessage
-			if dec.Decode(&skip) != nil {
-				return false
-			}
-			continue
-		}
-		var meta struct {
-			ResourceVersion string `json:"resourceVersion"`
-		}
-		return dec.Decode(&meta) == nil && meta.ResourceVersion != ""
-	}
-	return false
+	_, err = routes.ResourceVersionOf(body)
+	return err == nil
 }
 
 func retryAfter(resp *http.Response) time.Duration {

@@ -292,9 +292,11 @@ func TestWatchesHaveNoAttemptTimeout(t *testing.T) {
 	}
 }
 
-// Every client the plugin builds draws from one token bucket: four clients
-// hammering a server for two seconds at QPS 1, burst 1 get about three requests
-// through together, where a bucket each would let eight or more through.
+// Every client the plugin builds draws from one token bucket: four callers
+// (typed applies, the dynamic client, the route reader's REST calls, access
+// reviews) hammering a server for two seconds at QPS 1, burst 1 get about
+// three requests through together, where a bucket each would let eight or
+// more through.
 func TestClientsShareOneTokenBucket(t *testing.T) {
 	s := newServer(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -311,7 +313,7 @@ func TestClientsShareOneTokenBucket(t *testing.T) {
 	callers := []func(){
 		func() { _, _ = c.gw.GatewayV1().HTTPRoutes("ns").Get(ctx, "a", metav1.GetOptions{}) },
 		func() { _, _ = c.dyn.Resource(gvr).Namespace("ns").Get(ctx, "a", metav1.GetOptions{}) },
-		func() { _ = c.disc.RESTClient().Get().AbsPath("/apis").Do(ctx) },
+		func() { _ = c.gw.GatewayV1().RESTClient().Get().AbsPath("/apis").Do(ctx) },
 		func() {
 			_, _ = c.reviews.Create(ctx, &authorizationv1.SelfSubjectAccessReview{}, metav1.CreateOptions{})
 		},

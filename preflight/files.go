@@ -118,7 +118,7 @@ func (f *Files) ServedVersion(_ context.Context, kind routes.Kind) (string, erro
 }
 
 // Written does nothing: a plan writes nothing.
-func (f *Files) Written(routes.Route) {}
+func (f *Files) Written(*routes.Answer) {}
 
 // Ports answers with the Services of the files.
 func (f *Files) Ports(namespace string) func(ctx context.Context, name string) ([]corev1.ServicePort, error) {

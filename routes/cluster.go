@@ -15,13 +15,11 @@ import (
 	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -38,9 +36,10 @@ type Reader interface {
 	// ServedVersion is the API version the plugin reads and writes kind in.
 	ServedVersion(ctx context.Context, kind Kind) (string, error)
 	// Written tells the reader about an object the plugin just wrote, so the
-	// next Get does not answer with an older cached copy. The reader keeps a
-	// copy of r.
-	Written(r Route)
+	// next Get does not answer with an older cached copy. The reader keeps
+	// the answer, and reads it only if a call reads the route before the
+	// watch cache has the write.
+	Written(a *Answer)
 }
 
 // cacheSyncWait bounds how long the calls of the first moments of a watch
@@ -53,14 +52,13 @@ const cacheSyncWait = 5 * time.Second
 // Cluster reads routes from one cluster through watch caches started lazily,
 // one per namespace and kind.
 type Cluster struct {
-	dyn  dynamic.Interface
-	disc discovery.DiscoveryInterface
-	log  *logrus.Entry
+	client rest.Interface
+	log    *logrus.Entry
 
 	mu        sync.Mutex
 	versions  map[Kind]string
 	informers map[informerKey]*namespaceCache
-	written   map[Ref]Route
+	written   map[Ref]*Answer
 	closed    bool
 }
 
@@ -81,13 +79,16 @@ type namespaceCache struct {
 	errors         atomic.Int32
 }
 
-// NewCluster returns a Reader for the cluster behind the clients.
-func NewCluster(dyn dynamic.Interface, disc discovery.DiscoveryInterface, log *logrus.Entry) *Cluster {
+// NewCluster returns a Reader for the cluster behind client, a REST client
+// of it whose requests the reader gives absolute paths (any group and
+// version's client will do, e.g. the Gateway API clientset's
+// GatewayV1().RESTClient()). Every route it reads it reads with Decode.
+func NewCluster(client rest.Interface, log *logrus.Entry) *Cluster {
 	return &Cluster{
-		dyn: dyn, disc: disc, log: log,
+		client: client, log: log,
 		versions:  map[Kind]string{},
 		informers: map[informerKey]*namespaceCache{},
-		written:   map[Ref]Route{},
+		written:   map[Ref]*Answer{},
 	}
 }
 
@@ -132,7 +133,7 @@ func (c *Cluster) ServedVersion(ctx context.Context, kind Kind) (string, error) 
 // serves asks the apiserver whether it serves kind in version, under ctx
 // (the discovery client's own methods take no context).
 func (c *Cluster) serves(ctx context.Context, version string, kind Kind) (bool, error) {
-	raw, err := c.disc.RESTClient().Get().AbsPath("/apis", Group, version).Do(ctx).Raw()
+	raw, err := body(c.client.Get().AbsPath("/apis", Group, version).Do(ctx))
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	}
@@ -191,48 +192,11 @@ func (c *Cluster) Get(ctx context.Context, ref Ref) (Route, error) {
 // fromCache is the caller's own copy of what a watch cache holds, or of what
 // the plugin wrote after it.
 func (c *Cluster) fromCache(obj any) (Route, error) {
-	if cr, ok := obj.(*cachedRoute); ok {
-		return c.newest(cr.route, true), nil
+	cr := obj.(*cachedRoute)
+	if cr.err != nil {
+		return Route{}, cr.err
 	}
-	// The transform could not read it; FromUnstructured says why.
-	r, err := FromUnstructured(obj.(*unstructured.Unstructured))
-	if err != nil {
-		return Route{}, err
-	}
-	return c.newest(r, false), nil
-}
-
-// cachedRoute is what a watch cache keeps of a route: the Route the plugin
-// reads, made once when the event arrives (keepWhatThePluginReads), so a call
-// copies it instead of reading the whole served object again. Its ObjectMeta
-// holds only what the informer keys and orders it by.
-type cachedRoute struct {
-	metav1.ObjectMeta
-	route Route
-}
-
-func (c *cachedRoute) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
-
-func (c *cachedRoute) DeepCopyObject() runtime.Object {
-	return &cachedRoute{ObjectMeta: *c.ObjectMeta.DeepCopy(), route: c.route.DeepCopy()}
-}
-
-// keepWhatThePluginReads is the watch caches' transform: of a served route
-// it keeps what a call reads (identity, resourceVersion, generation, labels,
-// annotations, managedFields, spec.rules, spec.parentRefs and status.parents,
-// as a Route) and drops the rest (uid, timestamps, hostnames, every other
-// field), before the object enters the cache. A route it cannot read stays
-// as served, and reading it says why. It is idempotent, as client-go asks.
-func keepWhatThePluginReads(obj any) (any, error) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return obj, nil
-	}
-	r, err := FromUnstructuredNoCopy(u)
-	if err != nil {
-		return obj, nil
-	}
-	return &cachedRoute{ObjectMeta: metav1.ObjectMeta{Name: r.Name, Namespace: r.Namespace, ResourceVersion: r.ResourceVersion}, route: r}, nil
+	return c.newest(cr.route, true), nil
 }
 
 // Fresh reads a route with a GET. An answer that the apiserver does not serve
@@ -244,7 +208,8 @@ func (c *Cluster) Fresh(ctx context.Context, ref Ref) (Route, error) {
 		if err != nil {
 			return Route{}, err
 		}
-		u, err := c.dyn.Resource(ref.Kind.GVR(version)).Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		path := append(routesPath(ref.Kind.GVR(version), ref.Namespace), ref.Name)
+		raw, err := body(c.client.Get().AbsPath(path...).Do(ctx))
 		if NotServed(err) && again {
 			c.forget(ref.Kind, version)
 			continue
@@ -252,7 +217,7 @@ func (c *Cluster) Fresh(ctx context.Context, ref Ref) (Route, error) {
 		if err != nil {
 			return Route{}, err
 		}
-		return FromUnstructuredNoCopy(u)
+		return Decode(raw)
 	}
 }
 
@@ -281,11 +246,10 @@ func (c *Cluster) List(ctx context.Context, kind Kind, namespace string, selecto
 			return nil, err
 		}
 		for i := range list.Items {
-			r, err := FromUnstructuredNoCopy(&list.Items[i])
-			if err != nil {
+			if err := list.Items[i].err; err != nil {
 				return nil, err
 			}
-			out = append(out, c.newest(r, false))
+			out = append(out, c.newest(list.Items[i].route, false))
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
@@ -293,22 +257,17 @@ func (c *Cluster) List(ctx context.Context, kind Kind, namespace string, selecto
 }
 
 // labelsOf are the labels of what a watch cache holds.
-func labelsOf(obj any) map[string]string {
-	if cr, ok := obj.(*cachedRoute); ok {
-		return cr.route.Labels
-	}
-	return obj.(*unstructured.Unstructured).GetLabels()
-}
+func labelsOf(obj any) map[string]string { return obj.(*cachedRoute).route.Labels }
 
 // list LISTs the routes, discovering the version again if the apiserver no
 // longer serves the one the reader knows.
-func (c *Cluster) list(ctx context.Context, kind Kind, namespace string, selector labels.Selector) (*unstructured.UnstructuredList, error) {
+func (c *Cluster) list(ctx context.Context, kind Kind, namespace string, selector labels.Selector) (*routeList, error) {
 	for again := true; ; again = false {
 		version, err := c.ServedVersion(ctx, kind)
 		if err != nil {
 			return nil, err
 		}
-		list, err := c.dyn.Resource(kind.GVR(version)).Namespace(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
+		list, err := listRoutes(ctx, c.client, kind.GVR(version), namespace, metav1.ListOptions{LabelSelector: selector.String()})
 		if NotServed(err) && again {
 			c.forget(kind, version)
 			continue
@@ -317,28 +276,36 @@ func (c *Cluster) list(ctx context.Context, kind Kind, namespace string, selecto
 	}
 }
 
-// Written records the route the apiserver returned for the plugin's write.
-func (c *Cluster) Written(r Route) {
+// Written records the apiserver's answer to the plugin's write.
+func (c *Cluster) Written(a *Answer) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.written[r.Ref] = r.DeepCopy()
+	c.written[a.Ref] = a
 }
 
 // newest answers with what the plugin wrote itself when the cache has not
 // caught up with it yet, so an unchanged route is not written twice. A shared
 // route (what the cache holds) is copied; one that is not is the caller's.
+// An answer that cannot be read is forgotten: the cache's route it is.
 func (c *Cluster) newest(r Route, shared bool) Route {
 	c.mu.Lock()
 	w, ok := c.written[r.Ref]
-	switch {
-	case !ok:
-	case newer(w.ResourceVersion, r.ResourceVersion):
-		c.mu.Unlock()
-		return w.DeepCopy() // the overlay's copy is never changed, only replaced
-	default:
+	if ok && !newer(w.ResourceVersion, r.ResourceVersion) {
 		delete(c.written, r.Ref)
+		ok = false
 	}
 	c.mu.Unlock()
+	if ok {
+		written, err := w.Route()
+		if err == nil {
+			return written.DeepCopy() // the answer's route is shared, never changed
+		}
+		c.mu.Lock()
+		if c.written[r.Ref] == w {
+			delete(c.written, r.Ref)
+		}
+		c.mu.Unlock()
+	}
 	if shared {
 		return r.DeepCopy()
 	}
@@ -414,14 +381,17 @@ func (c *Cluster) cacheFor(ctx context.Context, kind Kind, namespace string) (ca
 // for as long as it runs, so a cache refused for want of RBAC heals when the
 // permission is granted, without a restart.
 func (c *Cluster) start(gvr schema.GroupVersionResource, namespace string) *namespaceCache {
-	// As dynamicinformer builds it, without its informer factory, which
-	// would bring an informer of every built-in API into the binary.
-	res := c.dyn.Resource(gvr).Namespace(namespace)
-	inf := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
-		ListWithContextFunc:  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return res.List(ctx, o) },
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return res.Watch(ctx, o) },
-	}, c.dyn), &unstructured.Unstructured{}, cache.SharedIndexInformerOptions{Indexers: cache.Indexers{}, ObjectDescription: gvr.String()})
-	_ = inf.SetTransform(keepWhatThePluginReads) // fails only once the informer runs
+	// A plain *cache.ListWatch: the reflector streams the initial list
+	// through the watch (WatchList) where the apiserver can, and lists where
+	// it cannot.
+	inf := cache.NewSharedIndexInformerWithOptions(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return listRoutes(ctx, c.client, gvr, namespace, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return watchRoutes(ctx, c.client, gvr, namespace, o)
+		},
+	}, &cachedRoute{}, cache.SharedIndexInformerOptions{Indexers: cache.Indexers{}, ObjectDescription: gvr.String()})
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.caughtUp(obj) },
 		UpdateFunc: func(_, obj any) { c.caughtUp(obj) },

@@ -61,24 +61,20 @@ func TestFromUnstructuredSharesNothingWithTheCachedObject(t *testing.T) {
 // event of an older version keeps it, the event of the write (or a newer
 // one) drops it.
 func TestWrittenOverlayEndsWithTheWatchEvent(t *testing.T) {
-	c := NewCluster(nil, nil, logrus.NewEntry(logrus.New()))
+	c := NewCluster(nil, logrus.NewEntry(logrus.New()))
 	served := servedRoute()
 	written, err := FromUnstructured(served)
 	if err != nil {
 		t.Fatal(err)
 	}
 	written.ResourceVersion = "8"
-	c.Written(written)
+	c.Written(Answered(written))
 	for _, tc := range []struct {
 		rv   string
 		kept bool
 	}{{"7", true}, {"8", false}} {
 		served.SetResourceVersion(tc.rv)
-		event, err := keepWhatThePluginReads(served.DeepCopy())
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.caughtUp(event)
+		c.caughtUp(cached(t, served))
 		c.mu.Lock()
 		_, kept := c.written[written.Ref]
 		c.mu.Unlock()
@@ -88,26 +84,86 @@ func TestWrittenOverlayEndsWithTheWatchEvent(t *testing.T) {
 	}
 }
 
+// answerJSON is the apiserver's answer to a write of u at resourceVersion rv.
+func answerJSON(t *testing.T, u *unstructured.Unstructured, rv string) []byte {
+	t.Helper()
+	u = u.DeepCopy()
+	u.SetResourceVersion(rv)
+	data, err := u.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// The overlay holds the apiserver's answer and reads it only when a call
+// reads the route before the watch cache has the write; every call gets its
+// own copy.
 func TestWrittenOverlayHandsOutCopies(t *testing.T) {
-	c := NewCluster(nil, nil, logrus.NewEntry(logrus.New()))
+	c := NewCluster(nil, logrus.NewEntry(logrus.New()))
 	cached, err := FromUnstructured(servedRoute())
 	if err != nil {
 		t.Fatal(err)
 	}
-	written := cached.DeepCopy()
-	written.ResourceVersion = "8"
-	c.Written(written)
-	scribble(written) // the writer's copy is its own too
+	answer, err := AnswerOf(cached.Ref, answerJSON(t, servedRoute(), "8"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if answer.ResourceVersion != "8" || answer.raw == nil {
+		t.Fatalf("AnswerOf read resourceVersion %q, and the route already: %v", answer.ResourceVersion, answer.raw == nil)
+	}
+	c.Written(answer)
 	want := cached.DeepCopy()
 	want.ResourceVersion = "8"
 
 	first := c.newest(cached, true)
-	if diff := cmp.Diff(want, first); diff != "" {
+	if diff := cmp.Diff(want, first, fieldsAsValues); diff != "" {
 		t.Fatalf("newest (-want +got):\n%s", diff)
 	}
 	scribble(first)
-	if diff := cmp.Diff(want, c.newest(cached, true)); diff != "" {
+	if diff := cmp.Diff(want, c.newest(cached, true), fieldsAsValues); diff != "" {
 		t.Errorf("a caller's change reached the next caller (-want +got):\n%s", diff)
+	}
+}
+
+// An answer that cannot be read as a route is forgotten: reads answer with
+// the cache's route, as if the plugin had not written.
+func TestAnUnreadableAnswerIsForgotten(t *testing.T) {
+	c := NewCluster(nil, logrus.NewEntry(logrus.New()))
+	cached, err := FromUnstructured(servedRoute())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := servedRoute()
+	bad.Object["spec"] = map[string]any{"rules": "not a list"}
+	answer, err := AnswerOf(cached.Ref, answerJSON(t, bad, "8"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Written(answer)
+	if diff := cmp.Diff(cached, c.newest(cached, true)); diff != "" {
+		t.Errorf("newest (-cache +got):\n%s", diff)
+	}
+	if _, kept := c.written[cached.Ref]; kept {
+		t.Error("the overlay still holds the unreadable answer")
+	}
+}
+
+// ResourceVersionOf reads metadata.resourceVersion and says when there is
+// none.
+func TestResourceVersionOf(t *testing.T) {
+	for _, tc := range []struct{ body, rv string }{
+		{`{"apiVersion":"v1","kind":"K","metadata":{"name":"a","resourceVersion":"12"},"spec":{}}`, "12"},
+		{`{"metadata":{"resourceVersion":"3"},"spec":`, "3"}, // nothing after metadata is read
+		{`{"kind":"K","metadata":{"name":"a"}}`, ""},
+		{`{"kind":"K"}`, ""},
+		{`[]`, ""},
+		{`{"metadata":{"resourceVersion":7}}`, ""},
+	} {
+		rv, err := ResourceVersionOf(strings.NewReader(tc.body))
+		if rv != tc.rv || (err == nil) != (tc.rv != "") {
+			t.Errorf("%s: %q, %v; want %q", tc.body, rv, err, tc.rv)
+		}
 	}
 }
 
@@ -153,28 +209,32 @@ func TestFromUnstructuredNoCopyReadsTheSameRoute(t *testing.T) {
 	}
 }
 
+// cached is what a watch cache keeps of the served object u.
+func cached(t *testing.T, u *unstructured.Unstructured) *cachedRoute {
+	t.Helper()
+	data, err := u.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr, err := toCache(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cr
+}
+
 // The watch cache keeps the Route the plugin reads, made once; every read
-// of it is the caller's own; the transform is idempotent, and an object it
-// cannot read stays as served, so reading it says why.
+// of it is the caller's own; an object Decode cannot read is kept by its
+// name with the reason, so reading it says why.
 func TestWatchCacheKeepsWhatThePluginReads(t *testing.T) {
-	c := NewCluster(nil, nil, logrus.NewEntry(logrus.New()))
+	c := NewCluster(nil, logrus.NewEntry(logrus.New()))
 	want, err := FromUnstructured(servedRoute())
 	if err != nil {
 		t.Fatal(err)
 	}
-	kept, err := keepWhatThePluginReads(servedRoute())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cr, ok := kept.(*cachedRoute)
-	if !ok {
-		t.Fatalf("the cache keeps a %T", kept)
-	}
-	if cr.GetName() != "web" || cr.GetNamespace() != wtNS || cr.GetResourceVersion() != "7" {
-		t.Errorf("keys: %s/%s at %s", cr.GetNamespace(), cr.GetName(), cr.GetResourceVersion())
-	}
-	if again, _ := keepWhatThePluginReads(kept); again != kept {
-		t.Error("the transform changed what it made before")
+	kept := cached(t, servedRoute())
+	if kept.GetName() != "web" || kept.GetNamespace() != wtNS || kept.GetResourceVersion() != "7" {
+		t.Errorf("keys: %s/%s at %s", kept.GetNamespace(), kept.GetName(), kept.GetResourceVersion())
 	}
 	first, err := c.fromCache(kept)
 	if err != nil {
@@ -188,16 +248,17 @@ func TestWatchCacheKeepsWhatThePluginReads(t *testing.T) {
 	if diff := cmp.Diff(want, second); diff != "" {
 		t.Errorf("a caller's change reached the cache (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(want, kept.(*cachedRoute).DeepCopyObject().(*cachedRoute).route); diff != "" {
+	if diff := cmp.Diff(want, kept.DeepCopyObject().(*cachedRoute).route); diff != "" {
 		t.Errorf("DeepCopyObject (-want +got):\n%s", diff)
 	}
 
 	bad := servedRoute()
 	bad.Object["spec"] = map[string]any{"rules": "not a list"}
-	if kept, _ := keepWhatThePluginReads(bad); kept != any(bad) {
-		t.Errorf("an unreadable route became %T", kept)
+	unreadable := cached(t, bad)
+	if unreadable.GetName() != "web" || unreadable.GetNamespace() != wtNS {
+		t.Errorf("an unreadable route is kept as %s/%s", unreadable.GetNamespace(), unreadable.GetName())
 	}
-	if _, err := c.fromCache(bad); err == nil || !strings.Contains(err.Error(), "spec.rules") {
+	if _, err := c.fromCache(unreadable); err == nil || !strings.Contains(err.Error(), "spec.rules") {
 		t.Errorf("reading an unreadable cached route: %v", err)
 	}
 }

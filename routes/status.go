@@ -77,15 +77,20 @@ type Condition struct {
 // that are not objects are skipped: the CRD schema does not allow them, and
 // they would name no parent anyway.
 func parentsFromUnstructured(u *unstructured.Unstructured) Parents {
-	ns := u.GetNamespace()
-	var p Parents
 	refs, _, _ := unstructured.NestedSlice(u.Object, "spec", "parentRefs")
+	statuses, _, _ := unstructured.NestedSlice(u.Object, "status", "parents")
+	return parentsFrom(u.GetNamespace(), refs, statuses)
+}
+
+// parentsFrom reads spec.parentRefs (refs) and status.parents (statuses) in
+// their JSON form, of a route in namespace ns.
+func parentsFrom(ns string, refs, statuses []any) Parents {
+	var p Parents
 	for _, item := range refs {
 		if m, ok := item.(map[string]any); ok {
 			p.Refs = append(p.Refs, parentRefFrom(m, ns))
 		}
 	}
-	statuses, _, _ := unstructured.NestedSlice(u.Object, "status", "parents")
 	for _, item := range statuses {
 		m, ok := item.(map[string]any)
 		if !ok {

@@ -12,7 +12,6 @@ import (
 	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	authorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
@@ -97,24 +96,31 @@ func (a *Applier) Write(ctx context.Context, p Plan, log *logrus.Entry) error {
 		if p.Desired.Unchanged {
 			return a.releaseIfDone(ctx, p, p.Live, nil, log)
 		}
-		stored, object, unstructured, err := apply(ctx, a.client, a.dyn, p.Live, p.Desired, metav1.ApplyOptions{
+		answer, object, unstructured, err := apply(ctx, a.client, a.dyn, p.Live, p.Desired, metav1.ApplyOptions{
 			FieldManager: a.fieldManager,
 			// The resourceVersion precondition guarantees the rules were computed
 			// from the latest value, so taking ownership loses nobody's change.
 			Force: true,
 		})
 		if err == nil {
-			a.reader.Written(stored)
+			a.reader.Written(answer)
 			fields := logrus.Fields{
 				"route":           p.Live.Ref.String(),
 				"fieldManager":    a.fieldManager,
-				"resourceVersion": p.Live.ResourceVersion + "→" + stored.ResourceVersion,
+				"resourceVersion": p.Live.ResourceVersion + "→" + answer.ResourceVersion,
 				"changes":         strings.Join(p.Desired.Changes, "; "),
 			}
 			if unstructured != "" {
 				fields["unstructured"] = unstructured
 			}
 			log.WithFields(fields).Info("applied route")
+			if !p.Desired.Release {
+				return nil
+			}
+			stored, err := answer.Route()
+			if err != nil {
+				return &RouteError{Route: p.Live.Ref, Err: fmt.Errorf("reading the apiserver's answer: %w", err)}
+			}
 			return a.releaseIfDone(ctx, p, stored, object, log)
 		}
 		if !isStale(err) && !routes.NotServed(err) {
@@ -143,7 +149,7 @@ func (a *Applier) Write(ctx context.Context, p Plan, log *logrus.Entry) error {
 // releaseIfDone drops the plugin's ownership when the plan says the rollouts
 // on the route are done and the plugin still owns something there. object is
 // the whole route as the apply just stored it, nil if nothing was applied.
-func (a *Applier) releaseIfDone(ctx context.Context, p Plan, current routes.Route, object *unstructured.Unstructured, log *logrus.Entry) error {
+func (a *Applier) releaseIfDone(ctx context.Context, p Plan, current routes.Route, object *storedObject, log *logrus.Entry) error {
 	if !p.Desired.Release || !routes.OwnsAnything(current.ManagedFields, a.fieldManager) {
 		return nil
 	}
@@ -159,13 +165,15 @@ func (a *Applier) releaseIfDone(ctx context.Context, p Plan, current routes.Rout
 // give up a field without deleting its value. The object an apply just
 // stored (stored, if not nil) is the object to update: reading it again would
 // answer the same; after a conflict the route is read.
-func (a *Applier) release(ctx context.Context, current routes.Route, stored *unstructured.Unstructured, log *logrus.Entry) error {
+func (a *Applier) release(ctx context.Context, current routes.Route, stored *storedObject, log *logrus.Entry) error {
 	res := a.dyn.Resource(current.Kind.GVR(current.Version)).Namespace(current.Namespace)
 	for attempt := 1; ; attempt++ {
-		u := stored
+		u, err := stored.unstructured()
+		if err != nil {
+			return err
+		}
 		stored = nil
 		if u == nil {
-			var err error
 			if u, err = res.Get(ctx, current.Name, metav1.GetOptions{}); err != nil {
 				return routes.Grant(err, "get", current.Kind.GroupResource(), current.Namespace)
 			}
@@ -206,7 +214,7 @@ func (a *Applier) release(ctx context.Context, current routes.Route, stored *uns
 			return routes.Grant(err, "update", current.Kind.GroupResource(), current.Namespace)
 		}
 		if r, err := routes.FromUnstructuredNoCopy(updated); err == nil {
-			a.reader.Written(r)
+			a.reader.Written(routes.Answered(r))
 		}
 		log.WithFields(logrus.Fields{
 			"route":           current.Ref.String(),

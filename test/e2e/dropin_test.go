@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/discovery"
+	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/plugin"
 	"github.com/gatewayapi-ssa/rollouts-plugin/preflight"
@@ -221,14 +221,14 @@ steps:
 	if err != nil {
 		t.Fatal(err)
 	}
-	disc, err := discovery.NewDiscoveryClientForConfig(c.Config)
+	gw, err := gateway.NewForConfig(c.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
 	log := logrus.New()
 	log.SetLevel(logrus.WarnLevel)
 	p := preflight.Compute(ctx, preflight.Input{Rollout: ro, PluginName: plugin.DefaultPluginName, FieldManager: "argo-rollouts-gatewayapi",
-		Reader: routes.NewCluster(c.Dynamic, disc, logrus.NewEntry(log)), Ports: plugin.DynamicServicePorts(c.Dynamic, ns)})
+		Reader: routes.NewCluster(gw.GatewayV1().RESTClient(), logrus.NewEntry(log)), Ports: plugin.DynamicServicePorts(c.Dynamic, ns)})
 	if len(p.Problems) > 0 {
 		t.Fatalf("the plan has problems: %+v", p.Problems)
 	}

@@ -1,0 +1,117 @@
+package routes
+
+import (
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	sigsjson "sigs.k8s.io/json"
+)
+
+// Decode reads a route from the JSON the apiserver serves (an answer, or the
+// object of a watch event) straight into a Route: one pass over the bytes
+// into the fields the plugin reads, with managedFields kept as the raw field
+// sets they are served as, instead of a map of the whole object that the
+// plugin then reads again. It gives the Route FromUnstructured gives for the
+// same object (a fuzz target and the tests hold it to that); an object the
+// one pass cannot read exactly (a field of an unexpected JSON type, a label
+// that is not a string) is read the long way, which also says what is wrong
+// with it.
+func Decode(data []byte) (Route, error) {
+	if r, ok := decodeFast(data); ok {
+		return r, nil
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(data); err != nil {
+		return Route{}, fmt.Errorf("reading a route: %w", err)
+	}
+	return FromUnstructuredNoCopy(u)
+}
+
+// served is the part of a served route the plugin reads. Labels and
+// annotations are read as any, so that a value that is not a string sends
+// the object the long way, as it does not decode the same into a string.
+type served struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   struct {
+		Name            string                      `json:"name"`
+		Namespace       string                      `json:"namespace"`
+		ResourceVersion string                      `json:"resourceVersion"`
+		Generation      int64                       `json:"generation"`
+		Labels          map[string]any              `json:"labels"`
+		Annotations     map[string]any              `json:"annotations"`
+		ManagedFields   []metav1.ManagedFieldsEntry `json:"managedFields"`
+	} `json:"metadata"`
+	Spec struct {
+		Rules      []any `json:"rules"`
+		ParentRefs []any `json:"parentRefs"`
+	} `json:"spec"`
+	Status struct {
+		Parents []any `json:"parents"`
+	} `json:"status"`
+}
+
+// decodeFast is the one pass; ok is false for anything it does not read
+// exactly as FromUnstructured would.
+func decodeFast(data []byte) (Route, bool) {
+	var s served
+	// Case-sensitive keys and integers kept as int64, as the apiserver's
+	// JSON decodes into an unstructured object.
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(data, &s); err != nil {
+		return Route{}, false
+	}
+	gv, err := schema.ParseGroupVersion(s.APIVersion)
+	kind := Kind(s.Kind)
+	if err != nil || gv.Group != Group || kind.Resource() == "" {
+		return Route{}, false
+	}
+	labels, ok := stringMap(s.Metadata.Labels)
+	if !ok {
+		return Route{}, false
+	}
+	annotations, ok := stringMap(s.Metadata.Annotations)
+	if !ok {
+		return Route{}, false
+	}
+	m := s.Metadata
+	r := Route{
+		Ref:             Ref{Kind: kind, Namespace: m.Namespace, Name: m.Name},
+		Version:         gv.Version,
+		ResourceVersion: m.ResourceVersion,
+		Generation:      m.Generation,
+		Labels:          labels,
+		Annotations:     annotations,
+		ManagedFields:   m.ManagedFields,
+		Parents:         parentsFrom(m.Namespace, s.Spec.ParentRefs, s.Status.Parents),
+	}
+	if s.Spec.Rules != nil {
+		r.Rules = make([]Rule, len(s.Spec.Rules))
+		for i, item := range s.Spec.Rules {
+			rule, ok := item.(map[string]any)
+			if !ok {
+				return Route{}, false
+			}
+			r.Rules[i] = rule
+		}
+	}
+	return r, true
+}
+
+// stringMap is m with string values, as GetLabels reads it: nil for nil, ok
+// false if a value is not a string.
+func stringMap(m map[string]any) (map[string]string, bool) {
+	if m == nil {
+		return nil, true
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		s, ok := v.(string)
+		if !ok {
+			return nil, false
+		}
+		out[k] = s
+	}
+	return out, true
+}

@@ -1,0 +1,205 @@
+package routes
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// Decode reads the apiserver's JSON in one pass; whatever it is given, it
+// must answer what reading the same JSON as an unstructured object answers.
+
+// servedJSON is a route as the apiserver serves it after a few steps: every
+// part the plugin reads, and parts it drops (uid, timestamps, hostnames).
+const servedJSON = `{"apiVersion":"gateway.networking.k8s.io/v1","kind":"HTTPRoute","metadata":{` +
+	`"annotations":{"gatewayapi-ssa.dev/claims":"{\"shop/web\":{\"canaryWeight\":20}}"},` +
+	`"creationTimestamp":"2026-12-01T15:01:47Z","generation":5,` +
+	`"labels":{"app":"web","rollouts.argoproj.io/gatewayapi-canary":"in-progress"},` +
+	`"managedFields":[` +
+	`{"apiVersion":"gateway.networking.k8s.io/v1","fieldsType":"FieldsV1","fieldsV1":{"f:metadata":{"f:labels":{".":{},"f:app":{}}},"f:spec":{".":{},"f:hostnames":{},"f:parentRefs":{},"f:rules":{}}},"manager":"kubectl-create","operation":"Update","time":"2026-12-01T15:01:47Z"},` +
+	`{"apiVersion":"gateway.networking.k8s.io/v1","fieldsType":"FieldsV1","fieldsV1":{"f:metadata":{"f:annotations":{"f:gatewayapi-ssa.dev/claims":{}}},"f:spec":{"f:rules":{}}},"manager":"argo-rollouts-gatewayapi","operation":"Apply","time":"2026-12-01T15:01:48Z"},` +
+	`{"apiVersion":"gateway.networking.k8s.io/v1","fieldsType":"FieldsV1","fieldsV1":{"f:status":{"f:parents":{}}},"manager":"traefik","operation":"Update","subresource":"status","time":"2026-12-01T15:01:49Z"}],` +
+	`"name":"web","namespace":"shop","resourceVersion":"419","uid":"8d1c7e1a-4a0e-4b6f-9a55-0d1a2c3b4e5f"},` +
+	`"spec":{"hostnames":["web.example.com"],"parentRefs":[{"group":"gateway.networking.k8s.io","kind":"Gateway","name":"gw","sectionName":"http","port":80}],` +
+	`"rules":[{"name":"main","backendRefs":[{"group":"","kind":"Service","name":"stable","port":80,"weight":80},{"group":"","kind":"Service","name":"canary","port":80,"weight":20}],` +
+	`"matches":[{"path":{"type":"PathPrefix","value":"/"}}],"timeouts":{"request":"10s"},"x-newer":1.5}]},` +
+	`"status":{"parents":[{"controllerName":"traefik.io/gateway-controller","parentRef":{"name":"gw"},` +
+	`"conditions":[{"type":"Accepted","status":"True","reason":"Accepted","message":"ok","observedGeneration":5,"lastTransitionTime":"2026-12-01T15:01:49Z"}]}]}}`
+
+// readLongWay is what the plugin read before Decode: the JSON as an
+// unstructured object, then FromUnstructured.
+func readLongWay(data []byte) (Route, error) {
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(data); err != nil {
+		return Route{}, err
+	}
+	return FromUnstructured(u)
+}
+
+// fieldsAsValues compares managedFields' field sets as JSON values: Decode
+// keeps them as served, the long way writes them again with sorted keys.
+var fieldsAsValues = cmp.Transformer("fieldsV1", func(f *metav1.FieldsV1) any {
+	if f == nil {
+		return nil
+	}
+	var v any
+	if err := json.Unmarshal(f.GetRawBytes(), &v); err != nil {
+		return "invalid: " + f.GetRawString()
+	}
+	return v
+})
+
+// checkDecode fails the test unless Decode and the long way agree on data:
+// the same Route, or both an error. It says whether the one pass read it.
+func checkDecode(t *testing.T, data []byte) (fast bool) {
+	t.Helper()
+	want, wantErr := readLongWay(data)
+	got, err := Decode(data)
+	if (err != nil) != (wantErr != nil) {
+		t.Fatalf("Decode: error %v, the long way: error %v, for\n%s", err, wantErr, data)
+	}
+	if err != nil {
+		return false
+	}
+	if diff := cmp.Diff(want, got, fieldsAsValues); diff != "" {
+		t.Fatalf("Decode read another route than the long way (-long way +Decode):\n%s\nfor %s", diff, data)
+	}
+	_, fast = decodeFast(data)
+	return fast
+}
+
+func TestDecodeReadsWhatTheLongWayReads(t *testing.T) {
+	served := func(edit func(m map[string]any)) []byte {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(servedJSON), &m); err != nil {
+			t.Fatal(err)
+		}
+		edit(m)
+		data, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	meta := func(m map[string]any) map[string]any { return m["metadata"].(map[string]any) }
+	spec := func(m map[string]any) map[string]any { return m["spec"].(map[string]any) }
+	for _, tc := range []struct {
+		name string
+		data []byte
+		fast bool // the one pass reads it
+	}{
+		{"a route as served", []byte(servedJSON), true},
+		{"a GRPCRoute in v1alpha2", served(func(m map[string]any) {
+			m["kind"], m["apiVersion"] = "GRPCRoute", Group+"/v1alpha2"
+		}), true},
+		{"no rules", served(func(m map[string]any) { delete(spec(m), "rules") }), true},
+		{"rules null", served(func(m map[string]any) { spec(m)["rules"] = nil }), true},
+		{"rules empty", served(func(m map[string]any) { spec(m)["rules"] = []any{} }), true},
+		{"no spec, no status, no labels", served(func(m map[string]any) {
+			delete(m, "spec")
+			delete(m, "status")
+			delete(meta(m), "labels")
+		}), true},
+		{"managedFields empty", served(func(m map[string]any) { meta(m)["managedFields"] = []any{} }), true},
+		{"labels empty", served(func(m map[string]any) { meta(m)["labels"] = map[string]any{} }), true},
+		{"a label that is not a string", served(func(m map[string]any) { meta(m)["labels"] = map[string]any{"n": 1} }), false},
+		{"a label null", served(func(m map[string]any) { meta(m)["labels"] = map[string]any{"n": nil} }), false},
+		{"a rule that is not an object", served(func(m map[string]any) { spec(m)["rules"] = []any{"x"} }), false},
+		{"a rule null", served(func(m map[string]any) { spec(m)["rules"] = []any{nil} }), false},
+		{"rules that are not a list", served(func(m map[string]any) { spec(m)["rules"] = "not a list" }), false},
+		{"a managedFields entry of the wrong type", served(func(m map[string]any) {
+			meta(m)["managedFields"] = []any{map[string]any{"manager": 7}}
+		}), false},
+		{"a time that is not a time", served(func(m map[string]any) {
+			meta(m)["managedFields"] = []any{map[string]any{"manager": "m", "time": "yesterday"}}
+		}), false},
+		{"generation not an integer", served(func(m map[string]any) { meta(m)["generation"] = 1.5 }), false},
+		{"not a Gateway API route", served(func(m map[string]any) { m["kind"], m["apiVersion"] = "Service", "v1" }), false},
+		{"a kind the plugin does not read", served(func(m map[string]any) { m["kind"] = "Gateway" }), false},
+		{"no kind", served(func(m map[string]any) { delete(m, "kind") }), false},
+		{"not JSON", []byte(`{"kind":`), false},
+		{"a list", []byte(`[]`), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if fast := checkDecode(t, tc.data); fast != tc.fast {
+				t.Errorf("the one pass read it: %v, want %v", fast, tc.fast)
+			}
+		})
+	}
+}
+
+// The route Decode returns holds what the apiserver served, field by field.
+func TestDecodeKeepsTheFieldsThePluginReads(t *testing.T) {
+	r, err := Decode([]byte(servedJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Ref != (Ref{Kind: HTTPRoute, Namespace: "shop", Name: "web"}) || r.Version != "v1" || r.ResourceVersion != "419" || r.Generation != 5 {
+		t.Errorf("identity: %+v %s %s %d", r.Ref, r.Version, r.ResourceVersion, r.Generation)
+	}
+	if len(r.ManagedFields) != 3 || r.ManagedFields[2].Subresource != "status" || !strings.Contains(r.ManagedFields[1].FieldsV1.GetRawString(), `"f:gatewayapi-ssa.dev/claims"`) {
+		t.Errorf("managedFields: %+v", r.ManagedFields)
+	}
+	if w := r.Rules[0].BackendRefs()[1].Weight(); w != 20 {
+		t.Errorf("canary weight %d, want 20", w)
+	}
+	if _, isInt := r.Rules[0].BackendRefs()[1]["weight"].(int64); !isInt {
+		t.Errorf("weight decoded as %T, want int64 as in an unstructured object", r.Rules[0].BackendRefs()[1]["weight"])
+	}
+	if got := r.Parents.Refs[0]; got != (ParentRef{Group: Group, Kind: "Gateway", Namespace: "shop", Name: "gw", SectionName: "http", Port: 80}) {
+		t.Errorf("parentRef %+v", got)
+	}
+	if c := r.Parents.Status[0].Conditions[0]; c.Type != ConditionAccepted || c.ObservedGeneration != 5 {
+		t.Errorf("condition %+v", c)
+	}
+}
+
+// FuzzDecode feeds any JSON object to Decode and the long way (make fuzz).
+// The input is written again from its decoded form first: the apiserver
+// serves no object with a key twice, which only a map (the long way) reads
+// as the last one wins throughout.
+func FuzzDecode(f *testing.F) {
+	f.Add([]byte(servedJSON))
+	f.Add([]byte(`{"apiVersion":"gateway.networking.k8s.io/v1alpha2","kind":"TCPRoute","metadata":{"name":"t","labels":{"a":"b"}},"spec":{"rules":[{"backendRefs":[{"name":"s","port":1e3}]}]}}`))
+	f.Add([]byte(`{"apiVersion":"gateway.networking.k8s.io/v1","kind":"TLSRoute","metadata":{"managedFields":[{"manager":"m","fieldsV1":null,"time":null}]},"spec":null,"status":{"parents":[null,{"parentRef":{"group":""}}]}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var m map[string]any
+		if json.Unmarshal(data, &m) != nil {
+			return
+		}
+		canonical, err := json.Marshal(m)
+		if err != nil {
+			return
+		}
+		checkDecode(t, canonical)
+	})
+}
+
+// BenchmarkDecode: reading a served route in one pass, and the long way.
+func BenchmarkDecode(b *testing.B) {
+	data := []byte(servedJSON)
+	b.Run("one pass", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := Decode(data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("unstructured", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			u := &unstructured.Unstructured{}
+			if err := u.UnmarshalJSON(data); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := FromUnstructuredNoCopy(u); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

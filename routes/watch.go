@@ -1,0 +1,169 @@
+package routes
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+	sigsjson "sigs.k8s.io/json"
+)
+
+// The watch caches list and watch routes with a plain REST client and read
+// each served route straight into what they keep (a cachedRoute, made by
+// Decode), instead of through client-go's unstructured decoding: the object
+// of every watch event is read once, into the Route a call copies.
+
+// cachedRoute is what a watch cache keeps of a route: the Route the plugin
+// reads, made once when the event arrives, so a call copies it instead of
+// reading the whole served object again. Its ObjectMeta holds only what the
+// informer keys and orders it by (and, for a bookmark, the annotation that
+// ends a watch's initial events). A route Decode cannot read is kept with
+// the reason, which reading it answers.
+type cachedRoute struct {
+	metav1.ObjectMeta
+	route Route
+	err   error
+}
+
+func (c *cachedRoute) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+func (c *cachedRoute) DeepCopyObject() runtime.Object {
+	return &cachedRoute{ObjectMeta: *c.ObjectMeta.DeepCopy(), route: c.route.DeepCopy(), err: c.err}
+}
+
+// keys is the identity of a served object, read when nothing else of it can be.
+type keys struct {
+	Metadata struct {
+		Name            string            `json:"name"`
+		Namespace       string            `json:"namespace"`
+		ResourceVersion string            `json:"resourceVersion"`
+		Annotations     map[string]string `json:"annotations"`
+	} `json:"metadata"`
+}
+
+// toCache reads a served route into what a watch cache keeps.
+func toCache(data []byte) (*cachedRoute, error) {
+	r, err := Decode(data)
+	if err == nil {
+		return &cachedRoute{ObjectMeta: metav1.ObjectMeta{Name: r.Name, Namespace: r.Namespace, ResourceVersion: r.ResourceVersion}, route: r}, nil
+	}
+	var k keys
+	if kerr := sigsjson.UnmarshalCaseSensitivePreserveInts(data, &k); kerr != nil {
+		return nil, fmt.Errorf("reading a served route: %w", err)
+	}
+	m := k.Metadata
+	return &cachedRoute{ObjectMeta: metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, ResourceVersion: m.ResourceVersion}, err: err}, nil
+}
+
+// routeList is a LIST's answer as a watch cache keeps it.
+type routeList struct {
+	metav1.TypeMeta
+	metav1.ListMeta
+	Items []cachedRoute
+}
+
+func (l *routeList) DeepCopyObject() runtime.Object {
+	out := &routeList{TypeMeta: l.TypeMeta, ListMeta: *l.ListMeta.DeepCopy(), Items: make([]cachedRoute, len(l.Items))}
+	for i := range l.Items {
+		out.Items[i] = *l.Items[i].DeepCopyObject().(*cachedRoute)
+	}
+	return out
+}
+
+// servedList is a LIST's answer as the apiserver serves it.
+type servedList struct {
+	Metadata metav1.ListMeta   `json:"metadata"`
+	Items    []json.RawMessage `json:"items"`
+}
+
+// body is a request's answer, or the apiserver's Status as an error (Raw
+// alone answers a refusal with a generic error that has lost the Status).
+func body(res rest.Result) ([]byte, error) {
+	if err := res.Error(); err != nil {
+		return nil, err
+	}
+	return res.Raw()
+}
+
+// routesPath is the path of a kind's routes in a namespace.
+func routesPath(gvr schema.GroupVersionResource, namespace string) []string {
+	return []string{"/apis", gvr.Group, gvr.Version, "namespaces", namespace, gvr.Resource}
+}
+
+// listRoutes LISTs routes with opts and reads every item as a cache keeps it.
+func listRoutes(ctx context.Context, client rest.Interface, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions) (*routeList, error) {
+	raw, err := body(client.Get().AbsPath(routesPath(gvr, namespace)...).VersionedParams(&opts, metav1.ParameterCodec).Do(ctx))
+	if err != nil {
+		return nil, err
+	}
+	var l servedList
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &l); err != nil {
+		return nil, fmt.Errorf("reading the list of %s in %s: %w", gvr.Resource, namespace, err)
+	}
+	out := &routeList{ListMeta: l.Metadata, Items: make([]cachedRoute, 0, len(l.Items))}
+	for _, item := range l.Items {
+		cr, err := toCache(item)
+		if err != nil {
+			return nil, err
+		}
+		out.Items = append(out.Items, *cr)
+	}
+	return out, nil
+}
+
+// watchRoutes starts a watch of routes with opts; its events carry
+// cachedRoutes (bookmarks too: a cachedRoute with only metadata), and an
+// error event the apiserver's Status.
+func watchRoutes(ctx context.Context, client rest.Interface, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions) (watch.Interface, error) {
+	opts.Watch = true
+	body, err := client.Get().AbsPath(routesPath(gvr, namespace)...).VersionedParams(&opts, metav1.ParameterCodec).Stream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return watch.NewStreamWatcher(&eventDecoder{body: body, dec: json.NewDecoder(body)},
+		apierrors.NewClientErrorReporter(http.StatusInternalServerError, http.MethodGet, "ClientWatchDecoding")), nil
+}
+
+// eventDecoder reads a watch stream of JSON events.
+type eventDecoder struct {
+	body io.ReadCloser
+	dec  *json.Decoder
+}
+
+func (d *eventDecoder) Decode() (watch.EventType, runtime.Object, error) {
+	var ev struct {
+		Type   watch.EventType `json:"type"`
+		Object json.RawMessage `json:"object"`
+	}
+	if err := d.dec.Decode(&ev); err != nil {
+		return "", nil, err
+	}
+	switch ev.Type {
+	case watch.Added, watch.Modified, watch.Deleted:
+		cr, err := toCache(ev.Object)
+		return ev.Type, cr, err
+	case watch.Bookmark:
+		var k keys
+		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(ev.Object, &k); err != nil {
+			return "", nil, fmt.Errorf("reading a bookmark: %w", err)
+		}
+		return ev.Type, &cachedRoute{ObjectMeta: metav1.ObjectMeta{ResourceVersion: k.Metadata.ResourceVersion, Annotations: k.Metadata.Annotations}}, nil
+	case watch.Error:
+		status := &metav1.Status{}
+		if err := json.Unmarshal(ev.Object, status); err != nil {
+			return "", nil, fmt.Errorf("reading a watch error: %w", err)
+		}
+		return ev.Type, status, nil
+	}
+	return "", nil, fmt.Errorf("a watch event of unknown type %q", ev.Type)
+}
+
+func (d *eventDecoder) Close() { d.body.Close() }
