@@ -68,6 +68,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME) ./plugin/
 	$(GO) test -run '^$$' -fuzz '^FuzzFillFast$$' -fuzztime $(FUZZTIME) ./ssa/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./routes/
+	$(GO) test -run '^$$' -fuzz '^FuzzResourceVersionOf$$' -fuzztime $(FUZZTIME) ./routes/
 
 ## dev-cluster: the cluster of make e2e with the Argo Rollouts controller loading the plugin (file://), kept
 ## running until ^C, for trying things by hand and attaching a debugger (docs/development.md)

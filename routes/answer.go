@@ -56,32 +56,182 @@ func (a *Answer) Route() (Route, error) {
 // nothing after metadata: the apiserver's answers and the plugin's apply
 // configurations put metadata before spec and status.
 func ResourceVersionOf(r io.Reader) (string, error) {
-	dec := json.NewDecoder(r)
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return "", err
+	}
+	return resourceVersionIn(data)
+}
+
+// resourceVersionIn finds metadata.resourceVersion by following the JSON's
+// strings and nesting, without decoding what it passes over. A key or value
+// with an escape in it is left to encoding/json.
+func resourceVersionIn(data []byte) (string, error) {
+	s := scanner{data: data}
+	if !s.enter('{') {
 		return "", errors.New("not a JSON object")
 	}
-	for dec.More() {
-		key, err := dec.Token()
-		if err != nil {
-			return "", err
+	for s.member() {
+		key, ok := s.key()
+		if !ok {
+			return resourceVersionSlow(data)
 		}
 		if key != "metadata" {
-			var skip json.RawMessage
-			if err := dec.Decode(&skip); err != nil {
-				return "", err
+			if !s.skip() {
+				return "", errors.New("not a JSON object")
 			}
 			continue
 		}
-		var meta struct {
-			ResourceVersion string `json:"resourceVersion"`
-		}
-		if err := dec.Decode(&meta); err != nil {
-			return "", err
-		}
-		if meta.ResourceVersion == "" {
+		if !s.enter('{') {
 			break
 		}
-		return meta.ResourceVersion, nil
+		for s.member() {
+			key, ok := s.key()
+			if !ok {
+				return resourceVersionSlow(data)
+			}
+			if key != "resourceVersion" {
+				if !s.skip() {
+					return "", errors.New("not a JSON object")
+				}
+				continue
+			}
+			s.space()
+			v, ok := s.str()
+			if !ok || v == "" {
+				return resourceVersionSlow(data)
+			}
+			return v, nil
+		}
+		break
 	}
 	return "", errors.New("no metadata.resourceVersion")
+}
+
+// resourceVersionSlow is resourceVersionIn by encoding/json.
+func resourceVersionSlow(data []byte) (string, error) {
+	var obj struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(data, &obj); err != nil {
+		return "", err
+	}
+	if obj.Metadata.ResourceVersion == "" {
+		return "", errors.New("no metadata.resourceVersion")
+	}
+	return obj.Metadata.ResourceVersion, nil
+}
+
+// scanner walks JSON without decoding it.
+type scanner struct {
+	data []byte
+	i    int
+	// first is true right after an object was entered: its first member
+	// has no comma before it.
+	first bool
+}
+
+func (s *scanner) space() {
+	for s.i < len(s.data) && (s.data[s.i] == ' ' || s.data[s.i] == '\n' || s.data[s.i] == '\r' || s.data[s.i] == '\t') {
+		s.i++
+	}
+}
+
+// enter steps into an object or array opened by c.
+func (s *scanner) enter(c byte) bool {
+	s.space()
+	if s.i >= len(s.data) || s.data[s.i] != c {
+		return false
+	}
+	s.i++
+	s.first = true
+	return true
+}
+
+// member says whether the object has another member, and steps to it.
+func (s *scanner) member() bool {
+	s.space()
+	if s.i >= len(s.data) || s.data[s.i] == '}' {
+		return false
+	}
+	if !s.first {
+		if s.data[s.i] != ',' {
+			return false
+		}
+		s.i++
+	}
+	s.first = false
+	return true
+}
+
+// key reads a member's key and its colon; ok is false for a key with an
+// escape or what is not a key.
+func (s *scanner) key() (string, bool) {
+	s.space()
+	k, ok := s.str()
+	s.space()
+	if !ok || s.i >= len(s.data) || s.data[s.i] != ':' {
+		return "", false
+	}
+	s.i++
+	return k, true
+}
+
+// str reads a string without escapes.
+func (s *scanner) str() (string, bool) {
+	if s.i >= len(s.data) || s.data[s.i] != '"' {
+		return "", false
+	}
+	end := bytes.IndexByte(s.data[s.i+1:], '"')
+	if end < 0 {
+		return "", false
+	}
+	v := s.data[s.i+1 : s.i+1+end]
+	if bytes.IndexByte(v, '\\') >= 0 {
+		return "", false
+	}
+	s.i += end + 2
+	return string(v), true
+}
+
+// skip passes over one value.
+func (s *scanner) skip() bool {
+	s.space()
+	depth, inString, escaped := 0, false, false
+	for ; s.i < len(s.data); s.i++ {
+		c := s.data[s.i]
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+				if depth == 0 {
+					s.i++
+					return true
+				}
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+		case c == '}' || c == ']':
+			if depth == 0 {
+				return true // the end of the enclosing object: a literal ended
+			}
+			depth--
+			if depth == 0 {
+				s.i++
+				return true
+			}
+		case depth == 0 && (c == ',' || c == ' ' || c == '\n' || c == '\r' || c == '\t'):
+			return true // a literal (number, true, false, null) ended
+		}
+	}
+	return depth == 0 && !inString
 }

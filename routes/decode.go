@@ -62,6 +62,12 @@ func decodeFast(data []byte) (Route, bool) {
 	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(data, &s); err != nil {
 		return Route{}, false
 	}
+	return s.route()
+}
+
+// route is the Route s holds; ok is false for anything FromUnstructured
+// would read otherwise.
+func (s *served) route() (Route, bool) {
 	gv, err := schema.ParseGroupVersion(s.APIVersion)
 	kind := Kind(s.Kind)
 	if err != nil || gv.Group != Group || kind.Resource() == "" {

@@ -128,42 +128,129 @@ func watchRoutes(ctx context.Context, client rest.Interface, gvr schema.GroupVer
 	if err != nil {
 		return nil, err
 	}
-	return watch.NewStreamWatcher(&eventDecoder{body: body, dec: json.NewDecoder(body)},
+	return watch.NewStreamWatcher(&eventDecoder{body: body, frames: frameReader{r: body}},
 		apierrors.NewClientErrorReporter(http.StatusInternalServerError, http.MethodGet, "ClientWatchDecoding")), nil
 }
 
-// eventDecoder reads a watch stream of JSON events.
+// eventDecoder reads a watch stream of JSON events. An event of a route is
+// read in one pass, frame and object together; anything else (a bookmark
+// the pass cannot read, an error, a route Decode reads the long way) is read
+// part by part.
 type eventDecoder struct {
-	body io.ReadCloser
-	dec  *json.Decoder
+	body   io.ReadCloser
+	frames frameReader
 }
 
 func (d *eventDecoder) Decode() (watch.EventType, runtime.Object, error) {
+	frame, err := d.frames.next()
+	if err != nil {
+		return "", nil, err
+	}
 	var ev struct {
+		Type   watch.EventType `json:"type"`
+		Object served          `json:"object"`
+	}
+	if sigsjson.UnmarshalCaseSensitivePreserveInts(frame, &ev) == nil {
+		switch ev.Type {
+		case watch.Added, watch.Modified, watch.Deleted:
+			if r, ok := ev.Object.route(); ok {
+				return ev.Type, &cachedRoute{ObjectMeta: metav1.ObjectMeta{Name: r.Name, Namespace: r.Namespace, ResourceVersion: r.ResourceVersion}, route: r}, nil
+			}
+		case watch.Bookmark:
+			if annotations, ok := stringMap(ev.Object.Metadata.Annotations); ok {
+				return ev.Type, &cachedRoute{ObjectMeta: metav1.ObjectMeta{ResourceVersion: ev.Object.Metadata.ResourceVersion, Annotations: annotations}}, nil
+			}
+		}
+	}
+	var parts struct {
 		Type   watch.EventType `json:"type"`
 		Object json.RawMessage `json:"object"`
 	}
-	if err := d.dec.Decode(&ev); err != nil {
-		return "", nil, err
+	if err := json.Unmarshal(frame, &parts); err != nil {
+		return "", nil, fmt.Errorf("reading a watch event: %w", err)
 	}
-	switch ev.Type {
+	switch parts.Type {
 	case watch.Added, watch.Modified, watch.Deleted:
-		cr, err := toCache(ev.Object)
-		return ev.Type, cr, err
+		cr, err := toCache(parts.Object)
+		return parts.Type, cr, err
 	case watch.Bookmark:
 		var k keys
-		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(ev.Object, &k); err != nil {
+		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(parts.Object, &k); err != nil {
 			return "", nil, fmt.Errorf("reading a bookmark: %w", err)
 		}
-		return ev.Type, &cachedRoute{ObjectMeta: metav1.ObjectMeta{ResourceVersion: k.Metadata.ResourceVersion, Annotations: k.Metadata.Annotations}}, nil
+		return parts.Type, &cachedRoute{ObjectMeta: metav1.ObjectMeta{ResourceVersion: k.Metadata.ResourceVersion, Annotations: k.Metadata.Annotations}}, nil
 	case watch.Error:
 		status := &metav1.Status{}
-		if err := json.Unmarshal(ev.Object, status); err != nil {
+		if err := json.Unmarshal(parts.Object, status); err != nil {
 			return "", nil, fmt.Errorf("reading a watch error: %w", err)
 		}
-		return ev.Type, status, nil
+		return parts.Type, status, nil
 	}
-	return "", nil, fmt.Errorf("a watch event of unknown type %q", ev.Type)
+	return "", nil, fmt.Errorf("a watch event of unknown type %q", parts.Type)
 }
 
 func (d *eventDecoder) Close() { d.body.Close() }
+
+// frameReader splits a stream of JSON objects (a watch's body) into one
+// object each without decoding them: it only follows strings and nesting to
+// find where each object ends.
+type frameReader struct {
+	r   io.Reader
+	buf []byte // read; buf[start:] not yet returned
+	// The object being read starts at buf[start]; buf[start:pos] is scanned.
+	start, pos int
+	depth      int
+	inString   bool
+	escaped    bool
+}
+
+// next returns the next object, valid until the following call.
+func (f *frameReader) next() ([]byte, error) {
+	f.buf = f.buf[:copy(f.buf, f.buf[f.start:])]
+	f.pos -= f.start
+	f.start = 0
+	for {
+		for ; f.pos < len(f.buf); f.pos++ {
+			c := f.buf[f.pos]
+			switch {
+			case f.inString:
+				switch {
+				case f.escaped:
+					f.escaped = false
+				case c == '\\':
+					f.escaped = true
+				case c == '"':
+					f.inString = false
+				}
+			case f.depth == 0 && (c == ' ' || c == '\n' || c == '\r' || c == '\t'):
+				f.start = f.pos + 1 // between objects
+			case f.depth == 0 && c != '{':
+				return nil, fmt.Errorf("reading a watch event: %q where an object starts", c)
+			case c == '"':
+				f.inString = true
+			case c == '{' || c == '[':
+				f.depth++
+			case c == '}' || c == ']':
+				f.depth--
+				if f.depth == 0 {
+					f.pos++
+					frame := f.buf[f.start:f.pos]
+					f.start = f.pos
+					return frame, nil
+				}
+			}
+		}
+		if cap(f.buf)-len(f.buf) < 4096 {
+			f.buf = append(make([]byte, 0, 2*cap(f.buf)+8192), f.buf...)
+		}
+		n, err := f.r.Read(f.buf[len(f.buf):cap(f.buf)])
+		f.buf = f.buf[:len(f.buf)+n]
+		switch {
+		case n > 0:
+		case err == io.EOF && f.pos > f.start:
+			return nil, io.ErrUnexpectedEOF
+		case err != nil:
+			return nil, err
+		}
+	}
+}

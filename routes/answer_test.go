@@ -1,0 +1,50 @@
+package routes
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+// FuzzResourceVersionOf feeds any JSON object to the scanner and to
+// encoding/json (make fuzz): they find the same resourceVersion, or neither
+// finds one. The input is written again from its decoded form first, as the
+// apiserver writes no key twice.
+func FuzzResourceVersionOf(f *testing.F) {
+	f.Add([]byte(servedJSON))
+	f.Add([]byte(`{"kind":"K","metadata":{"labels":{"resourceVersion":"no"},"resourceVersion":"12"}}`))
+	f.Add([]byte(`{"a":[1,{"b":"}"}],"metadata":{"name":"x\"y","resourceVersion":"7"}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var m map[string]any
+		if json.Unmarshal(data, &m) != nil {
+			return
+		}
+		canonical, err := json.Marshal(m)
+		if err != nil {
+			return
+		}
+		want, wantErr := resourceVersionSlow(canonical)
+		got, err := resourceVersionIn(canonical)
+		if got != want || (err == nil) != (wantErr == nil) {
+			t.Fatalf("scanner: %q, %v; encoding/json: %q, %v; for %s", got, err, want, wantErr, canonical)
+		}
+	})
+}
+
+// BenchmarkResourceVersionOf: the scanner against encoding/json on an answer.
+func BenchmarkResourceVersionOf(b *testing.B) {
+	data := []byte(servedJSON)
+	b.Run("scanner", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := resourceVersionIn(data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encoding/json", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := resourceVersionSlow(data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
