@@ -373,6 +373,7 @@ func (p *Plugin) run(ctx context.Context, ro *v1alpha1.Rollout, name string, cal
 	if len(errs) > 0 {
 		return p.fail(ro, name, fmt.Errorf("nothing was written: %w", errors.Join(append(errs, res.Failed...)...)))
 	}
+	res.Routes = nil // the plans hold what is still needed of them
 	return p.write(ctx, ro, name, applier, plans, res.Failed)
 }
 
@@ -389,7 +390,9 @@ func (p *Plugin) write(ctx context.Context, ro *v1alpha1.Rollout, name string, a
 	}
 	failed := append(slices.Clip(unread), failures(perRoute(ctx, refs, []slots{newSlots(p.opts.MaxConcurrentWrites), p.routeSlots}, func(i int) error {
 		faultyWrite(plans[i])
-		return applier.Write(ctx, plans[i], log)
+		err := applier.Write(ctx, plans[i], log)
+		plans[i] = ssa.Plan{} // a written route's plan is garbage: a call over many routes holds less at once
+		return err
 	}))...)
 	if len(failed) == 0 {
 		return types.RpcError{}
