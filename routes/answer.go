@@ -134,7 +134,7 @@ type scanner struct {
 }
 
 func (s *scanner) space() {
-	for s.i < len(s.data) && (s.data[s.i] == ' ' || s.data[s.i] == '\n' || s.data[s.i] == '\r' || s.data[s.i] == '\t') {
+	for s.i < len(s.data) && isSpace(s.data[s.i]) {
 		s.i++
 	}
 }
@@ -199,39 +199,47 @@ func (s *scanner) str() (string, bool) {
 // skip passes over one value.
 func (s *scanner) skip() bool {
 	s.space()
-	depth, inString, escaped := 0, false, false
-	for ; s.i < len(s.data); s.i++ {
+	var n nesting
+	for start := s.i; s.i < len(s.data); s.i++ {
 		c := s.data[s.i]
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-				if depth == 0 {
-					s.i++
-					return true
-				}
-			}
-		case c == '"':
-			inString = true
-		case c == '{' || c == '[':
-			depth++
-		case c == '}' || c == ']':
-			if depth == 0 {
-				return true // the end of the enclosing object: a literal ended
-			}
-			depth--
-			if depth == 0 {
-				s.i++
-				return true
-			}
-		case depth == 0 && (c == ',' || c == ' ' || c == '\n' || c == '\r' || c == '\t'):
-			return true // a literal (number, true, false, null) ended
+		if s.i > start && n.depth == 0 && !n.inString && (c == ',' || c == '}' || c == ']' || isSpace(c)) {
+			return true // a number, true, false or null ended before c
+		}
+		n.next(c)
+		if n.depth == 0 && !n.inString && (c == '"' || c == '}' || c == ']') {
+			s.i++
+			return true
 		}
 	}
-	return depth == 0 && !inString
+	return n.depth == 0 && !n.inString
 }
+
+// nesting follows JSON text byte by byte: whether it is in a string, and
+// how deeply objects and arrays are nested there. It decodes nothing.
+type nesting struct {
+	depth    int
+	inString bool
+	escaped  bool
+}
+
+func (n *nesting) next(c byte) {
+	switch {
+	case n.inString:
+		switch {
+		case n.escaped:
+			n.escaped = false
+		case c == '\\':
+			n.escaped = true
+		case c == '"':
+			n.inString = false
+		}
+	case c == '"':
+		n.inString = true
+	case c == '{' || c == '[':
+		n.depth++
+	case c == '}' || c == ']':
+		n.depth--
+	}
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\t' }

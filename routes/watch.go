@@ -199,9 +199,7 @@ type frameReader struct {
 	buf []byte // read; buf[start:] not yet returned
 	// The object being read starts at buf[start]; buf[start:pos] is scanned.
 	start, pos int
-	depth      int
-	inString   bool
-	escaped    bool
+	nesting
 }
 
 // next returns the next object, valid until the following call.
@@ -212,32 +210,21 @@ func (f *frameReader) next() ([]byte, error) {
 	for {
 		for ; f.pos < len(f.buf); f.pos++ {
 			c := f.buf[f.pos]
-			switch {
-			case f.inString:
-				switch {
-				case f.escaped:
-					f.escaped = false
-				case c == '\\':
-					f.escaped = true
-				case c == '"':
-					f.inString = false
+			if f.depth == 0 && !f.inString {
+				if isSpace(c) {
+					f.start = f.pos + 1 // between objects
+					continue
 				}
-			case f.depth == 0 && (c == ' ' || c == '\n' || c == '\r' || c == '\t'):
-				f.start = f.pos + 1 // between objects
-			case f.depth == 0 && c != '{':
-				return nil, fmt.Errorf("reading a watch event: %q where an object starts", c)
-			case c == '"':
-				f.inString = true
-			case c == '{' || c == '[':
-				f.depth++
-			case c == '}' || c == ']':
-				f.depth--
-				if f.depth == 0 {
-					f.pos++
-					frame := f.buf[f.start:f.pos]
-					f.start = f.pos
-					return frame, nil
+				if c != '{' {
+					return nil, fmt.Errorf("reading a watch event: %q where an object starts", c)
 				}
+			}
+			f.nesting.next(c)
+			if f.depth == 0 && !f.inString && c == '}' {
+				f.pos++
+				frame := f.buf[f.start:f.pos]
+				f.start = f.pos
+				return frame, nil
 			}
 		}
 		if cap(f.buf)-len(f.buf) < 4096 {
