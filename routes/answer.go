@@ -27,7 +27,7 @@ type Answer struct {
 // AnswerOf is the answer raw to a write of the route ref. It reads only the
 // resourceVersion.
 func AnswerOf(ref Ref, raw []byte) (*Answer, error) {
-	rv, err := ResourceVersionOf(bytes.NewReader(raw))
+	rv, err := resourceVersionIn(raw)
 	if err != nil {
 		return nil, err
 	}

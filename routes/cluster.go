@@ -130,8 +130,8 @@ func (c *Cluster) ServedVersion(ctx context.Context, kind Kind) (string, error) 
 		"install the Gateway API CRDs that define it", kind, kind.Versions())
 }
 
-// serves asks the apiserver whether it serves kind in version, under ctx
-// (the discovery client's own methods take no context).
+// serves asks the apiserver whether it serves kind in version: a GET of
+// the group version's resource list, under ctx.
 func (c *Cluster) serves(ctx context.Context, version string, kind Kind) (bool, error) {
 	raw, err := body(c.client.Get().AbsPath("/apis", Group, version).Do(ctx))
 	if apierrors.IsNotFound(err) {
