@@ -47,7 +47,12 @@ func Sum(ds []Destination) int64 {
 // other backendRef the plugin added for this Rollout; the new record of added
 // backendRefs; and a description of each change.
 func Apply(route routes.Route, rules []routes.Rule, in Input, claimed []routes.AddedBackend) ([]routes.Rule, []routes.AddedBackend, []string, error) {
-	rules = routes.CopyRules(rules)
+	if len(in.Destinations) > 0 || len(claimed) > 0 {
+		// Only a destination to add or weigh, or a recorded backendRef to
+		// remove, changes rules: then the caller's stay as they were. Without
+		// either (a step with no experiment) rules come back as they came.
+		rules = routes.CopyRules(rules)
+	}
 	ns := route.Namespace
 	weighted := map[int]bool{}
 	for _, i := range routes.WeightedRules(ns, rules, in.Stable, in.Canary, in.Targeting) {
