@@ -4,22 +4,27 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"sync"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // Answer is the apiserver's answer to the plugin's write of a route: the
 // route as stored, read from its JSON only when something needs more of it
-// than its resourceVersion. The watch event of the write carries the same
-// object, which the watch cache reads anyway, so most answers are never
-// read beyond their resourceVersion: a write costs one reading of the route,
-// not two.
+// than its resourceVersion (the overlay, Route; the release, Object). The
+// watch event of the write carries the same object, which the watch cache
+// reads anyway, so most answers are never read beyond their
+// resourceVersion: a write costs one reading of the route, not two.
 type Answer struct {
 	Ref             Ref
 	ResourceVersion string
 
+	raw    []byte
+	object *unstructured.Unstructured // when the answer came as one
+
 	once  sync.Once
-	raw   []byte
 	route Route
 	err   error
 }
@@ -34,9 +39,10 @@ func AnswerOf(ref Ref, raw []byte) (*Answer, error) {
 	return &Answer{Ref: ref, ResourceVersion: rv, raw: raw}, nil
 }
 
-// Answered is the answer of a write whose route has been read already.
-func Answered(r Route) *Answer {
-	a := &Answer{Ref: r.Ref, ResourceVersion: r.ResourceVersion, route: r}
+// Answered is the answer of a write that came as the object u (nil if it is
+// not kept), whose route r has been read already.
+func Answered(r Route, u *unstructured.Unstructured) *Answer {
+	a := &Answer{Ref: r.Ref, ResourceVersion: r.ResourceVersion, object: u, route: r}
 	a.once.Do(func() {})
 	return a
 }
@@ -45,16 +51,31 @@ func Answered(r Route) *Answer {
 // route is shared by every caller of Route: read it, do not change it
 // (DeepCopy it first).
 func (a *Answer) Route() (Route, error) {
-	a.once.Do(func() {
-		a.route, a.err = Decode(a.raw)
-		a.raw = nil
-	})
+	a.once.Do(func() { a.route, a.err = Decode(a.raw) })
 	return a.route, a.err
 }
 
-// ResourceVersionOf reads metadata.resourceVersion of a JSON object, and
-// nothing after metadata: the apiserver's answers and the plugin's apply
-// configurations put metadata before spec and status.
+// Object is the whole object the write stored, the caller's to change; nil
+// for a nil Answer, or one that kept neither its JSON nor the object.
+func (a *Answer) Object() (*unstructured.Unstructured, error) {
+	switch {
+	case a == nil:
+		return nil, nil
+	case a.object != nil:
+		return a.object.DeepCopy(), nil
+	case a.raw == nil:
+		return nil, nil
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(a.raw); err != nil {
+		return nil, fmt.Errorf("reading the apiserver's answer: %w", err)
+	}
+	return u, nil
+}
+
+// ResourceVersionOf reads metadata.resourceVersion of a JSON object. It
+// looks at nothing after metadata: the apiserver's answers and the plugin's
+// apply configurations put metadata before spec and status.
 func ResourceVersionOf(r io.Reader) (string, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
@@ -71,41 +92,46 @@ func resourceVersionIn(data []byte) (string, error) {
 	if !s.enter('{') {
 		return "", errors.New("not a JSON object")
 	}
-	for s.member() {
-		key, ok := s.key()
-		if !ok {
-			return resourceVersionSlow(data)
-		}
-		if key != "metadata" {
-			if !s.skip() {
-				return "", errors.New("not a JSON object")
-			}
-			continue
-		}
-		if !s.enter('{') {
-			break
-		}
-		for s.member() {
-			key, ok := s.key()
-			if !ok {
-				return resourceVersionSlow(data)
-			}
-			if key != "resourceVersion" {
-				if !s.skip() {
-					return "", errors.New("not a JSON object")
-				}
-				continue
-			}
+	found, err := s.find("metadata")
+	if err == nil && found && s.enter('{') {
+		found, err = s.find("resourceVersion")
+		if err == nil && found {
 			s.space()
-			v, ok := s.str()
-			if !ok || v == "" {
-				return resourceVersionSlow(data)
+			if v, ok := s.str(); ok && v != "" {
+				return v, nil
 			}
-			return v, nil
+			err = errEscaped
 		}
-		break
+	}
+	switch {
+	case err == errEscaped:
+		return resourceVersionSlow(data)
+	case err != nil:
+		return "", err
 	}
 	return "", errors.New("no metadata.resourceVersion")
+}
+
+// errEscaped says the scanner met a key or value it does not read (one with
+// an escape, or not a string): encoding/json decides then.
+var errEscaped = errors.New("a key or value the scanner leaves to encoding/json")
+
+// find steps, in the object just entered, to the value of the member named
+// key; found is false when the object has no such member.
+func (s *scanner) find(key string) (found bool, err error) {
+	for s.member() {
+		k, ok := s.key()
+		if !ok {
+			return false, errEscaped
+		}
+		if k == key {
+			return true, nil
+		}
+		if !s.skip() {
+			return false, errors.New("not a JSON object")
+		}
+	}
+	return false, nil
 }
 
 // resourceVersionSlow is resourceVersionIn by encoding/json.

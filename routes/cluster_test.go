@@ -68,7 +68,7 @@ func TestWrittenOverlayEndsWithTheWatchEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	written.ResourceVersion = "8"
-	c.Written(Answered(written))
+	c.Written(Answered(written, nil))
 	for _, tc := range []struct {
 		rv   string
 		kept bool
@@ -84,16 +84,22 @@ func TestWrittenOverlayEndsWithTheWatchEvent(t *testing.T) {
 	}
 }
 
-// answerJSON is the apiserver's answer to a write of u at resourceVersion rv.
-func answerJSON(t *testing.T, u *unstructured.Unstructured, rv string) []byte {
+// jsonOf is u as the apiserver serves it.
+func jsonOf(t *testing.T, u *unstructured.Unstructured) []byte {
 	t.Helper()
-	u = u.DeepCopy()
-	u.SetResourceVersion(rv)
 	data, err := u.MarshalJSON()
 	if err != nil {
 		t.Fatal(err)
 	}
 	return data
+}
+
+// answerJSON is the apiserver's answer to a write of u at resourceVersion rv.
+func answerJSON(t *testing.T, u *unstructured.Unstructured, rv string) []byte {
+	t.Helper()
+	u = u.DeepCopy()
+	u.SetResourceVersion(rv)
+	return jsonOf(t, u)
 }
 
 // The overlay holds the apiserver's answer and reads it only when a call
@@ -212,11 +218,7 @@ func TestFromUnstructuredNoCopyReadsTheSameRoute(t *testing.T) {
 // cached is what a watch cache keeps of the served object u.
 func cached(t *testing.T, u *unstructured.Unstructured) *cachedRoute {
 	t.Helper()
-	data, err := u.MarshalJSON()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cr, err := toCache(data)
+	cr, err := toCache(jsonOf(t, u))
 	if err != nil {
 		t.Fatal(err)
 	}

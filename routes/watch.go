@@ -49,11 +49,21 @@ type keys struct {
 	} `json:"metadata"`
 }
 
+// cacheEntry is what a watch cache keeps of a route read.
+func cacheEntry(r Route) *cachedRoute {
+	return &cachedRoute{ObjectMeta: metav1.ObjectMeta{Name: r.Name, Namespace: r.Namespace, ResourceVersion: r.ResourceVersion}, route: r}
+}
+
+// bookmark is a watch's bookmark event as the informer reads it.
+func bookmark(resourceVersion string, annotations map[string]string) *cachedRoute {
+	return &cachedRoute{ObjectMeta: metav1.ObjectMeta{ResourceVersion: resourceVersion, Annotations: annotations}}
+}
+
 // toCache reads a served route into what a watch cache keeps.
 func toCache(data []byte) (*cachedRoute, error) {
 	r, err := Decode(data)
 	if err == nil {
-		return &cachedRoute{ObjectMeta: metav1.ObjectMeta{Name: r.Name, Namespace: r.Namespace, ResourceVersion: r.ResourceVersion}, route: r}, nil
+		return cacheEntry(r), nil
 	}
 	var k keys
 	if kerr := sigsjson.UnmarshalCaseSensitivePreserveInts(data, &k); kerr != nil {
@@ -154,11 +164,11 @@ func (d *eventDecoder) Decode() (watch.EventType, runtime.Object, error) {
 		switch ev.Type {
 		case watch.Added, watch.Modified, watch.Deleted:
 			if r, ok := ev.Object.route(); ok {
-				return ev.Type, &cachedRoute{ObjectMeta: metav1.ObjectMeta{Name: r.Name, Namespace: r.Namespace, ResourceVersion: r.ResourceVersion}, route: r}, nil
+				return ev.Type, cacheEntry(r), nil
 			}
 		case watch.Bookmark:
 			if annotations, ok := stringMap(ev.Object.Metadata.Annotations); ok {
-				return ev.Type, &cachedRoute{ObjectMeta: metav1.ObjectMeta{ResourceVersion: ev.Object.Metadata.ResourceVersion, Annotations: annotations}}, nil
+				return ev.Type, bookmark(ev.Object.Metadata.ResourceVersion, annotations), nil
 			}
 		}
 	}
@@ -178,7 +188,7 @@ func (d *eventDecoder) Decode() (watch.EventType, runtime.Object, error) {
 		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(parts.Object, &k); err != nil {
 			return "", nil, fmt.Errorf("reading a bookmark: %w", err)
 		}
-		return parts.Type, &cachedRoute{ObjectMeta: metav1.ObjectMeta{ResourceVersion: k.Metadata.ResourceVersion, Annotations: k.Metadata.Annotations}}, nil
+		return parts.Type, bookmark(k.Metadata.ResourceVersion, k.Metadata.Annotations), nil
 	case watch.Error:
 		status := &metav1.Status{}
 		if err := json.Unmarshal(parts.Object, status); err != nil {

@@ -96,7 +96,7 @@ func (a *Applier) Write(ctx context.Context, p Plan, log *logrus.Entry) error {
 		if p.Desired.Unchanged {
 			return a.releaseIfDone(ctx, p, p.Live, nil, log)
 		}
-		answer, object, unstructured, err := apply(ctx, a.client, a.dyn, p.Live, p.Desired, metav1.ApplyOptions{
+		answer, unstructured, err := apply(ctx, a.client, a.dyn, p.Live, p.Desired, metav1.ApplyOptions{
 			FieldManager: a.fieldManager,
 			// The resourceVersion precondition guarantees the rules were computed
 			// from the latest value, so taking ownership loses nobody's change.
@@ -121,7 +121,7 @@ func (a *Applier) Write(ctx context.Context, p Plan, log *logrus.Entry) error {
 			if err != nil {
 				return &RouteError{Route: p.Live.Ref, Err: fmt.Errorf("reading the apiserver's answer: %w", err)}
 			}
-			return a.releaseIfDone(ctx, p, stored, object, log)
+			return a.releaseIfDone(ctx, p, stored, answer, log)
 		}
 		if !isStale(err) && !routes.NotServed(err) {
 			return &RouteError{Route: p.Live.Ref, Err: explain(ctx, err, p.Live.Ref, "patch")}
@@ -147,13 +147,13 @@ func (a *Applier) Write(ctx context.Context, p Plan, log *logrus.Entry) error {
 }
 
 // releaseIfDone drops the plugin's ownership when the plan says the rollouts
-// on the route are done and the plugin still owns something there. object is
-// the whole route as the apply just stored it, nil if nothing was applied.
-func (a *Applier) releaseIfDone(ctx context.Context, p Plan, current routes.Route, object *storedObject, log *logrus.Entry) error {
+// on the route are done and the plugin still owns something there. answer is
+// the apply's answer, nil if nothing was applied.
+func (a *Applier) releaseIfDone(ctx context.Context, p Plan, current routes.Route, answer *routes.Answer, log *logrus.Entry) error {
 	if !p.Desired.Release || !routes.OwnsAnything(current.ManagedFields, a.fieldManager) {
 		return nil
 	}
-	if err := a.release(ctx, current, object, log); err != nil {
+	if err := a.release(ctx, current, answer, log); err != nil {
 		return &RouteError{Route: current.Ref, Err: fmt.Errorf("giving up ownership: %w", explain(ctx, err, current.Ref, "update"))}
 	}
 	return nil
@@ -163,16 +163,16 @@ func (a *Applier) releaseIfDone(ctx context.Context, p Plan, current routes.Rout
 // an Update of the object as read, minus those entries, guarded by its
 // resourceVersion. It is the one write that is not an apply; an apply cannot
 // give up a field without deleting its value. The object an apply just
-// stored (stored, if not nil) is the object to update: reading it again would
-// answer the same; after a conflict the route is read.
-func (a *Applier) release(ctx context.Context, current routes.Route, stored *storedObject, log *logrus.Entry) error {
+// stored (its answer, if not nil) is the object to update: reading it again
+// would answer the same; after a conflict the route is read.
+func (a *Applier) release(ctx context.Context, current routes.Route, answer *routes.Answer, log *logrus.Entry) error {
 	res := a.dyn.Resource(current.Kind.GVR(current.Version)).Namespace(current.Namespace)
 	for attempt := 1; ; attempt++ {
-		u, err := stored.unstructured()
+		u, err := answer.Object()
 		if err != nil {
 			return err
 		}
-		stored = nil
+		answer = nil
 		if u == nil {
 			if u, err = res.Get(ctx, current.Name, metav1.GetOptions{}); err != nil {
 				return routes.Grant(err, "get", current.Kind.GroupResource(), current.Namespace)
@@ -214,7 +214,7 @@ func (a *Applier) release(ctx context.Context, current routes.Route, stored *sto
 			return routes.Grant(err, "update", current.Kind.GroupResource(), current.Namespace)
 		}
 		if r, err := routes.FromUnstructuredNoCopy(updated); err == nil {
-			a.reader.Written(routes.Answered(r))
+			a.reader.Written(routes.Answered(r, nil))
 		}
 		log.WithFields(logrus.Fields{
 			"route":           current.Ref.String(),

@@ -94,81 +94,58 @@ func (k kindApply) fillFast(obj map[string]any, rules []routes.Rule) (any, bool)
 
 // apply sends one server-side apply of the desired rules and labels for the
 // live route, guarded by the live resourceVersion, and returns the
-// apiserver's answer (the route it stored, read when asked), and the whole
-// stored object (which the release updates).
+// apiserver's answer (the route it stored and the whole object, which the
+// release updates, each read when asked).
 // It applies the kind's typed apply configuration; when that cannot carry
 // the route's rules exactly (a field a newer Gateway API added, which the
 // typed apply would delete), it applies the same object unstructured, with
 // the same options, and says why in unstructured.
-func apply(ctx context.Context, client gateway.Interface, dyn dynamic.Interface, live routes.Route, d desired.Result, opts metav1.ApplyOptions) (answer *routes.Answer, object *storedObject, unstructuredWhy string, err error) {
+func apply(ctx context.Context, client gateway.Interface, dyn dynamic.Interface, live routes.Route, d desired.Result, opts metav1.ApplyOptions) (answer *routes.Answer, unstructuredWhy string, err error) {
 	k, ok := applies[kindVersion{live.Kind, live.Version}]
 	if !ok {
-		return nil, nil, "", fmt.Errorf("writing %s in version %s is not supported", live.Kind, live.Version)
+		return nil, "", fmt.Errorf("writing %s in version %s is not supported", live.Kind, live.Version)
 	}
 	obj := applyObject(live, d)
 	ac, err := k.fill(obj, d.Rules)
 	var unrep *UnrepresentableError
 	if !errors.As(err, &unrep) {
 		if err != nil {
-			return nil, nil, "", err
+			return nil, "", err
 		}
 		// As the typed client's Apply sends it; its answer is not decoded
 		// into the typed object: the plugin reads its resourceVersion, and
-		// the route (routes.Answer) or the whole object (storedObject) only
-		// when something needs them.
+		// the route or the whole object (routes.Answer) only when something
+		// needs them.
 		req, err := applyrequest.NewRequest(k.client(client), ac)
 		if err != nil {
-			return nil, nil, "", err
+			return nil, "", err
 		}
 		patch := opts.ToPatchOptions()
 		res := req.Namespace(live.Namespace).Resource(live.Kind.Resource()).Name(live.Name).
 			VersionedParams(&patch, gwscheme.ParameterCodec).Do(ctx)
 		if err := res.Error(); err != nil {
-			return nil, nil, "", err // the apiserver's Status, as Into reads it
+			return nil, "", err // the apiserver's Status, as Into reads it
 		}
 		raw, _ := res.Raw()
 		answer, err := routes.AnswerOf(live.Ref, raw)
 		if err != nil {
-			return nil, nil, "", fmt.Errorf("reading the apiserver's answer: %w", err)
+			return nil, "", fmt.Errorf("reading the apiserver's answer: %w", err)
 		}
-		return answer, &storedObject{raw: raw}, "", nil
+		return answer, "", nil
 	}
 	plain, err := plainJSON(obj)
 	if err != nil {
-		return nil, nil, "", err
+		return nil, "", err
 	}
 	u, err := dyn.Resource(live.Kind.GVR(live.Version)).Namespace(live.Namespace).Apply(ctx, live.Name, &unstructured.Unstructured{Object: plain}, opts)
 	if err != nil {
-		return nil, nil, unrep.Reason, err
+		return nil, unrep.Reason, err
 	}
 	stored, err := routes.FromUnstructuredNoCopy(u)
 	if err != nil {
-		return nil, nil, unrep.Reason, fmt.Errorf("reading the apiserver's answer: %w", err)
+		return nil, unrep.Reason, fmt.Errorf("reading the apiserver's answer: %w", err)
 	}
-	return routes.Answered(stored), &storedObject{object: u}, unrep.Reason, nil
-}
-
-// storedObject is the whole route an apply stored, which the release
-// updates: the apiserver's answer, read as an unstructured object only when
-// the release asks for it.
-type storedObject struct {
-	raw    []byte
-	object *unstructured.Unstructured
-}
-
-// unstructured is the stored object; nil for a nil storedObject.
-func (s *storedObject) unstructured() (*unstructured.Unstructured, error) {
-	switch {
-	case s == nil:
-		return nil, nil
-	case s.object == nil:
-		u := &unstructured.Unstructured{}
-		if err := u.UnmarshalJSON(s.raw); err != nil {
-			return nil, fmt.Errorf("reading the apiserver's answer: %w", err)
-		}
-		s.object = u
-	}
-	return s.object, nil
+	return routes.Answered(stored, u), unrep.Reason, nil
 }
 
 // fillApplyConfig fills a typed apply configuration from applyObject, and

@@ -14,7 +14,7 @@ import (
 // resourceVersion): the apiserver validates it (schema, CEL, limits,
 // admission) and stores nothing.
 func (a *Applier) DryRun(ctx context.Context, live routes.Route, d desired.Result) error {
-	_, _, _, err := apply(ctx, a.client, a.dyn, live, d, metav1.ApplyOptions{FieldManager: a.fieldManager, Force: true, DryRun: []string{metav1.DryRunAll}})
+	_, _, err := apply(ctx, a.client, a.dyn, live, d, metav1.ApplyOptions{FieldManager: a.fieldManager, Force: true, DryRun: []string{metav1.DryRunAll}})
 	if err != nil {
 		return &RouteError{Route: live.Ref, Err: explain(ctx, err, live.Ref, "patch")}
 	}

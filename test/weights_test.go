@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -63,6 +64,15 @@ func TestWeightWalkOnEveryKind(t *testing.T) {
 			c.Recorder.Reset()
 			if err := p.SetWeight(ro, step.weight, nil); err.HasError() {
 				t.Fatalf("SetWeight(%d): %s", step.weight, err)
+			}
+			if slices.Contains(step.writes, "release") {
+				// The release updates the object the apply answered with; it
+				// does not read the route again.
+				for _, r := range c.Recorder.Requests() {
+					if strings.HasPrefix(r.UserAgent, "rollouts-gatewayapi-ssa") && r.Method == http.MethodGet && strings.HasSuffix(r.Path, "/route") {
+						t.Errorf("SetWeight(%d): the release read the route again: GET %s", step.weight, r.Path)
+					}
+				}
 			}
 			u := get(t, c, version, kind, ns, "route")
 			want := map[string]int64{"0/stable": step.stable, "0/canary": step.canary}
