@@ -171,8 +171,9 @@ func (p *Plugin) startSweep(dyn dynamic.Interface, reader routes.Reader) {
 
 // clients are the plugin's clients of one cluster: the gateway clientset
 // (typed applies; its REST client also reads, watches and discovers routes),
-// the dynamic client (Services, the release) and access reviews. No client of every built-in API: the plugin
-// uses two of them, and the rest would cost memory in every process.
+// the dynamic client (Services, the release) and access reviews. No client
+// of every built-in API: the plugin uses two of them, and the rest would cost
+// memory in every process.
 type clients struct {
 	gw      gateway.Interface
 	dyn     dynamic.Interface
