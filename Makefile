@@ -66,7 +66,7 @@ fuzz:
 	@for t in FuzzSetWeights FuzzSetHeaderRules FuzzSetMirrorRule; do \
 	  $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./desired/ || exit 1; done
 	$(GO) test -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME) ./plugin/
-	$(GO) test -run '^$$' -fuzz '^FuzzFillFast$$' -fuzztime $(FUZZTIME) ./ssa/
+	$(GO) test -run '^$$' -fuzz '^FuzzEncode$$' -fuzztime $(FUZZTIME) ./ssa/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./routes/
 	$(GO) test -run '^$$' -fuzz '^FuzzResourceVersionOf$$' -fuzztime $(FUZZTIME) ./routes/
 

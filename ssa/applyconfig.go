@@ -13,7 +13,9 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/features"
 	"k8s.io/client-go/rest"
 	applyrequest "k8s.io/client-go/util/apply"
 	gwv1ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
@@ -27,11 +29,12 @@ import (
 )
 
 // kindApply is how the plugin writes one kind in one version: a new typed
-// apply configuration of it, the shape of one of its rules (for the cheap
-// lossless check) and the REST client of its group and version.
+// apply configuration of it, the JSON shape of that configuration (to write
+// its JSON without it, shape.go) and the REST client of its group and
+// version.
 type kindApply struct {
 	newConfig func() any
-	rules     *shape
+	object    *shape
 	client    func(c gateway.Interface) rest.Interface
 }
 
@@ -41,7 +44,7 @@ type kindVersion struct {
 }
 
 func typedApply[AC any](client func(c gateway.Interface) rest.Interface) kindApply {
-	return kindApply{newConfig: func() any { return new(AC) }, rules: rulesShape(reflect.TypeFor[AC]()), client: client}
+	return kindApply{newConfig: func() any { return new(AC) }, object: shapeOf(reflect.TypeFor[AC]()), client: client}
 }
 
 var (
@@ -62,34 +65,15 @@ var applies = map[kindVersion]kindApply{
 	{routes.TLSRoute, "v1alpha2"}:  typedApply[gwv1a2ac.TLSRouteApplyConfiguration](v1alpha2),
 }
 
-// fill returns the kind's typed apply configuration of obj, or an
-// UnrepresentableError saying what it cannot carry.
-func (k kindApply) fill(obj map[string]any, rules []routes.Rule) (any, error) {
-	if ac, ok := k.fillFast(obj, rules); ok {
-		return ac, nil
-	}
-	ac := k.newConfig()
-	return ac, decodeLossless(obj, ac, rulesOf)
-}
-
-// fillFast decodes obj once into the typed configuration when the shape
-// vouches that it carries the rules exactly; otherwise the full round trip
-// of decodeLossless decides, and says what would be lost.
-func (k kindApply) fillFast(obj map[string]any, rules []routes.Rule) (any, bool) {
-	if !carriesRules(k.rules, rules) {
+// encode is the JSON the kind's typed apply configuration of obj would
+// send, written straight from obj, when the shape vouches that the
+// configuration carries obj exactly (and client-go would send JSON, not
+// CBOR); otherwise false, and the full round trip of decodeLossless decides.
+func (k kindApply) encode(obj map[string]any) ([]byte, bool) {
+	if features.FeatureGates().Enabled(features.ClientsAllowCBOR) && features.FeatureGates().Enabled(features.ClientsPreferCBOR) {
 		return nil, false
 	}
-	data, err := json.Marshal(obj)
-	if err != nil {
-		return nil, false
-	}
-	ac := k.newConfig()
-	strict := json.NewDecoder(bytes.NewReader(data))
-	strict.DisallowUnknownFields()
-	if strict.Decode(ac) != nil {
-		return nil, false
-	}
-	return ac, true
+	return k.object.encode(make([]byte, 0, 1024), obj)
 }
 
 // apply sends one server-side apply of the desired rules and labels for the
@@ -106,8 +90,8 @@ func apply(ctx context.Context, client gateway.Interface, dyn dynamic.Interface,
 		return nil, "", fmt.Errorf("writing %s in version %s is not supported", live.Kind, live.Version)
 	}
 	obj := applyObject(live, d)
-	ac, err := k.fill(obj, d.Rules)
 	var unrep *UnrepresentableError
+	req, err := k.request(client, obj)
 	if !errors.As(err, &unrep) {
 		if err != nil {
 			return nil, "", err
@@ -116,10 +100,6 @@ func apply(ctx context.Context, client gateway.Interface, dyn dynamic.Interface,
 		// into the typed object: the plugin reads its resourceVersion, and
 		// the route or the whole object (routes.Answer) only when something
 		// needs them.
-		req, err := applyrequest.NewRequest(k.client(client), ac)
-		if err != nil {
-			return nil, "", err
-		}
 		patch := opts.ToPatchOptions()
 		res := req.Namespace(live.Namespace).Resource(live.Kind.Resource()).Name(live.Name).
 			VersionedParams(&patch, gwscheme.ParameterCodec).Do(ctx)
@@ -146,6 +126,20 @@ func apply(ctx context.Context, client gateway.Interface, dyn dynamic.Interface,
 		return nil, unrep.Reason, fmt.Errorf("reading the apiserver's answer: %w", err)
 	}
 	return routes.Answered(stored, u), unrep.Reason, nil
+}
+
+// request is the typed apply of obj: its JSON written straight (encode), or
+// else the typed configuration filled by the full round trip, which refuses
+// rules the types cannot carry exactly (UnrepresentableError).
+func (k kindApply) request(client gateway.Interface, obj map[string]any) (*rest.Request, error) {
+	if body, ok := k.encode(obj); ok {
+		return k.client(client).Patch(types.ApplyYAMLPatchType).Body(body), nil
+	}
+	ac := k.newConfig()
+	if err := decodeLossless(obj, ac, rulesOf); err != nil {
+		return nil, err
+	}
+	return applyrequest.NewRequest(k.client(client), ac)
 }
 
 // fillApplyConfig fills a typed apply configuration from applyObject, and

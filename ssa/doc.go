@@ -4,7 +4,10 @@
 // Every write is a server-side apply of a typed apply configuration from
 // sigs.k8s.io/gateway-api/applyconfiguration, under one field manager, built
 // from the live route so that every value the plugin does not change is sent
-// back exactly as served (defaults included). A route whose rules the typed
+// back exactly as served (defaults included). Where the configuration's
+// types vouch that they carry the object exactly, its JSON is written
+// straight from the object, as the configuration would encode it, without
+// filling the types (shape.go). A route whose rules the typed
 // configuration cannot carry exactly (a field of a newer Gateway API) is
 // applied unstructured instead: the same object, field manager, options and
 // resourceVersion, never truncated, and the log line says why. Each apply

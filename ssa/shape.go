@@ -4,23 +4,30 @@ import (
 	"encoding"
 	"encoding/json"
 	"maps"
+	"math"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
-// The cheap half of the lossless check. A typed apply configuration carries a
-// route's rules exactly when every key in them is a JSON field of the
+// The shortcut past the typed apply configuration. A typed configuration
+// carries an object exactly when every key in it is a JSON field of the
 // configuration's types, spelled as the types spell it, holding a value of
-// the JSON type the field decodes (an object, a list, a string, an integer, a
-// boolean). Apply configurations are made of pointers and slices only, so
-// such a value comes back from decoding and encoding as it went in, empty
-// lists and nulls excepted, which mean the same as an absent field. shape
-// answers that by walking the rules once, with no encoding at all; what it
-// cannot vouch for (an unknown key, another type, a type with JSON methods of
-// its own) goes through the full round trip of decodeLossless, which says
-// what would be lost. shape_test.go checks, over generated rules, that every
-// rule shape accepts is one the round trip finds lossless.
+// the JSON type the field decodes (an object, a list, a string, an integer in
+// the field's range, a boolean). Apply configurations are made of pointers
+// and of lists and maps left out when empty, so such an object comes back
+// from decoding and encoding as it went in, except that a null and an empty
+// list or map are left out (which means the same as an absent field). shape
+// walks the object once and writes that JSON itself (encode), with no
+// decoding into the types and no second encoding; what it cannot vouch for
+// (an unknown key, another type, a type with JSON methods of its own, a
+// field of another kind) goes through the full round trip of
+// decodeLossless, which says what would be lost. shape_test.go checks, over
+// generated rules of every kind and version, that whatever encode writes is
+// what the round trip's configuration encodes to.
 
 // shape is what a typed apply configuration holds at one place of its JSON
 // form.
@@ -32,6 +39,9 @@ type shape struct {
 	elem   *shape
 	// opaque types decode themselves: only the round trip can tell.
 	opaque bool
+	// Fields of an object other than a pointer or a list or map tagged
+	// omitempty would not come back as they went: such an object is
+	// opaque too.
 }
 
 var (
@@ -107,6 +117,9 @@ func addFields(t reflect.Type, at int, s *shape, depth map[string]int, seen map[
 		if name == "" {
 			name = f.Name
 		}
+		if !leftOutWhenEmpty(f.Type, opts) {
+			s.opaque = true
+		}
 		switch d, ok := depth[name]; {
 		case !ok || at < d:
 			depth[name] = at
@@ -120,77 +133,175 @@ func addFields(t reflect.Type, at int, s *shape, depth map[string]int, seen map[
 	}
 }
 
-// carries says whether the typed configuration carries v, a value in its JSON
-// form, exactly at s.
-func (s *shape) carries(v any) bool {
-	if s.opaque {
-		return false
-	}
-	switch t := v.(type) {
-	case nil:
-		return true // an object's field: the same as absent
-	case map[string]any:
-		switch s.kind {
-		case reflect.Struct:
-			for k, e := range t {
-				if f, ok := s.fields[k]; !ok || !f.carries(e) {
-					return false
-				}
-			}
-			return true
-		case reflect.Map:
-			return s.elem.carriesEach(slices.Collect(maps.Values(t)))
+// leftOutWhenEmpty says whether a field of type t with the tag options opts
+// is left out of the JSON exactly when the JSON it was decoded from had it
+// null or absent (a pointer to anything but a list or map), or null, absent
+// or empty (a list or map tagged omitempty).
+func leftOutWhenEmpty(t reflect.Type, opts string) bool {
+	switch t.Kind() {
+	case reflect.Pointer:
+		switch t.Elem().Kind() {
+		case reflect.Slice, reflect.Map, reflect.Array, reflect.Pointer:
+			return false
 		}
-		return false
-	case []any:
-		return s.kind == reflect.Slice && s.elem.carriesEach(t)
-	case string:
-		return s.kind == reflect.String
-	case bool:
-		return s.kind == reflect.Bool
-	case int64:
-		// The decoder refuses a number out of the field's range: that is no
-		// silent loss.
-		switch s.kind {
-		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-			return true
-		}
+		return true
+	case reflect.Slice, reflect.Map:
+		return strings.Contains(","+opts+",", ",omitempty,")
 	}
 	return false
 }
 
-// carriesEach says whether s carries every value of a list or a map. A null
-// there is no absent field: it would come back as its type's zero value.
-func (s *shape) carriesEach(vs []any) bool {
-	for _, v := range vs {
-		if v == nil || !s.carries(v) {
-			return false
-		}
+// encode appends v, a value in its JSON form, as the typed configuration of
+// shape s would encode it after decoding it, and says false if it cannot
+// vouch for that (the round trip must decide). Object keys are written in
+// sorted order.
+func (s *shape) encode(buf []byte, v any) ([]byte, bool) {
+	if s.opaque {
+		return buf, false
 	}
-	return true
+	switch t := v.(type) {
+	case map[string]any:
+		return s.encodeObject(buf, t)
+	case routes.Rule:
+		return s.encodeObject(buf, t)
+	case map[string]string:
+		if s.kind != reflect.Map || s.elem.opaque || s.elem.kind != reflect.String {
+			return buf, false
+		}
+		buf = append(buf, '{')
+		for i, k := range slices.Sorted(maps.Keys(t)) {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			buf = append(appendString(buf, k), ':')
+			buf = appendString(buf, t[k])
+		}
+		return append(buf, '}'), true
+	case []any:
+		return encodeList(s, buf, t)
+	case []routes.Rule:
+		return encodeList(s, buf, t)
+	case string:
+		return appendString(buf, t), s.kind == reflect.String
+	case bool:
+		return strconv.AppendBool(buf, t), s.kind == reflect.Bool
+	case int64:
+		// The decoder refuses a number out of the field's range: no
+		// silent loss, but the round trip says so.
+		return strconv.AppendInt(buf, t, 10), fits(s.kind, t)
+	}
+	return buf, false
 }
 
-// carriesRules says whether every rule is carried exactly by rules, the shape
-// of one entry of spec.rules.
-func carriesRules[R ~map[string]any](rules *shape, rs []R) bool {
-	if rules == nil {
+// encodeObject is encode of an object: the fields of a struct (a null, or
+// an empty list or map, left out), or the entries of a map.
+func (s *shape) encodeObject(buf []byte, m map[string]any) ([]byte, bool) {
+	if s.kind != reflect.Struct && s.kind != reflect.Map {
+		return buf, false
+	}
+	buf = append(buf, '{')
+	first := true
+	ok := true
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		e := m[k]
+		f := s.elem
+		if s.kind == reflect.Struct {
+			if f = s.fields[k]; f == nil {
+				return buf, false
+			}
+			if leftOut(f, e) {
+				continue
+			}
+		} else if e == nil {
+			return buf, false // a null in a map would come back as the zero value
+		}
+		if !first {
+			buf = append(buf, ',')
+		}
+		first = false
+		buf = append(appendString(buf, k), ':')
+		if buf, ok = f.encode(buf, e); !ok {
+			return buf, false
+		}
+	}
+	return append(buf, '}'), true
+}
+
+// encodeList is encode of a list (a null in it, which would come back as
+// its type's zero value, makes the round trip decide: encode takes no null).
+func encodeList[E any](s *shape, buf []byte, l []E) ([]byte, bool) {
+	if s.kind != reflect.Slice {
+		return buf, false
+	}
+	buf = append(buf, '[')
+	ok := true
+	for i, e := range l {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		if buf, ok = s.elem.encode(buf, e); !ok {
+			return buf, false
+		}
+	}
+	return append(buf, ']'), true
+}
+
+// leftOut says whether a field of shape f holding v is left out of the
+// typed configuration's JSON: a null, or an empty list in a list field, or
+// an empty object in a map field.
+func leftOut(f *shape, v any) bool {
+	if v == nil {
+		return true
+	}
+	if f.opaque {
 		return false
 	}
-	for _, r := range rs {
-		if !rules.carries(map[string]any(r)) {
-			return false
-		}
+	switch t := v.(type) {
+	case []any:
+		return len(t) == 0 && f.kind == reflect.Slice
+	case []routes.Rule:
+		return len(t) == 0 && f.kind == reflect.Slice
+	case map[string]any:
+		return len(t) == 0 && f.kind == reflect.Map
+	case map[string]string:
+		return len(t) == 0 && f.kind == reflect.Map
 	}
-	return true
+	return false
 }
 
-// rulesShape is the shape of one entry of spec.rules in the apply
-// configuration type t, nil if it has none.
-func rulesShape(t reflect.Type) *shape {
-	spec := shapeOf(t).fields["spec"]
-	if spec == nil || spec.fields["rules"] == nil {
-		return nil
+// fits says whether n is in the range of an integer of kind k.
+func fits(k reflect.Kind, n int64) bool {
+	switch k {
+	case reflect.Int8:
+		return n >= math.MinInt8 && n <= math.MaxInt8
+	case reflect.Int16:
+		return n >= math.MinInt16 && n <= math.MaxInt16
+	case reflect.Int32:
+		return n >= math.MinInt32 && n <= math.MaxInt32
+	case reflect.Int, reflect.Int64:
+		return true
+	case reflect.Uint8:
+		return n >= 0 && n <= math.MaxUint8
+	case reflect.Uint16:
+		return n >= 0 && n <= math.MaxUint16
+	case reflect.Uint32:
+		return n >= 0 && n <= math.MaxUint32
+	case reflect.Uint, reflect.Uint64, reflect.Uintptr:
+		return n >= 0
 	}
-	return spec.fields["rules"].elem
+	return false
+}
+
+// appendString appends str as a JSON string, escaped as encoding/json
+// escapes it.
+func appendString(buf []byte, str string) []byte {
+	for i := 0; i < len(str); i++ {
+		if c := str[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			quoted, _ := json.Marshal(str) // a string always encodes
+			return append(buf, quoted...)
+		}
+	}
+	buf = append(buf, '"')
+	buf = append(buf, str...)
+	return append(buf, '"')
 }

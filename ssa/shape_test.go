@@ -1,6 +1,7 @@
 package ssa
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -16,10 +17,11 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
-// The cheap check is a shortcut, taken only where it is proven: whatever
-// rules fillFast accepts, the full round trip (decodeLossless) finds
-// lossless too, and both give the same typed configuration, so the write is
-// byte for byte what it was before the shortcut.
+// Writing the typed configuration's JSON straight (encode) is a shortcut,
+// taken only where it is proven: whatever object encode writes, the full
+// round trip (decodeLossless) finds lossless too, and the configuration it
+// fills encodes to the same JSON, so the write says what it said before the
+// shortcut.
 
 // servedRules is a rule as the apiserver serves it, defaults included.
 func servedRules() []routes.Rule {
@@ -55,12 +57,16 @@ func TestCheapCheck(t *testing.T) {
 		"a number as a string":        {func(r routes.Rule) { r["backendRefs"].([]any)[0].(map[string]any)["weight"] = "70" }, false},
 		"a fraction":                  {func(r routes.Rule) { r["backendRefs"].([]any)[0].(map[string]any)["weight"] = 0.5 }, false},
 		"a list where an object is":   {func(r routes.Rule) { r["timeouts"] = []any{} }, false},
+		"an object where a list is":   {func(r routes.Rule) { r["filters"] = map[string]any{} }, false},
+		"a null in a list":            {func(r routes.Rule) { r["matches"] = []any{nil} }, false},
+		"a port out of range":         {func(r routes.Rule) { r["backendRefs"].([]any)[0].(map[string]any)["port"] = int64(1 << 31) }, false},
 	} {
 		t.Run(name, func(t *testing.T) {
 			rules := servedRules()
 			tc.edit(rules[0])
-			if got := carriesRules(k.rules, rules); got != tc.want {
-				t.Errorf("carries = %v, want %v", got, tc.want)
+			obj := applyObject(liveHTTPRoute, desired.Result{Rules: rules})
+			if _, got := k.encode(obj); got != tc.want {
+				t.Errorf("encode took it: %v, want %v", got, tc.want)
 			}
 		})
 	}
@@ -69,15 +75,16 @@ func TestCheapCheck(t *testing.T) {
 // Every kind and version has the shape of its rules.
 func TestEveryApplyHasTheShapeOfItsRules(t *testing.T) {
 	for kv, k := range applies {
-		if k.rules == nil || k.rules.kind != reflect.Struct || k.rules.fields["backendRefs"] == nil {
+		if rules := rulesShape(k); rules == nil || rules.kind != reflect.Struct || rules.fields["backendRefs"] == nil {
 			t.Errorf("%s %s: no shape of its rules' backendRefs", kv.kind, kv.version)
 		}
 	}
 }
 
 // Generated rules, valid and not, for every kind and version: whatever the
-// shortcut accepts, the round trip accepts, with the same configuration.
-func TestFillFastIsTheRoundTripWhereItApplies(t *testing.T) {
+// shortcut writes, the round trip accepts, and its configuration encodes to
+// the same JSON.
+func TestEncodeIsTheRoundTripWhereItApplies(t *testing.T) {
 	rng := rand.New(rand.NewPCG(17, 42))
 	for kv, k := range applies {
 		fast := 0
@@ -85,10 +92,10 @@ func TestFillFastIsTheRoundTripWhereItApplies(t *testing.T) {
 			rules := make([]routes.Rule, 1+rng.IntN(3))
 			for i := range rules {
 				for rules[i] == nil {
-					rules[i], _ = generate(rng, k.rules, 0).(map[string]any)
+					rules[i], _ = generate(rng, rulesShape(k), 0).(map[string]any)
 				}
 			}
-			if checkFillFast(t, kv, k, rules) {
+			if checkEncode(t, kv, k, rules, generateLabels(rng)) {
 				fast++
 			}
 		}
@@ -99,8 +106,8 @@ func TestFillFastIsTheRoundTripWhereItApplies(t *testing.T) {
 	}
 }
 
-// FuzzFillFast feeds any JSON as HTTPRoute rules (make fuzz).
-func FuzzFillFast(f *testing.F) {
+// FuzzEncode feeds any JSON as HTTPRoute rules (make fuzz).
+func FuzzEncode(f *testing.F) {
 	seed, _ := json.Marshal(servedRules())
 	f.Add(seed)
 	f.Add([]byte(`[{"backendRefs":[{"name":"stable","weight":1e3}]}]`))
@@ -117,29 +124,58 @@ func FuzzFillFast(f *testing.F) {
 			}
 		}
 		kv := kindVersion{routes.HTTPRoute, "v1"}
-		checkFillFast(t, kv, applies[kv], rules)
+		checkEncode(t, kv, applies[kv], rules, map[string]string{"l": "v"})
 	})
 }
 
-// checkFillFast says whether the shortcut took the rules, and fails the test
-// if the round trip does not agree with what it made.
-func checkFillFast(t *testing.T, kv kindVersion, k kindApply, rules []routes.Rule) bool {
+// checkEncode says whether the shortcut wrote the object of the rules and
+// labels, and fails the test if the round trip does not agree with what it
+// wrote.
+func checkEncode(t *testing.T, kv kindVersion, k kindApply, rules []routes.Rule, labels map[string]string) bool {
 	t.Helper()
 	live := routes.Route{Ref: routes.Ref{Kind: kv.kind, Namespace: "shop", Name: "web"}, Version: kv.version, ResourceVersion: "42"}
-	obj := applyObject(live, desired.Result{Rules: rules, Labels: map[string]string{"l": "v"}})
-	ac, ok := k.fillFast(obj, rules)
+	obj := applyObject(live, desired.Result{Rules: rules, Labels: labels, Annotations: labels})
+	body, ok := k.encode(obj)
 	if !ok {
 		return false
 	}
 	full := k.newConfig()
 	if err := decodeLossless(obj, full, rulesOf); err != nil {
 		data, _ := json.Marshal(rules)
-		t.Fatalf("%s %s: the shortcut took rules the round trip refuses (%v):\n%s", kv.kind, kv.version, err, data)
+		t.Fatalf("%s %s: the shortcut wrote rules the round trip refuses (%v):\n%s", kv.kind, kv.version, err, data)
 	}
-	if diff := cmp.Diff(full, ac); diff != "" {
-		t.Fatalf("%s %s: the shortcut made another configuration (-round trip +shortcut):\n%s", kv.kind, kv.version, diff)
+	typed, err := json.Marshal(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(plainJSONOf(t, typed), plainJSONOf(t, body)); diff != "" {
+		t.Fatalf("%s %s: the shortcut wrote other JSON than the typed configuration's (-typed +shortcut):\n%s", kv.kind, kv.version, diff)
 	}
 	return true
+}
+
+// plainJSONOf is data decoded into plain JSON values, numbers as written.
+func plainJSONOf(t *testing.T, data []byte) any {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		t.Fatalf("not JSON (%v): %s", err, data)
+	}
+	return v
+}
+
+// generateLabels makes the plugin's labels (and annotations): none, an
+// empty map, or a few, with characters that need escaping.
+func generateLabels(rng *rand.Rand) map[string]string {
+	switch rng.IntN(3) {
+	case 0:
+		return nil
+	case 1:
+		return map[string]string{}
+	}
+	return map[string]string{"l": "v", "a/b": `{"x":"<&>"}`, "ü": ""}
 }
 
 // generate makes a JSON value of shape s, now and then one it does not have:
@@ -206,4 +242,50 @@ func generate(rng *rand.Rand, s *shape, depth int) any {
 
 func oddValue(rng *rand.Rand) any {
 	return []any{nil, []any{}, map[string]any{}, "s", int64(7), 0.5, 3.0, true, []any{"x"}}[rng.IntN(9)]
+}
+
+// rulesShape is the shape of one entry of spec.rules in k's configuration.
+func rulesShape(k kindApply) *shape {
+	spec := k.object.fields["spec"]
+	if spec == nil || spec.fields["rules"] == nil {
+		return nil
+	}
+	return spec.fields["rules"].elem
+}
+
+// A field that does not leave itself out when empty (not a pointer, or a
+// list or map without omitempty) comes back from the round trip with what
+// the JSON did not have: no apply configuration has one today, and encode
+// leaves an object with one to the round trip.
+func TestAFieldThatIsNotLeftOutMakesTheRoundTripDecide(t *testing.T) {
+	type withValue struct {
+		Name *string `json:"name,omitempty"`
+		Port int32   `json:"port,omitempty"`
+	}
+	type withList struct {
+		Names []string `json:"names"`
+	}
+	type withPointerToList struct {
+		Names *[]string `json:"names,omitempty"`
+	}
+	for name, tc := range map[string]struct {
+		s   *shape
+		obj map[string]any
+	}{
+		"a value field":            {shapeOf(reflect.TypeFor[withValue]()), map[string]any{"port": int64(0)}},         // comes back without port
+		"a list without omitempty": {shapeOf(reflect.TypeFor[withList]()), map[string]any{}},                          // comes back with names: null
+		"a pointer to a list":      {shapeOf(reflect.TypeFor[withPointerToList]()), map[string]any{"names": []any{}}}, // comes back with names: []
+	} {
+		if got, ok := tc.s.encode(nil, tc.obj); ok {
+			t.Errorf("%s: encode wrote %s, which the round trip gives back otherwise", name, got)
+		}
+	}
+	type allLeftOut struct {
+		Name  *string           `json:"name,omitempty"`
+		Names []string          `json:"names,omitempty"`
+		Tags  map[string]string `json:"tags,omitempty"`
+	}
+	if got, ok := shapeOf(reflect.TypeFor[allLeftOut]()).encode(nil, map[string]any{"names": []any{}, "tags": nil}); !ok || string(got) != "{}" {
+		t.Errorf("encode = %s, %v; want {}, true", got, ok)
+	}
 }
