@@ -3,7 +3,9 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
@@ -66,6 +68,33 @@ func perRoute(ctx context.Context, refs []routes.Ref, bounds []slots, fn func(i 
 	}
 	wg.Wait()
 	return errs
+}
+
+// eachAtOnce runs fn(0) … fn(n-1) on as many goroutines as the process has
+// CPUs (the decisions of a call: CPU only, no request). A panic in fn is
+// raised again on the caller's goroutine once every fn has ended, the one of
+// the lowest i, so the caller's recover answers it as if fn had run there.
+func eachAtOnce(n int, fn func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), n)
+	panics := make([]any, n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				func() {
+					defer func() { panics[i] = recover() }()
+					fn(i)
+				}()
+			}
+		})
+	}
+	wg.Wait()
+	for _, p := range panics {
+		if p != nil {
+			panic(p)
+		}
+	}
 }
 
 // failures keeps the non-nil errors.

@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -106,4 +107,32 @@ func TestPerRouteNotStartedAfterDeadline(t *testing.T) {
 	if ran || errs[0] == nil || !strings.Contains(errs[0].Error(), "HTTPRoute ns/a: not started: context deadline exceeded") {
 		t.Errorf("ran=%v, err=%v; want not started", ran, errs[0])
 	}
+}
+
+// eachAtOnce runs every index once, and raises a panic again on the
+// caller's goroutine (the lowest index's), after every other has run.
+func TestEachAtOnce(t *testing.T) {
+	var ran [50]atomic.Int32
+	eachAtOnce(len(ran), func(i int) { ran[i].Add(1) })
+	for i := range ran {
+		if n := ran[i].Load(); n != 1 {
+			t.Errorf("index %d ran %d times", i, n)
+		}
+	}
+	var done atomic.Int32
+	defer func() {
+		if r := recover(); r != "boom 3" {
+			t.Errorf("recovered %v, want boom 3", r)
+		}
+		if n := done.Load(); n != 18 {
+			t.Errorf("%d of the 18 that do not panic ran", n)
+		}
+	}()
+	eachAtOnce(20, func(i int) {
+		if i == 3 || i == 17 {
+			panic(fmt.Sprintf("boom %d", i))
+		}
+		done.Add(1)
+	})
+	t.Error("no panic")
 }

@@ -360,18 +360,14 @@ func (p *Plugin) run(ctx context.Context, ro *v1alpha1.Rollout, name string, cal
 		return p.fail(ro, name, fmt.Errorf("nothing was written: %w", res.Err()))
 	}
 	rollout := ro.Namespace + "/" + ro.Name
-	plans := make([]ssa.Plan, 0, len(res.Routes))
-	var errs []error
-	for _, r := range res.Routes {
+	plans := make([]ssa.Plan, len(res.Routes))
+	errs := make([]error, len(res.Routes))
+	eachAtOnce(len(res.Routes), func(i int) {
+		r := res.Routes[i]
 		env := cfg.Env(rollout, p.opts.FieldManager, r.Ref)
-		plan, err := applier.Plan(r, func(l routes.Route) (desired.Result, error) { return faulty(call).Desired(l, env) })
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		plans = append(plans, plan)
-	}
-	if len(errs) > 0 {
+		plans[i], errs[i] = applier.Plan(r, func(l routes.Route) (desired.Result, error) { return faulty(call).Desired(l, env) })
+	})
+	if errs := failures(errs); len(errs) > 0 {
 		return p.fail(ro, name, fmt.Errorf("nothing was written: %w", errors.Join(append(errs, res.Failed...)...)))
 	}
 	res.Routes = nil // the plans hold what is still needed of them
