@@ -37,11 +37,10 @@ type shape struct {
 	// or a map (kind Slice, Map) holds.
 	fields map[string]*shape
 	elem   *shape
-	// opaque types decode themselves: only the round trip can tell.
+	// opaque types decode themselves, or (objects) have a field that is
+	// neither a pointer nor a list or map tagged omitempty, which would not
+	// come back as it went: only the round trip can tell.
 	opaque bool
-	// Fields of an object other than a pointer or a list or map tagged
-	// omitempty would not come back as they went: such an object is
-	// opaque too.
 }
 
 var (
