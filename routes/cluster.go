@@ -186,17 +186,32 @@ func (c *Cluster) Get(ctx context.Context, ref Ref) (Route, error) {
 		// A route created a moment ago may not have reached the cache yet.
 		return c.Fresh(ctx, ref)
 	}
-	return c.fromCache(obj)
+	return c.fromCache(inf.GetIndexer(), obj)
 }
 
-// fromCache is the caller's own copy of what a watch cache holds, or of what
-// the plugin wrote after it.
-func (c *Cluster) fromCache(obj any) (Route, error) {
+// fromCache is the caller's own copy of what a watch cache holds (obj, read
+// from store), or of what the plugin wrote after it.
+//
+// The watch can bring in the plugin's write between reading obj and looking
+// at the overlay: the informer stores the event, then caughtUp drops the
+// answer, and the overlay no longer has anything newer than obj. So store is
+// read again after the overlay: it holds the write then, since the informer
+// stores an event before it tells caughtUp.
+func (c *Cluster) fromCache(store cache.Store, obj any) (Route, error) {
 	cr := obj.(*cachedRoute)
 	if cr.err != nil {
 		return Route{}, cr.err
 	}
-	return c.newest(cr.route, true), nil
+	r := c.newest(cr.route, true)
+	if now, ok, err := store.Get(obj); err == nil && ok {
+		if n := now.(*cachedRoute); newer(n.ResourceVersion, r.ResourceVersion) {
+			if n.err != nil {
+				return Route{}, n.err
+			}
+			return n.route.DeepCopy(), nil
+		}
+	}
+	return r, nil
 }
 
 // Fresh reads a route with a GET. An answer that the apiserver does not serve
@@ -234,7 +249,7 @@ func (c *Cluster) List(ctx context.Context, kind Kind, namespace string, selecto
 			if !selector.Matches(labels.Set(labelsOf(o))) {
 				continue
 			}
-			r, err := c.fromCache(o)
+			r, err := c.fromCache(inf.GetIndexer(), o)
 			if err != nil {
 				return nil, err
 			}
