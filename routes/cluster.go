@@ -38,7 +38,7 @@ type Reader interface {
 	// Written tells the reader about an object the plugin just wrote, so the
 	// next Get does not answer with an older cached copy. The reader keeps
 	// the answer, and reads it only if a call reads the route before the
-	// watch cache has the write.
+	// watch cache has the write. Fresh keeps what it read the same way.
 	Written(a *Answer)
 }
 
@@ -58,8 +58,11 @@ type Cluster struct {
 	mu        sync.Mutex
 	versions  map[Kind]string
 	informers map[informerKey]*namespaceCache
-	written   map[Ref]*Answer
-	closed    bool
+	// ahead is the overlay: per route, the newest version the plugin has
+	// seen beyond its watch cache (the answer to its write, or a fresh
+	// read), until the cache holds it too.
+	ahead  map[Ref]*Answer
+	closed bool
 }
 
 type informerKey struct {
@@ -88,7 +91,7 @@ func NewCluster(client rest.Interface, log *logrus.Entry) *Cluster {
 		client: client, log: log,
 		versions:  map[Kind]string{},
 		informers: map[informerKey]*namespaceCache{},
-		written:   map[Ref]*Answer{},
+		ahead:     map[Ref]*Answer{},
 	}
 }
 
@@ -232,7 +235,14 @@ func (c *Cluster) Fresh(ctx context.Context, ref Ref) (Route, error) {
 		if err != nil {
 			return Route{}, err
 		}
-		return Decode(raw)
+		r, err := Decode(raw)
+		if err == nil {
+			// A cache still behind this read must not answer the next read
+			// with an older route: a write whose answer was lost and whose
+			// repeat was refused is known only from this read.
+			c.remember(Answered(r.DeepCopy(), nil))
+		}
+		return r, err
 	}
 }
 
@@ -292,21 +302,30 @@ func (c *Cluster) list(ctx context.Context, kind Kind, namespace string, selecto
 }
 
 // Written records the apiserver's answer to the plugin's write.
-func (c *Cluster) Written(a *Answer) {
+func (c *Cluster) Written(a *Answer) { c.remember(a) }
+
+// remember puts a into the overlay, unless the overlay has a newer version
+// of the route: calls writing one route at once (Rollouts that share it) may
+// get their answers in one order and record them in the other.
+func (c *Cluster) remember(a *Answer) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.written[a.Ref] = a
+	if old, ok := c.ahead[a.Ref]; ok && newer(old.ResourceVersion, a.ResourceVersion) {
+		return
+	}
+	c.ahead[a.Ref] = a
 }
 
-// newest answers with what the plugin wrote itself when the cache has not
-// caught up with it yet, so an unchanged route is not written twice. A shared
+// newest answers with the overlay's route (what the plugin wrote, or read
+// fresh) when the cache has not caught up with it yet, so an unchanged route
+// is not written twice and a changed one is not taken for unchanged. A shared
 // route (what the cache holds) is copied; one that is not is the caller's.
 // An answer that cannot be read is forgotten: the cache's route it is.
 func (c *Cluster) newest(r Route, shared bool) Route {
 	c.mu.Lock()
-	w, ok := c.written[r.Ref]
+	w, ok := c.ahead[r.Ref]
 	if ok && !newer(w.ResourceVersion, r.ResourceVersion) {
-		delete(c.written, r.Ref)
+		delete(c.ahead, r.Ref)
 		ok = false
 	}
 	c.mu.Unlock()
@@ -316,8 +335,8 @@ func (c *Cluster) newest(r Route, shared bool) Route {
 			return written.DeepCopy() // the answer's route is shared, never changed
 		}
 		c.mu.Lock()
-		if c.written[r.Ref] == w {
-			delete(c.written, r.Ref)
+		if c.ahead[r.Ref] == w {
+			delete(c.ahead, r.Ref)
 		}
 		c.mu.Unlock()
 	}
@@ -327,10 +346,10 @@ func (c *Cluster) newest(r Route, shared bool) Route {
 	return r
 }
 
-// caughtUp forgets what the plugin wrote to a route once its watch cache
-// holds that write or a newer one, so the overlay holds a route only for the
-// moments between a write and its watch event, not a second copy of every
-// route the plugin has written.
+// caughtUp forgets the overlay's route once the watch cache holds that
+// version or a newer one, so the overlay holds a route only for the moments
+// between a write (or a fresh read) and its watch event, not a second copy
+// of every route the plugin has written.
 func (c *Cluster) caughtUp(obj any) {
 	cr, ok := obj.(*cachedRoute)
 	if !ok {
@@ -338,8 +357,8 @@ func (c *Cluster) caughtUp(obj any) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if w, ok := c.written[cr.route.Ref]; ok && !newer(w.ResourceVersion, cr.route.ResourceVersion) {
-		delete(c.written, cr.route.Ref)
+	if w, ok := c.ahead[cr.route.Ref]; ok && !newer(w.ResourceVersion, cr.route.ResourceVersion) {
+		delete(c.ahead, cr.route.Ref)
 	}
 }
 

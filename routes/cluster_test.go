@@ -1,6 +1,9 @@
 package routes
 
 import (
+	"context"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -9,7 +12,9 @@ import (
 	"github.com/sirupsen/logrus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 )
 
 // The Reader contract: what a reader returns is the caller's own. A caller
@@ -77,7 +82,7 @@ func TestWrittenOverlayEndsWithTheWatchEvent(t *testing.T) {
 		served.SetResourceVersion(tc.rv)
 		c.caughtUp(cached(t, served))
 		c.mu.Lock()
-		_, kept := c.written[written.Ref]
+		_, kept := c.ahead[written.Ref]
 		c.mu.Unlock()
 		if kept != tc.kept {
 			t.Errorf("after the watch event of resourceVersion %s, the overlay holds the write of 8: %v, want %v", tc.rv, kept, tc.kept)
@@ -126,6 +131,70 @@ func TestAReadRacingTheWatchEventOfTheWriteSeesTheWrite(t *testing.T) {
 	scribble(got)
 	if diff := cmp.Diff(want, event.route); diff != "" {
 		t.Errorf("changing what the call read changed the cache (-before +after):\n%s", diff)
+	}
+}
+
+// A fresh read counts as much as a write's answer. When the answer to a
+// write is lost and its repeat is refused (409), the plugin knows the route
+// only from the GET that follows; the watch cache may still be behind it, and
+// a call reading the cache then must get what the GET read.
+func TestAFreshReadIsAheadOfAStaleCache(t *testing.T) {
+	served := servedRoute()
+	served.SetResourceVersion("8")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/apis/"+Group+"/v1/namespaces/"+wtNS+"/httproutes/web" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(jsonOf(t, served))
+	}))
+	defer srv.Close()
+	gw, err := gateway.NewForConfig(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewCluster(gw.GatewayV1().RESTClient(), logrus.NewEntry(logrus.New()))
+	c.versions[HTTPRoute] = "v1" // discovered already
+	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	if err := store.Add(cached(t, servedRoute())); err != nil { // the cache: 7
+		t.Fatal(err)
+	}
+
+	fresh, err := c.Fresh(context.Background(), Ref{Kind: HTTPRoute, Namespace: wtNS, Name: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fresh.DeepCopy()
+	scribble(fresh) // the caller's own: the overlay keeps its own copy
+	got, err := c.fromCache(store, store.List()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got, fieldsAsValues); diff != "" {
+		t.Errorf("a read of the cache after the fresh read (-fresh +got):\n%s", diff)
+	}
+}
+
+// Two calls writing one route (Rollouts that share it) may record their
+// answers in the other order: the overlay keeps the newer.
+func TestTheOverlayKeepsTheNewerOfTwoAnswers(t *testing.T) {
+	c := NewCluster(nil, logrus.NewEntry(logrus.New()))
+	cached, err := FromUnstructured(servedRoute()) // 7
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer := func(rv string) *Answer {
+		a, err := AnswerOf(cached.Ref, answerJSON(t, servedRoute(), rv))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	c.Written(answer("9"))
+	c.Written(answer("8"))
+	if got := c.newest(cached, true).ResourceVersion; got != "9" {
+		t.Errorf("after the answers of 9 and then 8, a read gives %s; want 9", got)
 	}
 }
 
@@ -195,7 +264,7 @@ func TestAnUnreadableAnswerIsForgotten(t *testing.T) {
 	if diff := cmp.Diff(cached, c.newest(cached, true)); diff != "" {
 		t.Errorf("newest (-cache +got):\n%s", diff)
 	}
-	if _, kept := c.written[cached.Ref]; kept {
+	if _, kept := c.ahead[cached.Ref]; kept {
 		t.Error("the overlay still holds the unreadable answer")
 	}
 }
