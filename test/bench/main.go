@@ -15,6 +15,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -193,6 +194,9 @@ type phase struct {
 	ms       []float64
 	requests map[string]int // by verb, over every call of the phase
 	calls    int
+	// changes is how many routes each call of the phase changes (0: not
+	// known); short counts the calls that applied fewer.
+	changes, short int
 }
 
 func (p phase) perRouteCall(routes int) map[string]float64 {
@@ -282,7 +286,11 @@ func (b *bench) scenario(id int, s scenario) (result, error) {
 		time.Sleep(pause)
 		ph.ms = append(ph.ms, ms)
 		ph.calls++
+		before := ph.requests["apply"]
 		addVerbs(ph, b.c.Recorder.Requests()[mark:], pluginAgent)
+		if ph.requests["apply"]-before < ph.changes {
+			ph.short++
+		}
 		return nil
 	}
 	// The routes are at canary 0: the first call changes nothing and starts
@@ -311,6 +319,7 @@ func (b *bench) scenario(id int, s scenario) (result, error) {
 	if err != nil {
 		return res, err
 	}
+	res.steady.changes = s.routes * s.rollouts // every steady step changes every route
 	var pluginCPU, serverCPU, bareServerCPU float64
 	if s.backToBack {
 		pause = 0
@@ -782,6 +791,38 @@ func median(xs []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
+// resamples and tail set ratioInterval: how many times the steps are drawn
+// again, and the share of the ratios left out at each end.
+const (
+	resamples = 2000
+	tail      = 0.05
+)
+
+// ratioInterval is where the ratio of the medians of plugin and bare falls
+// when their steps are drawn again with replacement, each plugin step
+// together with the bare step of the same round (they ran side by side,
+// under the same load of the machine): the ratios between the tail and the
+// 1 - tail quantile of resamples draws. A fixed seed makes a table come out
+// the same from the same steps.
+func ratioInterval(plugin, bare []float64) (lo, hi float64) {
+	n := min(len(plugin), len(bare))
+	if n == 0 {
+		return 0, 0
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	p, b := make([]float64, n), make([]float64, n)
+	ratios := make([]float64, resamples)
+	for k := range ratios {
+		for i := range n {
+			j := rng.IntN(n)
+			p[i], b[i] = plugin[j], bare[j]
+		}
+		ratios[k] = median(p) / median(b)
+	}
+	slices.Sort(ratios)
+	return ratios[int(tail*resamples)], ratios[int((1-tail)*resamples)-1]
+}
+
 func spread(xs []float64) string {
 	if len(xs) == 0 {
 		return "—"
@@ -835,6 +876,9 @@ func printTable(w io.Writer, cfg config, results []result) {
 		"server-side apply per route (%d in flight per Rollout), interleaved, against one envtest kube-apiserver; %d steady steps each\n"+
 		"(median / max (min–max) ms), limits %d QPS / %d burst unless the row says default flags; %d CPUs, %s.\n\n",
 		inFlight, cfg.runs, cfg.qps, cfg.burst, runtime.NumCPU(), runtime.Version())
+	fmt.Fprintf(w, "A ratio row is the plugin's median over the bare client's, with in brackets where %d %% of that ratio falls when the\n"+
+		"steady steps are drawn again (each plugin step with the bare step beside it, %d times): how far this run's noise moves it;\n"+
+		"after the slash, the plugin's max over the bare client's.\n\n", int(100*(1-2*tail)), resamples)
 	if cfg.bareWatch {
 		fmt.Fprint(w, "The bare client also watches its routes (-bare-watch), so the apiserver does the same work for both sides.\n\n")
 	}
@@ -851,10 +895,17 @@ func printTable(w io.Writer, cfg config, results []result) {
 		}
 		fmt.Fprintf(w, "| %s | bare | %s | %s | — | — | — | — / %.3f | — |\n",
 			r.s.label, spread(r.bareSteady.ms), verbs(r.bareSteady.perRouteCall(n)), r.bareServerCPU)
-		fmt.Fprintf(w, "| %s | ratio | %.2f / %.2f | | | | | | |\n",
-			r.s.label, median(r.steady.ms)/median(r.bareSteady.ms), slices.Max(r.steady.ms)/slices.Max(r.bareSteady.ms))
+		lo, hi := ratioInterval(r.steady.ms, r.bareSteady.ms)
+		fmt.Fprintf(w, "| %s | ratio | %.2f (%.2f–%.2f) / %.2f | | | | | | |\n",
+			r.s.label, median(r.steady.ms)/median(r.bareSteady.ms), lo, hi, slices.Max(r.steady.ms)/slices.Max(r.bareSteady.ms))
 	}
 	fmt.Fprintln(w)
+	for _, r := range results {
+		if r.steady.short > 0 {
+			fmt.Fprintf(w, "WRONG, %s routes: %d of %d steady steps answered done with fewer applies than the %d routes they change\n",
+				r.s.label, r.steady.short, r.steady.calls, r.steady.changes)
+		}
+	}
 	for _, r := range results {
 		fmt.Fprintf(w, "%s routes: the call before the first step (nothing to change; it starts the watch cache): %s requests in all, %.0f ms; plugin memory at the end: %s\n",
 			r.s.label, verbsTotal(r.warm.requests), median(r.warm.ms), r.memory)
