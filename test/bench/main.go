@@ -67,12 +67,13 @@ func main() {
 		profileSecs = flag.Int("profile-seconds", 10, "how long -profile profiles")
 		keepLogs    = flag.Bool("keep-logs", false, "keep the plugin's logs (and say where)")
 		bareWatch   = flag.Bool("bare-watch", false, "the bare client also watches its routes and decodes the events, as the plugin's cache does")
+		aa          = flag.Bool("aa", false, "calibration: the plugin's steady steps are the bare client's too, in the plugin's namespace (the plugin still watches it), so a ratio row shows what this machine's noise and a watch alone make of two equal sides")
 		profileBare = flag.Bool("profile-bare", false, "with -profile: the extra steps are the bare client's, not the plugin's, so kube-apiserver's profile can be set beside the plugin's")
 	)
 	flag.Parse()
 	start := time.Now()
 	if err := run(config{
-		counts: parseCounts(*routeCounts), runs: *runs, together: *together, eachRoutes: *eachRoutes, defaultsRoutes: *defaultsN, bareWatch: *bareWatch, profileBare: *profileBare,
+		counts: parseCounts(*routeCounts), runs: *runs, together: *together, eachRoutes: *eachRoutes, defaultsRoutes: *defaultsN, bareWatch: *bareWatch, profileBare: *profileBare, aa: *aa,
 		qps: *qps, burst: *burst, bin: *bin, profileDir: *profileDir, profileSeconds: *profileSecs, keepLogs: *keepLogs,
 	}); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -85,7 +86,7 @@ type config struct {
 	counts                     []int
 	runs, together, eachRoutes int
 	defaultsRoutes             int
-	bareWatch, profileBare     bool
+	bareWatch, profileBare, aa bool
 	qps, burst                 int
 	bin, profileDir            string
 	profileSeconds             int
@@ -159,7 +160,7 @@ func run(cfg config) error {
 	if cfg.defaultsRoutes > 0 {
 		scenarios = append(scenarios, scenario{label: fmt.Sprintf("%d (default flags: steady steps back to back, first and last after 4 s)", cfg.defaultsRoutes), routes: cfg.defaultsRoutes, rollouts: 1, backToBack: true})
 	}
-	b := &bench{c: c, bare: bare, bareWatch: cfg.bareWatch, profileBare: cfg.profileBare, bin: bin, dir: dir, runs: cfg.runs, profileDir: cfg.profileDir, profileSeconds: cfg.profileSeconds}
+	b := &bench{c: c, bare: bare, bareWatch: cfg.bareWatch, profileBare: cfg.profileBare, aa: cfg.aa, bin: bin, dir: dir, runs: cfg.runs, profileDir: cfg.profileDir, profileSeconds: cfg.profileSeconds}
 	var results []result
 	for i, s := range scenarios {
 		fmt.Fprintf(os.Stderr, "bench: %s routes × %d Rollout(s)\n", s.label, s.rollouts)
@@ -182,6 +183,7 @@ type bench struct {
 	c              *harness.Cluster
 	bare           gateway.Interface
 	bareWatch      bool
+	aa             bool // -aa
 	profileBare    bool
 	bin, dir       string
 	runs           int
@@ -320,6 +322,20 @@ func (b *bench) scenario(id int, s scenario) (result, error) {
 		return res, err
 	}
 	res.steady.changes = s.routes * s.rollouts // every steady step changes every route
+	steady := func(weight int32) error { return measure(&res.steady, weight) }
+	if b.aa {
+		rvs, err := b.resourceVersions(ctx, pluginNS)
+		if err != nil {
+			return res, err
+		}
+		steady = func(weight int32) error {
+			ms, err := b.bareStep(ctx, pluginNS, s, weight, rvs)
+			time.Sleep(settle)
+			res.steady.ms = append(res.steady.ms, ms)
+			res.steady.calls++
+			return err
+		}
+	}
 	var pluginCPU, serverCPU, bareServerCPU float64
 	if s.backToBack {
 		pause = 0
@@ -337,7 +353,7 @@ func (b *bench) scenario(id int, s scenario) (result, error) {
 		sides := []func() error{
 			func() error {
 				before, srv := cpuSeconds(pid), cpuOf(servers)
-				err := measure(&res.steady, weight)
+				err := steady(weight)
 				pluginCPU += cpuSeconds(pid) - before
 				serverCPU += cpuOf(servers) - srv
 				return err
@@ -889,6 +905,9 @@ func printTable(w io.Writer, cfg config, results []result) {
 		"after the slash, the plugin's max over the bare client's.\n\n", int(100*(1-2*tail)), resamples)
 	if cfg.bareWatch {
 		fmt.Fprint(w, "The bare client also watches its routes (-bare-watch), so the apiserver does the same work for both sides.\n\n")
+	}
+	if cfg.aa {
+		fmt.Fprint(w, "-aa: the plugin rows' steady steps are the bare client's, in the namespace the plugin watches (the plugin does the other calls).\n\n")
 	}
 	fmt.Fprintln(w, "| routes | who | step ms median / max (min–max) | requests per route per step | first step, per route | last step, per route | unchanged call | CPU s per step: plugin / apiserver+etcd | peak RSS |")
 	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
