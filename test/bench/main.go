@@ -67,10 +67,14 @@ func main() {
 		profileSecs = flag.Int("profile-seconds", 10, "how long -profile profiles")
 		keepLogs    = flag.Bool("keep-logs", false, "keep the plugin's logs (and say where)")
 		bareWatch   = flag.Bool("bare-watch", false, "the bare client also watches its routes and decodes the events, as the plugin's cache does")
-		aa          = flag.Bool("aa", false, "calibration: the plugin's steady steps are the bare client's too, in the plugin's namespace (the plugin still watches it), so a ratio row shows what this machine's noise and a watch alone make of two equal sides")
+		aa          = flag.String("aa", "", "calibration: the plugin's steady steps are the bare client's too, so a ratio row shows what two equal sides come to: \"unwatched\" in a namespace of their own (this machine's noise alone), \"watched\" in the plugin's namespace, whose events the plugin reads (the noise and the cost of a watch)")
 		profileBare = flag.Bool("profile-bare", false, "with -profile: the extra steps are the bare client's, not the plugin's, so kube-apiserver's profile can be set beside the plugin's")
 	)
 	flag.Parse()
+	if *aa != "" && *aa != "watched" && *aa != "unwatched" {
+		fmt.Fprintf(os.Stderr, "bench: -aa: %q is neither watched nor unwatched\n", *aa)
+		os.Exit(2)
+	}
 	start := time.Now()
 	if err := run(config{
 		counts: parseCounts(*routeCounts), runs: *runs, together: *together, eachRoutes: *eachRoutes, defaultsRoutes: *defaultsN, bareWatch: *bareWatch, profileBare: *profileBare, aa: *aa,
@@ -86,7 +90,8 @@ type config struct {
 	counts                     []int
 	runs, together, eachRoutes int
 	defaultsRoutes             int
-	bareWatch, profileBare, aa bool
+	bareWatch, profileBare     bool
+	aa                         string
 	qps, burst                 int
 	bin, profileDir            string
 	profileSeconds             int
@@ -183,7 +188,7 @@ type bench struct {
 	c              *harness.Cluster
 	bare           gateway.Interface
 	bareWatch      bool
-	aa             bool // -aa
+	aa             string // -aa
 	profileBare    bool
 	bin, dir       string
 	runs           int
@@ -280,7 +285,7 @@ func (b *bench) scenario(id int, s scenario) (result, error) {
 	}
 	pause := settle
 	measure := func(ph *phase, weight int32) error {
-		mark := len(b.c.Recorder.Requests())
+		mark := b.c.Recorder.Count()
 		ms, err := call(weight)
 		if err != nil {
 			return err
@@ -289,7 +294,7 @@ func (b *bench) scenario(id int, s scenario) (result, error) {
 		ph.ms = append(ph.ms, ms)
 		ph.calls++
 		before := ph.requests["apply"]
-		addVerbs(ph, b.c.Recorder.Requests()[mark:], pluginAgent)
+		addVerbs(ph, b.c.Recorder.RequestsSince(mark), pluginAgent)
 		if ph.requests["apply"]-before < ph.changes {
 			ph.short++
 		}
@@ -323,31 +328,47 @@ func (b *bench) scenario(id int, s scenario) (result, error) {
 	}
 	res.steady.changes = s.routes * s.rollouts // every steady step changes every route
 	steady := func(weight int32) error { return measure(&res.steady, weight) }
-	if b.aa {
-		rvs, err := b.resourceVersions(ctx, pluginNS)
+	if b.aa != "" {
+		ns := pluginNS
+		if b.aa == "unwatched" {
+			ns = fmt.Sprintf("bench-%d-aa", id)
+			if err := b.createRoutes(ctx, ns, s); err != nil {
+				return res, err
+			}
+		}
+		rvs, err := b.resourceVersions(ctx, ns)
 		if err != nil {
 			return res, err
 		}
-		steady = func(weight int32) error {
-			ms, err := b.bareStep(ctx, pluginNS, s, weight, rvs)
+		steady = func(weight int32) error { // as the bare side's round, below
+			mark := b.c.Recorder.Count()
+			ms, err := b.bareStep(ctx, ns, s, weight, rvs)
+			if err != nil {
+				return err
+			}
 			time.Sleep(settle)
 			res.steady.ms = append(res.steady.ms, ms)
 			res.steady.calls++
-			return err
+			addVerbs(&res.steady, b.c.Recorder.RequestsSince(mark), bareAgent)
+			return nil
 		}
 	}
 	var pluginCPU, serverCPU, bareServerCPU float64
 	if s.backToBack {
 		pause = 0
 	}
-	// Which side runs first is drawn for each round, from a fixed seed: an
-	// order that repeats (plugin, bare, bare, plugin, ...) can fall into step
-	// with periodic work of the apiserver (its garbage collection, for one),
-	// which then lands on one side's steps for a whole run. With the order
-	// alternating, kube-apiserver's CPU per 50-route step came out 27–36 %
-	// higher on the plugin's steps than on the bare client's in four runs of
-	// 40 steps and 12 % lower in a fifth; drawn, 2–13 % higher in four.
-	order := rand.New(rand.NewPCG(uint64(id), 17))
+	// Which side runs first is shuffled over the rounds, each side first in
+	// half of them: an order that repeats (plugin, bare, bare, plugin, ...)
+	// can fall into step with periodic work of the apiserver (its garbage
+	// collection, for one), which then lands on one side's steps for a whole
+	// run; an order drawn round by round can put one side first far more
+	// often (3 rounds of 15 with one seed). The seed is the time's, so runs
+	// differ in order too.
+	bareFirst := make([]bool, b.runs)
+	for i := range b.runs / 2 {
+		bareFirst[i] = true
+	}
+	rand.Shuffle(len(bareFirst), func(i, j int) { bareFirst[i], bareFirst[j] = bareFirst[j], bareFirst[i] })
 	for i := range b.runs {
 		weight := int32(20 + 10*(i%2))
 		sides := []func() error{
@@ -360,7 +381,7 @@ func (b *bench) scenario(id int, s scenario) (result, error) {
 			},
 			func() error {
 				srv := cpuOf(servers)
-				mark := len(b.c.Recorder.Requests())
+				mark := b.c.Recorder.Count()
 				ms, err := b.bareStep(ctx, bareNS, s, weight, bareRVs)
 				if err != nil {
 					return err
@@ -369,14 +390,14 @@ func (b *bench) scenario(id int, s scenario) (result, error) {
 				bareServerCPU += cpuOf(servers) - srv
 				res.bareSteady.ms = append(res.bareSteady.ms, ms)
 				res.bareSteady.calls++
-				addVerbs(&res.bareSteady, b.c.Recorder.Requests()[mark:], bareAgent)
+				addVerbs(&res.bareSteady, b.c.Recorder.RequestsSince(mark), bareAgent)
 				return nil
 			},
 		}
 		switch {
 		case s.backToBack:
 			sides = sides[:1]
-		case order.IntN(2) == 1:
+		case bareFirst[i]:
 			slices.Reverse(sides)
 		}
 		for _, side := range sides {
@@ -897,7 +918,7 @@ func total(m map[string]int) int {
 
 func printTable(w io.Writer, cfg config, results []result) {
 	fmt.Fprintf(w, "\nOne SetWeight over N HTTPRoutes selected by label: the plugin binary over go-plugin RPC, and a bare client sending the same\n"+
-		"server-side apply per route (%d in flight per Rollout), interleaved (who goes first drawn each round), against one envtest kube-apiserver; %d steady steps each\n"+
+		"server-side apply per route (%d in flight per Rollout), interleaved (each side first in half the rounds, shuffled), against one envtest kube-apiserver; %d steady steps each\n"+
 		"(median / max (min–max) ms), limits %d QPS / %d burst unless the row says default flags; %d CPUs, %s.\n\n",
 		inFlight, cfg.runs, cfg.qps, cfg.burst, runtime.NumCPU(), runtime.Version())
 	fmt.Fprintf(w, "A ratio row is the plugin's median over the bare client's, with in brackets where %d %% of that ratio falls when the\n"+
@@ -906,8 +927,11 @@ func printTable(w io.Writer, cfg config, results []result) {
 	if cfg.bareWatch {
 		fmt.Fprint(w, "The bare client also watches its routes (-bare-watch), so the apiserver does the same work for both sides.\n\n")
 	}
-	if cfg.aa {
-		fmt.Fprint(w, "-aa: the plugin rows' steady steps are the bare client's, in the namespace the plugin watches (the plugin does the other calls).\n\n")
+	switch cfg.aa {
+	case "watched":
+		fmt.Fprint(w, "-aa watched: the plugin rows' steady steps are the bare client's, in the namespace the plugin watches (the plugin does the other calls).\n\n")
+	case "unwatched":
+		fmt.Fprint(w, "-aa unwatched: the plugin rows' steady steps are the bare client's, in a namespace nobody watches (the plugin does the other calls).\n\n")
 	}
 	fmt.Fprintln(w, "| routes | who | step ms median / max (min–max) | requests per route per step | first step, per route | last step, per route | unchanged call | CPU s per step: plugin / apiserver+etcd | peak RSS |")
 	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- |")

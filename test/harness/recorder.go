@@ -137,10 +137,21 @@ func (r *Recorder) Close() {
 }
 
 // Requests returns what was recorded since the last Reset.
-func (r *Recorder) Requests() []Request {
+func (r *Recorder) Requests() []Request { return r.RequestsSince(0) }
+
+// Count is how many requests Requests would return now.
+func (r *Recorder) Count() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]Request(nil), r.requests...)
+	return len(r.requests)
+}
+
+// RequestsSince returns what was recorded after the first n requests
+// (Count): a caller that looks at one step's requests copies those alone.
+func (r *Recorder) RequestsSince(n int) []Request {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Request(nil), r.requests[min(n, len(r.requests)):]...)
 }
 
 // Writes returns the recorded requests that change state.
