@@ -40,7 +40,8 @@ func AnswerOf(ref Ref, raw []byte) (*Answer, error) {
 }
 
 // Answered is the answer of a write that came as the object u (nil if it is
-// not kept), whose route r has been read already.
+// not kept), whose route r has been read already; Fresh keeps what it read
+// as one too.
 func Answered(r Route, u *unstructured.Unstructured) *Answer {
 	a := &Answer{Ref: r.Ref, ResourceVersion: r.ResourceVersion, object: u, route: r}
 	a.once.Do(func() {})

@@ -340,18 +340,7 @@ func (b *bench) scenario(id int, s scenario) (result, error) {
 		if err != nil {
 			return res, err
 		}
-		steady = func(weight int32) error { // as the bare side's round, below
-			mark := b.c.Recorder.Count()
-			ms, err := b.bareStep(ctx, ns, s, weight, rvs)
-			if err != nil {
-				return err
-			}
-			time.Sleep(settle)
-			res.steady.ms = append(res.steady.ms, ms)
-			res.steady.calls++
-			addVerbs(&res.steady, b.c.Recorder.RequestsSince(mark), bareAgent)
-			return nil
-		}
+		steady = func(weight int32) error { return b.bareRound(ctx, &res.steady, ns, s, weight, rvs) }
 	}
 	var pluginCPU, serverCPU, bareServerCPU float64
 	if s.backToBack {
@@ -381,17 +370,9 @@ func (b *bench) scenario(id int, s scenario) (result, error) {
 			},
 			func() error {
 				srv := cpuOf(servers)
-				mark := b.c.Recorder.Count()
-				ms, err := b.bareStep(ctx, bareNS, s, weight, bareRVs)
-				if err != nil {
-					return err
-				}
-				time.Sleep(settle)
+				err := b.bareRound(ctx, &res.bareSteady, bareNS, s, weight, bareRVs)
 				bareServerCPU += cpuOf(servers) - srv
-				res.bareSteady.ms = append(res.bareSteady.ms, ms)
-				res.bareSteady.calls++
-				addVerbs(&res.bareSteady, b.c.Recorder.RequestsSince(mark), bareAgent)
-				return nil
+				return err
 			},
 		}
 		switch {
@@ -561,6 +542,21 @@ func (b *bench) bareStep(ctx context.Context, ns string, s scenario, weight int3
 		}
 	}
 	return msSince(start), nil
+}
+
+// bareRound is one steady step of the bare client in ns, and the settle
+// after it, counted in ph as measure counts the plugin's.
+func (b *bench) bareRound(ctx context.Context, ph *phase, ns string, s scenario, weight int32, rvs *sync.Map) error {
+	mark := b.c.Recorder.Count()
+	ms, err := b.bareStep(ctx, ns, s, weight, rvs)
+	if err != nil {
+		return err
+	}
+	time.Sleep(settle)
+	ph.ms = append(ph.ms, ms)
+	ph.calls++
+	addVerbs(ph, b.c.Recorder.RequestsSince(mark), bareAgent)
+	return nil
 }
 
 func bareApply(ns, name, rolloutKey, rv string, weight int32) *gwv1ac.HTTPRouteApplyConfiguration {
