@@ -9,9 +9,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/typed/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/test/harness"
 )
@@ -34,18 +36,13 @@ func TestCRDsChangeUnderARunningPlugin(t *testing.T) {
 	// applies the same object unstructured, under the same field manager,
 	// resourceVersion-guarded, and says so in its log line.
 	t.Run("a field this build does not know", func(t *testing.T) {
-		crd, err := crds.Get(ctx, "httproutes.gateway.networking.k8s.io", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, v := range crd.Spec.Versions {
-			rule := v.Schema.OpenAPIV3Schema.Properties["spec"].Properties["rules"].Items.Schema
-			rule.Properties["futureField"] = apiextensionsv1.JSONSchemaProps{Type: "string"}
-			rule.Properties["backendRefs"].Items.Schema.Properties["futureWeighting"] = apiextensionsv1.JSONSchemaProps{Type: "string"}
-		}
-		if _, err := crds.Update(ctx, crd, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		updateCRD(t, crds, "httproutes.gateway.networking.k8s.io", func(crd *apiextensionsv1.CustomResourceDefinition) {
+			for _, v := range crd.Spec.Versions {
+				rule := v.Schema.OpenAPIV3Schema.Properties["spec"].Properties["rules"].Items.Schema
+				rule.Properties["futureField"] = apiextensionsv1.JSONSchemaProps{Type: "string"}
+				rule.Properties["backendRefs"].Items.Schema.Properties["futureWeighting"] = apiextensionsv1.JSONSchemaProps{Type: "string"}
+			}
+		})
 		ns := namespace(t, c)
 		manifest := strings.Replace(strings.Replace(routeYAML("v1", "HTTPRoute", "route"),
 			"  - backendRefs:\n", "  - futureField: keep-me\n    backendRefs:\n", 1),
@@ -109,22 +106,17 @@ func TestCRDsChangeUnderARunningPlugin(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		crd, err := crds.Get(ctx, "tcproutes.gateway.networking.k8s.io", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range experimental {
-			if e.Name == crd.Name {
-				crd.Spec.Versions = e.Spec.Versions
+		updateCRD(t, crds, "tcproutes.gateway.networking.k8s.io", func(crd *apiextensionsv1.CustomResourceDefinition) {
+			for _, e := range experimental {
+				if e.Name == crd.Name {
+					crd.Spec.Versions = e.Spec.Versions
+				}
 			}
-		}
-		for i := range crd.Spec.Versions {
-			v := &crd.Spec.Versions[i]
-			v.Served, v.Storage = v.Name == "v1", v.Name == "v1"
-		}
-		if _, err := crds.Update(ctx, crd, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+			for i := range crd.Spec.Versions {
+				v := &crd.Spec.Versions[i]
+				v.Served, v.Storage = v.Name == "v1", v.Name == "v1"
+			}
+		})
 		tcp := func(version string) schema.GroupVersionResource {
 			return schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: version, Resource: "tcproutes"}
 		}
@@ -154,4 +146,24 @@ func mustJSON(t *testing.T, u *unstructured.Unstructured) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+// updateCRD changes the CRD named name with change and updates it, reading
+// it again when the apiserver's own CRD controllers wrote its status in
+// between (a cluster just started still does, and the update then gets a
+// conflict).
+func updateCRD(t *testing.T, crds apiextensionsclient.CustomResourceDefinitionInterface, name string, change func(*apiextensionsv1.CustomResourceDefinition)) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		crd, err := crds.Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		change(crd)
+		_, err = crds.Update(context.Background(), crd, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
