@@ -12,12 +12,15 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,6 +32,7 @@ import (
 	"time"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -56,7 +60,7 @@ const (
 func main() {
 	var (
 		routeCounts = flag.String("routes", "1,10,50,200", "route counts, one Rollout each")
-		runs        = flag.Int("runs", 15, "steady SetWeight steps per route count (plugin and bare client each)")
+		runs        = flag.Int("runs", 40, "steady SetWeight steps per route count (plugin and bare client each)")
 		together    = flag.Int("together", 10, "Rollouts calling at once in the concurrent scenario (0: skip it)")
 		eachRoutes  = flag.Int("together-routes", 20, "routes of each Rollout in the concurrent scenario")
 		defaultsN   = flag.Int("defaults-routes", 50, "routes of the scenario run at the plugin's default -kubeClientQPS/-kubeClientBurst (0: skip it)")
@@ -66,19 +70,30 @@ func main() {
 		profileDir  = flag.String("profile", "", "write CPU and allocation profiles of the plugin, and a CPU profile of kube-apiserver, during extra steps of the largest route count to this directory (the binary needs -pprof-addr)")
 		profileSecs = flag.Int("profile-seconds", 10, "how long -profile profiles")
 		keepLogs    = flag.Bool("keep-logs", false, "keep the plugin's logs (and say where)")
+		drainURL    = flag.String("drain", "", "internal: read the watch at this URL and drop what it reads (the reader of -aa drained-process)")
+		pinCPUs     = flag.Bool("pin", false, "kube-apiserver and etcd on the first half of the CPUs, the bench (its proxy and bare client) and the plugin on the other half, as in a cluster, where the plugin does not run on the apiserver's cores")
+		stepsOut    = flag.String("steps", "", "write every steady step's ms, plugin and bare client side by side in their rounds, to this file (JSON, one row per line)")
 		bareWatch   = flag.Bool("bare-watch", false, "the bare client also watches its routes and decodes the events, as the plugin's cache does")
-		aa          = flag.String("aa", "", "calibration: the plugin's steady steps are the bare client's too, so a ratio row shows what two equal sides come to: \"unwatched\" in a namespace of their own (this machine's noise alone), \"watched\" in the plugin's namespace, whose events the plugin reads (the noise and the cost of a watch)")
-		profileBare = flag.Bool("profile-bare", false, "with -profile: the extra steps are the bare client's, not the plugin's, so kube-apiserver's profile can be set beside the plugin's")
+		aa          = flag.String("aa", "", "calibration: the plugin rows' steady steps are the bare client's too, so a ratio row shows what two equal sides come to; where the calibrated side's steps run, by mode: "+aaHelp())
+		profileBare = flag.Bool("profile-bare", false, "with -profile: the extra steps are the bare client's, not the plugin's, so kube-apiserver's profile can be set beside the plugin's (with -aa, in the calibrated side's namespace)")
 	)
 	flag.Parse()
-	if *aa != "" && *aa != "watched" && *aa != "unwatched" {
-		fmt.Fprintf(os.Stderr, "bench: -aa: %q is neither watched nor unwatched\n", *aa)
+	if *drainURL != "" {
+		ready := make(chan error, 1)
+		if err := drainWatch(context.Background(), http.DefaultClient, *drainURL, ready); err != nil {
+			fmt.Fprintln(os.Stderr, "bench -drain:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if *aa != "" && !slices.Contains(aaModes, *aa) {
+		fmt.Fprintf(os.Stderr, "bench: -aa: %q is none of %v\n", *aa, aaModes)
 		os.Exit(2)
 	}
 	start := time.Now()
 	if err := run(config{
 		counts: parseCounts(*routeCounts), runs: *runs, together: *together, eachRoutes: *eachRoutes, defaultsRoutes: *defaultsN, bareWatch: *bareWatch, profileBare: *profileBare, aa: *aa,
-		qps: *qps, burst: *burst, bin: *bin, profileDir: *profileDir, profileSeconds: *profileSecs, keepLogs: *keepLogs,
+		qps: *qps, burst: *burst, bin: *bin, profileDir: *profileDir, profileSeconds: *profileSecs, keepLogs: *keepLogs, stepsOut: *stepsOut, pin: *pinCPUs,
 	}); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -95,7 +110,8 @@ type config struct {
 	qps, burst                 int
 	bin, profileDir            string
 	profileSeconds             int
-	keepLogs                   bool
+	keepLogs, pin              bool
+	stepsOut                   string
 }
 
 func parseCounts(s string) []int {
@@ -143,12 +159,29 @@ func run(cfg config) error {
 			return err
 		}
 	}
+	var serverCPUs, clientCPUs []int
+	if cfg.pin {
+		if serverCPUs, clientCPUs, err = splitCPUs(); err != nil {
+			return err
+		}
+		// kube-apiserver and etcd inherit the affinity of the process that
+		// starts them, and size their Go runtime by it.
+		if err := pinProcess(os.Getpid(), serverCPUs); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintln(os.Stderr, "bench: starting kube-apiserver and etcd (envtest)")
 	c, err := harness.Start(harness.Standard)
 	if err != nil {
 		return err
 	}
 	defer c.Stop()
+	if cfg.pin {
+		if err := pinProcess(os.Getpid(), clientCPUs); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "bench: kube-apiserver and etcd on CPUs %v, the bench and the plugin on CPUs %v\n", serverCPUs, clientCPUs)
+	}
 	bare, err := gateway.NewForConfig(&rest.Config{Host: c.Recorder.URL, QPS: float32(cfg.qps), Burst: cfg.burst, UserAgent: bareAgent})
 	if err != nil {
 		return err
@@ -176,6 +209,11 @@ func run(cfg config) error {
 		results = append(results, r)
 	}
 	printTable(os.Stdout, cfg, results)
+	if cfg.stepsOut != "" {
+		if err := writeSteps(cfg.stepsOut, results); err != nil {
+			return err
+		}
+	}
 	if cfg.keepLogs {
 		fmt.Fprintf(os.Stderr, "bench: the plugin's logs are in %s\n", dir)
 		return nil
@@ -327,20 +365,31 @@ func (b *bench) scenario(id int, s scenario) (result, error) {
 		return res, err
 	}
 	res.steady.changes = s.routes * s.rollouts // every steady step changes every route
+	profiledNS, profiledRVs := bareNS, bareRVs
 	steady := func(weight int32) error { return measure(&res.steady, weight) }
 	if b.aa != "" {
 		ns := pluginNS
-		if b.aa == "unwatched" {
+		if b.aa != "watched" {
 			ns = fmt.Sprintf("bench-%d-aa", id)
 			if err := b.createRoutes(ctx, ns, s); err != nil {
 				return res, err
 			}
+		}
+		if strings.HasPrefix(b.aa, "drained-") {
+			stop, err := b.drain(ns, b.aa)
+			if err != nil {
+				return res, err
+			}
+			defer stop()
 		}
 		rvs, err := b.resourceVersions(ctx, ns)
 		if err != nil {
 			return res, err
 		}
 		steady = func(weight int32) error { return b.bareRound(ctx, &res.steady, ns, s, weight, rvs) }
+		// -profile-bare profiles the calibrated side's steps: with -aa
+		// watched, the plugin as it reads the events of someone else's writes.
+		profiledNS, profiledRVs = ns, rvs
 	}
 	var pluginCPU, serverCPU, bareServerCPU float64
 	if s.backToBack {
@@ -395,7 +444,7 @@ func (b *bench) scenario(id int, s scenario) (result, error) {
 	if s.profile {
 		steps := call
 		if b.profileBare {
-			steps = func(w int32) (float64, error) { return b.bareStep(ctx, bareNS, s, w, bareRVs) }
+			steps = func(w int32) (float64, error) { return b.bareStep(ctx, profiledNS, s, w, profiledRVs) }
 		}
 		note, err := b.profile(pprofAddr, steps, pid, servers, weight)
 		if err != nil {
@@ -418,6 +467,113 @@ func (b *bench) scenario(id int, s scenario) (result, error) {
 	res.peakRSS = peakRSS(pid)
 	res.memory = memoryNow(pid)
 	return res, nil
+}
+
+// aaModes are the calibrations -aa runs; aaWhat says where each runs the
+// calibrated side's steps.
+var (
+	aaModes = slices.Sorted(maps.Keys(aaWhat))
+	aaWhat  = map[string]string{
+		"unwatched":          "in a namespace nobody watches (the plugin does the other calls): this machine's noise alone",
+		"watched":            "in the namespace the plugin watches (the plugin does the other calls): the noise and what reading a watch costs",
+		"drained-proxy":      "in a namespace this process watches through the recording proxy, dropping what it reads",
+		"drained-direct":     "in a namespace this process watches straight from kube-apiserver, on a connection of its own, dropping what it reads",
+		"drained-process":    "in a namespace a Go process of its own (this program, -drain) watches through the recording proxy, dropping what it reads",
+		"drained-process-1p": "in a namespace a Go process of its own (this program, -drain, GOMAXPROCS=1) watches through the recording proxy, dropping what it reads",
+		"drained-curl":       "in a namespace curl watches through the recording proxy, dropping what it reads",
+	}
+)
+
+// aaHelp lists the -aa modes and what each does.
+func aaHelp() string {
+	var parts []string
+	for _, m := range aaModes {
+		parts = append(parts, fmt.Sprintf("%q: %s", m, aaWhat[m]))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// drain watches the routes of ns and drops what it reads, the way an -aa
+// drained-* mode says: in this process through the recording proxy, as the
+// plugin's watch comes (drained-proxy), or straight to kube-apiserver on a
+// connection of its own (drained-direct); in a process of its own through
+// the proxy: this program (drained-process, and drained-process-1p with
+// GOMAXPROCS=1) or curl (drained-curl). It returns what stops it.
+func (b *bench) drain(ns, mode string) (func(), error) {
+	path := strings.Join(routesPath(ns), "/") + "?watch=true&allowWatchBookmarks=true"
+	var cmd *exec.Cmd
+	switch mode {
+	case "drained-process", "drained-process-1p":
+		cmd = exec.Command(os.Args[0], "-drain", b.c.Recorder.URL+path)
+		if mode == "drained-process-1p" {
+			cmd.Env = append(os.Environ(), "GOMAXPROCS=1")
+		}
+	case "drained-curl":
+		cmd = exec.Command("curl", "-sfN", "-o", "/dev/null", b.c.Recorder.URL+path)
+	}
+	if cmd != nil {
+		mark := b.c.Recorder.Count()
+		if err := cmd.Start(); err != nil {
+			return nil, fmt.Errorf("-aa %s: %w", mode, err)
+		}
+		stop := func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			if slices.ContainsFunc(b.c.Recorder.RequestsSince(mark), func(r harness.Request) bool { return verb(r) == "watch" }) {
+				return stop, nil
+			}
+			if time.Now().After(deadline) {
+				stop()
+				return nil, fmt.Errorf("-aa %s: its watch did not reach the proxy within 10 s", mode)
+			}
+		}
+	}
+	client, host := http.DefaultClient, b.c.Recorder.URL
+	if mode == "drained-direct" {
+		cfg := rest.CopyConfig(b.c.Config)
+		// A config with a proxy function is not shared from client-go's
+		// transport cache: this watch gets a connection of its own.
+		cfg.Proxy = func(*http.Request) (*url.URL, error) { return nil, nil }
+		var err error
+		if client, err = rest.HTTPClientFor(cfg); err != nil {
+			return nil, err
+		}
+		host = strings.TrimSuffix(cfg.Host, "/")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	ready := make(chan error, 1)
+	go func() { done <- drainWatch(ctx, client, host+path, ready) }()
+	if err := <-ready; err != nil {
+		cancel()
+		return nil, err
+	}
+	return func() { cancel(); <-done }, nil
+}
+
+// drainWatch reads the watch at url and drops what it reads until ctx ends
+// or the watch does; ready gets nil once the watch is open, or why it is not.
+func drainWatch(ctx context.Context, client *http.Client, url string, ready chan<- error) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		ready <- err
+		return err
+	}
+	resp, err := client.Do(req)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		err = fmt.Errorf("watching %s: %s", url, resp.Status)
+	}
+	ready <- err
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, err = io.Copy(io.Discard, resp.Body)
+	return err
+}
+
+func routesPath(ns string) []string {
+	return []string{"", "apis", routesGVR.Group, routesGVR.Version, "namespaces", ns, routesGVR.Resource}
 }
 
 // createRoutes creates every route of the scenario in a new namespace, as
@@ -756,6 +912,47 @@ func cpuOf(pids []int) float64 {
 	return sum
 }
 
+// splitCPUs divides the CPUs this process may run on in two halves.
+func splitCPUs() (servers, clients []int, err error) {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return nil, nil, err
+	}
+	var cpus []int
+	for c := range 1024 {
+		if set.IsSet(c) {
+			cpus = append(cpus, c)
+		}
+	}
+	if len(cpus) < 2 {
+		return nil, nil, fmt.Errorf("-pin needs two CPUs, this process may use %v", cpus)
+	}
+	return cpus[:len(cpus)/2], cpus[len(cpus)/2:], nil
+}
+
+// pinProcess sets the CPU affinity of every thread of pid; threads and
+// processes it starts afterwards inherit it.
+func pinProcess(pid int, cpus []int) error {
+	var set unix.CPUSet
+	for _, c := range cpus {
+		set.Set(c)
+	}
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return err
+	}
+	for _, t := range tasks {
+		tid, err := strconv.Atoi(t.Name())
+		if err != nil {
+			continue
+		}
+		if err := unix.SchedSetaffinity(tid, &set); err != nil && !errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("pinning thread %d of process %d to CPUs %v: %w", tid, pid, cpus, err)
+		}
+	}
+	return nil
+}
+
 // serverPids are the kube-apiserver and etcd that envtest started for this
 // process (its children), not anyone else's on the machine.
 func serverPids() []int {
@@ -832,36 +1029,58 @@ func median(xs []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-// resamples and tail set ratioInterval: how many times the steps are drawn
+// resamples and tail set interval: how many times the steps are drawn
 // again, and the share of the ratios left out at each end.
 const (
 	resamples = 2000
 	tail      = 0.05
 )
 
-// ratioInterval is where the ratio of the medians of plugin and bare falls
-// when their steps are drawn again with replacement, each plugin step
-// together with the bare step of the same round (they ran side by side,
-// under the same load of the machine): the ratios between the tail and the
-// 1 - tail quantile of resamples draws. A fixed seed makes a table come out
-// the same from the same steps.
+// ratioOfMedians is the plugin's median step over the bare client's.
+func ratioOfMedians(plugin, bare []float64) float64 { return median(plugin) / median(bare) }
+
+// pairedRatio is the median, over the rounds, of the plugin's step over the
+// bare client's step of the same round. The two ran one right after the
+// other, under the same load of the machine, so a slow moment of the machine
+// moves both and their ratio less than it moves either median.
+func pairedRatio(plugin, bare []float64) float64 {
+	n := min(len(plugin), len(bare))
+	ratios := make([]float64, n)
+	for i := range n {
+		ratios[i] = plugin[i] / bare[i]
+	}
+	return median(ratios)
+}
+
+// ratioInterval is where the ratio of the medians falls when the rounds are
+// drawn again (interval).
 func ratioInterval(plugin, bare []float64) (lo, hi float64) {
+	return interval(plugin, bare, ratioOfMedians)
+}
+
+// interval is where stat of plugin and bare falls when their steps are drawn
+// again with replacement, each plugin step together with the bare step of
+// the same round (they ran side by side, under the same load of the
+// machine): the values between the tail and the 1 - tail quantile of
+// resamples draws. A fixed seed makes a table come out the same from the
+// same steps.
+func interval(plugin, bare []float64, stat func(plugin, bare []float64) float64) (lo, hi float64) {
 	n := min(len(plugin), len(bare))
 	if n == 0 {
 		return 0, 0
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	p, b := make([]float64, n), make([]float64, n)
-	ratios := make([]float64, resamples)
-	for k := range ratios {
+	values := make([]float64, resamples)
+	for k := range values {
 		for i := range n {
 			j := rng.IntN(n)
 			p[i], b[i] = plugin[j], bare[j]
 		}
-		ratios[k] = median(p) / median(b)
+		values[k] = stat(p, b)
 	}
-	slices.Sort(ratios)
-	return ratios[int(tail*resamples)], ratios[int((1-tail)*resamples)-1]
+	slices.Sort(values)
+	return values[int(tail*resamples)], values[int((1-tail)*resamples)-1]
 }
 
 func spread(xs []float64) string {
@@ -919,15 +1138,17 @@ func printTable(w io.Writer, cfg config, results []result) {
 		inFlight, cfg.runs, cfg.qps, cfg.burst, runtime.NumCPU(), runtime.Version())
 	fmt.Fprintf(w, "A ratio row is the plugin's median over the bare client's, with in brackets where %d %% of that ratio falls when the\n"+
 		"steady steps are drawn again (each plugin step with the bare step beside it, %d times): how far this run's noise moves it;\n"+
-		"after the slash, the plugin's max over the bare client's.\n\n", int(100*(1-2*tail)), resamples)
+		"after the slash, the plugin's max over the bare client's; then the paired ratio: the median over the rounds of the plugin's\n"+
+		"step over the bare step of the same round, with its own bracket (a slow moment of the machine moves both steps of a round,\n"+
+		"so it moves their ratio less: two equal sides (-aa unwatched) come out closer to 1 by it).\n\n", int(100*(1-2*tail)), resamples)
+	if cfg.pin {
+		fmt.Fprint(w, "-pin: kube-apiserver and etcd on half of the CPUs, the bench (its proxy and bare client) and the plugin on the other half.\n\n")
+	}
 	if cfg.bareWatch {
 		fmt.Fprint(w, "The bare client also watches its routes (-bare-watch), so the apiserver does the same work for both sides.\n\n")
 	}
-	switch cfg.aa {
-	case "watched":
-		fmt.Fprint(w, "-aa watched: the plugin rows' steady steps are the bare client's, in the namespace the plugin watches (the plugin does the other calls).\n\n")
-	case "unwatched":
-		fmt.Fprint(w, "-aa unwatched: the plugin rows' steady steps are the bare client's, in a namespace nobody watches (the plugin does the other calls).\n\n")
+	if what, ok := aaWhat[cfg.aa]; ok {
+		fmt.Fprintf(w, "-aa %s: the plugin rows' steady steps are the bare client's, %s.\n\n", cfg.aa, what)
 	}
 	fmt.Fprintln(w, "| routes | who | step ms median / max (min–max) | requests per route per step | first step, per route | last step, per route | unchanged call | CPU s per step: plugin / apiserver+etcd | peak RSS |")
 	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
@@ -943,8 +1164,10 @@ func printTable(w io.Writer, cfg config, results []result) {
 		fmt.Fprintf(w, "| %s | bare | %s | %s | — | — | — | — / %.3f | — |\n",
 			r.s.label, spread(r.bareSteady.ms), verbs(r.bareSteady.perRouteCall(n)), r.bareServerCPU)
 		lo, hi := ratioInterval(r.steady.ms, r.bareSteady.ms)
-		fmt.Fprintf(w, "| %s | ratio | %.2f (%.2f–%.2f) / %.2f | | | | | | |\n",
-			r.s.label, median(r.steady.ms)/median(r.bareSteady.ms), lo, hi, slices.Max(r.steady.ms)/slices.Max(r.bareSteady.ms))
+		plo, phi := interval(r.steady.ms, r.bareSteady.ms, pairedRatio)
+		fmt.Fprintf(w, "| %s | ratio | %.2f (%.2f–%.2f) / %.2f; paired %.2f (%.2f–%.2f) | | | | | | |\n",
+			r.s.label, ratioOfMedians(r.steady.ms, r.bareSteady.ms), lo, hi, slices.Max(r.steady.ms)/slices.Max(r.bareSteady.ms),
+			pairedRatio(r.steady.ms, r.bareSteady.ms), plo, phi)
 	}
 	fmt.Fprintln(w)
 	for _, r := range results {
@@ -962,6 +1185,26 @@ func printTable(w io.Writer, cfg config, results []result) {
 			fmt.Fprintf(w, "profile, %s routes: %s\n", r.s.label, r.profileNote)
 		}
 	}
+}
+
+// writeSteps writes each row's steady steps, round by round, as JSON lines.
+func writeSteps(path string, results []result) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(f)
+	for _, r := range results {
+		if err := enc.Encode(struct {
+			Routes string    `json:"routes"`
+			Plugin []float64 `json:"plugin"`
+			Bare   []float64 `json:"bare"`
+		}{r.s.label, r.steady.ms, r.bareSteady.ms}); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	return f.Close()
 }
 
 func verbsTotal(m map[string]int) string {

@@ -52,3 +52,38 @@ func TestRatioIntervalHoldsTheRatioAndNarrowsWithMoreSteps(t *testing.T) {
 		t.Errorf("300 steps: interval %.3f–%.3f, not narrower than 15 steps' %.3f–%.3f", lo300, hi300, lo, hi)
 	}
 }
+
+// The paired ratio is the median of each round's ratio, not the ratio of
+// the medians: 1.2, 0.5 and 2.0 give 1.2, where the medians give 120/200.
+func TestPairedRatioIsTheMedianOfTheRoundsRatios(t *testing.T) {
+	plugin := []float64{120, 100, 400}
+	bare := []float64{100, 200, 200}
+	if got := pairedRatio(plugin, bare); got != 1.2 {
+		t.Errorf("paired ratio %.3f; want 1.200", got)
+	}
+	if got := ratioOfMedians(plugin, bare); got != 0.6 {
+		t.Errorf("ratio of medians %.3f; want 0.600", got)
+	}
+}
+
+// When the machine's load moves both steps of a round together, the paired
+// ratio's interval is narrower than the ratio of medians' (which draws each
+// side's median from rounds of different loads), and both hold the ratio
+// the steps were made with.
+func TestPairedRatioIsSteadierUnderALoadThatMovesBothSides(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	var plugin, bare []float64
+	for range 40 {
+		load := 1 + rng.Float64() // the same for both steps of the round
+		bare = append(bare, 100*load*(1+0.04*(rng.Float64()-0.5)))
+		plugin = append(plugin, 110*load*(1+0.04*(rng.Float64()-0.5)))
+	}
+	plo, phi := interval(plugin, bare, pairedRatio)
+	rlo, rhi := ratioInterval(plugin, bare)
+	if plo > 1.1 || phi < 1.1 || rlo > 1.1 || rhi < 1.1 {
+		t.Errorf("paired %.3f–%.3f, ratio of medians %.3f–%.3f; want both to hold 1.1", plo, phi, rlo, rhi)
+	}
+	if phi-plo >= (rhi-rlo)/2 {
+		t.Errorf("paired interval %.3f–%.3f is not half as wide as the ratio of medians' %.3f–%.3f", plo, phi, rlo, rhi)
+	}
+}
