@@ -73,8 +73,9 @@ func main() {
 		drainURL    = flag.String("drain", "", "internal: read the watch at this URL and drop what it reads (the reader of -aa drained-process)")
 		pinCPUs     = flag.Bool("pin", false, "kube-apiserver and etcd on the first half of the CPUs, the bench (its proxy and bare client) and the plugin on the other half, as in a cluster, where the plugin does not run on the apiserver's cores")
 		stepsOut    = flag.String("steps", "", "write every steady step's ms, plugin and bare client side by side in their rounds, to this file (JSON, one row per line)")
+		install     = flag.String("install", "download", "how the file the plugin runs from is written, which sets how much of it the kernel maps (peak RSS); the plugin runs from a file: "+describe(installWhat))
 		bareWatch   = flag.Bool("bare-watch", false, "the bare client also watches its routes and decodes the events, as the plugin's cache does")
-		aa          = flag.String("aa", "", "calibration: the plugin rows' steady steps are the bare client's too, so a ratio row shows what two equal sides come to; where the calibrated side's steps run, by mode: "+aaHelp())
+		aa          = flag.String("aa", "", "calibration: the plugin rows' steady steps are the bare client's too, so a ratio row shows what two equal sides come to; where the calibrated side's steps run, by mode: "+describe(aaWhat))
 		profileBare = flag.Bool("profile-bare", false, "with -profile: the extra steps are the bare client's, not the plugin's, so kube-apiserver's profile can be set beside the plugin's (with -aa, in the calibrated side's namespace)")
 	)
 	flag.Parse()
@@ -86,6 +87,10 @@ func main() {
 		}
 		return
 	}
+	if _, ok := installWhat[*install]; !ok {
+		fmt.Fprintf(os.Stderr, "bench: -install: %q is none of %v\n", *install, slices.Sorted(maps.Keys(installWhat)))
+		os.Exit(2)
+	}
 	if *aa != "" && !slices.Contains(aaModes, *aa) {
 		fmt.Fprintf(os.Stderr, "bench: -aa: %q is none of %v\n", *aa, aaModes)
 		os.Exit(2)
@@ -93,7 +98,7 @@ func main() {
 	start := time.Now()
 	if err := run(config{
 		counts: parseCounts(*routeCounts), runs: *runs, together: *together, eachRoutes: *eachRoutes, defaultsRoutes: *defaultsN, bareWatch: *bareWatch, profileBare: *profileBare, aa: *aa,
-		qps: *qps, burst: *burst, bin: *bin, profileDir: *profileDir, profileSeconds: *profileSecs, keepLogs: *keepLogs, stepsOut: *stepsOut, pin: *pinCPUs,
+		qps: *qps, burst: *burst, bin: *bin, profileDir: *profileDir, profileSeconds: *profileSecs, keepLogs: *keepLogs, stepsOut: *stepsOut, pin: *pinCPUs, install: *install,
 	}); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -111,7 +116,7 @@ type config struct {
 	bin, profileDir            string
 	profileSeconds             int
 	keepLogs, pin              bool
-	stepsOut                   string
+	stepsOut, install          string
 }
 
 func parseCounts(s string) []int {
@@ -156,6 +161,11 @@ func run(cfg config) error {
 	if bin == "" {
 		fmt.Fprintln(os.Stderr, "bench: building the plugin")
 		if bin, err = harness.BuildPlugin(dir); err != nil {
+			return err
+		}
+	}
+	if cfg.install != "none" {
+		if bin, err = installPlugin(bin, dir, cfg.install); err != nil {
 			return err
 		}
 	}
@@ -484,11 +494,11 @@ var (
 	}
 )
 
-// aaHelp lists the -aa modes and what each does.
-func aaHelp() string {
+// describe lists a flag's modes, in order, each with what it does.
+func describe(what map[string]string) string {
 	var parts []string
-	for _, m := range aaModes {
-		parts = append(parts, fmt.Sprintf("%q: %s", m, aaWhat[m]))
+	for _, m := range slices.Sorted(maps.Keys(what)) {
+		parts = append(parts, fmt.Sprintf("%q: %s", m, what[m]))
 	}
 	return strings.Join(parts, "; ")
 }
@@ -912,6 +922,49 @@ func cpuOf(pids []int) float64 {
 	return sum
 }
 
+// installWhat are the ways -install writes the plugin's file before it runs.
+// On this machine's kernel a file written in large writes is kept in the
+// page cache in large folios, and a page fault maps the whole folio, so the
+// same binary shows from 25 MiB (written 32 KiB at a time) to 42 MiB (4 MiB
+// at a time) of file-backed RSS right after it starts (docs/performance.md,
+// Memory). Argo Rollouts writes a plugin it installs with io.Copy, which
+// "download" and "copy" do as it does. With a -plugin that is a script, the
+// copy is of the script, not of what it runs.
+var installWhat = map[string]string{
+	"download": "written as Argo Rollouts writes a plugin it downloads (io.Copy from the HTTP body: writes of at most 32 KiB)",
+	"copy":     "written as Argo Rollouts copies a plugin from a file:// location (io.Copy from file to file: copy_file_range)",
+	"none":     "go build wrote, or -plugin named, where it is",
+}
+
+// installPlugin writes a copy of the plugin at bin into dir the way mode says
+// and returns its path.
+func installPlugin(bin, dir, mode string) (string, error) {
+	in, err := os.Open(bin)
+	if err != nil {
+		return "", err
+	}
+	defer in.Close()
+	path := filepath.Join(dir, "installed-"+filepath.Base(bin))
+	out, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o700)
+	if err != nil {
+		return "", err
+	}
+	var from io.Reader = in
+	if mode == "download" {
+		// Hide the file behind a plain reader, as an HTTP body is: io.Copy
+		// then writes what its 32 KiB buffer reads.
+		from = struct{ io.Reader }{in}
+	}
+	if _, err := io.Copy(out, from); err != nil {
+		out.Close()
+		return "", fmt.Errorf("-install %s: writing %s: %w", mode, path, err)
+	}
+	if err := out.Close(); err != nil {
+		return "", fmt.Errorf("-install %s: writing %s: %w", mode, path, err)
+	}
+	return path, nil
+}
+
 // splitCPUs divides the CPUs this process may run on in two halves.
 func splitCPUs() (servers, clients []int, err error) {
 	var set unix.CPUSet
@@ -1141,6 +1194,7 @@ func printTable(w io.Writer, cfg config, results []result) {
 		"after the slash, the plugin's max over the bare client's; then the paired ratio: the median over the rounds of the plugin's\n"+
 		"step over the bare step of the same round, with its own bracket (a slow moment of the machine moves both steps of a round,\n"+
 		"so it moves their ratio less: two equal sides (-aa unwatched) come out closer to 1 by it).\n\n", int(100*(1-2*tail)), resamples)
+	fmt.Fprintf(w, "-install %s: the plugin ran from a file %s.\n\n", cfg.install, installWhat[cfg.install])
 	if cfg.pin {
 		fmt.Fprint(w, "-pin: kube-apiserver and etcd on half of the CPUs, the bench (its proxy and bare client) and the plugin on the other half.\n\n")
 	}

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -85,5 +88,42 @@ func TestPairedRatioIsSteadierUnderALoadThatMovesBothSides(t *testing.T) {
 	}
 	if phi-plo >= (rhi-rlo)/2 {
 		t.Errorf("paired interval %.3f–%.3f is not half as wide as the ratio of medians' %.3f–%.3f", plo, phi, rlo, rhi)
+	}
+}
+
+// Installing the plugin as Argo Rollouts does, either way, gives the bench
+// an executable copy of exactly the built file, beside nothing it replaced.
+func TestInstallPluginWritesAnExecutableCopy(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "plugin")
+	built := bytes.Repeat([]byte("0123456789abcdef"), 100_000) // 1.6 MB: many writes of 32 KiB
+	if err := os.WriteFile(src, built, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{"download", "copy"} {
+		dir := t.TempDir()
+		path, err := installPlugin(src, dir, mode)
+		if err != nil {
+			t.Fatalf("-install %s: %v", mode, err)
+		}
+		if filepath.Dir(path) != dir || path == src {
+			t.Errorf("-install %s wrote %s; want a new file in %s", mode, path, dir)
+		}
+		got, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, built) {
+			t.Errorf("-install %s: the copy has %d bytes that differ from the %d built", mode, len(got), len(built))
+		}
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm()&0o100 == 0 {
+			t.Errorf("-install %s: the copy's mode is %v; want it executable by its owner", mode, fi.Mode())
+		}
+		if _, err := installPlugin(src, dir, mode); err == nil {
+			t.Errorf("-install %s over an installed copy: no error; want it refused, not overwritten", mode)
+		}
 	}
 }
