@@ -88,11 +88,11 @@ func main() {
 		return
 	}
 	if _, ok := installWhat[*install]; !ok {
-		fmt.Fprintf(os.Stderr, "bench: -install: %q is none of %v\n", *install, slices.Sorted(maps.Keys(installWhat)))
+		fmt.Fprintf(os.Stderr, "bench: -install: %q is none of %v\n", *install, modes(installWhat))
 		os.Exit(2)
 	}
-	if *aa != "" && !slices.Contains(aaModes, *aa) {
-		fmt.Fprintf(os.Stderr, "bench: -aa: %q is none of %v\n", *aa, aaModes)
+	if _, ok := aaWhat[*aa]; *aa != "" && !ok {
+		fmt.Fprintf(os.Stderr, "bench: -aa: %q is none of %v\n", *aa, modes(aaWhat))
 		os.Exit(2)
 	}
 	start := time.Now()
@@ -479,25 +479,25 @@ func (b *bench) scenario(id int, s scenario) (result, error) {
 	return res, nil
 }
 
-// aaModes are the calibrations -aa runs; aaWhat says where each runs the
+// aaWhat are the calibrations -aa runs, each with where it runs the
 // calibrated side's steps.
-var (
-	aaModes = slices.Sorted(maps.Keys(aaWhat))
-	aaWhat  = map[string]string{
-		"unwatched":          "in a namespace nobody watches (the plugin does the other calls): this machine's noise alone",
-		"watched":            "in the namespace the plugin watches (the plugin does the other calls): the noise and what reading a watch costs",
-		"drained-proxy":      "in a namespace this process watches through the recording proxy, dropping what it reads",
-		"drained-direct":     "in a namespace this process watches straight from kube-apiserver, on a connection of its own, dropping what it reads",
-		"drained-process":    "in a namespace a Go process of its own (this program, -drain) watches through the recording proxy, dropping what it reads",
-		"drained-process-1p": "in a namespace a Go process of its own (this program, -drain, GOMAXPROCS=1) watches through the recording proxy, dropping what it reads",
-		"drained-curl":       "in a namespace curl watches through the recording proxy, dropping what it reads",
-	}
-)
+var aaWhat = map[string]string{
+	"unwatched":          "in a namespace nobody watches (the plugin does the other calls): this machine's noise alone",
+	"watched":            "in the namespace the plugin watches (the plugin does the other calls): the noise and what reading a watch costs",
+	"drained-proxy":      "in a namespace this process watches through the recording proxy, dropping what it reads",
+	"drained-direct":     "in a namespace this process watches straight from kube-apiserver, on a connection of its own, dropping what it reads",
+	"drained-process":    "in a namespace a Go process of its own (this program, -drain) watches through the recording proxy, dropping what it reads",
+	"drained-process-1p": "in a namespace a Go process of its own (this program, -drain, GOMAXPROCS=1) watches through the recording proxy, dropping what it reads",
+	"drained-curl":       "in a namespace curl watches through the recording proxy, dropping what it reads",
+}
+
+// modes are the names of a flag's modes, in order.
+func modes(what map[string]string) []string { return slices.Sorted(maps.Keys(what)) }
 
 // describe lists a flag's modes, in order, each with what it does.
 func describe(what map[string]string) string {
 	var parts []string
-	for _, m := range slices.Sorted(maps.Keys(what)) {
+	for _, m := range modes(what) {
 		parts = append(parts, fmt.Sprintf("%q: %s", m, what[m]))
 	}
 	return strings.Join(parts, "; ")
@@ -510,7 +510,7 @@ func describe(what map[string]string) string {
 // the proxy: this program (drained-process, and drained-process-1p with
 // GOMAXPROCS=1) or curl (drained-curl). It returns what stops it.
 func (b *bench) drain(ns, mode string) (func(), error) {
-	path := strings.Join(routesPath(ns), "/") + "?watch=true&allowWatchBookmarks=true"
+	path := fmt.Sprintf("/apis/%s/%s/namespaces/%s/%s?watch=true&allowWatchBookmarks=true", routesGVR.Group, routesGVR.Version, ns, routesGVR.Resource)
 	var cmd *exec.Cmd
 	switch mode {
 	case "drained-process", "drained-process-1p":
@@ -580,10 +580,6 @@ func drainWatch(ctx context.Context, client *http.Client, url string, ready chan
 	defer resp.Body.Close()
 	_, err = io.Copy(io.Discard, resp.Body)
 	return err
-}
-
-func routesPath(ns string) []string {
-	return []string{"", "apis", routesGVR.Group, routesGVR.Version, "namespaces", ns, routesGVR.Resource}
 }
 
 // createRoutes creates every route of the scenario in a new namespace, as
@@ -1105,12 +1101,6 @@ func pairedRatio(plugin, bare []float64) float64 {
 	return median(ratios)
 }
 
-// ratioInterval is where the ratio of the medians falls when the rounds are
-// drawn again (interval).
-func ratioInterval(plugin, bare []float64) (lo, hi float64) {
-	return interval(plugin, bare, ratioOfMedians)
-}
-
 // interval is where stat of plugin and bare falls when their steps are drawn
 // again with replacement, each plugin step together with the bare step of
 // the same round (they ran side by side, under the same load of the
@@ -1217,7 +1207,7 @@ func printTable(w io.Writer, cfg config, results []result) {
 		}
 		fmt.Fprintf(w, "| %s | bare | %s | %s | — | — | — | — / %.3f | — |\n",
 			r.s.label, spread(r.bareSteady.ms), verbs(r.bareSteady.perRouteCall(n)), r.bareServerCPU)
-		lo, hi := ratioInterval(r.steady.ms, r.bareSteady.ms)
+		lo, hi := interval(r.steady.ms, r.bareSteady.ms, ratioOfMedians)
 		plo, phi := interval(r.steady.ms, r.bareSteady.ms, pairedRatio)
 		fmt.Fprintf(w, "| %s | ratio | %.2f (%.2f–%.2f) / %.2f; paired %.2f (%.2f–%.2f) | | | | | | |\n",
 			r.s.label, ratioOfMedians(r.steady.ms, r.bareSteady.ms), lo, hi, slices.Max(r.steady.ms)/slices.Max(r.bareSteady.ms),

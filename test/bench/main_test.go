@@ -12,7 +12,7 @@ import (
 func TestRatioIntervalOfEqualStepsIsTheRatio(t *testing.T) {
 	bare := []float64{100, 100, 100, 100, 100}
 	plugin := []float64{120, 120, 120, 120, 120}
-	if lo, hi := ratioInterval(plugin, bare); lo != 1.2 || hi != 1.2 {
+	if lo, hi := interval(plugin, bare, ratioOfMedians); lo != 1.2 || hi != 1.2 {
 		t.Errorf("interval %.3f–%.3f; want 1.200–1.200", lo, hi)
 	}
 }
@@ -27,7 +27,7 @@ func TestRatioIntervalKeepsStepsInPairs(t *testing.T) {
 		bare = append(bare, ms)
 		plugin = append(plugin, 1.1*ms)
 	}
-	lo, hi := ratioInterval(plugin, bare)
+	lo, hi := interval(plugin, bare, ratioOfMedians)
 	if lo < 1.0999 || hi > 1.1001 {
 		t.Errorf("interval %.4f–%.4f; want 1.1 at both ends", lo, hi)
 	}
@@ -45,12 +45,12 @@ func TestRatioIntervalHoldsTheRatioAndNarrowsWithMoreSteps(t *testing.T) {
 		return plugin, bare
 	}
 	p, b := steps(15)
-	lo, hi := ratioInterval(p, b)
+	lo, hi := interval(p, b, ratioOfMedians)
 	if r := median(p) / median(b); lo > r || hi < r || lo == hi {
 		t.Errorf("15 steps: interval %.3f–%.3f around %.3f; want it to hold the ratio and have a width", lo, hi, r)
 	}
 	p, b = steps(300)
-	lo300, hi300 := ratioInterval(p, b)
+	lo300, hi300 := interval(p, b, ratioOfMedians)
 	if hi300-lo300 >= hi-lo {
 		t.Errorf("300 steps: interval %.3f–%.3f, not narrower than 15 steps' %.3f–%.3f", lo300, hi300, lo, hi)
 	}
@@ -82,7 +82,7 @@ func TestPairedRatioIsSteadierUnderALoadThatMovesBothSides(t *testing.T) {
 		plugin = append(plugin, 110*load*(1+0.04*(rng.Float64()-0.5)))
 	}
 	plo, phi := interval(plugin, bare, pairedRatio)
-	rlo, rhi := ratioInterval(plugin, bare)
+	rlo, rhi := interval(plugin, bare, ratioOfMedians)
 	if plo > 1.1 || phi < 1.1 || rlo > 1.1 || rhi < 1.1 {
 		t.Errorf("paired %.3f–%.3f, ratio of medians %.3f–%.3f; want both to hold 1.1", plo, phi, rlo, rhi)
 	}
@@ -113,7 +113,7 @@ func TestInstallPluginWritesAnExecutableCopy(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(got, built) {
-			t.Errorf("-install %s: the copy has %d bytes that differ from the %d built", mode, len(got), len(built))
+			t.Errorf("-install %s: the copy (%d bytes) differs from the file built (%d bytes)", mode, len(got), len(built))
 		}
 		fi, err := os.Stat(path)
 		if err != nil {
