@@ -1,10 +1,6 @@
 package desired
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
-
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
@@ -29,23 +25,17 @@ func recordWeights(namespace string, rules []routes.Rule, split routes.Split, ba
 	return out
 }
 
-// ruleDigest is a short digest of a rule's content (JSON with sorted keys).
-func ruleDigest(r routes.Rule) string {
-	data, _ := json.Marshal(map[string]any(r))
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:8])
-}
-
-// digestRules records the digest of each named rule as written.
-func digestRules(rules []routes.Rule, names []string) map[string]string {
+// digestRules records, for each named rule of the view (rules), the digest
+// of the rule as stored (stored: the same rules as the call applies them).
+func digestRules(rules, stored []routes.Rule, names []string) map[string]string {
 	if len(names) == 0 {
 		return nil
 	}
 	out := map[string]string{}
-	for _, r := range rules {
+	for i, r := range rules {
 		for _, n := range names {
 			if r.Name() == n {
-				out[n] = ruleDigest(r)
+				out[n] = routes.RuleDigest(stored[i])
 			}
 		}
 	}

@@ -126,8 +126,10 @@ func findFilterDrift(live, desired []routes.Rule, recorded []routes.AddedFilter)
 }
 
 // findRuleDrift lists the rules the plugin added that someone else changed or
-// removed since, and that the plugin would change again.
-func findRuleDrift(live, desired []routes.Rule, recorded map[string]string) []string {
+// removed since, and that the plugin would change again. A rule added without
+// a name is on the route only as the plugin wrote it (located): changed, it
+// is no longer known as the plugin's.
+func findRuleDrift(live, desired []routes.Rule, claim routes.Claim, located map[string]bool) []string {
 	byName := func(rules []routes.Rule, name string) (routes.Rule, bool) {
 		for _, r := range rules {
 			if r.Name() == name {
@@ -137,18 +139,21 @@ func findRuleDrift(live, desired []routes.Rule, recorded map[string]string) []st
 		return nil, false
 	}
 	var out []string
-	for _, name := range slices.Sorted(maps.Keys(recorded)) {
+	for _, name := range slices.Sorted(maps.Keys(claim.RuleDigests)) {
 		liveRule, inLive := byName(live, name)
-		if inLive && ruleDigest(liveRule) == recorded[name] {
+		if inLive && (located[name] || routes.RuleDigest(liveRule) == claim.RuleDigests[name]) {
 			continue
 		}
 		desiredRule, inDesired := byName(desired, name)
-		if inLive == inDesired && (!inLive || ruleDigest(liveRule) == ruleDigest(desiredRule)) {
+		if inLive == inDesired && (!inLive || routes.RuleDigest(liveRule) == routes.RuleDigest(desiredRule)) {
 			continue // the plugin would leave it as the other owner left it
 		}
-		if inLive {
+		switch {
+		case inLive:
 			out = append(out, fmt.Sprintf("rule %q: changed since the plugin wrote it", name))
-		} else {
+		case slices.Contains(claim.Unnamed, name):
+			out = append(out, fmt.Sprintf("rule %q (written without a name, as the CRD has no rule names): changed or removed since the plugin added it", name))
+		default:
 			out = append(out, fmt.Sprintf("rule %q: removed since the plugin added it", name))
 		}
 	}

@@ -43,6 +43,9 @@ type server struct {
 	rv     int
 	owners map[string]*owner
 	writes int // applies the plugin sent
+	// schema is what the installed CRD defines: an apply of a field it lacks
+	// fails the test, as the apiserver refuses it.
+	schema routes.Schema
 }
 
 func newServer(t *testing.T, kind routes.Kind, rules ...routes.Rule) *server {
@@ -57,6 +60,7 @@ func newServer(t *testing.T, kind routes.Kind, rules ...routes.Rule) *server {
 func (s *server) live() routes.Route {
 	r := s.route.DeepCopy()
 	r.ResourceVersion = fmt.Sprint(s.rv)
+	r.Schema = s.schema
 	for _, m := range slices.Sorted(maps.Keys(s.owners)) {
 		o := s.owners[m]
 		fields := map[string]any{}
@@ -140,6 +144,7 @@ func applyKeys(live map[string]string, mine map[string]bool, want map[string]str
 // pluginApply is the plugin's forced apply of a Result.
 func (s *server) pluginApply(r Result) {
 	s.writes++
+	s.refuseUndeclared(r.Rules)
 	o := s.ownerOf(plugin, metav1.ManagedFieldsOperationApply)
 	othersOwn := func(pick func(*owner) map[string]bool) func(string) bool {
 		return func(k string) bool {
@@ -155,6 +160,24 @@ func (s *server) pluginApply(r Result) {
 	s.route.Annotations = applyKeys(s.route.Annotations, o.annotations, r.Annotations, othersOwn(func(o *owner) map[string]bool { return o.annotations }))
 	s.setRules(plugin, metav1.ManagedFieldsOperationApply, r.Rules)
 	s.bump()
+}
+
+// refuseUndeclared fails the test for an apply of a field the CRD lacks:
+// the apiserver would refuse it ("field not declared in schema").
+func (s *server) refuseUndeclared(rules []routes.Rule) {
+	s.t.Helper()
+	for i, r := range rules {
+		if _, ok := r["name"]; ok && s.schema.LacksRuleNames {
+			s.t.Errorf("the plugin applied .spec.rules[%d].name, which the CRD does not declare", i)
+		}
+		filters, _ := r["filters"].([]any)
+		for j, f := range filters {
+			m, _ := f.(map[string]any)["requestMirror"].(map[string]any)
+			if _, ok := m["percent"]; ok && s.schema.LacksMirrorPercent {
+				s.t.Errorf("the plugin applied .spec.rules[%d].filters[%d].requestMirror.percent, which the CRD does not declare", i, j)
+			}
+		}
+	}
 }
 
 // release drops the plugin's managedFields entry and keeps every value.

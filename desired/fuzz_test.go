@@ -160,10 +160,28 @@ func restored(t *testing.T, s *server, original []routes.Rule, what string) {
 }
 
 func newFuzzServer(t *testing.T, kind routes.Kind, rules []routes.Rule) *server {
+	return newFuzzServerOn(t, kind, routes.Schema{}, rules)
+}
+
+// newFuzzServerOn is a server whose CRD has schema; on one without rule
+// names, the rules lose theirs (no one could have written them).
+func newFuzzServerOn(t *testing.T, kind routes.Kind, schema routes.Schema, rules []routes.Rule) *server {
 	s := newServer(t, kind)
+	s.schema = schema
+	if schema.LacksRuleNames {
+		for _, r := range rules {
+			delete(r, "name")
+		}
+	}
 	s.setRules(kubectl, metav1.ManagedFieldsOperationUpdate, rules)
 	s.bump()
 	return s
+}
+
+// fuzzSchema is the installed CRD: the newest, or the standard channel of
+// v1.3 (no rule names) or v1.2 (no mirror percentage either).
+func fuzzSchema(crd uint8) routes.Schema {
+	return []routes.Schema{{}, {LacksRuleNames: true}, {LacksRuleNames: true, LacksMirrorPercent: true}}[crd%3]
 }
 
 // weighted lists the indexes of the rules holding both stable and canary.
@@ -296,18 +314,21 @@ func removal(c *choices, step Call) Call {
 }
 
 func FuzzSetHeaderRules(f *testing.F) {
-	for _, seed := range [][]byte{{}, {0, 2, 0, 0, 1, 0, 0, 0}, {1, 3, 1, 0, 0, 2, 1, 0, 1, 2}, {0, 1, 0, 0, 0, 0, 0, 1, 2, 1}, {0, 4, 1, 1, 2, 3, 0, 0, 2, 0, 0}} {
-		f.Add(seed)
+	for _, seed := range [][]byte{{}, {0, 2, 0, 0, 1, 0, 0, 0}, {1, 3, 1, 0, 0, 2, 1, 0, 1, 2}, {0, 1, 0, 0, 0, 0, 0, 1, 2, 1}, {0, 4, 1, 1, 2, 3, 0, 0, 2, 0, 0},
+		{0, 2, 0, 0, 1, 0, 0, 0, 1, 1, 0, 0, 0, 0, 1, 1}} {
+		for crd := range uint8(3) {
+			f.Add(seed, crd)
+		}
 	}
-	f.Fuzz(func(t *testing.T, data []byte) {
+	f.Fuzz(func(t *testing.T, data []byte, crd uint8) {
 		c := &choices{b: data}
 		kind := fuzzKind(c, routes.HTTPRoute, routes.GRPCRoute)
 		original := fuzzRules(c, kind, 100)
-		s := newFuzzServer(t, kind, original)
 		step := SetHeader{Name: "beta", Rules: ruleServices}
 		for range 1 + c.n(3) {
 			step.Match = append(step.Match, routes.HeaderMatch{Name: c.pick("X-Canary", "x-beta", "X Canary", ""), Value: fuzzStringMatch(c, headerValues)})
 		}
+		s := newFuzzServerOn(t, kind, fuzzSchema(crd), original)
 		off := step
 		off.Match = nil
 		addedThenRemoved(t, s, original, step, removal(c, off), "the header rules")
@@ -315,14 +336,16 @@ func FuzzSetHeaderRules(f *testing.F) {
 }
 
 func FuzzSetMirrorRule(f *testing.F) {
-	for _, seed := range [][]byte{{}, {0, 2, 0, 0, 1, 2, 1, 0, 1}, {1, 3, 1, 0, 0, 1, 0, 1, 0, 2}, {0, 1, 0, 0, 0, 3, 5, 0, 1, 1}} {
-		f.Add(seed)
+	for _, seed := range [][]byte{{}, {0, 2, 0, 0, 1, 2, 1, 0, 1}, {1, 3, 1, 0, 0, 1, 0, 1, 0, 2}, {0, 1, 0, 0, 0, 3, 5, 0, 1, 1},
+		{0, 2, 0, 0, 1, 2, 1, 0, 3, 0, 0, 0, 0, 1, 1}} {
+		for crd := range uint8(3) {
+			f.Add(seed, crd)
+		}
 	}
-	f.Fuzz(func(t *testing.T, data []byte) {
+	f.Fuzz(func(t *testing.T, data []byte, crd uint8) {
 		c := &choices{b: data}
 		kind := fuzzKind(c, routes.HTTPRoute, routes.GRPCRoute)
 		original := fuzzRules(c, kind, 100)
-		s := newFuzzServer(t, kind, original)
 		percents := []*int32{nil, new(int32(0)), new(int32(50)), new(int32(100)), new(int32(150)), new(int32(-1))}
 		step := SetMirror{Name: "mirror", Rules: ruleServices, Percent: percents[c.n(len(percents))]}
 		for range 1 + c.n(2) {
@@ -337,6 +360,7 @@ func FuzzSetMirrorRule(f *testing.F) {
 			}
 			step.Match = append(step.Match, m)
 		}
+		s := newFuzzServerOn(t, kind, fuzzSchema(crd), original)
 		off := step
 		off.Match = nil
 		addedThenRemoved(t, s, original, step, removal(c, off), "the mirror rule")
@@ -352,7 +376,7 @@ func addedThenRemoved(t *testing.T, s *server, original []routes.Rule, step, rem
 	if err != nil {
 		return
 	}
-	addedOnly(t, original, s.route.Rules, res.Claim.Rules)
+	addedOnly(t, original, s.route.Rules, res.Claim)
 	twiceIsOnce(t, s, step)
 	if _, err := decideAndApply(t, s, remove); err != nil {
 		t.Fatalf("removing %s failed: %v", what, err)
@@ -366,8 +390,9 @@ func addedThenRemoved(t *testing.T, s *server, original []routes.Rule, step, rem
 }
 
 // addedOnly requires the rules to be the original ones followed by the added
-// rules, each named by the claim.
-func addedOnly(t *testing.T, original, now []routes.Rule, claimed []string) {
+// rules, each named by the claim, or, stored without a name, known to it by
+// its digest.
+func addedOnly(t *testing.T, original, now []routes.Rule, claim routes.Claim) {
 	t.Helper()
 	if len(now) < len(original) {
 		t.Fatalf("%d rules, fewer than the original %d", len(now), len(original))
@@ -376,11 +401,17 @@ func addedOnly(t *testing.T, original, now []routes.Rule, claimed []string) {
 		t.Fatalf("the step changed rules it did not add (-original +now):\n%s", diff)
 	}
 	for _, r := range now[len(original):] {
-		if !slices.Contains(claimed, r.Name()) {
-			t.Fatalf("added rule %q is not in the claim %v", r.Name(), claimed)
+		if r.Name() == "" {
+			if !slices.ContainsFunc(claim.Unnamed, func(n string) bool { return claim.RuleDigests[n] == routes.RuleDigest(r) }) {
+				t.Fatalf("added rule %v is unnamed and its digest is none of the claim's unnamed rules %v (%v)", r, claim.Unnamed, claim.RuleDigests)
+			}
+			continue
+		}
+		if !slices.Contains(claim.Rules, r.Name()) || slices.Contains(claim.Unnamed, r.Name()) {
+			t.Fatalf("added rule %q is not in the claim %v as a named rule (unnamed: %v)", r.Name(), claim.Rules, claim.Unnamed)
 		}
 	}
-	if len(now)-len(original) != len(claimed) {
-		t.Fatalf("%d rules added, %d claimed", len(now)-len(original), len(claimed))
+	if len(now)-len(original) != len(claim.Rules) {
+		t.Fatalf("%d rules added, %d claimed", len(now)-len(original), len(claim.Rules))
 	}
 }

@@ -69,6 +69,10 @@ type RuleState struct {
 	Present bool   `json:"present"`
 	// Changed says its content is not what the plugin wrote.
 	Changed bool `json:"changed"`
+	// Unnamed says the rule is stored without a name (the CRD had none when
+	// the plugin wrote it): known by its content, it is present only as
+	// written.
+	Unnamed bool `json:"unnamed,omitempty"`
 }
 
 // Inspect reads what the plugin (field manager fieldManager) holds on live.
@@ -95,14 +99,20 @@ func Inspect(live routes.Route, fieldManager string) (Inspection, error) {
 	if err != nil {
 		return in, err
 	}
+	view, located, err := claims.Named(live)
+	if err != nil {
+		return in, err
+	}
 	for _, key := range slices.Sorted(maps.Keys(claims)) {
-		in.Claims = append(in.Claims, claimState(live, key, claims[key], in.PluginOwnsRules))
+		in.Claims = append(in.Claims, claimState(view, key, claims[key], located, in.PluginOwnsRules))
 	}
 	in.Release = len(claims.Rollouts()) == 0 && routes.OwnsAnything(live.ManagedFields, fieldManager)
 	return in, nil
 }
 
-func claimState(live routes.Route, key string, c routes.Claim, pluginOwnsRules bool) ClaimState {
+// claimState is what one claim holds on the route; live is the view in
+// which the rules added without a name carry it (located).
+func claimState(live routes.Route, key string, c routes.Claim, located map[string]bool, pluginOwnsRules bool) ClaimState {
 	cs := ClaimState{Rollout: key, Active: c.Active(), CanaryWeight: c.CanaryWeight}
 	for _, w := range c.Weights {
 		now := weightOf(live.Namespace, live.Rules, w, serviceFromKey(w.Service))
@@ -115,10 +125,10 @@ func claimState(live routes.Route, key string, c routes.Claim, pluginOwnsRules b
 		cs.Backends = append(cs.Backends, fmt.Sprintf("rule %d %s", b.Rule, b.Target()))
 	}
 	for _, name := range c.Rules {
-		rs := RuleState{Name: name}
+		rs := RuleState{Name: name, Unnamed: slices.Contains(c.Unnamed, name)}
 		if i := slices.IndexFunc(live.Rules, func(r routes.Rule) bool { return r.Name() == name }); i >= 0 {
 			rs.Present = true
-			rs.Changed = c.RuleDigests[name] != "" && ruleDigest(live.Rules[i]) != c.RuleDigests[name]
+			rs.Changed = !located[name] && c.RuleDigests[name] != "" && routes.RuleDigest(live.Rules[i]) != c.RuleDigests[name]
 		}
 		if !rs.Present || rs.Changed {
 			cs.Changed = append(cs.Changed, fmt.Sprintf("rule %q: %s since the plugin wrote it", name, map[bool]string{true: "changed", false: "removed"}[rs.Present]))

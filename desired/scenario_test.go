@@ -174,7 +174,11 @@ var inProgress = map[string]string{"rollouts.argoproj.io/gatewayapi-canary": "in
 
 func runScenario(t *testing.T, kind routes.Kind, steps []step) {
 	t.Helper()
-	s := newServer(t, kind)
+	runSteps(t, newServer(t, kind), steps)
+}
+
+func runSteps(t *testing.T, s *server, steps []step) {
+	t.Helper()
 	for i, st := range steps {
 		where := fmt.Sprintf("step %d (%T %+v)", i+1, st.op, st.op)
 		wrote, err := st.op.do(s)

@@ -13,13 +13,19 @@ import (
 // state is what every call reads from the live route first: the claims,
 // parsed once.
 type state struct {
-	live   routes.Route
-	env    Env
-	claims routes.Claims
+	// live is the route as decisions see it: the rules the plugin added
+	// without a name carry their names (routes.Claims.Named); stored is the
+	// route as read.
+	live, stored routes.Route
+	env          Env
+	claims       routes.Claims
 	// claim is the Rollout's claim as the live route records it.
 	claim routes.Claim
 	// added are the rules the plugin added for any Rollout.
 	added map[string]bool
+	// located are the rules added without a name that are on the route as
+	// the plugin wrote them.
+	located map[string]bool
 	// owned is what the plugin's field manager owns on the live route.
 	owned routes.Owned
 }
@@ -38,8 +44,12 @@ func read(live routes.Route, env Env) (state, error) {
 	if err != nil {
 		return state{}, invalid(err)
 	}
-	return state{live: live, env: env, claims: claims, claim: claims[env.Rollout], added: claims.AddedRules(),
-		owned: routes.OwnedBy(live.ManagedFields, env.FieldManager)}, nil
+	view, located, err := claims.Named(live)
+	if err != nil {
+		return state{}, invalid(err)
+	}
+	return state{live: view, stored: live, env: env, claims: claims, claim: claims[env.Rollout], added: claims.AddedRules(),
+		located: located, owned: routes.OwnedBy(live.ManagedFields, env.FieldManager)}, nil
 }
 
 // ruleInput is what the header and mirror transforms need on this route.
@@ -59,8 +69,10 @@ func (s state) targeting() routes.Targeting {
 func (s state) finishRules(res routes.RulesResult, filters []routes.AddedFilter) (Result, error) {
 	claim := s.claim
 	claim.Rules = res.Claimed
-	claim.RuleDigests = digestRules(res.Rules, claim.Rules)
 	claim.MirrorFilters = filters
+	stored, unnamed := s.store(res.Rules, claim)
+	claim.RuleDigests = digestRules(res.Rules, stored, claim.Rules)
+	claim.Unnamed = s.unnamedAfter(res.Rules, claim.Rules, unnamed)
 	// Not the release: the controller calls SetWeight right after, in the
 	// same reconcile, and that call lets go. While the canary has no
 	// available pods the controller calls RemoveManagedRoutes and then
@@ -82,8 +94,9 @@ func (s state) finish(rules []routes.Rule, changes []string, claim routes.Claim,
 	claims := maps.Clone(s.claims)
 	claims[s.env.Rollout] = claim
 	noneLeft := len(claims.Rollouts()) == 0
+	stored, _ := s.store(rules, claim)
 	r := Result{
-		Rules:       rules,
+		Rules:       stored,
 		Annotations: claims.Annotations(),
 		Claim:       claim,
 		Release:     noneLeft && mayRelease,
@@ -93,7 +106,7 @@ func (s state) finish(rules []routes.Rule, changes []string, claim routes.Claim,
 		r.Labels = s.env.InProgressLabel
 	}
 	ownedLabels, ownedAnnotations := s.owned.Labels, s.owned.Annotations
-	r.Unchanged = sameRules(s.live.Rules, rules) &&
+	r.Unchanged = sameRules(s.stored.Rules, stored) &&
 		sameKeys(s.live.Labels, r.Labels, ownedLabels) && sameKeys(s.live.Annotations, r.Annotations, ownedAnnotations)
 	r.Changes = append(r.Changes, keyChanges("label", s.live.Labels, r.Labels, ownedLabels)...)
 	r.Changes = append(r.Changes, keyChanges("annotation", s.live.Annotations, r.Annotations, ownedAnnotations)...)
@@ -110,7 +123,7 @@ func (s state) checkConflict(desired []routes.Rule) ([]string, error) {
 		return nil, nil
 	}
 	drift := findDrift(s.live.Namespace, s.live.Rules, desired, s.claim.Weights)
-	ruleDrift := append(findRuleDrift(s.live.Rules, desired, s.claim.RuleDigests), findFilterDrift(s.live.Rules, desired, s.claim.MirrorFilters)...)
+	ruleDrift := append(findRuleDrift(s.live.Rules, desired, s.claim, s.located), findFilterDrift(s.live.Rules, desired, s.claim.MirrorFilters)...)
 	if len(drift) == 0 && len(ruleDrift) == 0 {
 		return nil, nil
 	}

@@ -116,7 +116,7 @@ func SetHeaderRules(r Route, in RuleInput, name string, match []HeaderMatch) (Ru
 	}
 	sources := WeightedRules(r.Namespace, kept, in.Stable, in.Canary, in.Targeting)
 	if len(sources) == 0 {
-		return RulesResult{}, in.Targeting.noWeightedRule(r.Ref, kept, in.Stable, in.Canary)
+		return RulesResult{}, in.Targeting.noWeightedRule(r, kept, in.Stable, in.Canary)
 	}
 	names, err := setNames(name, len(sources), in.ManagedRoutes)
 	if err != nil {
@@ -186,12 +186,9 @@ func headerRule(r Route, in RuleInput, source Rule, i int, set, ruleName string,
 // No match, or percent 0, removes it; nil percent mirrors every request.
 func SetMirrorRule(r Route, in RuleInput, name string, match []RequestMatch, percent *int32) (RulesResult, error) {
 	kept, res := withoutSet(r, in, name)
-	pct := int64(100)
-	if percent != nil {
-		pct = int64(*percent)
-	}
-	if pct < 0 || pct > 100 {
-		return RulesResult{}, fmt.Errorf("mirror route %q: percentage %d is outside 0..100", name, pct)
+	pct, err := mirrorPercent(name, percent)
+	if err != nil {
+		return RulesResult{}, err
 	}
 	if len(match) == 0 || pct == 0 {
 		return res, nil
@@ -199,13 +196,16 @@ func SetMirrorRule(r Route, in RuleInput, name string, match []RequestMatch, per
 	if r.Kind != HTTPRoute && r.Kind != GRPCRoute {
 		return RulesResult{}, fmt.Errorf("a %s has no matches, so it cannot take mirror route %q", r.Kind, name)
 	}
+	if err := r.checkMirrorPercent(name, pct); err != nil {
+		return RulesResult{}, err
+	}
 	matches, err := mirrorMatches(r.Kind, match)
 	if err != nil {
 		return RulesResult{}, fmt.Errorf("mirror route %q: %w", name, err)
 	}
 	sources := WeightedRules(r.Namespace, kept, in.Stable, in.Canary, in.Targeting)
 	if len(sources) == 0 {
-		return RulesResult{}, in.Targeting.noWeightedRule(r.Ref, kept, in.Stable, in.Canary)
+		return RulesResult{}, in.Targeting.noWeightedRule(r, kept, in.Stable, in.Canary)
 	}
 	names, err := setNames(name, 1, in.ManagedRoutes)
 	if err != nil {
@@ -236,7 +236,7 @@ func SetMirrorRule(r Route, in RuleInput, name string, match []RequestMatch, per
 	filters, _ := rule["filters"].([]any)
 	rule["filters"] = append(filters, map[string]any{
 		"type":          "RequestMirror",
-		"requestMirror": map[string]any{"backendRef": mirrorRef, "percent": pct},
+		"requestMirror": requestMirror(mirrorRef, pct, r.Schema),
 	})
 	return placement{route: r, in: in, base: name, what: "mirror route " + strconv.Quote(name),
 		kept: kept, removal: res, generated: []Rule{rule}, names: names}.place()

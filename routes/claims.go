@@ -31,6 +31,10 @@ type Claim struct {
 	// RuleDigests maps the name of each rule the plugin added to a digest of
 	// its content as the plugin wrote it, for the same purpose.
 	RuleDigests map[string]string `json:"ruleDigests,omitempty"`
+	// Unnamed are the rules among Rules that are stored without a name (the
+	// CRD had none when the plugin wrote them): known by their digest
+	// (unnamed.go).
+	Unnamed []string `json:"unnamed,omitempty"`
 	// MirrorFilters are the RequestMirror filters the plugin added to weighted
 	// rules for setMirrorRoute steps in filter mode.
 	MirrorFilters []AddedFilter `json:"mirrorFilters,omitempty"`

@@ -63,6 +63,20 @@ type Cluster struct {
 	// read), until the cache holds it too.
 	ahead  map[Ref]*Answer
 	closed bool
+
+	// schemaMu serializes reading the OpenAPI documents; schemas holds what
+	// they said, per version.
+	schemaMu sync.Mutex
+	schemas  map[string]schemaDoc
+}
+
+// schemaDoc is what one version's OpenAPI document said of the route kinds.
+type schemaDoc struct {
+	kinds map[Kind]Schema
+	read  time.Time
+	// failed: the document could not be read; every kind is assumed to have
+	// every field until it is read again.
+	failed bool
 }
 
 type informerKey struct {
@@ -92,6 +106,7 @@ func NewCluster(client rest.Interface, log *logrus.Entry) *Cluster {
 		versions:  map[Kind]string{},
 		informers: map[informerKey]*namespaceCache{},
 		ahead:     map[Ref]*Answer{},
+		schemas:   map[string]schemaDoc{},
 	}
 }
 
@@ -165,6 +180,7 @@ func (c *Cluster) forget(kind Kind, version string) bool {
 		return false
 	}
 	delete(c.versions, kind)
+	delete(c.schemas, version)
 	for key, nc := range c.informers {
 		if key.kind == kind {
 			close(nc.stop)
@@ -177,17 +193,22 @@ func (c *Cluster) forget(kind Kind, version string) bool {
 
 // Get reads a route, from the watch cache when it has synced.
 func (c *Cluster) Get(ctx context.Context, ref Ref) (Route, error) {
+	r, err := c.get(ctx, ref)
+	return c.withSchema(ctx, r, err)
+}
+
+func (c *Cluster) get(ctx context.Context, ref Ref) (Route, error) {
 	inf, err := c.cacheFor(ctx, ref.Kind, ref.Namespace)
 	if err != nil {
 		return Route{}, err
 	}
 	if inf == nil {
-		return c.Fresh(ctx, ref)
+		return c.fresh(ctx, ref)
 	}
 	obj, exists, err := inf.GetIndexer().GetByKey(ref.Namespace + "/" + ref.Name)
 	if err != nil || !exists {
 		// A route created a moment ago may not have reached the cache yet.
-		return c.Fresh(ctx, ref)
+		return c.fresh(ctx, ref)
 	}
 	return c.fromCache(inf.GetIndexer(), obj)
 }
@@ -221,6 +242,11 @@ func (c *Cluster) fromCache(store cache.Store, obj any) (Route, error) {
 // the kind in the version the reader knows makes it discover the version
 // again and read once more.
 func (c *Cluster) Fresh(ctx context.Context, ref Ref) (Route, error) {
+	r, err := c.fresh(ctx, ref)
+	return c.withSchema(ctx, r, err)
+}
+
+func (c *Cluster) fresh(ctx context.Context, ref Ref) (Route, error) {
 	for again := true; ; again = false {
 		version, err := c.ServedVersion(ctx, ref.Kind)
 		if err != nil {
@@ -278,6 +304,9 @@ func (c *Cluster) List(ctx context.Context, kind Kind, namespace string, selecto
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	for i := range out {
+		out[i].Schema = c.schemaOf(ctx, kind, out[i].Version)
+	}
 	return out, nil
 }
 

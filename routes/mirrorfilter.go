@@ -50,12 +50,9 @@ type FiltersResult struct {
 // adding removes them. claimed are the filters the Rollout's claim records;
 // those of other entries stay.
 func SetMirrorFilters(r Route, in RuleInput, claimed []AddedFilter, name string, percent *int32, adding bool) (FiltersResult, error) {
-	pct := int64(100)
-	if percent != nil {
-		pct = int64(*percent)
-	}
-	if pct < 0 || pct > 100 {
-		return FiltersResult{}, fmt.Errorf("mirror route %q: percentage %d is outside 0..100", name, pct)
+	pct, err := mirrorPercent(name, percent)
+	if err != nil {
+		return FiltersResult{}, err
 	}
 	rules := CopyRules(r.Rules)
 	res := FiltersResult{Rules: rules}
@@ -64,15 +61,18 @@ func SetMirrorFilters(r Route, in RuleInput, claimed []AddedFilter, name string,
 		if r.Kind != HTTPRoute && r.Kind != GRPCRoute {
 			return FiltersResult{}, fmt.Errorf("a %s has no filters, so it cannot take mirror route %q", r.Kind, name)
 		}
+		if err := r.checkMirrorPercent(name, pct); err != nil {
+			return FiltersResult{}, err
+		}
 		weighted = WeightedRules(r.Namespace, rules, in.Stable, in.Canary, in.Targeting)
 		if len(weighted) == 0 {
-			return FiltersResult{}, in.Targeting.noWeightedRule(r.Ref, rules, in.Stable, in.Canary)
+			return FiltersResult{}, in.Targeting.noWeightedRule(r, rules, in.Stable, in.Canary)
 		}
 	}
 	want := map[int]map[string]any{}
 	for _, i := range weighted {
 		canary, _ := rules[i].CopyRef(r.Namespace, in.Canary)
-		want[i] = mirrorFilter(canary, pct)
+		want[i] = mirrorFilter(canary, pct, r.Schema)
 	}
 	kept := map[int]bool{}
 	for _, f := range claimed {
@@ -132,14 +132,50 @@ func removeFilter(rules []Rule, f AddedFilter) []string {
 
 // mirrorFilter is a RequestMirror filter to the canary backendRef, with the
 // CRD's defaults written out so that the applied rule equals the stored one.
-func mirrorFilter(canary BackendRef, pct int64) map[string]any {
+func mirrorFilter(canary BackendRef, pct int64, s Schema) map[string]any {
 	ref := map[string]any{"group": "", "kind": "Service"}
 	for _, k := range []string{"group", "kind", "name", "namespace", "port"} {
 		if v, ok := canary[k]; ok {
 			ref[k] = v
 		}
 	}
-	return map[string]any{"type": "RequestMirror", "requestMirror": map[string]any{"backendRef": ref, "percent": pct}}
+	return map[string]any{"type": "RequestMirror", "requestMirror": requestMirror(ref, pct, s)}
+}
+
+// requestMirror is a RequestMirror filter's body: the backend, and the
+// percentage where the CRD has the field (without it the filter mirrors
+// every request, which is what 100 means; checkMirrorPercent refuses any
+// other percentage there).
+func requestMirror(backendRef map[string]any, pct int64, s Schema) map[string]any {
+	if s.LacksMirrorPercent {
+		return map[string]any{"backendRef": backendRef}
+	}
+	return map[string]any{"backendRef": backendRef, "percent": pct}
+}
+
+// mirrorPercent is the percentage a setMirrorRoute step mirrors (nil: every
+// request), refused outside 0..100.
+func mirrorPercent(name string, percent *int32) (int64, error) {
+	pct := int64(100)
+	if percent != nil {
+		pct = int64(*percent)
+	}
+	if pct < 0 || pct > 100 {
+		return 0, fmt.Errorf("mirror route %q: percentage %d is outside 0..100", name, pct)
+	}
+	return pct, nil
+}
+
+// checkMirrorPercent refuses a percentage other than 100 on a route whose
+// CRD has no requestMirror.percent: the filter would mirror every request.
+func (r Route) checkMirrorPercent(name string, pct int64) error {
+	if pct == 100 || !r.Schema.LacksMirrorPercent {
+		return nil
+	}
+	return &SchemaError{Kind: r.Kind, Version: r.Version,
+		Field: "spec.rules[].filters[].requestMirror.percent", Since: MirrorPercentSince,
+		Need:    fmt.Sprintf("mirror route %q: mirroring %d%% of the requests", name, pct),
+		Instead: "mirror every request (leave the step's percentage out, or set it to 100)"}
 }
 
 // LocateRule finds a rule the plugin recorded: by name when it had one, else

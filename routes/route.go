@@ -26,6 +26,9 @@ type Route struct {
 	// Parents is spec.parentRefs and status.parents, read for VerifyStatus;
 	// writes never send them.
 	Parents Parents
+	// Schema is what the installed CRD of the route's kind defines in
+	// Version, where releases differ; a Reader fills it in.
+	Schema Schema
 }
 
 // Rule is one entry of spec.rules in its JSON form. Fields the plugin does not

@@ -227,6 +227,9 @@ func VerifyStatus(r Route, s Split, extra []BackendWeight, ruleName string) (Ver
 	// A claims annotation that does not parse hides no weighted rule here;
 	// SetWeight reports it.
 	claims, _ := ReadClaims(r)
+	if view, _, err := claims.Named(r); err == nil {
+		r = view // the rules the plugin added without a name are added rules here too
+	}
 	t := Targeting{Added: claims.AddedRules(), RuleName: ruleName}
 	_, changes, err := SetWeights(r, s, t)
 	if err != nil {

@@ -2,6 +2,7 @@ package routes
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -82,12 +83,18 @@ type Targeting struct {
 	RuleName string
 }
 
-// check refuses a route without the rule the targeting names.
-func (t Targeting) check(r Ref, rules []Rule) error {
+// check refuses a route without the rule the targeting names; on a CRD
+// without rule names, with the release that has them.
+func (t Targeting) check(r Route, rules []Rule) error {
 	if t.RuleName == "" {
 		return nil
 	}
-	e := &NoRuleNamedError{Route: r, RuleName: t.RuleName}
+	if r.Schema.LacksRuleNames && !slices.ContainsFunc(rules, func(rule Rule) bool { return rule.Name() == t.RuleName }) {
+		return &SchemaError{Kind: r.Kind, Version: r.Version, Field: "rule names (spec.rules[].name)", Since: RuleNamesSince,
+			Need:    fmt.Sprintf("ruleName %q in the Rollout's plugin config", t.RuleName),
+			Instead: "remove ruleName: the plugin then sets the weights of every rule that holds both the stable and the canary Service"}
+	}
+	e := &NoRuleNamedError{Route: r.Ref, RuleName: t.RuleName}
 	for _, rule := range rules {
 		switch n := rule.Name(); {
 		case n == t.RuleName:
@@ -103,11 +110,11 @@ func (t Targeting) check(r Ref, rules []Rule) error {
 
 // noWeightedRule is the error for a route whose targeted rules hold no
 // weighted rule.
-func (t Targeting) noWeightedRule(r Ref, rules []Rule, stable, canary ObjectRef) error {
+func (t Targeting) noWeightedRule(r Route, rules []Rule, stable, canary ObjectRef) error {
 	if err := t.check(r, rules); err != nil {
 		return err
 	}
-	return &NoWeightedRuleError{Route: r, Stable: stable, Canary: canary, RuleName: t.RuleName}
+	return &NoWeightedRuleError{Route: r.Ref, Stable: stable, Canary: canary, RuleName: t.RuleName}
 }
 
 // WeightedRules returns the indexes of the weighted rules: the rules whose
@@ -152,7 +159,7 @@ func SetWeights(r Route, s Split, t Targeting) ([]Rule, []Change, error) {
 	}
 	weighted := WeightedRules(r.Namespace, r.Rules, s.Stable, s.Canary, t)
 	if len(weighted) == 0 {
-		return nil, nil, t.noWeightedRule(r.Ref, r.Rules, s.Stable, s.Canary)
+		return nil, nil, t.noWeightedRule(r, r.Rules, s.Stable, s.Canary)
 	}
 	for _, i := range weighted {
 		for _, ref := range []ObjectRef{s.Stable, s.Canary} {

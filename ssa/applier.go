@@ -253,6 +253,10 @@ func explain(ctx context.Context, err error, ref routes.Ref, verb string) error 
 		return routes.Grant(err, verb, ref.Kind.GroupResource(), ref.Namespace)
 	case apierrors.IsInvalid(err):
 		return fmt.Errorf("the apiserver rejected the new rules as invalid: %w", err)
+	case strings.Contains(err.Error(), "field not declared in schema"):
+		// The plugin leaves out what the installed CRD lacks (routes.Schema);
+		// it meets this only when the CRDs lost a field while it ran.
+		return fmt.Errorf("the installed Gateway API CRDs do not declare a field of the apply; if they were downgraded while the plugin ran, restart it: %w", err)
 	}
 	return fmt.Errorf("the apiserver refused the apply: %w", err)
 }

@@ -79,11 +79,17 @@ func assets() (string, error) {
 // Start brings up etcd, kube-apiserver and the recording proxy, and installs
 // the channel's route CRDs.
 func Start(ch Channel) (*Cluster, error) {
-	dir, err := assets()
+	crds, err := CRDs(ch)
 	if err != nil {
 		return nil, err
 	}
-	crds, err := CRDs(ch)
+	return StartWith(crds)
+}
+
+// StartWith is Start with the given Gateway API CRDs (ReleaseCRDs: another
+// release's).
+func StartWith(crds []*apiextensionsv1.CustomResourceDefinition) (*Cluster, error) {
+	dir, err := assets()
 	if err != nil {
 		return nil, err
 	}
@@ -212,6 +218,19 @@ func CRDs(ch Channel) ([]*apiextensionsv1.CustomResourceDefinition, error) {
 		}
 	}
 	return out, nil
+}
+
+// ReleaseCRDs reads the Gateway API CRDs of a release (v1.2.1, ...) and
+// channel from the Go module cache, downloading the module if needed.
+func ReleaseCRDs(release string, ch Channel) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	cmd := exec.Command("go", "mod", "download", "-json", "sigs.k8s.io/gateway-api@"+release)
+	cmd.Dir = RepoRoot()
+	out, err := cmd.Output()
+	var mod struct{ Dir string }
+	if jsonErr := json.Unmarshal(out, &mod); jsonErr != nil || mod.Dir == "" {
+		return nil, fmt.Errorf("go mod download sigs.k8s.io/gateway-api@%s: %v %v\n%s", release, err, jsonErr, out)
+	}
+	return readCRDFiles(filepath.Join(mod.Dir, "config", "crd", string(ch), "gateway.networking.k8s.io_*.yaml"))
 }
 
 func onlyVersion(crd *apiextensionsv1.CustomResourceDefinition, version string) {

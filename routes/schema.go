@@ -1,0 +1,121 @@
+package routes
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// Schema says which of the optional fields the plugin writes the installed
+// CRD of a route's kind lacks, in the version the route was read in. Gateway
+// API releases differ here, and clusters run older releases than the
+// plugin's: managed providers install the standard channel of the release
+// that goes with the cluster's Kubernetes version.
+//
+// The zero value is a CRD with every field (what the plugin assumed before it
+// read schemas, and what it assumes when it cannot read one): a route that
+// does not know its schema is written as it always was.
+type Schema struct {
+	// LacksRuleNames: spec.rules[].name is not in the schema (the standard
+	// channel before Gateway API v1.4). The plugin then writes the rules it
+	// adds without names and knows them by content (package desired).
+	LacksRuleNames bool
+	// LacksMirrorPercent: a RequestMirror filter has no percent (the standard
+	// channel before v1.3): it mirrors every request.
+	LacksMirrorPercent bool
+}
+
+// Where each field first appears, for the errors that ask for it.
+const (
+	RuleNamesSince     = "Gateway API v1.4 (standard channel; the experimental channel has it since v1.2)"
+	MirrorPercentSince = "Gateway API v1.3 (standard channel; the experimental channel has it since v1.2)"
+)
+
+// SchemaError says a step needs a field the installed CRD of the route's
+// kind lacks. Nothing is written.
+type SchemaError struct {
+	Kind    Kind
+	Version string
+	// Field is the missing field; Since the release that has it; Need what
+	// needs it; Instead what the user can do without upgrading.
+	Field, Since, Need, Instead string
+}
+
+func (e *SchemaError) Error() string {
+	return fmt.Sprintf("%s needs %s, which the installed %s CRD (%s) does not have: it is in %s and later; upgrade the Gateway API CRDs, or %s",
+		e.Need, e.Field, e.Kind, e.Version, e.Since, e.Instead)
+}
+
+// openAPINode is the part of an OpenAPI v3 schema the plugin reads: nested
+// properties, and the items of a list.
+type openAPINode struct {
+	Properties map[string]openAPINode `json:"properties"`
+	Items      *openAPINode           `json:"items"`
+}
+
+// has says whether the schema defines the field at path: property names, "[]"
+// for the items of a list.
+func (n openAPINode) has(path ...string) bool {
+	for _, p := range path {
+		if p == "[]" {
+			if n.Items == nil {
+				return false
+			}
+			n = *n.Items
+			continue
+		}
+		next, ok := n.Properties[p]
+		if !ok {
+			return false
+		}
+		n = next
+	}
+	return true
+}
+
+// SchemasFromOpenAPI reads, from the OpenAPI v3 document the apiserver
+// publishes for Gateway API's group in one version
+// (/openapi/v3/apis/gateway.networking.k8s.io/<version>), the schema of every
+// route kind the document defines.
+func SchemasFromOpenAPI(doc []byte, version string) (map[Kind]Schema, error) {
+	var d struct {
+		Components struct {
+			Schemas map[string]json.RawMessage `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(doc, &d); err != nil {
+		return nil, fmt.Errorf("decoding the OpenAPI document of %s/%s: %w", Group, version, err)
+	}
+	out := map[Kind]Schema{}
+	for _, kind := range Kinds {
+		raw, ok := d.Components.Schemas[openAPIName(version, kind)]
+		if !ok {
+			continue
+		}
+		var n openAPINode
+		if err := json.Unmarshal(raw, &n); err != nil {
+			return nil, fmt.Errorf("decoding the OpenAPI schema of %s %s: %w", kind, version, err)
+		}
+		rule := []string{"spec", "rules", "[]"}
+		if !n.has(rule...) {
+			continue // not a route schema the plugin can read: assume every field
+		}
+		s := Schema{LacksRuleNames: !n.has(append(rule, "name")...)}
+		if kind == HTTPRoute || kind == GRPCRoute {
+			s.LacksMirrorPercent = !n.has(append(rule, "filters", "[]", "requestMirror", "percent")...)
+		}
+		out[kind] = s
+	}
+	return out, nil
+}
+
+// openAPIName is the name the apiserver gives a CRD's schema in its OpenAPI
+// documents: the group reversed, the version and the kind
+// (io.k8s.networking.gateway.v1.HTTPRoute).
+func openAPIName(version string, kind Kind) string {
+	parts := strings.Split(Group, ".")
+	for i, j := 0, len(parts)-1; i < j; i, j = i+1, j-1 {
+		parts[i], parts[j] = parts[j], parts[i]
+	}
+	return strings.Join(parts, ".") + "." + version + "." + string(kind)
+}
