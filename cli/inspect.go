@@ -137,6 +137,9 @@ func inspectText(in desired.Inspection, fieldManager string) []byte {
 			case r.Changed:
 				state = "changed by someone else"
 			}
+			if r.Unnamed {
+				state += " (stored without a name: the CRD had no rule names; known by its content)"
+			}
 			fmt.Fprintf(&b, "  added rule %q: %s\n", r.Name, state)
 		}
 		for _, f := range c.Filters {

@@ -18,12 +18,14 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/preflight"
 )
 
-const planUsage = `usage: rollouts-gatewayapi-ssa plan -f ROLLOUT.yaml [--routes FILE] [flags]
+const planUsage = `usage: rollouts-gatewayapi-ssa plan -f ROLLOUT.yaml [--routes FILE [--crds FILE]] [flags]
 
 Shows, step by step, what the plugin would do to every route of the Rollout:
 each canary step, the promotion and an abort, computed by the plugin's own
 code from the routes as they are (in the cluster, or in --routes FILE, which
-may hold the routes and the Rollout's Services; no cluster needed then).
+may hold the routes and the Rollout's Services; no cluster needed then; with
+--crds, the Gateway API CRDs the cluster runs decide which fields the plugin
+writes, as the cluster's do).
 Against a cluster it also sends every computed route as a server-side dry-run
 apply (schema, CEL, limits), checks the Rollout's Services and the
 ReferenceGrants of cross-namespace backends, and the permissions the plugin
@@ -36,6 +38,7 @@ flags:
 type planOptions struct {
 	*commandFlags
 	file, routesFile, as string
+	crdsFile             string
 	output               string
 	pluginName           string
 	timeout              time.Duration
@@ -46,11 +49,13 @@ func runPlan(args []string, out, errOut io.Writer) int {
 	o := planOptions{commandFlags: fs}
 	fs.StringVar(&o.file, "f", "", "the Rollout, as YAML (the file may hold other objects)")
 	fs.StringVar(&o.routesFile, "routes", "", "read the routes (and Services) from this YAML file instead of the cluster")
+	fs.StringVar(&o.crdsFile, "crds", "", "with --routes: the Gateway API CRDs the cluster runs, as YAML (e.g. its release's standard-install.yaml); default: CRDs with every field")
 	fs.StringVar(&o.as, "as", "", "check the permissions of this identity, e.g. system:serviceaccount:argo-rollouts:argo-rollouts (default: your own)")
 	fs.StringVar(&o.output, "o", "text", "output: text, json or yaml")
 	fs.StringVar(&o.pluginName, "plugin-name", plugin.DefaultPluginName, "the plugin's -plugin-name")
 	fs.DurationVar(&o.timeout, "timeout", time.Minute, "deadline of the whole command")
-	if err := fs.Parse(args); err != nil || o.file == "" || fs.NArg() > 0 || !strings.Contains(" text json yaml ", " "+o.output+" ") {
+	if err := fs.Parse(args); err != nil || o.file == "" || fs.NArg() > 0 || !strings.Contains(" text json yaml ", " "+o.output+" ") ||
+		(o.crdsFile != "" && o.routesFile == "") {
 		fs.Usage()
 		return 2
 	}
@@ -96,6 +101,16 @@ func plan(ctx context.Context, o *planOptions, ro *v1alpha1.Rollout) (Report, er
 		files, err := preflight.ReadFiles(ro.Namespace, f)
 		if err != nil {
 			return Report{}, fmt.Errorf("%s: %w", o.routesFile, err)
+		}
+		if o.crdsFile != "" {
+			crds, err := os.Open(o.crdsFile)
+			if err != nil {
+				return Report{}, err
+			}
+			defer crds.Close()
+			if err := files.Read(ro.Namespace, crds); err != nil {
+				return Report{}, fmt.Errorf("%s: %w", o.crdsFile, err)
+			}
 		}
 		in.Reader, in.Ports = files, files.Ports(ro.Namespace)
 	} else {

@@ -73,6 +73,7 @@ func (s state) finishRules(res routes.RulesResult, filters []routes.AddedFilter)
 	stored, unnamed := s.store(res.Rules, claim)
 	claim.RuleDigests = digestRules(res.Rules, stored, claim.Rules)
 	claim.Unnamed = s.unnamedAfter(res.Rules, claim.Rules, unnamed)
+	res.Changes = withoutNames(res.Changes, unnamed)
 	// Not the release: the controller calls SetWeight right after, in the
 	// same reconcile, and that call lets go. While the canary has no
 	// available pods the controller calls RemoveManagedRoutes and then

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strings"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
@@ -76,6 +77,23 @@ func (s state) unnamedAfter(rules []routes.Rule, names []string, unnamed map[str
 		present := slices.ContainsFunc(rules, func(r routes.Rule) bool { return r.Name() == n })
 		if unnamed[n] || (!present && slices.Contains(s.claim.Unnamed, n)) {
 			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// withoutNames says, in the changes of a call, which rules it writes
+// without a name.
+func withoutNames(changes []string, unnamed map[string]bool) []string {
+	if len(unnamed) == 0 {
+		return changes
+	}
+	out := slices.Clone(changes)
+	for i, c := range out {
+		for _, prefix := range []string{"+ rule ", "~ rule "} {
+			if n, ok := strings.CutPrefix(c, prefix); ok && unnamed[n] {
+				out[i] = c + " (without a name: the CRD has no rule names)"
+			}
 		}
 	}
 	return out

@@ -25,12 +25,25 @@ import (
 type Files struct {
 	routes   map[routes.Ref]routes.Route
 	services map[string][]corev1.ServicePort // "<namespace>/<name>"
+	// schemas are the route CRDs' schemas, by kind and version, when the
+	// files hold CRDs; without them the routes have every field.
+	schemas map[routes.Kind]map[string]routes.Schema
 }
 
 // ReadFiles reads routes and Services from YAML documents (other kinds are
 // skipped). A route without a namespace is in namespace.
 func ReadFiles(namespace string, docs ...io.Reader) (*Files, error) {
-	f := &Files{routes: map[routes.Ref]routes.Route{}, services: map[string][]corev1.ServicePort{}}
+	f := &Files{routes: map[routes.Ref]routes.Route{}, services: map[string][]corev1.ServicePort{}, schemas: map[routes.Kind]map[string]routes.Schema{}}
+	if err := f.Read(namespace, docs...); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// Read reads more YAML documents into the files: routes, Services, and the
+// route kinds' CustomResourceDefinitions, whose schemas the routes then
+// carry.
+func (f *Files) Read(namespace string, docs ...io.Reader) error {
 	for _, doc := range docs {
 		dec := utilyaml.NewYAMLReader(bufio.NewReader(doc))
 		for {
@@ -39,17 +52,17 @@ func ReadFiles(namespace string, docs ...io.Reader) (*Files, error) {
 				break
 			}
 			if err != nil {
-				return nil, err
+				return err
 			}
 			if len(bytes.TrimSpace(raw)) == 0 {
 				continue
 			}
 			if err := f.add(namespace, raw); err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
-	return f, nil
+	return nil
 }
 
 func (f *Files) add(namespace string, raw []byte) error {
@@ -71,6 +84,18 @@ func (f *Files) add(namespace string, raw []byte) error {
 			return err
 		}
 		f.routes[r.Ref] = r
+	case gvk.Group == "apiextensions.k8s.io" && gvk.Kind == "CustomResourceDefinition":
+		data, err := u.MarshalJSON()
+		if err != nil {
+			return err
+		}
+		kind, schemas, err := routes.SchemasFromCRD(data)
+		if err != nil {
+			return fmt.Errorf("CustomResourceDefinition %s: %w", u.GetName(), err)
+		}
+		if kind != "" {
+			f.schemas[kind] = schemas
+		}
 	case gvk.Group == "" && gvk.Kind == "Service":
 		var svc corev1.Service
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &svc); err != nil {
@@ -87,7 +112,13 @@ func (f *Files) Get(_ context.Context, ref routes.Ref) (routes.Route, error) {
 	if !ok {
 		return routes.Route{}, apierrors.NewNotFound(schema.GroupResource{Group: routes.Group, Resource: ref.Kind.Resource()}, ref.Name)
 	}
-	return r.DeepCopy(), nil
+	return f.withSchema(r.DeepCopy()), nil
+}
+
+// withSchema gives a route its CRD's schema, if the files hold that CRD.
+func (f *Files) withSchema(r routes.Route) routes.Route {
+	r.Schema = f.schemas[r.Kind][r.Version]
+	return r
 }
 
 // Fresh is Get.
@@ -100,7 +131,7 @@ func (f *Files) List(_ context.Context, kind routes.Kind, namespace string, sele
 	var out []routes.Route
 	for ref, r := range f.routes {
 		if ref.Kind == kind && ref.Namespace == namespace && selector.Matches(labels.Set(r.Labels)) {
-			out = append(out, r.DeepCopy())
+			out = append(out, f.withSchema(r.DeepCopy()))
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

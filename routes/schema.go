@@ -96,17 +96,58 @@ func SchemasFromOpenAPI(doc []byte, version string) (map[Kind]Schema, error) {
 		if err := json.Unmarshal(raw, &n); err != nil {
 			return nil, fmt.Errorf("decoding the OpenAPI schema of %s %s: %w", kind, version, err)
 		}
-		rule := []string{"spec", "rules", "[]"}
-		if !n.has(rule...) {
+		if !n.has("spec", "rules", "[]") {
 			continue // not a route schema the plugin can read: assume every field
 		}
-		s := Schema{LacksRuleNames: !n.has(append(rule, "name")...)}
-		if kind == HTTPRoute || kind == GRPCRoute {
-			s.LacksMirrorPercent = !n.has(append(rule, "filters", "[]", "requestMirror", "percent")...)
-		}
-		out[kind] = s
+		out[kind] = schemaOf(kind, n)
 	}
 	return out, nil
+}
+
+// SchemasFromCRD reads the schema of a route kind's CRD (a
+// CustomResourceDefinition of group gateway.networking.k8s.io, as JSON), for
+// each version it serves: what a plan without a cluster takes from the CRD
+// files it is given.
+func SchemasFromCRD(crd []byte) (Kind, map[string]Schema, error) {
+	var d struct {
+		Spec struct {
+			Group string `json:"group"`
+			Names struct {
+				Kind string `json:"kind"`
+			} `json:"names"`
+			Versions []struct {
+				Name   string `json:"name"`
+				Served bool   `json:"served"`
+				Schema struct {
+					OpenAPIV3Schema openAPINode `json:"openAPIV3Schema"`
+				} `json:"schema"`
+			} `json:"versions"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal(crd, &d); err != nil {
+		return "", nil, fmt.Errorf("decoding a CustomResourceDefinition: %w", err)
+	}
+	kind := Kind(d.Spec.Names.Kind)
+	if d.Spec.Group != Group || kind.Resource() == "" {
+		return "", nil, nil
+	}
+	out := map[string]Schema{}
+	for _, v := range d.Spec.Versions {
+		if v.Served {
+			out[v.Name] = schemaOf(kind, v.Schema.OpenAPIV3Schema)
+		}
+	}
+	return kind, out, nil
+}
+
+// schemaOf is what a route kind's schema lacks.
+func schemaOf(kind Kind, n openAPINode) Schema {
+	rule := []string{"spec", "rules", "[]"}
+	s := Schema{LacksRuleNames: !n.has(append(rule, "name")...)}
+	if kind == HTTPRoute || kind == GRPCRoute {
+		s.LacksMirrorPercent = !n.has(append(rule, "filters", "[]", "requestMirror", "percent")...)
+	}
+	return s
 }
 
 // openAPIName is the name the apiserver gives a CRD's schema in its OpenAPI

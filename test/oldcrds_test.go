@@ -11,6 +11,7 @@ import (
 	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/test/harness"
@@ -250,5 +251,78 @@ func TestCRDUpgradeGivesRulesNamesMidRollout(t *testing.T) {
 	final := get(t, c, "v1", "HTTPRoute", ns, "route")
 	if diff := cmp.Diff(created.Object["spec"], final.Object["spec"]); diff != "" {
 		t.Errorf("after the rollout, spec (-created +final):\n%s", diff)
+	}
+}
+
+// plan without a cluster, given the CRDs the cluster runs (--crds): a mirror
+// percentage the v1.2 standard CRDs cannot carry fails the plan with the
+// error the plugin would return; without --crds it plans as for the newest
+// CRDs.
+func TestPlanWithOldCRDs(t *testing.T) {
+	crds, err := harness.ReleaseCRDs("v1.2.1", harness.Standard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bundle []string
+	for _, crd := range crds {
+		crd.APIVersion, crd.Kind = "apiextensions.k8s.io/v1", "CustomResourceDefinition"
+		data, err := yaml.Marshal(crd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bundle = append(bundle, string(data))
+	}
+	crdFile := writeFile(t, "standard-install.yaml", strings.Join(bundle, "---\n"))
+	routesFile := writeFile(t, "routes.yaml", strings.Replace(oldCRDsRoute, "metadata: {name: route}", "metadata: {name: route, namespace: shop}", 1)+`---
+apiVersion: v1
+kind: Service
+metadata: {name: stable, namespace: shop}
+spec: {ports: [{name: http, port: 80}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: canary, namespace: shop}
+spec: {ports: [{name: http, port: 80}]}
+`)
+	rolloutFile := writeFile(t, "rollout.yaml", `apiVersion: argoproj.io/v1alpha1
+kind: Rollout
+metadata: {name: demo, namespace: shop}
+spec:
+  selector: {matchLabels: {app: demo}}
+  template:
+    metadata: {labels: {app: demo}}
+    spec:
+      containers: [{name: app, image: "app:v2"}]
+  strategy:
+    canary:
+      stableService: stable
+      canaryService: canary
+      trafficRouting:
+        managedRoutes: [{name: beta}, {name: mirror}]
+        plugins:
+          argoproj-labs/gatewayAPI: {httpRoute: route}
+      steps:
+      - setWeight: 20
+      - setHeaderRoute:
+          name: beta
+          match: [{headerName: X-Canary, headerValue: {exact: "yes"}}]
+      - setMirrorRoute:
+          name: mirror
+          percentage: 50
+          match: [{path: {prefix: /api}}]
+      - pause: {}
+`)
+	out, code := runBinary(t, nil, "plan", "-f", rolloutFile, "--routes", routesFile, "--crds", crdFile)
+	if code != 1 || !strings.Contains(out, `mirror route "mirror": mirroring 50% of the requests needs spec.rules[].filters[].requestMirror.percent, which the installed HTTPRoute CRD (v1) does not have`) {
+		t.Errorf("plan with the v1.2.1 standard CRDs: exit %d, want 1 and the mirror percentage error", code)
+	}
+	if !strings.Contains(out, "step 2: setHeaderRoute beta\n  calls: SetHeaderRoute(beta), SetWeight(20)\n  HTTPRoute shop/route:\n    + rule beta (without a name: the CRD has no rule names)\n") {
+		t.Errorf("plan with the v1.2.1 standard CRDs: the header step does not add its rule without a name")
+	}
+	if _, code := runBinary(t, nil, "plan", "-f", rolloutFile, "--routes", routesFile); code != 0 {
+		t.Errorf("plan without --crds (CRDs with every field): exit %d, want 0", code)
+	}
+	if _, code := runBinary(t, nil, "plan", "-f", rolloutFile, "--crds", crdFile); code != 2 {
+		t.Errorf("plan --crds without --routes: exit %d, want 2 (usage)", code)
 	}
 }
