@@ -304,8 +304,14 @@ func (c *Cluster) List(ctx context.Context, kind Kind, namespace string, selecto
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	schemas := map[string]Schema{} // by version: one lookup per List, not per route
 	for i := range out {
-		out[i].Schema = c.schemaOf(ctx, kind, out[i].Version)
+		s, ok := schemas[out[i].Version]
+		if !ok {
+			s = c.schemaOf(ctx, kind, out[i].Version)
+			schemas[out[i].Version] = s
+		}
+		out[i].Schema = s
 	}
 	return out, nil
 }
