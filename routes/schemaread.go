@@ -44,16 +44,21 @@ func (c *Cluster) schemaOf(ctx context.Context, kind Kind, version string) Schem
 	if err == nil {
 		kinds, err = SchemasFromOpenAPI(raw, version)
 	}
+	c.mu.Lock()
+	old, known := c.schemas[version]
+	c.mu.Unlock()
 	if err != nil {
 		if ctx.Err() == nil {
-			log.WithError(err).Warn("cannot read the Gateway API schema from the apiserver's OpenAPI document; writing routes as for CRDs that have every field the plugin writes")
+			entry := log.WithError(err)
+			if known && old.failed {
+				entry.Debug("cannot read the Gateway API schema again")
+			} else {
+				entry.Warn("cannot read the Gateway API schema from the apiserver's OpenAPI document; writing routes as for CRDs that have every field the plugin writes")
+			}
 			c.keepSchema(version, schemaDoc{read: time.Now(), failed: true})
 		}
 		return Schema{}
 	}
-	c.mu.Lock()
-	old, known := c.schemas[version]
-	c.mu.Unlock()
 	for k, s := range kinds {
 		if s != (Schema{}) && (!known || old.kinds[k] != s) {
 			log.WithFields(logrus.Fields{"kind": string(k), "lacksRuleNames": s.LacksRuleNames, "lacksMirrorPercent": s.LacksMirrorPercent}).
