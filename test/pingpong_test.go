@@ -25,7 +25,7 @@ func pingPongRollout(ns, config string) *v1alpha1.Rollout {
 // Ping-pong: status.canary.stablePingPong says which Service is stable; the
 // plugin moves weight between the two and never writes a Service.
 func TestPingPongWalkAndFlip(t *testing.T) {
-	for _, tc := range []struct{ version, kind string }{{"v1", "TCPRoute"}, {"v1", "GRPCRoute"}, {"v1", "HTTPRoute"}, {"v1", "TLSRoute"}} {
+	for _, tc := range []struct{ version, kind string }{{"v1", "TCPRoute"}, {"v1", "GRPCRoute"}, {"v1", "HTTPRoute"}, {"v1", "TLSRoute"}, {"v1", "UDPRoute"}} {
 		t.Run(tc.kind, func(t *testing.T) {
 			ns := namespace(t, standard)
 			service(t, standard, ns, "ping", "tcp:80")
