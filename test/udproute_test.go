@@ -215,35 +215,7 @@ func udpExperiment(t *testing.T, u udp) {
 // them as stablePingPong says, an experiment's UDP Service joins and leaves,
 // and the plugin gives its ownership back at the end.
 func udpPingPong(t *testing.T, u udp) {
-	ns := namespace(t, u.c)
-	for _, name := range []string{"ping", "pong", "exp-baseline", "exp-canary"} {
-		service(t, u.c, ns, name, "dns:80/UDP")
-	}
-	create(t, u.c, ns, pingPongRoute(u.version, "UDPRoute"))
-	p := u.startPlugin(t)
-	ro := pingPongRollout(ns, `{"udpRoute": "route"}`)
-	for _, step := range []struct {
-		stable v1alpha1.PingPongType
-		weight int32
-		exp    []v1alpha1.WeightDestination
-		want   map[string]int64
-	}{
-		{v1alpha1.PPPing, 30, nil, map[string]int64{"0/ping": 70, "0/pong": 30}},
-		{v1alpha1.PPPing, 30, experimentDestinations(5, 25), map[string]int64{"0/ping": 40, "0/pong": 30, "0/exp-baseline": 5, "0/exp-canary": 25}},
-		{v1alpha1.PPPing, 100, nil, map[string]int64{"0/ping": 0, "0/pong": 100}},
-		{v1alpha1.PPPong, 0, nil, map[string]int64{"0/ping": 0, "0/pong": 100}},
-		{v1alpha1.PPPong, 30, nil, map[string]int64{"0/ping": 30, "0/pong": 70}},
-		{v1alpha1.PPPong, 0, nil, map[string]int64{"0/ping": 0, "0/pong": 100}},
-	} {
-		ro.Status.Canary.StablePingPong = step.stable
-		if err := p.Plugin.SetWeight(ro, step.weight, step.exp); err.HasError() {
-			t.Fatalf("stable %s, SetWeight(%d): %s", step.stable, step.weight, err)
-		}
-		if diff := cmp.Diff(step.want, weights(u.get(t, ns, "route"))); diff != "" {
-			t.Errorf("stable %s, SetWeight(%d, %v) (-want +got):\n%s", step.stable, step.weight, step.exp, diff)
-		}
-	}
-	pluginOwnsNothing(t, u.get(t, ns, "route"))
+	walkPingPong(t, u.c, u.version, "UDPRoute", "dns:80/UDP")
 }
 
 // setUDPRouteStatus writes a UDPRoute's status.parents through the status

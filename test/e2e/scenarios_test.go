@@ -11,26 +11,17 @@ import (
 )
 
 // service is a Service in front of the Rollout's pods (Argo Rollouts adds the
-// pod-template-hash to its selector).
+// pod-template-hash to its selector), its one port "main" TCP.
 func service(name, app string, port int) string {
-	return fmt.Sprintf(`apiVersion: v1
-kind: Service
-metadata:
-  name: %s
-spec:
-  selector:
-    app: %s
-  ports:
-  - name: main
-    port: %d
-    targetPort: 8080
----
-`, name, app, port)
+	return servicePort(name, app, "main", port, 8080, "TCP")
 }
 
-// udpService is a Service whose port "dns" is UDP, in front of the
-// Rollout's pods.
+// udpService is such a Service whose one port "dns" is UDP.
 func udpService(name, app string, port int) string {
+	return servicePort(name, app, "dns", port, 5353, "UDP")
+}
+
+func servicePort(name, app, portName string, port, targetPort int, protocol string) string {
 	return fmt.Sprintf(`apiVersion: v1
 kind: Service
 metadata:
@@ -39,12 +30,12 @@ spec:
   selector:
     app: %s
   ports:
-  - name: dns
+  - name: %s
     port: %d
-    targetPort: 5353
-    protocol: UDP
+    targetPort: %d
+    protocol: %s
 ---
-`, name, app, port)
+`, name, app, portName, port, targetPort, protocol)
 }
 
 // httpRoute is an HTTPRoute on the Traefik Gateway with one rule: stable
