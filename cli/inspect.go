@@ -17,9 +17,10 @@ import (
 const inspectUsage = `usage: rollouts-gatewayapi-ssa inspect KIND/NAME [-n NAMESPACE] [flags]
 
 Explains what the plugin holds on a route (KIND: httproute, grpcroute,
-tcproute, tlsroute): who owns spec.rules and the other fields, what each
-Rollout's claim records against what the route has now, whether the plugin's
-next call would report a conflict, and whether it would give up its ownership.
+tcproute, tlsroute, udproute): who owns spec.rules and the other fields, what
+each Rollout's claim records against what the route has now, whether the
+plugin's next call would report a conflict, and whether it would give up its
+ownership.
 
 flags:
 `
@@ -93,7 +94,11 @@ func parseRouteArg(arg, namespace string) (routes.Ref, error) {
 			return routes.Ref{Kind: k, Namespace: namespace, Name: name}, nil
 		}
 	}
-	return routes.Ref{}, fmt.Errorf("%q is not KIND/NAME with KIND one of httproute, grpcroute, tcproute, tlsroute", arg)
+	var kinds []string
+	for _, k := range routes.Kinds {
+		kinds = append(kinds, strings.ToLower(string(k)))
+	}
+	return routes.Ref{}, fmt.Errorf("%q is not KIND/NAME with KIND one of %s", arg, strings.Join(kinds, ", "))
 }
 
 func inspectText(in desired.Inspection, fieldManager string) []byte {

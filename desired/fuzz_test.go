@@ -226,7 +226,7 @@ func FuzzSetWeights(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c := &choices{b: data}
-		kind := fuzzKind(c, routes.HTTPRoute, routes.GRPCRoute, routes.TCPRoute, routes.TLSRoute)
+		kind := fuzzKind(c, routes.HTTPRoute, routes.GRPCRoute, routes.TCPRoute, routes.TLSRoute, routes.UDPRoute)
 		max := []int64{100, 1000, routes.MaxBackendWeight}[c.n(3)]
 		original := fuzzRules(c, kind, max)
 		s := newFuzzServer(t, kind, original)

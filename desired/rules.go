@@ -12,9 +12,9 @@ import (
 //     (Env.TakesHeaderRoutes); on the Rollout's other routes the call leaves
 //     none of its rules;
 //   - mirror rules: every HTTPRoute and GRPCRoute of the Rollout;
-//   - TCPRoutes and TLSRoutes have no matches and take neither, unless the
-//     Rollout lists one with useHeaderRoutes: true, which is an error when a
-//     step adds a rule.
+//   - TCPRoutes, TLSRoutes and UDPRoutes have no matches and take neither,
+//     unless the Rollout lists one with useHeaderRoutes: true, which is an
+//     error when a step adds a rule.
 //
 // Every rule added is recorded by name in the Rollout's claim on the route,
 // which is how it is removed later and how setting weights knows to leave it

@@ -110,7 +110,7 @@ func Apply(route routes.Route, rules []routes.Rule, in Input, claimed []routes.A
 				}
 				continue
 			}
-			port, err := portFor(rules[i], ns, in, d)
+			port, err := portFor(rules[i], ns, route.Kind, in, d)
 			if err != nil {
 				return nil, nil, nil, fmt.Errorf("rule %d: %w", i, err)
 			}
@@ -181,10 +181,13 @@ func removeLast(rule routes.Rule, ns string, target routes.ObjectRef) bool {
 	return true
 }
 
-// portFor picks the experiment Service's port for a rule: the port with the
-// number of the rule's stable backendRef, else the one with the name the
-// stable Service gives that number, else a single-port Service's only port.
-func portFor(rule routes.Rule, ns string, in Input, d Destination) (int32, error) {
+// portFor picks the experiment Service's port for a rule of a route of kind:
+// the port with the number of the rule's stable backendRef, else the one with
+// the name the stable Service gives that number, else the Service's only port
+// of the route's protocol, else a single-port Service's only port. Where the
+// stable Service gives the number two names (53/UDP dns, 53/TCP dns-tcp), the
+// name of the route's protocol counts first.
+func portFor(rule routes.Rule, ns string, kind routes.Kind, in Input, d Destination) (int32, error) {
 	var stablePort int64 = -1
 	for _, b := range rule.BackendRefs() {
 		if b.Target(ns) == in.Stable {
@@ -198,22 +201,53 @@ func portFor(rule routes.Rule, ns string, in Input, d Destination) (int32, error
 			return p.Port, nil
 		}
 	}
-	for _, sp := range in.StablePorts {
-		if int64(sp.Port) == stablePort && sp.Name != "" {
-			for _, p := range d.Ports {
-				if p.Name == sp.Name {
-					return p.Port, nil
+	proto := protocolOf(kind)
+	for _, fit := range []bool{true, false} {
+		for _, sp := range in.StablePorts {
+			if int64(sp.Port) == stablePort && sp.Name != "" && carries(sp, proto) == fit {
+				for _, p := range d.Ports {
+					if p.Name == sp.Name {
+						return p.Port, nil
+					}
 				}
 			}
 		}
+	}
+	var fitting []corev1.ServicePort
+	for _, p := range d.Ports {
+		if carries(p, proto) {
+			fitting = append(fitting, p)
+		}
+	}
+	if len(fitting) == 1 {
+		return fitting[0].Port, nil
 	}
 	if len(d.Ports) == 1 {
 		return d.Ports[0].Port, nil
 	}
 	var list []string
 	for _, p := range d.Ports {
-		list = append(list, fmt.Sprintf("%s:%d", p.Name, p.Port))
+		if carries(p, corev1.ProtocolTCP) {
+			list = append(list, fmt.Sprintf("%s:%d", p.Name, p.Port))
+		} else {
+			list = append(list, fmt.Sprintf("%s:%d/%s", p.Name, p.Port, p.Protocol))
+		}
 	}
 	return 0, fmt.Errorf("cannot tell which port of experiment Service %s/%s to use: none has the stable backendRef's port %d or its name, and it has %d ports [%s]; give the experiment Service the same port number or name as the stable Service",
 		in.RolloutNamespace, d.Service, stablePort, len(d.Ports), strings.Join(list, ", "))
+}
+
+// protocolOf is the protocol a route of kind carries to its backends: UDP
+// for a UDPRoute, TCP for the others.
+func protocolOf(kind routes.Kind) corev1.Protocol {
+	if kind == routes.UDPRoute {
+		return corev1.ProtocolUDP
+	}
+	return corev1.ProtocolTCP
+}
+
+// carries says whether a Service port is of protocol; a port without one is
+// TCP, as the apiserver defaults it.
+func carries(p corev1.ServicePort, protocol corev1.Protocol) bool {
+	return p.Protocol == protocol || p.Protocol == "" && protocol == corev1.ProtocolTCP
 }

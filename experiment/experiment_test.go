@@ -612,9 +612,16 @@ func TestApplyExperimentLifecycle(t *testing.T) {
 }
 
 func TestApplyPortSelection(t *testing.T) {
+	udp := func(name string, port int32) corev1.ServicePort {
+		return corev1.ServicePort{Name: name, Port: port, Protocol: corev1.ProtocolUDP}
+	}
+	tcp := func(name string, port int32) corev1.ServicePort {
+		return corev1.ServicePort{Name: name, Port: port, Protocol: corev1.ProtocolTCP}
+	}
 	tests := []struct {
 		name        string
-		stablePort  int64 // port of the stable backendRef in the rule
+		kind        routes.Kind // default HTTPRoute
+		stablePort  int64       // port of the stable backendRef in the rule
 		stablePorts []corev1.ServicePort
 		ports       []corev1.ServicePort // the experiment Service's ports
 		want        int64
@@ -664,13 +671,74 @@ func TestApplyPortSelection(t *testing.T) {
 			ports:       []corev1.ServicePort{{Port: 8080}, {Name: "metrics", Port: 9090}},
 			wantErr:     "[:8080, metrics:9090]",
 		},
+		// Argo Rollouts gives an experiment Service the protocols of its
+		// pods' container ports: a DNS server has 53/UDP and 53/TCP.
+		{
+			name:        "a UDPRoute: a single UDP port",
+			kind:        routes.UDPRoute,
+			stablePort:  53,
+			stablePorts: []corev1.ServicePort{udp("dns", 53)},
+			ports:       []corev1.ServicePort{udp("dns", 5353)},
+			want:        5353,
+		},
+		{
+			name:        "a UDPRoute: the UDP port of the number's two names",
+			kind:        routes.UDPRoute,
+			stablePort:  53,
+			stablePorts: []corev1.ServicePort{tcp("dns-tcp", 53), udp("dns", 53)},
+			ports:       []corev1.ServicePort{tcp("dns-tcp", 5354), udp("dns", 5353)},
+			want:        5353,
+		},
+		{
+			name:        "a TCPRoute on the same Services: the TCP port of the number's two names",
+			kind:        routes.TCPRoute,
+			stablePort:  53,
+			stablePorts: []corev1.ServicePort{udp("dns", 53), tcp("dns-tcp", 53)},
+			ports:       []corev1.ServicePort{udp("dns", 5353), tcp("dns-tcp", 5354)},
+			want:        5354,
+		},
+		{
+			name:        "a UDPRoute: the Service's only UDP port beside a TCP metrics port",
+			kind:        routes.UDPRoute,
+			stablePort:  53,
+			stablePorts: []corev1.ServicePort{udp("dns", 53)},
+			ports:       []corev1.ServicePort{tcp("metrics", 9153), {Port: 5353, Protocol: corev1.ProtocolUDP}},
+			want:        5353,
+		},
+		{
+			name:        "an HTTPRoute: the Service's only TCP port (no protocol is TCP) beside a UDP port",
+			stablePort:  80,
+			stablePorts: []corev1.ServicePort{{Name: "http", Port: 80}},
+			ports:       []corev1.ServicePort{udp("stats", 8125), {Name: "web", Port: 8080}},
+			want:        8080,
+		},
+		{
+			name:        "a UDPRoute: a single TCP port is still the only port",
+			kind:        routes.UDPRoute,
+			stablePort:  53,
+			stablePorts: []corev1.ServicePort{udp("dns", 53)},
+			ports:       []corev1.ServicePort{tcp("dns-tcp", 5354)},
+			want:        5354,
+		},
+		{
+			name:        "a UDPRoute: two UDP ports and nothing to choose by: an error listing them with their protocols",
+			kind:        routes.UDPRoute,
+			stablePort:  53,
+			stablePorts: []corev1.ServicePort{udp("dns", 53)},
+			ports:       []corev1.ServicePort{udp("a", 5353), udp("b", 5354), tcp("metrics", 9153)},
+			wantErr:     "it has 3 ports [a:5353/UDP, b:5354/UDP, metrics:9153]",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			live := rules(rule("", "/", ref("web-stable", tt.stablePort, 95), ref("web-canary", tt.stablePort, 0)))
 			in := input(Destination{Service: baseline, Weight: 5, Ports: tt.ports})
 			in.StablePorts = tt.stablePorts
-			got, _, _, err := Apply(route(rolloutNS, live), live, in, nil)
+			r := route(rolloutNS, live)
+			if tt.kind != "" {
+				r.Kind = tt.kind
+			}
+			got, _, _, err := Apply(r, live, in, nil)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("error = %v, want one containing %q", err, tt.wantErr)

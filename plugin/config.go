@@ -39,16 +39,19 @@ type Config struct {
 	GRPCRoute  string       `json:"grpcRoute,omitempty"`
 	TCPRoute   string       `json:"tcpRoute,omitempty"`
 	TLSRoute   string       `json:"tlsRoute,omitempty"`
+	UDPRoute   string       `json:"udpRoute,omitempty"`
 	HTTPRoutes []NamedRoute `json:"httpRoutes,omitempty"`
 	GRPCRoutes []NamedRoute `json:"grpcRoutes,omitempty"`
 	TCPRoutes  []NamedRoute `json:"tcpRoutes,omitempty"`
 	TLSRoutes  []NamedRoute `json:"tlsRoutes,omitempty"`
+	UDPRoutes  []NamedRoute `json:"udpRoutes,omitempty"`
 	// HTTPRouteRuleName and the others target one rule, by name, of the
 	// single route of that kind (as ruleName does for a list entry).
 	HTTPRouteRuleName string `json:"httpRouteRuleName,omitempty"`
 	GRPCRouteRuleName string `json:"grpcRouteRuleName,omitempty"`
 	TCPRouteRuleName  string `json:"tcpRouteRuleName,omitempty"`
 	TLSRouteRuleName  string `json:"tlsRouteRuleName,omitempty"`
+	UDPRouteRuleName  string `json:"udpRouteRuleName,omitempty"`
 	// Namespace holds the routes; default: the Rollout's namespace.
 	Namespace string `json:"namespace,omitempty"`
 	// ConfigMap is where the argoproj-labs plugin keeps its bookkeeping. This
@@ -60,6 +63,7 @@ type Config struct {
 	GRPCRouteSelector *metav1.LabelSelector `json:"grpcRouteSelector,omitempty"`
 	TCPRouteSelector  *metav1.LabelSelector `json:"tcpRouteSelector,omitempty"`
 	TLSRouteSelector  *metav1.LabelSelector `json:"tlsRouteSelector,omitempty"`
+	UDPRouteSelector  *metav1.LabelSelector `json:"udpRouteSelector,omitempty"`
 
 	DisableInProgressLabel bool   `json:"disableInProgressLabel,omitempty"`
 	InProgressLabelKey     string `json:"inProgressLabelKey,omitempty"`
@@ -87,7 +91,8 @@ type Config struct {
 	MirrorMode desired.MirrorMode `json:"mirrorMode,omitempty"`
 }
 
-// NamedRoute is one entry of httpRoutes, grpcRoutes, tcpRoutes or tlsRoutes.
+// NamedRoute is one entry of httpRoutes, grpcRoutes, tcpRoutes, tlsRoutes or
+// udpRoutes.
 type NamedRoute struct {
 	Name string `json:"name"`
 	// UseHeaderRoutes marks the route for setHeaderRoute steps.
@@ -160,6 +165,7 @@ func (c *Config) fields() map[string]any {
 		"grpcRoute": &c.GRPCRoute, "grpcRoutes": &c.GRPCRoutes, "grpcRouteSelector": &c.GRPCRouteSelector, "grpcRouteRuleName": &c.GRPCRouteRuleName,
 		"tcpRoute": &c.TCPRoute, "tcpRoutes": &c.TCPRoutes, "tcpRouteSelector": &c.TCPRouteSelector, "tcpRouteRuleName": &c.TCPRouteRuleName,
 		"tlsRoute": &c.TLSRoute, "tlsRoutes": &c.TLSRoutes, "tlsRouteSelector": &c.TLSRouteSelector, "tlsRouteRuleName": &c.TLSRouteRuleName,
+		"udpRoute": &c.UDPRoute, "udpRoutes": &c.UDPRoutes, "udpRouteSelector": &c.UDPRouteSelector, "udpRouteRuleName": &c.UDPRouteRuleName,
 		"namespace": &c.Namespace, "configMap": &c.ConfigMap,
 		"disableInProgressLabel": &c.DisableInProgressLabel, "inProgressLabelKey": &c.InProgressLabelKey,
 		"inProgressLabelValue": &c.InProgressLabelValue,
@@ -276,6 +282,7 @@ func (cfg Config) settings(rolloutNamespace string) (Settings, error) {
 	addNamed(routes.GRPCRoute, cfg.GRPCRoute, cfg.GRPCRouteRuleName, cfg.GRPCRoutes, "grpcRoutes")
 	addNamed(routes.TCPRoute, cfg.TCPRoute, cfg.TCPRouteRuleName, cfg.TCPRoutes, "tcpRoutes")
 	addNamed(routes.TLSRoute, cfg.TLSRoute, cfg.TLSRouteRuleName, cfg.TLSRoutes, "tlsRoutes")
+	addNamed(routes.UDPRoute, cfg.UDPRoute, cfg.UDPRouteRuleName, cfg.UDPRoutes, "udpRoutes")
 
 	for _, s := range []struct {
 		kind routes.Kind
@@ -286,6 +293,7 @@ func (cfg Config) settings(rolloutNamespace string) (Settings, error) {
 		{routes.GRPCRoute, "grpcRouteSelector", cfg.GRPCRouteSelector},
 		{routes.TCPRoute, "tcpRouteSelector", cfg.TCPRouteSelector},
 		{routes.TLSRoute, "tlsRouteSelector", cfg.TLSRouteSelector},
+		{routes.UDPRoute, "udpRouteSelector", cfg.UDPRouteSelector},
 	} {
 		if s.sel == nil {
 			continue
@@ -305,7 +313,7 @@ func (cfg Config) settings(rolloutNamespace string) (Settings, error) {
 		return Settings{}, err
 	}
 	if len(t.Named) == 0 && len(t.Selectors) == 0 {
-		return Settings{}, errors.New("names no route: set httpRoute(s), grpcRoute(s), tcpRoute(s), tlsRoute(s) or a route selector")
+		return Settings{}, errors.New("names no route: set httpRoute(s), grpcRoute(s), tcpRoute(s), tlsRoute(s), udpRoute(s) or a route selector")
 	}
 
 	policy, err := either("conflictPolicy", cfg.ConflictPolicy, desired.ReportConflicts, desired.TakeOver)

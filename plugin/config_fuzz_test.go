@@ -20,6 +20,7 @@ func FuzzParseConfig(f *testing.F) {
 		`{"httpRoutes": [{"name": "a", "useHeaderRoutes": true}, {"name": "b"}], "namespace": "shop"}`,
 		`{"grpcRouteSelector": {"matchLabels": {"app": "web"}}, "tcpRoute": "t", "conflictPolicy": "Force"}`,
 		`{"tlsRouteSelector": {"matchExpressions": [{"key": "app", "operator": "In", "values": ["a"]}]}}`,
+		`{"udpRoute": "dns", "udpRouteRuleName": "main", "udpRoutes": [{"name": "ntp", "ruleName": "r", "useHeaderRoutes": true}], "udpRouteSelector": {"matchLabels": {"app": "dns"}}}`,
 		`{"httpRoute": "web", "inProgressLabelKey": "example.com/canary", "inProgressLabelValue": "yes", "verifyWeight": true}`,
 		`{"httpRoute": "web", "disableInProgressLabel": true, "configMap": "x", "selectedRoutesUseHeaderRoutes": true}`,
 		`{"httpRoutez": []}`, `{}`, `[]`, `{"httpRoute": 7}`, `{"httpRouteSelector": {}}`, ``, `{"httpRoute": "web"} x`,

@@ -66,6 +66,7 @@ func TestParseConfig(t *testing.T) {
 	grpc := func(ns, name string) routes.Ref { return routes.Ref{Kind: routes.GRPCRoute, Namespace: ns, Name: name} }
 	tcp := func(ns, name string) routes.Ref { return routes.Ref{Kind: routes.TCPRoute, Namespace: ns, Name: name} }
 	tls := func(ns, name string) routes.Ref { return routes.Ref{Kind: routes.TLSRoute, Namespace: ns, Name: name} }
+	udp := func(ns, name string) routes.Ref { return routes.Ref{Kind: routes.UDPRoute, Namespace: ns, Name: name} }
 	// oneHTTPRoute is what {"httpRoute": "web", ...} gives with every other option at its default.
 	oneHTTPRoute := func() Settings {
 		return Settings{
@@ -122,12 +123,21 @@ func TestParseConfig(t *testing.T) {
 			},
 		},
 		{
-			name: "the four route lists: only entries with useHeaderRoutes take header routes",
+			name: "udpRoute",
+			raw:  `{"udpRoute": "dns"}`,
+			want: func(*testing.T) Settings {
+				return Settings{Targets: routes.Targets{Named: []routes.Ref{udp("shop", "dns")}}, InProgressLabel: cfgDefaultLabel,
+					HeaderRoutes: cfgHeader(udp("shop", "dns")), ConflictPolicy: desired.ReportConflicts, MirrorMode: desired.MirrorRule}
+			},
+		},
+		{
+			name: "the five route lists: only entries with useHeaderRoutes take header routes",
 			raw: `{
 				"httpRoutes": [{"name": "web-a", "useHeaderRoutes": true}, {"name": "web-b"}],
 				"grpcRoutes": [{"name": "api-a", "useHeaderRoutes": false}],
 				"tcpRoutes":  [{"name": "db-a"}, {"name": "db-b", "useHeaderRoutes": true}],
-				"tlsRoutes":  [{"name": "edge-a"}]
+				"tlsRoutes":  [{"name": "edge-a"}],
+				"udpRoutes":  [{"name": "dns-a"}, {"name": "dns-b", "useHeaderRoutes": true}]
 			}`,
 			want: func(*testing.T) Settings {
 				return Settings{
@@ -136,19 +146,21 @@ func TestParseConfig(t *testing.T) {
 						grpc("shop", "api-a"),
 						tcp("shop", "db-a"), tcp("shop", "db-b"),
 						tls("shop", "edge-a"),
+						udp("shop", "dns-a"), udp("shop", "dns-b"),
 					}},
 					InProgressLabel: cfgDefaultLabel,
-					HeaderRoutes:    cfgHeader(http("shop", "web-a"), tcp("shop", "db-b")),
-					// Only list entries are listed: for a TCPRoute that makes a header step an error.
-					ListedForHeaderRoutes: cfgHeader(http("shop", "web-a"), tcp("shop", "db-b")),
+					HeaderRoutes:    cfgHeader(http("shop", "web-a"), tcp("shop", "db-b"), udp("shop", "dns-b")),
+					// Only list entries are listed: for a TCPRoute or a UDPRoute that makes a header step an error.
+					ListedForHeaderRoutes: cfgHeader(http("shop", "web-a"), tcp("shop", "db-b"), udp("shop", "dns-b")),
 					ConflictPolicy:        desired.ReportConflicts,
 					MirrorMode:            desired.MirrorRule,
 				}
 			},
 		},
 		{
-			name: "single names come before their kind's list, kinds in the order HTTP, gRPC, TCP, TLS",
+			name: "single names come before their kind's list, kinds in the order HTTP, gRPC, TCP, TLS, UDP",
 			raw: `{
+				"udpRoutes": [{"name": "u2"}], "udpRoute": "u1",
 				"tlsRoutes": [{"name": "t2"}], "tlsRoute": "t1",
 				"tcpRoutes": [{"name": "c2"}], "tcpRoute": "c1",
 				"grpcRoutes": [{"name": "g2"}], "grpcRoute": "g1",
@@ -161,9 +173,10 @@ func TestParseConfig(t *testing.T) {
 						grpc("shop", "g1"), grpc("shop", "g2"),
 						tcp("shop", "c1"), tcp("shop", "c2"),
 						tls("shop", "t1"), tls("shop", "t2"),
+						udp("shop", "u1"), udp("shop", "u2"),
 					}},
 					InProgressLabel: cfgDefaultLabel,
-					HeaderRoutes:    cfgHeader(http("shop", "h1"), grpc("shop", "g1"), tcp("shop", "c1"), tls("shop", "t1")),
+					HeaderRoutes:    cfgHeader(http("shop", "h1"), grpc("shop", "g1"), tcp("shop", "c1"), tls("shop", "t1"), udp("shop", "u1")),
 					ConflictPolicy:  desired.ReportConflicts,
 					MirrorMode:      desired.MirrorRule,
 				}
@@ -188,8 +201,9 @@ func TestParseConfig(t *testing.T) {
 			want: func(*testing.T) Settings { return oneHTTPRoute() },
 		},
 		{
-			name: "the four selectors, in the order HTTP, gRPC, TCP, TLS, after named routes",
+			name: "the five selectors, in the order HTTP, gRPC, TCP, TLS, UDP, after named routes",
 			raw: `{
+				"udpRouteSelector":  {"matchLabels": {"app": "dns"}},
 				"tlsRouteSelector":  {"matchLabels": {"app": "edge"}},
 				"tcpRouteSelector":  {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["db", "cache"]}]},
 				"grpcRouteSelector": {"matchExpressions": [{"key": "canary", "operator": "Exists"}]},
@@ -206,6 +220,7 @@ func TestParseConfig(t *testing.T) {
 							{Kind: routes.GRPCRoute, Namespace: "gateways", Selector: cfgSelector(t, "canary")},
 							{Kind: routes.TCPRoute, Namespace: "gateways", Selector: cfgSelector(t, "tier in (cache,db)")},
 							{Kind: routes.TLSRoute, Namespace: "gateways", Selector: cfgSelector(t, "app=edge")},
+							{Kind: routes.UDPRoute, Namespace: "gateways", Selector: cfgSelector(t, "app=dns")},
 						},
 					},
 					InProgressLabel: cfgDefaultLabel,
@@ -293,15 +308,19 @@ func TestParseConfig(t *testing.T) {
 			name: "rule names: the singular keys and ruleName on list entries",
 			raw: `{"httpRoute": "web", "httpRouteRuleName": "split",
 				"grpcRoutes": [{"name": "api", "ruleName": "grpc-split"}, {"name": "other"}],
-				"tlsRoute": "edge", "tlsRouteRuleName": "tls-split"}`,
+				"tlsRoute": "edge", "tlsRouteRuleName": "tls-split",
+				"udpRoute": "dns", "udpRouteRuleName": "udp-split",
+				"udpRoutes": [{"name": "ntp", "ruleName": "ntp-split"}]}`,
 			want: func(*testing.T) Settings {
 				return Settings{
-					Targets:         routes.Targets{Named: []routes.Ref{http("shop", "web"), grpc("shop", "api"), grpc("shop", "other"), tls("shop", "edge")}},
+					Targets: routes.Targets{Named: []routes.Ref{http("shop", "web"), grpc("shop", "api"), grpc("shop", "other"), tls("shop", "edge"),
+						udp("shop", "dns"), udp("shop", "ntp")}},
 					InProgressLabel: cfgDefaultLabel,
-					HeaderRoutes:    cfgHeader(http("shop", "web"), tls("shop", "edge")),
+					HeaderRoutes:    cfgHeader(http("shop", "web"), tls("shop", "edge"), udp("shop", "dns")),
 					ConflictPolicy:  desired.ReportConflicts,
 					MirrorMode:      desired.MirrorRule,
-					RuleNames:       map[routes.Ref]string{http("shop", "web"): "split", grpc("shop", "api"): "grpc-split", tls("shop", "edge"): "tls-split"},
+					RuleNames: map[routes.Ref]string{http("shop", "web"): "split", grpc("shop", "api"): "grpc-split", tls("shop", "edge"): "tls-split",
+						udp("shop", "dns"): "udp-split", udp("shop", "ntp"): "ntp-split"},
 				}
 			},
 		},
@@ -478,6 +497,11 @@ func TestParseConfigErrors(t *testing.T) {
 			wantErr: []string{where, `key "tcpRoutes[0].ruleName": "Main_Rule" is not a rule name`},
 		},
 		{
+			name:    "a UDPRoute rule name for a single route that is not set",
+			rollout: cfgRollout(DefaultPluginName, `{"udpRoutes": [{"name": "dns"}], "udpRouteRuleName": "split"}`),
+			wantErr: []string{where, `key "udpRouteRuleName" names a rule of the "udpRoute" route, but "udpRoute" is not set`, `use ruleName in a "udpRoutes" entry`},
+		},
+		{
 			name:    "one route, two rule names",
 			rollout: cfgRollout(DefaultPluginName, `{"grpcRoute": "api", "grpcRouteRuleName": "a", "grpcRoutes": [{"name": "api", "ruleName": "b"}]}`),
 			wantErr: []string{where, `key "grpcRoutes[0].ruleName" targets rule "b" of GRPCRoute shop/api, but key "grpcRouteRuleName" targets rule "a"`},
@@ -490,7 +514,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{
 			name:    "empty object names no route",
 			rollout: cfgRollout(DefaultPluginName, `{}`),
-			wantErr: []string{where, "names no route", "httpRoute(s)", "route selector"},
+			wantErr: []string{where, "names no route", "httpRoute(s)", "udpRoute(s)", "route selector"},
 		},
 		{
 			name:    "null names no route",
@@ -570,8 +594,9 @@ func TestParseConfigErrors(t *testing.T) {
 		},
 		{
 			name:    "every bad entry is reported",
-			rollout: cfgRollout(DefaultPluginName, `{"tlsRoutes": [{"name": ""}], "grpcRoutes": [{}], "tcpRouteSelector": {}}`),
-			wantErr: []string{where, `key "tlsRoutes": entry 0 has no name`, `key "grpcRoutes": entry 0 has no name`, `key "tcpRouteSelector" is empty`},
+			rollout: cfgRollout(DefaultPluginName, `{"tlsRoutes": [{"name": ""}], "grpcRoutes": [{}], "tcpRouteSelector": {}, "udpRoutes": [{"ruleName": "a"}], "udpRouteSelector": {}}`),
+			wantErr: []string{where, `key "tlsRoutes": entry 0 has no name`, `key "grpcRoutes": entry 0 has no name`, `key "tcpRouteSelector" is empty`,
+				`key "udpRoutes": entry 0 has no name`, `key "udpRouteSelector" is empty: it would select every UDPRoute in namespace shop`},
 		},
 		{
 			name:    "invalid inProgressLabelKey",

@@ -165,6 +165,7 @@ func TestDecodeKeepsTheFieldsThePluginReads(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	f.Add([]byte(servedJSON))
 	f.Add([]byte(`{"apiVersion":"gateway.networking.k8s.io/v1alpha2","kind":"TCPRoute","metadata":{"name":"t","labels":{"a":"b"}},"spec":{"rules":[{"backendRefs":[{"name":"s","port":1e3}]}]}}`))
+	f.Add([]byte(`{"apiVersion":"gateway.networking.k8s.io/v1","kind":"UDPRoute","metadata":{"name":"dns","namespace":"n"},"spec":{"rules":[{"name":"main","backendRefs":[{"name":"dns-stable","port":53,"weight":100}]}]}}`))
 	f.Add([]byte(`{"apiVersion":"gateway.networking.k8s.io/v1","kind":"TLSRoute","metadata":{"managedFields":[{"manager":"m","fieldsV1":null,"time":null}]},"spec":null,"status":{"parents":[null,{"parentRef":{"group":""}}]}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if canonical, ok := canonicalJSON(data); ok {

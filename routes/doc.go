@@ -1,7 +1,7 @@
 // Package routes is the plugin's one representation of a Gateway API route:
-// HTTPRoute, GRPCRoute, TCPRoute and TLSRoute reduced to their identity, the
-// metadata the plugin reads, and spec.rules kept exactly as the apiserver
-// returned them.
+// HTTPRoute, GRPCRoute, TCPRoute, TLSRoute and UDPRoute reduced to their
+// identity, the metadata the plugin reads, and spec.rules kept exactly as the
+// apiserver returned them.
 //
 // Keeping the rules verbatim is deliberate. spec.rules is an atomic list for
 // server-side apply, so whatever the plugin applies replaces the whole list:

@@ -17,10 +17,11 @@ const (
 	GRPCRoute Kind = "GRPCRoute"
 	TCPRoute  Kind = "TCPRoute"
 	TLSRoute  Kind = "TLSRoute"
+	UDPRoute  Kind = "UDPRoute"
 )
 
 // Kinds lists every kind in the order the plugin processes them.
-var Kinds = []Kind{HTTPRoute, GRPCRoute, TCPRoute, TLSRoute}
+var Kinds = []Kind{HTTPRoute, GRPCRoute, TCPRoute, TLSRoute, UDPRoute}
 
 // Resource is the kind's plural resource name.
 func (k Kind) Resource() string {
@@ -33,6 +34,8 @@ func (k Kind) Resource() string {
 		return "tcproutes"
 	case TLSRoute:
 		return "tlsroutes"
+	case UDPRoute:
+		return "udproutes"
 	}
 	return ""
 }
@@ -42,13 +45,13 @@ func (k Kind) Resource() string {
 func (k Kind) GroupResource() string { return k.Resource() + "." + Group }
 
 // Versions lists the API versions the plugin can read and write for the kind,
-// preferred first. TCPRoute and TLSRoute are v1 from Gateway API 1.6 and 1.5;
-// older installs serve only v1alpha2.
+// preferred first. TCPRoute and UDPRoute are v1 from Gateway API 1.6, TLSRoute
+// from 1.5; older installs serve only v1alpha2 (experimental channel).
 func (k Kind) Versions() []string {
 	switch k {
 	case HTTPRoute:
 		return []string{"v1", "v1beta1"}
-	case GRPCRoute, TCPRoute, TLSRoute:
+	case GRPCRoute, TCPRoute, TLSRoute, UDPRoute:
 		return []string{"v1", "v1alpha2"}
 	}
 	return nil

@@ -63,6 +63,8 @@ var applies = map[kindVersion]kindApply{
 	{routes.TCPRoute, "v1alpha2"}:  typedApply[gwv1a2ac.TCPRouteApplyConfiguration](v1alpha2),
 	{routes.TLSRoute, "v1"}:        typedApply[gwv1ac.TLSRouteApplyConfiguration](v1),
 	{routes.TLSRoute, "v1alpha2"}:  typedApply[gwv1a2ac.TLSRouteApplyConfiguration](v1alpha2),
+	{routes.UDPRoute, "v1"}:        typedApply[gwv1ac.UDPRouteApplyConfiguration](v1),
+	{routes.UDPRoute, "v1alpha2"}:  typedApply[gwv1a2ac.UDPRouteApplyConfiguration](v1alpha2),
 }
 
 // encode is the JSON the kind's typed apply configuration of obj would

@@ -84,8 +84,8 @@ func TestEveryKindAndVersionHasAnApply(t *testing.T) {
 			}
 		}
 	}
-	if len(applies) != 8 {
-		t.Errorf("%d applies, want one per kind and version (8)", len(applies))
+	if len(applies) != 10 {
+		t.Errorf("%d applies, want one per kind and version (10)", len(applies))
 	}
 	d := desired.Result{
 		Rules:       []routes.Rule{{"backendRefs": []any{map[string]any{"name": "stable", "port": int64(80), "weight": int64(100)}}}},

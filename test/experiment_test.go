@@ -15,17 +15,19 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/test/harness"
 )
 
-// service creates a Service with the given ports ("name:port").
+// service creates a Service with the given ports ("name:port", or
+// "name:port/UDP" for another protocol than TCP; an empty name is no name).
 func service(t *testing.T, c *harness.Cluster, ns, name string, ports ...string) {
 	t.Helper()
 	s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: corev1.ServiceSpec{Selector: map[string]string{"app": name}}}
 	for _, p := range ports {
-		var pname string
+		p, proto, _ := strings.Cut(p, "/")
+		pname, number, _ := strings.Cut(p, ":")
 		var num int32
-		if _, err := fmt.Sscanf(strings.Replace(p, ":", " ", 1), "%s %d", &pname, &num); err != nil {
+		if _, err := fmt.Sscanf(number, "%d", &num); err != nil {
 			t.Fatalf("bad port %q", p)
 		}
-		s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: pname, Port: num, TargetPort: intstr.FromInt32(8080)})
+		s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: pname, Port: num, Protocol: corev1.Protocol(proto), TargetPort: intstr.FromInt32(8080)})
 	}
 	if _, err := c.Kube.CoreV1().Services(ns).Create(context.Background(), s, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -44,7 +46,7 @@ func experimentDestinations(baseline, canary int32) []v1alpha1.WeightDestination
 // experiment ends the experiment backends leave and stable gets 100. A
 // backendRef another team added stays, with its weight, throughout.
 func TestExperimentStepOnEveryKind(t *testing.T) {
-	for _, tc := range []struct{ version, kind string }{{"v1", "HTTPRoute"}, {"v1", "GRPCRoute"}, {"v1", "TCPRoute"}} {
+	for _, tc := range []struct{ version, kind string }{{"v1", "HTTPRoute"}, {"v1", "GRPCRoute"}, {"v1", "TCPRoute"}, {"v1", "UDPRoute"}} {
 		t.Run(tc.kind, func(t *testing.T) {
 			ns := namespace(t, standard)
 			service(t, standard, ns, "exp-baseline", "http:80")

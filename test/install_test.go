@@ -108,7 +108,7 @@ func TestInstallManifests(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer proc.Stop()
-	for _, kind := range []string{"HTTPRoute", "GRPCRoute", "TCPRoute", "TLSRoute"} {
+	for _, kind := range []string{"HTTPRoute", "GRPCRoute", "TCPRoute", "TLSRoute", "UDPRoute"} {
 		ns := namespace(t, standard)
 		create(t, standard, ns, routeYAML("v1", kind, "route"))
 		cfg := `{"` + strings.ToLower(strings.TrimSuffix(kind, "Route")) + `Route": "route"}`

@@ -8,6 +8,8 @@ import (
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/test/harness"
 )
 
 // pingPongRoute has one rule with the two persistent Services, all traffic on ping.
@@ -23,48 +25,53 @@ func pingPongRollout(ns, config string) *v1alpha1.Rollout {
 }
 
 // Ping-pong: status.canary.stablePingPong says which Service is stable; the
-// plugin moves weight between the two and never writes a Service.
+// plugin moves weight between the two, never writes a Service, and gives
+// its ownership back when the rollout ends.
 func TestPingPongWalkAndFlip(t *testing.T) {
-	for _, tc := range []struct{ version, kind string }{{"v1", "TCPRoute"}, {"v1", "GRPCRoute"}, {"v1", "HTTPRoute"}, {"v1", "TLSRoute"}} {
-		t.Run(tc.kind, func(t *testing.T) {
-			ns := namespace(t, standard)
-			service(t, standard, ns, "ping", "tcp:80")
-			service(t, standard, ns, "pong", "tcp:80")
-			service(t, standard, ns, "exp-baseline", "tcp:80")
-			service(t, standard, ns, "exp-canary", "tcp:80")
-			create(t, standard, ns, pingPongRoute(tc.version, tc.kind))
-			p := startPlugin(t, standard)
-			ro := pingPongRollout(ns, fmt.Sprintf(`{"%sRoute": "route"}`, strings.ToLower(strings.TrimSuffix(tc.kind, "Route"))))
-			standard.Recorder.Reset()
-			for _, step := range []struct {
-				stable v1alpha1.PingPongType
-				weight int32
-				exp    []v1alpha1.WeightDestination
-				want   map[string]int64
-			}{
-				{v1alpha1.PPPing, 30, nil, map[string]int64{"0/ping": 70, "0/pong": 30}},
-				{v1alpha1.PPPing, 30, experimentDestinations(5, 25), map[string]int64{"0/ping": 40, "0/pong": 30, "0/exp-baseline": 5, "0/exp-canary": 25}},
-				{v1alpha1.PPPing, 100, nil, map[string]int64{"0/ping": 0, "0/pong": 100}},
-				// Promotion: Argo Rollouts flips stablePingPong; pong is now stable.
-				{v1alpha1.PPPong, 0, nil, map[string]int64{"0/ping": 0, "0/pong": 100}},
-				{v1alpha1.PPPong, 30, nil, map[string]int64{"0/ping": 30, "0/pong": 70}},
-				{v1alpha1.PPPong, 0, nil, map[string]int64{"0/ping": 0, "0/pong": 100}},
-			} {
-				ro.Status.Canary.StablePingPong = step.stable
-				if err := p.SetWeight(ro, step.weight, step.exp); err.HasError() {
-					t.Fatalf("stable %s, SetWeight(%d): %s", step.stable, step.weight, err)
-				}
-				got := weights(get(t, standard, tc.version, tc.kind, ns, "route"))
-				if diff := cmp.Diff(step.want, got); diff != "" {
-					t.Errorf("stable %s, SetWeight(%d, %v) (-want +got):\n%s", step.stable, step.weight, step.exp, diff)
-				}
-			}
-			for _, r := range standard.Recorder.Requests() {
-				if strings.Contains(r.Path, "/services") && r.Method != http.MethodGet {
-					t.Errorf("the plugin wrote a Service: %s %s", r.Method, r.Path)
-				}
-			}
-		})
+	for _, kind := range []string{"TCPRoute", "GRPCRoute", "HTTPRoute", "TLSRoute", "UDPRoute"} {
+		t.Run(kind, func(t *testing.T) { walkPingPong(t, standard, "v1", kind, "tcp:80") })
+	}
+}
+
+// walkPingPong walks a ping-pong Rollout on a route of kind in version,
+// whose Services (ping, pong and two experiment Services) have port.
+func walkPingPong(t *testing.T, c *harness.Cluster, version, kind, port string) {
+	ns := namespace(t, c)
+	for _, name := range []string{"ping", "pong", "exp-baseline", "exp-canary"} {
+		service(t, c, ns, name, port)
+	}
+	create(t, c, ns, pingPongRoute(version, kind))
+	p := startPlugin(t, c)
+	ro := pingPongRollout(ns, fmt.Sprintf(`{"%sRoute": "route"}`, strings.ToLower(strings.TrimSuffix(kind, "Route"))))
+	c.Recorder.Reset()
+	for _, step := range []struct {
+		stable v1alpha1.PingPongType
+		weight int32
+		exp    []v1alpha1.WeightDestination
+		want   map[string]int64
+	}{
+		{v1alpha1.PPPing, 30, nil, map[string]int64{"0/ping": 70, "0/pong": 30}},
+		{v1alpha1.PPPing, 30, experimentDestinations(5, 25), map[string]int64{"0/ping": 40, "0/pong": 30, "0/exp-baseline": 5, "0/exp-canary": 25}},
+		{v1alpha1.PPPing, 100, nil, map[string]int64{"0/ping": 0, "0/pong": 100}},
+		// Promotion: Argo Rollouts flips stablePingPong; pong is now stable.
+		{v1alpha1.PPPong, 0, nil, map[string]int64{"0/ping": 0, "0/pong": 100}},
+		{v1alpha1.PPPong, 30, nil, map[string]int64{"0/ping": 30, "0/pong": 70}},
+		{v1alpha1.PPPong, 0, nil, map[string]int64{"0/ping": 0, "0/pong": 100}},
+	} {
+		ro.Status.Canary.StablePingPong = step.stable
+		if err := p.SetWeight(ro, step.weight, step.exp); err.HasError() {
+			t.Fatalf("stable %s, SetWeight(%d): %s", step.stable, step.weight, err)
+		}
+		got := weights(get(t, c, version, kind, ns, "route"))
+		if diff := cmp.Diff(step.want, got); diff != "" {
+			t.Errorf("stable %s, SetWeight(%d, %v) (-want +got):\n%s", step.stable, step.weight, step.exp, diff)
+		}
+	}
+	pluginOwnsNothing(t, get(t, c, version, kind, ns, "route"))
+	for _, r := range c.Recorder.Requests() {
+		if strings.Contains(r.Path, "/services") && r.Method != http.MethodGet {
+			t.Errorf("the plugin wrote a Service: %s %s", r.Method, r.Path)
+		}
 	}
 }
 

@@ -314,3 +314,62 @@ func TestDocumentedRolesAgree(t *testing.T) {
 		}
 	}
 }
+
+// The README's role covers UDPRoutes: as a ServiceAccount bound to exactly
+// that role, a whole rollout on a UDPRoute works (weights, an experiment with
+// UDP Services, VerifyWeight, the end and the release); without get, patch or
+// update on udproutes the first step fails naming the verb on udproutes, and
+// nothing is written.
+func TestReadmeRoleCoversUDPRoutes(t *testing.T) {
+	role := readmeRole(t)
+	walk := []rbacStep{rbacWalk[0], rbacWalk[1], rbacWalk[4], rbacWalk[6]}
+	for _, tc := range []struct {
+		name    string
+		verb    string // "" keeps the role whole
+		failing string
+	}{
+		{name: "the README role"},
+		{"without get on udproutes", "get", "SetWeight(10)"},
+		{"without patch on udproutes", "patch", "SetWeight(10)"},
+		{"without update on udproutes", "update", "SetWeight(10)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := namespace(t, standard)
+			service(t, standard, ns, "exp-baseline", "dns:53/UDP")
+			service(t, standard, ns, "exp-canary", "dns:53/UDP")
+			create(t, standard, ns, routeYAML("v1", "UDPRoute", "route"))
+			rules := role.Rules
+			if tc.verb != "" {
+				rules = without(rules, "udproutes", tc.verb)
+			}
+			kubeconfig, _ := asServiceAccount(t, ns, "rollouts", rules)
+			p, _ := startPluginWith(t, pluginBin, kubeconfig)
+			ro := rollout(ns, `{"udpRoute": "route", "verifyWeight": true}`)
+			failedAt := ""
+			var err rpcErr
+			for _, step := range walk {
+				if err = step.do(p, ro); err.HasError() {
+					failedAt = step.name
+					break
+				}
+			}
+			if failedAt != tc.failing {
+				t.Fatalf("the walk failed at %q (%s), want %q", failedAt, err.ErrorString, tc.failing)
+			}
+			u := get(t, standard, "v1", "UDPRoute", ns, "route")
+			if tc.failing == "" {
+				pluginOwnsNothing(t, u)
+				if diff := cmp.Diff(map[string]int64{"0/stable": 100, "0/canary": 0}, weights(u)); diff != "" {
+					t.Errorf("after the walk (-want +got):\n%s", diff)
+				}
+				return
+			}
+			if want := "grant the plugin's ServiceAccount " + tc.verb + " on udproutes.gateway.networking.k8s.io"; !strings.Contains(err.ErrorString, want) {
+				t.Errorf("error %q does not say %q", err.ErrorString, want)
+			}
+			if len(u.GetManagedFields()) != 1 {
+				t.Errorf("%s failed and the route has managers besides its creator: %v", failedAt, u.GetManagedFields())
+			}
+		})
+	}
+}

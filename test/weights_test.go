@@ -109,7 +109,7 @@ func TestWeightWalkOnEveryKind(t *testing.T) {
 			}
 		}
 	}
-	for _, kind := range []string{"HTTPRoute", "GRPCRoute", "TCPRoute", "TLSRoute"} {
+	for _, kind := range []string{"HTTPRoute", "GRPCRoute", "TCPRoute", "TLSRoute", "UDPRoute"} {
 		t.Run(kind+"/v1", func(t *testing.T) { walk(t, standard, "v1", kind) })
 	}
 	t.Run("v1alpha2-only cluster", func(t *testing.T) {
@@ -118,7 +118,7 @@ func TestWeightWalkOnEveryKind(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer old.Stop()
-		for _, kind := range []string{"TCPRoute", "TLSRoute"} {
+		for _, kind := range []string{"TCPRoute", "TLSRoute", "UDPRoute"} {
 			t.Run(kind+"/v1alpha2", func(t *testing.T) { walk(t, old, "v1alpha2", kind) })
 		}
 	})

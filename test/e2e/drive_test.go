@@ -16,8 +16,11 @@ import (
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/plugin"
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/test/e2e/cluster"
 	"github.com/gatewayapi-ssa/rollouts-plugin/test/e2e/traffic"
 )
@@ -114,6 +117,9 @@ type want struct {
 	// errorText: one Event of the Rollout, its status.message or one of its
 	// conditions contains every one of these strings.
 	errorText []string
+	// released: the plugin has let go of the route: no managedFields entry
+	// of its field manager, no claims annotation, no in-progress label.
+	released bool
 
 	// What Traefik must carry, measured with 1,000 requests once the state
 	// above is reached (scenarios with backends only): the weights above,
@@ -147,8 +153,10 @@ type observed struct {
 	rollout    *v1alpha1.Rollout
 	route      []cluster.Rule
 	generation int64
-	events     []string
-	err        error
+	// leftovers is what the plugin holds on the route (see want.released).
+	leftovers []string
+	events    []string
+	err       error
 }
 
 func (o observed) String() string {
@@ -201,8 +209,33 @@ func (w want) mismatches(o observed) []string {
 	if w.noHeaderRule != "" && findHeaderRule(o.route, w.noHeaderRule) != nil {
 		out = append(out, fmt.Sprintf("a rule still matches header %s: %v", w.noHeaderRule, findHeaderRule(o.route, w.noHeaderRule)))
 	}
+	if w.released && len(o.leftovers) > 0 {
+		out = append(out, fmt.Sprintf("the plugin still holds %s", strings.Join(o.leftovers, ", ")))
+	}
 	if len(w.errorText) > 0 && errorSource(o, w.errorText) == "" {
 		out = append(out, fmt.Sprintf("no event, status message or condition contains all of %q", w.errorText))
+	}
+	return out
+}
+
+// fieldManager is the plugin's field manager: the cluster runs it with its
+// default.
+const fieldManager = "argo-rollouts-gatewayapi"
+
+// pluginLeftovers lists what the plugin (at its default field manager and
+// label) holds on a route.
+func pluginLeftovers(u *unstructured.Unstructured) []string {
+	var out []string
+	for _, e := range u.GetManagedFields() {
+		if e.Manager == fieldManager {
+			out = append(out, fmt.Sprintf("a managedFields entry (%s)", e.Operation))
+		}
+	}
+	if _, ok := u.GetAnnotations()[routes.ClaimsAnnotation]; ok {
+		out = append(out, "its claims annotation")
+	}
+	if _, ok := u.GetLabels()[plugin.DefaultInProgressLabelKey]; ok {
+		out = append(out, "its in-progress label")
 	}
 	return out
 }
@@ -372,6 +405,7 @@ func (r *run) observe() observed {
 	}
 	o.route = cluster.Rules(u)
 	o.generation = u.GetGeneration()
+	o.leftovers = pluginLeftovers(u)
 	items, err := r.c.Events(ctx, r.ns, "involvedObject.name="+r.sc.rollout)
 	if err != nil {
 		o.err = err

@@ -11,8 +11,17 @@ import (
 )
 
 // service is a Service in front of the Rollout's pods (Argo Rollouts adds the
-// pod-template-hash to its selector).
+// pod-template-hash to its selector), its one port "main" TCP.
 func service(name, app string, port int) string {
+	return servicePort(name, app, "main", port, 8080, "TCP")
+}
+
+// udpService is such a Service whose one port "dns" is UDP.
+func udpService(name, app string, port int) string {
+	return servicePort(name, app, "dns", port, 5353, "UDP")
+}
+
+func servicePort(name, app, portName string, port, targetPort int, protocol string) string {
 	return fmt.Sprintf(`apiVersion: v1
 kind: Service
 metadata:
@@ -21,11 +30,12 @@ spec:
   selector:
     app: %s
   ports:
-  - name: main
+  - name: %s
     port: %d
-    targetPort: 8080
+    targetPort: %d
+    protocol: %s
 ---
-`, name, app, port)
+`, name, app, portName, port, targetPort, protocol)
 }
 
 // httpRoute is an HTTPRoute on the Traefik Gateway with one rule: stable
@@ -230,6 +240,50 @@ steps:
 			rollout: "pp",
 			route:   routeRef{"TCPRoute", "pp"},
 			steps:   pingPongSteps("pp"),
+		},
+		{
+			// A canary on a UDPRoute v1 (Gateway API v1.6.3's standard
+			// channel), on the route only: Traefik v3.6 has no UDPRoute, so
+			// its parent is a Gateway nobody serves and no traffic is sent.
+			name: "canary-udp",
+			objects: udpService("udp-stable", "udp", 53) + udpService("udp-canary", "udp", 53) + `apiVersion: gateway.networking.k8s.io/v1
+kind: UDPRoute
+metadata:
+  name: udp
+spec:
+  parentRefs:
+  - name: e2e-gateway
+    sectionName: dns
+  rules:
+  - backendRefs:
+    - name: udp-stable
+      port: 53
+      weight: 100
+    - name: udp-canary
+      port: 53
+      weight: 0
+---
+` + rollout("udp", `
+stableService: udp-stable
+canaryService: udp-canary
+trafficRouting:
+  plugins:
+    argoproj-labs/gatewayAPI:
+      udpRoute: udp
+steps:
+- setWeight: 30
+- pause: {}`),
+			rollout: "udp",
+			route:   routeRef{"UDPRoute", "udp"},
+			steps: []step{
+				{name: "installed: Healthy, route untouched", want: want{phase: "Healthy", promoted: true, released: true,
+					weights: map[string]int64{"udp-stable": 100, "udp-canary": 0}}},
+				{name: "image v2: setWeight 30, paused", do: img("udp", "v2"),
+					want: want{phase: "Paused", stepIndex: index(1), weights: map[string]int64{"udp-stable": 70, "udp-canary": 30}}},
+				{name: "promote: Healthy, stable 100, the plugin owns nothing", do: action{kind: promote},
+					want: want{phase: "Healthy", promoted: true, stepIndex: index(2), released: true,
+						weights: map[string]int64{"udp-stable": 100, "udp-canary": 0}}},
+			},
 		},
 		{
 			// The same flip on an HTTPRoute, measured through Traefik.

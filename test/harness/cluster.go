@@ -32,13 +32,14 @@ import (
 type Channel string
 
 const (
-	// Standard is Gateway API v1.6.3's standard channel: TCPRoute and TLSRoute as v1 only.
+	// Standard is Gateway API v1.6.3's standard channel: TCPRoute, TLSRoute
+	// and UDPRoute as v1 only.
 	Standard Channel = "standard"
 	// Experimental is v1.6.3's experimental channel.
 	Experimental Channel = "experimental"
-	// V1Alpha2Only is a cluster as older Gateway API installs left it: TCPRoute
-	// and TLSRoute served only as v1alpha2 (the experimental CRDs with every
-	// other version removed).
+	// V1Alpha2Only is a cluster as older Gateway API installs left it: TCPRoute,
+	// TLSRoute and UDPRoute served only as v1alpha2 (the experimental CRDs with
+	// every other version removed).
 	V1Alpha2Only Channel = "v1alpha2-only"
 )
 
@@ -212,7 +213,8 @@ func CRDs(ch Channel) ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	}
 	if ch == V1Alpha2Only {
 		for _, crd := range out {
-			if crd.Spec.Names.Kind == "TCPRoute" || crd.Spec.Names.Kind == "TLSRoute" {
+			switch crd.Spec.Names.Kind {
+			case "TCPRoute", "TLSRoute", "UDPRoute":
 				onlyVersion(crd, "v1alpha2")
 			}
 		}

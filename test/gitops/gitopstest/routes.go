@@ -21,18 +21,20 @@ type Kind struct {
 	Resource  string // httproutes
 	ConfigKey string // the plugin config key naming one route: httpRoute
 	// Rules says whether the kind has more than one rule with matches and
-	// filters (HTTPRoute, GRPCRoute); TCPRoute and TLSRoute v1 have one rule.
+	// filters (HTTPRoute, GRPCRoute); TCPRoute, TLSRoute and UDPRoute v1
+	// have one rule.
 	Rules bool
 	// Hostnames says whether the kind has spec.hostnames.
 	Hostnames bool
 }
 
-// Kinds are the four route kinds the plugin manages.
+// Kinds are the five route kinds the plugin manages.
 var Kinds = []Kind{
 	{Kind: "HTTPRoute", Resource: "httproutes", ConfigKey: "httpRoute", Rules: true, Hostnames: true},
 	{Kind: "GRPCRoute", Resource: "grpcroutes", ConfigKey: "grpcRoute", Rules: true, Hostnames: true},
 	{Kind: "TCPRoute", Resource: "tcproutes", ConfigKey: "tcpRoute"},
 	{Kind: "TLSRoute", Resource: "tlsroutes", ConfigKey: "tlsRoute", Hostnames: true},
+	{Kind: "UDPRoute", Resource: "udproutes", ConfigKey: "udpRoute"},
 }
 
 // GVR is the kind's resource at v1.
@@ -46,7 +48,7 @@ type Git struct {
 	// starts at 100 and 0).
 	Stable, Canary int64
 	// OutsideRules is a change outside spec.rules: a second hostname, or for
-	// TCPRoute (no hostnames) another listener in the parentRef.
+	// TCPRoute and UDPRoute (no hostnames) another listener in the parentRef.
 	OutsideRules bool
 	// OtherRuleFilter is a change inside spec.rules that the plugin does not
 	// manage: a filter on the second rule (HTTPRoute and GRPCRoute only).
@@ -73,9 +75,10 @@ func (g Git) Route(k Kind, ns string) *unstructured.Unstructured {
 		}
 		spec["hostnames"] = hosts
 	} else {
-		parent["sectionName"] = "tcp"
+		listener := strings.ToLower(strings.TrimSuffix(k.Kind, "Route")) // tcp, udp
+		parent["sectionName"] = listener
 		if g.OutsideRules {
-			parent["sectionName"] = "tcp-alt"
+			parent["sectionName"] = listener + "-alt"
 		}
 	}
 	if k.Rules {
