@@ -29,7 +29,7 @@ var Releases = []string{"v1.2.1", "v1.3.0", "v1.4.1", "v1.5.1", "v1.6.3", "v1.7.
 // v1.5 and later, kustomization.yaml) are left out.
 func ReleaseCRDs(release string, ch Channel) ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	if ch != Standard && ch != Experimental {
-		return nil, fmt.Errorf("Gateway API %s has no channel %q (only %s and %s)", release, ch, Standard, Experimental)
+		return nil, fmt.Errorf("no channel %q in Gateway API %s: only %s and %s", ch, release, Standard, Experimental)
 	}
 	m, err := download(GatewayAPIModule + "@" + release)
 	if err != nil {
