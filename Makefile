@@ -46,14 +46,14 @@ unit:
 
 ## test: vet, lint, unit tests and envtest integration tests (the real plugin binary over go-plugin RPC);
 ## ./... includes the short form of the compatibility matrix (test/compat with GATEWAY_API_RELEASES unset:
-## Gateway API v1.2.1 and v1.7.0, both channels; about 1.5 minutes of it)
+## Gateway API v1.2.1 and v1.7.0, both channels; about 2.5 minutes of it, beside the other packages)
 test: vet lint
 	@assets=$$(bash hack/envtest-assets.sh) && \
 	  echo "envtest binaries: $$assets" && \
 	  KUBEBUILDER_ASSETS="$$assets" $(GO) test -count=1 -timeout 20m ./...
 
 ## compat: the whole Gateway API compatibility matrix of docs/compatibility.md: every call on every route kind
-## of each release and channel (all 12 pairs), each on an envtest of its own (about 4 minutes).
+## of each release and channel (all 12 pairs), each on an envtest of its own (about 4.5 minutes).
 ## GATEWAY_API_RELEASES=v1.4.1,v1.5.1 runs only those; make test runs the short form (see test)
 compat:
 	@assets=$$(bash hack/envtest-assets.sh) && \
