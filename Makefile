@@ -13,7 +13,7 @@ export ENVTEST_K8S_VERSION ENVTEST_ETCD_VERSION
 BIN ?= bin/rollouts-gatewayapi-ssa
 GO ?= go
 
-.PHONY: all build release test unit demo demo-plugin envtest-assets bench bench-micro vet lint clean fuzz
+.PHONY: all build release test unit compat demo demo-plugin envtest-assets bench bench-micro vet lint clean fuzz
 
 all: build
 
@@ -44,11 +44,20 @@ lint:
 unit:
 	$(GO) test -count=1 . ./desired/... ./routes/... ./ssa/... ./plugin/... ./pingpong/... ./experiment/...
 
-## test: vet, lint, unit tests and envtest integration tests (the real plugin binary over go-plugin RPC)
+## test: vet, lint, unit tests and envtest integration tests (the real plugin binary over go-plugin RPC);
+## ./... includes the short form of the compatibility matrix (test/compat with GATEWAY_API_RELEASES unset:
+## Gateway API v1.2.1 and v1.7.0, both channels; about 2.5 minutes of it, beside the other packages)
 test: vet lint
 	@assets=$$(bash hack/envtest-assets.sh) && \
 	  echo "envtest binaries: $$assets" && \
 	  KUBEBUILDER_ASSETS="$$assets" $(GO) test -count=1 -timeout 20m ./...
+
+## compat: the whole Gateway API compatibility matrix of docs/compatibility.md: every call on every route kind
+## of each release and channel (all 12 pairs), each on an envtest of its own (about 4.5 minutes).
+## GATEWAY_API_RELEASES=v1.4.1,v1.5.1 runs only those; make test runs the short form (see test)
+compat:
+	@assets=$$(bash hack/envtest-assets.sh) && \
+	  KUBEBUILDER_ASSETS="$$assets" GATEWAY_API_RELEASES="$${GATEWAY_API_RELEASES:-all}" $(GO) test -count=1 -timeout 30m ./test/compat/
 
 ## demo: the real Argo Rollouts controller walks a Rollout with the plugin on a cluster of local processes,
 ## real requests through Traefik after every step (the first run builds every binary, about 50 minutes on 2 cores; test/e2e/cluster; needs root)

@@ -24,11 +24,7 @@ import (
 // releaseCluster starts a cluster of its own with a release's CRDs.
 func releaseCluster(t *testing.T, release string, ch harness.Channel) *harness.Cluster {
 	t.Helper()
-	crds, err := harness.ReleaseCRDs(release, ch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := harness.StartWith(crds)
+	c, err := harness.StartRelease(release, ch)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 
 	"github.com/go-logr/logr"
@@ -54,7 +55,9 @@ type Cluster struct {
 	Recorder *Recorder
 	// Kubeconfig is a file that points at the Recorder; give it to the plugin.
 	Kubeconfig string
-	dir        string
+	// GatewayCRDs are the Gateway API CRDs installed, as read.
+	GatewayCRDs []*apiextensionsv1.CustomResourceDefinition
+	dir         string
 }
 
 // RepoRoot is the repository's top directory.
@@ -84,21 +87,21 @@ func Start(ch Channel) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	return StartWith(crds)
+	return start(crds)
 }
 
-// StartWith is Start with the given Gateway API CRDs (ReleaseCRDs: another
-// release's).
-func StartWith(crds []*apiextensionsv1.CustomResourceDefinition) (*Cluster, error) {
+// start is Start with the given Gateway API CRDs.
+func start(crds []*apiextensionsv1.CustomResourceDefinition) (*Cluster, error) {
 	dir, err := assets()
 	if err != nil {
 		return nil, err
 	}
+	gatewayCRDs := crds
 	rollouts, err := RolloutsCRDs()
 	if err != nil {
 		return nil, err
 	}
-	crds = append(crds, rollouts...)
+	crds = append(slices.Clip(crds), rollouts...)
 	ctrllog.SetLogger(logr.Discard())
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: dir,
@@ -112,7 +115,7 @@ func StartWith(crds []*apiextensionsv1.CustomResourceDefinition) (*Cluster, erro
 	if err != nil {
 		return nil, fmt.Errorf("starting envtest (assets in %s): %w", dir, err)
 	}
-	c := &Cluster{Env: env, Config: cfg}
+	c := &Cluster{Env: env, Config: cfg, GatewayCRDs: gatewayCRDs}
 	if c.dir, err = os.MkdirTemp("", "gatewayapi-ssa-cluster-"); err != nil {
 		return nil, errors.Join(err, env.Stop())
 	}
@@ -222,19 +225,6 @@ func CRDs(ch Channel) ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	return out, nil
 }
 
-// ReleaseCRDs reads the Gateway API CRDs of a release (v1.2.1, ...) and
-// channel from the Go module cache, downloading the module if needed.
-func ReleaseCRDs(release string, ch Channel) ([]*apiextensionsv1.CustomResourceDefinition, error) {
-	cmd := exec.Command("go", "mod", "download", "-json", "sigs.k8s.io/gateway-api@"+release)
-	cmd.Dir = RepoRoot()
-	out, err := cmd.Output()
-	var mod struct{ Dir string }
-	if jsonErr := json.Unmarshal(out, &mod); jsonErr != nil || mod.Dir == "" {
-		return nil, fmt.Errorf("go mod download sigs.k8s.io/gateway-api@%s: %v %v\n%s", release, err, jsonErr, out)
-	}
-	return readCRDFiles(filepath.Join(mod.Dir, "config", "crd", string(ch), "gateway.networking.k8s.io_*.yaml"))
-}
-
 func onlyVersion(crd *apiextensionsv1.CustomResourceDefinition, version string) {
 	var keep []apiextensionsv1.CustomResourceDefinitionVersion
 	for _, v := range crd.Spec.Versions {
@@ -333,26 +323,50 @@ func FluxCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 }
 
 // publishedCRDs reads the CRDs matching pattern in a module fetched from the
-// Go module proxy, in a throwaway module so go.mod is not touched.
+// Go module proxy.
 func publishedCRDs(moduleAtVersion, pattern string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
-	dir, err := os.MkdirTemp("", "published-crds-")
+	m, err := download(moduleAtVersion)
 	if err != nil {
 		return nil, err
+	}
+	if m.Dir == "" {
+		return nil, fmt.Errorf("go mod download %s: no directory: %s", moduleAtVersion, m.Error)
+	}
+	return readCRDFiles(filepath.Join(m.Dir, filepath.FromSlash(pattern)))
+}
+
+// downloaded is what go mod download -json says of a module.
+type downloaded struct {
+	Dir, Zip, Error string
+}
+
+// download fetches a module into the module cache (from the Go module proxy
+// unless it is there), in a throwaway module so go.mod is not touched. A
+// module that needs a newer Go than this one is still downloaded: the go
+// command reports the error but names the module's zip (no Dir), which is
+// what the caller reads then. GOTOOLCHAIN=local keeps the go command from
+// fetching that newer toolchain instead.
+func download(moduleAtVersion string) (downloaded, error) {
+	dir, err := os.MkdirTemp("", "published-crds-")
+	if err != nil {
+		return downloaded{}, err
 	}
 	defer os.RemoveAll(dir)
 	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module publishedcrds\n"), 0o644); err != nil {
-		return nil, err
+		return downloaded{}, err
 	}
 	cmd := exec.Command("go", "mod", "download", "-json", moduleAtVersion)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
-	out, err := cmd.Output()
-	if err != nil {
-		return nil, fmt.Errorf("go mod download %s: %w", moduleAtVersion, err)
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off", "GOTOOLCHAIN=local")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, runErr := cmd.Output()
+	var m downloaded
+	if err := json.Unmarshal(out, &m); err != nil {
+		return downloaded{}, fmt.Errorf("go mod download %s: %v (%v) %s", moduleAtVersion, err, runErr, stderr.Bytes())
 	}
-	var info struct{ Dir string }
-	if err := json.Unmarshal(out, &info); err != nil || info.Dir == "" {
-		return nil, fmt.Errorf("go mod download %s: no directory in %s", moduleAtVersion, out)
+	if m.Dir == "" && m.Zip == "" {
+		return downloaded{}, fmt.Errorf("go mod download %s: neither directory nor zip: %s %s", moduleAtVersion, m.Error, stderr.Bytes())
 	}
-	return readCRDFiles(filepath.Join(info.Dir, filepath.FromSlash(pattern)))
+	return m, nil
 }
