@@ -15,7 +15,7 @@ import (
 // namedErrors are the errors a user gets on an older Gateway API, as the
 // page names them, each with the text its RpcError contains.
 var namedErrors = []struct{ name, contains string }{
-	{"no rule names", "no rule names"},
+	{"no rule names", "needs rule names (spec.rules[].name)"},
 	{"no mirror percentage", "requestMirror.percent"},
 }
 
