@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -115,10 +116,12 @@ func TestCleanupSweep(t *testing.T) {
 	create(t, standard, ns, rolloutObject("back", "back"))
 
 	start := time.Now()
-	eventually20s(t, "the deleted Rollout's route back to stable", func() bool {
+	// The sweep applies the route without the claim, then gives its
+	// ownership back with an Update: wait for both.
+	eventually20s(t, "the deleted Rollout's route back to stable and released", func() bool {
 		u := get(t, standard, "v1", "HTTPRoute", ns, "gone")
 		_, claimed := u.GetAnnotations()["gatewayapi-ssa.dev/claims"]
-		return !claimed
+		return !claimed && !slices.ContainsFunc(u.GetManagedFields(), func(e metav1.ManagedFieldsEntry) bool { return e.Manager == fieldManager })
 	})
 	t.Logf("the sweep cleaned the route %s after the Rollout was deleted", time.Since(start).Round(100*time.Millisecond))
 	u := get(t, standard, "v1", "HTTPRoute", ns, "gone")
