@@ -3,6 +3,7 @@ package desired
 import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/experiment"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
 )
 
 // Call is one call of the controller, decided for one route at a time.
@@ -15,7 +16,7 @@ type Call interface {
 // weighted rules, and the experiment Services with their weights (none: the
 // experiment backends the Rollout added leave).
 type SetWeight struct {
-	Split      routes.Split
+	Split      transform.Split
 	Experiment experiment.Input
 }
 
@@ -23,7 +24,7 @@ type SetWeight struct {
 // with the given header matches; no match removes them.
 type SetHeader struct {
 	Name  string
-	Match []routes.HeaderMatch
+	Match []transform.HeaderMatch
 	Rules RuleServices
 }
 
@@ -32,7 +33,7 @@ type SetHeader struct {
 // 0 %, removes it.
 type SetMirror struct {
 	Name    string
-	Match   []routes.RequestMatch
+	Match   []transform.RequestMatch
 	Percent *int32
 	Rules   RuleServices
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
 )
 
 // ConflictError says another field manager changed values the plugin manages
@@ -41,7 +42,7 @@ func (e *ConflictError) Error() string {
 
 // InvalidError says the call cannot be carried out on the route as it is: the
 // route lacks what the call needs, or the call asks for something Gateway API
-// does not allow. Its message says what to fix. A *routes.LimitError inside
+// does not allow. Its message says what to fix. A *transform.LimitError inside
 // says a Gateway API limit would be exceeded.
 type InvalidError struct{ Err error }
 
@@ -118,7 +119,7 @@ func weightOf(namespace string, rules []routes.Rule, rec routes.RecordedWeight, 
 func findFilterDrift(live, desired []routes.Rule, recorded []routes.AddedFilter) []string {
 	var out []string
 	for _, f := range recorded {
-		if !routes.HasFilter(live, f) && routes.HasFilter(desired, f) {
+		if !transform.HasFilter(live, f) && transform.HasFilter(desired, f) {
 			out = append(out, fmt.Sprintf("mirror filter %q in rule %d: removed or changed since the plugin added it", f.Set, f.Rule))
 		}
 	}

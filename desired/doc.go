@@ -10,7 +10,7 @@
 // live route already is that; the claim the route will record for the
 // Rollout; and whether the plugin gives up its ownership (Release). Or it
 // returns a typed error: a *ConflictError when another field manager changed
-// what the plugin manages mid-rollout, a *routes.LimitError when the result
+// what the plugin manages mid-rollout, a *transform.LimitError when the result
 // would exceed a Gateway API limit, an *InvalidError for anything else the
 // user has to fix.
 //

@@ -12,12 +12,13 @@ import (
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/experiment"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
 )
 
 // Fuzz targets, one per route transform, each through the call that runs it
-// (SetWeight: routes.SetWeights and experiment.Apply; SetHeader:
-// routes.SetHeaderRules; SetMirror: routes.SetMirrorRule; RemoveManaged:
-// routes.RemoveAddedRules), on the in-memory server of fixture_test.go. The
+// (SetWeight: transform.SetWeights and experiment.Apply; SetHeader:
+// transform.SetHeaderRules; SetMirror: transform.SetMirrorRule; RemoveManaged:
+// transform.RemoveAddedRules), on the in-memory server of fixture_test.go. The
 // fuzzer picks the route (kinds, rules weighted or not, names, matches,
 // filters, a field no Gateway API release has) and the call's values. For
 // every input:
@@ -114,7 +115,7 @@ func decideAndApply(t *testing.T, s *server, c Call) (Result, error) {
 	}
 	if err != nil {
 		var invalid *InvalidError
-		var limit *routes.LimitError
+		var limit *transform.LimitError
 		var conflict *ConflictError
 		if !errors.As(err, &invalid) && !errors.As(err, &limit) && !errors.As(err, &conflict) {
 			t.Fatalf("an error of type %T, not one of the core's: %v", err, err)
@@ -227,11 +228,11 @@ func FuzzSetWeights(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c := &choices{b: data}
 		kind := fuzzKind(c, routes.HTTPRoute, routes.GRPCRoute, routes.TCPRoute, routes.TLSRoute, routes.UDPRoute)
-		max := []int64{100, 1000, routes.MaxBackendWeight}[c.n(3)]
+		max := []int64{100, 1000, transform.MaxBackendWeight}[c.n(3)]
 		original := fuzzRules(c, kind, max)
 		s := newFuzzServer(t, kind, original)
 		call := SetWeight{
-			Split:      routes.Split{Stable: svc("stable"), Canary: svc("canary"), CanaryWeight: max * int64(c.n(101)) / 100, MaxWeight: max},
+			Split:      transform.Split{Stable: svc("stable"), Canary: svc("canary"), CanaryWeight: max * int64(c.n(101)) / 100, MaxWeight: max},
 			Experiment: experiment.Input{RolloutNamespace: ns, Stable: svc("stable"), Canary: svc("canary")},
 		}
 		for _, name := range []string{"exp-a", "exp-b"}[:c.n(3)] {
@@ -288,20 +289,20 @@ var (
 
 // fuzzStringMatch is a step's string match: a prefix, exact or regex value,
 // valid or not, two of them at once, or none.
-func fuzzStringMatch(c *choices, v stringValues) *routes.StringMatch {
+func fuzzStringMatch(c *choices, v stringValues) *transform.StringMatch {
 	switch c.n(6) {
 	case 0:
-		return &routes.StringMatch{Prefix: c.pick(v.prefix...)}
+		return &transform.StringMatch{Prefix: c.pick(v.prefix...)}
 	case 1:
-		return &routes.StringMatch{Exact: c.pick(v.exact...)}
+		return &transform.StringMatch{Exact: c.pick(v.exact...)}
 	case 2:
-		return &routes.StringMatch{Regex: c.pick(v.regex...)}
+		return &transform.StringMatch{Regex: c.pick(v.regex...)}
 	case 3:
-		return &routes.StringMatch{Exact: v.exact[0], Prefix: v.prefix[0]}
+		return &transform.StringMatch{Exact: v.exact[0], Prefix: v.prefix[0]}
 	case 4:
 		return nil
 	}
-	return &routes.StringMatch{}
+	return &transform.StringMatch{}
 }
 
 // removal takes the added rules away again, by the step without a match or
@@ -326,7 +327,7 @@ func FuzzSetHeaderRules(f *testing.F) {
 		original := fuzzRules(c, kind, 100)
 		step := SetHeader{Name: "beta", Rules: ruleServices}
 		for range 1 + c.n(3) {
-			step.Match = append(step.Match, routes.HeaderMatch{Name: c.pick("X-Canary", "x-beta", "X Canary", ""), Value: fuzzStringMatch(c, headerValues)})
+			step.Match = append(step.Match, transform.HeaderMatch{Name: c.pick("X-Canary", "x-beta", "X Canary", ""), Value: fuzzStringMatch(c, headerValues)})
 		}
 		s := newFuzzServerOn(t, kind, fuzzSchema(crd), original)
 		off := step
@@ -349,13 +350,13 @@ func FuzzSetMirrorRule(f *testing.F) {
 		percents := []*int32{nil, new(int32(0)), new(int32(50)), new(int32(100)), new(int32(150)), new(int32(-1))}
 		step := SetMirror{Name: "mirror", Rules: ruleServices, Percent: percents[c.n(len(percents))]}
 		for range 1 + c.n(2) {
-			m := routes.RequestMatch{Path: fuzzStringMatch(c, pathValues)}
+			m := transform.RequestMatch{Path: fuzzStringMatch(c, pathValues)}
 			if c.n(3) == 0 {
-				m.Method = &routes.StringMatch{Exact: c.pick("GET", "POST", "FETCH")}
+				m.Method = &transform.StringMatch{Exact: c.pick("GET", "POST", "FETCH")}
 			}
 			if c.n(3) == 0 {
 				if v := fuzzStringMatch(c, headerValues); v != nil {
-					m.Headers = map[string]routes.StringMatch{c.pick("X-Mirror", "Bad Name"): *v}
+					m.Headers = map[string]transform.StringMatch{c.pick("X-Mirror", "Bad Name"): *v}
 				}
 			}
 			step.Match = append(step.Match, m)

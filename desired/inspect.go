@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
 )
 
 // Inspection is what the plugin holds on a route, and what its next call
@@ -137,7 +138,7 @@ func claimState(live routes.Route, key string, c routes.Claim, located map[strin
 	}
 	for _, f := range c.MirrorFilters {
 		cs.Filters = append(cs.Filters, fmt.Sprintf("%q in rule %d", f.Set, f.Rule))
-		if !routes.HasFilter(live.Rules, f) {
+		if !transform.HasFilter(live.Rules, f) {
 			cs.Changed = append(cs.Changed, fmt.Sprintf("mirror filter %q in rule %d: removed or changed since the plugin added it", f.Set, f.Rule))
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
 )
 
 // Which routes take added rules:
@@ -37,7 +38,7 @@ func (c SetHeader) decide(s state) (Result, error) {
 		// stopped taking header routes since it was added).
 		match = nil
 	}
-	res, err := routes.SetHeaderRules(live, s.ruleInput(c.Rules), c.Name, match)
+	res, err := transform.SetHeaderRules(live, s.ruleInput(c.Rules), c.Name, match)
 	if err != nil {
 		return Result{}, invalid(err)
 	}
@@ -63,14 +64,14 @@ func (c SetMirror) decide(s state) (Result, error) {
 	if filterMode {
 		match = nil // the entry's rule, from rule mode, goes
 	}
-	res, err := routes.SetMirrorRule(live, s.ruleInput(c.Rules), c.Name, match, c.Percent)
+	res, err := transform.SetMirrorRule(live, s.ruleInput(c.Rules), c.Name, match, c.Percent)
 	if err != nil {
 		return Result{}, invalid(err)
 	}
 	// In rule mode the entry's filters, from filter mode, go.
 	withRule := live
 	withRule.Rules = res.Rules
-	filters, err := routes.SetMirrorFilters(withRule, s.ruleInput(c.Rules), s.claim.MirrorFilters, c.Name, c.Percent, filterMode && adding)
+	filters, err := transform.SetMirrorFilters(withRule, s.ruleInput(c.Rules), s.claim.MirrorFilters, c.Name, c.Percent, filterMode && adding)
 	if err != nil {
 		return Result{}, invalid(err)
 	}
@@ -89,11 +90,11 @@ func (RemoveManaged) Desired(live routes.Route, env Env) (Result, error) {
 
 func (c RemoveManaged) decide(s state) (Result, error) {
 	live := s.live
-	res := routes.RulesResult{Rules: routes.CopyRules(live.Rules)}
+	res := transform.RulesResult{Rules: routes.CopyRules(live.Rules)}
 	if len(s.claim.Rules) > 0 {
-		res = routes.RemoveAddedRules(live, s.claim.Rules)
+		res = transform.RemoveAddedRules(live, s.claim.Rules)
 	}
-	rules, changes := routes.RemoveMirrorFilters(res.Rules, s.claim.MirrorFilters)
+	rules, changes := transform.RemoveMirrorFilters(res.Rules, s.claim.MirrorFilters)
 	res.Rules, res.Changes = rules, append(res.Changes, changes...)
 	return s.finishRules(res, nil)
 }

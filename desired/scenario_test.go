@@ -12,6 +12,7 @@ import (
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/experiment"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
 )
 
 // Scenarios in the style of structured-merge-diff's multiple_appliers_test:
@@ -116,7 +117,7 @@ func force(e *Env) { e.ConflictPolicy = TakeOver }
 
 func setWeight(w int64) SetWeight {
 	return SetWeight{
-		Split:      routes.Split{Stable: svc("stable"), Canary: svc("canary"), CanaryWeight: w, MaxWeight: 100},
+		Split:      transform.Split{Stable: svc("stable"), Canary: svc("canary"), CanaryWeight: w, MaxWeight: 100},
 		Experiment: experiment.Input{RolloutNamespace: ns, Stable: svc("stable"), Canary: svc("canary")},
 	}
 }
@@ -138,7 +139,7 @@ var ruleServices = RuleServices{Stable: svc("stable"), Canary: svc("canary"), Ma
 func header(name, value string) SetHeader {
 	c := SetHeader{Name: "beta", Rules: ruleServices}
 	if name != "" {
-		c.Match = []routes.HeaderMatch{{Name: name, Value: &routes.StringMatch{Exact: value}}}
+		c.Match = []transform.HeaderMatch{{Name: name, Value: &transform.StringMatch{Exact: value}}}
 	}
 	return c
 }
@@ -146,7 +147,7 @@ func header(name, value string) SetHeader {
 func mirror(percent int32, path string) SetMirror {
 	c := SetMirror{Name: "mirror", Percent: &percent, Rules: ruleServices}
 	if path != "" {
-		c.Match = []routes.RequestMatch{{Path: &routes.StringMatch{Prefix: path}}}
+		c.Match = []transform.RequestMatch{{Path: &transform.StringMatch{Prefix: path}}}
 	}
 	return c
 }
@@ -444,11 +445,11 @@ func TestTypedErrors(t *testing.T) {
 		want  []string
 	}{
 		{"no weighted rule", []routes.Rule{rule("/", backend("stable", 100))}, "", setWeight(30),
-			new(*routes.NoWeightedRuleError), []string{"has no rule whose backendRefs include both"}},
+			new(*transform.NoWeightedRuleError), []string{"has no rule whose backendRefs include both"}},
 		{"an experiment over 16 backendRefs", gitRules(100, 0), "", withExperiment(0, many...),
-			new(*routes.LimitError), []string{"rule 0 would hold 17 backendRefs"}},
+			new(*transform.LimitError), []string{"rule 0 would hold 17 backendRefs"}},
 		{"header rules over 16 rules", fifteen, "", header("X-Canary", "yes"),
-			new(*routes.LimitError), []string{"at most 16 rules per HTTPRoute"}},
+			new(*transform.LimitError), []string{"at most 16 rules per HTTPRoute"}},
 		{"a claims annotation that is not the plugin's", gitRules(100, 0), "{not json", setWeight(30),
 			new(*InvalidError), []string{"annotation gatewayapi-ssa.dev/claims is not what the plugin wrote"}},
 		{"the same on removal", gitRules(100, 0), "[]", RemoveManaged{},
@@ -592,7 +593,7 @@ func TestRuleNameTargetsOneRule(t *testing.T) {
 		{call{c: header("X-Canary", "yes"), env: split}, expect{weights: w(60, 30, "1:split/baseline", 10, "2:beta/canary", 1), wrote: true, owners: plugins, labels: inProgress, claims: true}},
 		{call{c: RemoveManaged{}, env: split}, expect{weights: w(60, 30, "1:split/baseline", 10), wrote: true, owners: plugins, labels: inProgress, claims: true}},
 		{call{c: setWeight(0), env: split}, expect{weights: w(100, 0), wrote: true}},
-		{call{c: setWeight(30), env: func(e *Env) { e.RuleName = "spilt" }}, expect{weights: w(100, 0), errAs: new(*routes.NoRuleNamedError),
+		{call{c: setWeight(30), env: func(e *Env) { e.RuleName = "spilt" }}, expect{weights: w(100, 0), errAs: new(*transform.NoRuleNamedError),
 			err: []string{`has no rule named "spilt"`, "rules named live, split"}}},
 	})
 }

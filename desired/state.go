@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
 )
 
 // state is what every call reads from the live route first: the claims,
@@ -53,20 +54,20 @@ func read(live routes.Route, env Env) (state, error) {
 }
 
 // ruleInput is what the header and mirror transforms need on this route.
-func (s state) ruleInput(r RuleServices) routes.RuleInput {
-	return routes.RuleInput{Stable: r.Stable, Canary: r.Canary, ManagedRoutes: r.ManagedRoutes, Claimed: s.claim.Rules,
+func (s state) ruleInput(r RuleServices) transform.RuleInput {
+	return transform.RuleInput{Stable: r.Stable, Canary: r.Canary, ManagedRoutes: r.ManagedRoutes, Claimed: s.claim.Rules,
 		Targeting: s.targeting(), AddedFilters: s.claims.AddedFilters()}
 }
 
 // targeting says which rules of the route are weighted rules for the Rollout.
-func (s state) targeting() routes.Targeting {
-	return routes.Targeting{Added: s.added, RuleName: s.env.RuleName}
+func (s state) targeting() transform.Targeting {
+	return transform.Targeting{Added: s.added, RuleName: s.env.RuleName}
 }
 
 // finishRules is finish for the calls that change added rules and mirror
 // filters: the claim records the rules' names with a digest of each as
 // written, and the filters.
-func (s state) finishRules(res routes.RulesResult, filters []routes.AddedFilter) (Result, error) {
+func (s state) finishRules(res transform.RulesResult, filters []routes.AddedFilter) (Result, error) {
 	claim := s.claim
 	claim.Rules = res.Claimed
 	claim.MirrorFilters = filters

@@ -5,6 +5,7 @@ import (
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/experiment"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
 )
 
 // Undo takes back everything a Rollout's claim records on a route, for a
@@ -46,20 +47,20 @@ func (Undo) decide(s state) (Result, error) {
 			continue // an experiment backend (removed below), or a ref someone removed
 		}
 		if b := rules[i].BackendRefs()[j]; b.Weight() != want {
-			changes = append(changes, routes.Change{Rule: i, Backend: target, From: b.Weight(), To: want}.String())
+			changes = append(changes, transform.Change{Rule: i, Backend: target, From: b.Weight(), To: want}.String())
 			b.SetWeight(want)
 		}
 	}
 	if len(s.claim.Backends) > 0 {
-		in := experiment.Input{RolloutNamespace: split.stable.Namespace, Stable: split.stable, Canary: split.canary, Targeting: routes.Targeting{Added: s.added}}
+		in := experiment.Input{RolloutNamespace: split.stable.Namespace, Stable: split.stable, Canary: split.canary, Targeting: transform.Targeting{Added: s.added}}
 		var expChanges []string
 		if rules, _, expChanges, err = experiment.Apply(live, rules, in, s.claim.Backends); err != nil {
 			return Result{}, invalid(err)
 		}
 		changes = append(changes, expChanges...)
 	}
-	res := routes.RemoveAddedRules(routes.Route{Ref: live.Ref, Rules: rules}, s.claim.Rules)
-	rules, filterChanges := routes.RemoveMirrorFilters(res.Rules, s.claim.MirrorFilters)
+	res := transform.RemoveAddedRules(routes.Route{Ref: live.Ref, Rules: rules}, s.claim.Rules)
+	rules, filterChanges := transform.RemoveMirrorFilters(res.Rules, s.claim.MirrorFilters)
 	s.env.InProgressLabel = ownedLabels(live, s.env.FieldManager)
 	return s.finish(rules, append(append(changes, res.Changes...), filterChanges...), routes.Claim{}, true)
 }

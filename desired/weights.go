@@ -3,6 +3,7 @@ package desired
 import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/experiment"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
 )
 
 // Desired gives the canary its weight, each experiment Service its weight and
@@ -14,7 +15,7 @@ func (c SetWeight) Desired(live routes.Route, env Env) (Result, error) {
 
 func (c SetWeight) decide(s state) (Result, error) {
 	live := s.live
-	rules, weightChanges, err := routes.SetWeights(live, c.Split, s.targeting())
+	rules, weightChanges, err := transform.SetWeights(live, c.Split, s.targeting())
 	if err != nil {
 		return Result{}, invalid(err)
 	}

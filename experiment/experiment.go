@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
 )
 
 // MaxBackendRefs is Gateway API's limit of backendRefs per rule.
@@ -30,7 +31,7 @@ type Input struct {
 	Destinations []Destination
 	// Targeting says which rules of the route are weighted rules (not the
 	// rules the plugin added; only the ruleName rule if the Rollout sets one).
-	Targeting routes.Targeting
+	Targeting transform.Targeting
 }
 
 // Sum is the total weight of the destinations.
@@ -55,7 +56,7 @@ func Apply(route routes.Route, rules []routes.Rule, in Input, claimed []routes.A
 	}
 	ns := route.Namespace
 	weighted := map[int]bool{}
-	for _, i := range routes.WeightedRules(ns, rules, in.Stable, in.Canary, in.Targeting) {
+	for _, i := range transform.WeightedRules(ns, rules, in.Stable, in.Canary, in.Targeting) {
 		weighted[i] = true
 	}
 	// related rules still send to stable or canary: a weighted rule someone
@@ -126,7 +127,7 @@ func Apply(route routes.Route, rules []routes.Rule, in Input, claimed []routes.A
 			changes = append(changes, fmt.Sprintf("rule %d + %s weight %d", i, target, d.Weight))
 		}
 		if n := len(rules[i].BackendRefs()); n > MaxBackendRefs {
-			return nil, nil, nil, &routes.LimitError{Msg: fmt.Sprintf("rule %d would hold %d backendRefs with the experiment's Services; Gateway API allows %d per rule", i, n, MaxBackendRefs)}
+			return nil, nil, nil, &transform.LimitError{Msg: fmt.Sprintf("rule %d would hold %d backendRefs with the experiment's Services; Gateway API allows %d per rule", i, n, MaxBackendRefs)}
 		}
 	}
 	return rules, append(kept, added...), changes, nil

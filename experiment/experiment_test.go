@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
 )
 
 // Rules here are in the form the apiserver serves them through unstructured:
@@ -554,7 +555,7 @@ func foreign(n int) []map[string]any {
 
 // The GKE case of issue 3 as a sequence of calls, each fed the previous
 // result and record: 70/5/25 during the experiment, then stable 100 (set by
-// routes.SetWeights) and the route exactly as it was.
+// transform.SetWeights) and the route exactly as it was.
 func TestApplyExperimentLifecycle(t *testing.T) {
 	before := func() []routes.Rule {
 		return rules(
@@ -565,7 +566,7 @@ func TestApplyExperimentLifecycle(t *testing.T) {
 	r := route(rolloutNS, before())
 	withWeights := func(rs []routes.Rule, canaryWeight, reserved int64) []routes.Rule {
 		t.Helper()
-		out, _, err := routes.SetWeights(route(rolloutNS, rs), routes.Split{Stable: stable, Canary: canary, CanaryWeight: canaryWeight, MaxWeight: 100, Reserved: reserved}, routes.Targeting{})
+		out, _, err := transform.SetWeights(route(rolloutNS, rs), transform.Split{Stable: stable, Canary: canary, CanaryWeight: canaryWeight, MaxWeight: 100, Reserved: reserved}, transform.Targeting{})
 		if err != nil {
 			t.Fatal(err)
 		}

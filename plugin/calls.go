@@ -19,6 +19,7 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/experiment"
 	"github.com/gatewayapi-ssa/rollouts-plugin/pingpong"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
 )
 
 // Decoding the controller's calls into the core's typed values: each call is
@@ -45,25 +46,25 @@ func describeSplit(method string, weight int32, additional []v1alpha1.WeightDest
 // validateSplit checks a SetWeight or VerifyWeight call and returns the split
 // it asks for: the canary weight within maxTrafficWeight, each experiment
 // Service named once with a weight of 0 or more, and room left for stable.
-func validateSplit(ro *v1alpha1.Rollout, weight int32, additional []v1alpha1.WeightDestination) (routes.Split, error) {
+func validateSplit(ro *v1alpha1.Rollout, weight int32, additional []v1alpha1.WeightDestination) (transform.Split, error) {
 	stable, canary, err := pingpong.Services(ro)
 	if err != nil {
-		return routes.Split{}, err
+		return transform.Split{}, err
 	}
 	if ro.Spec.Strategy.Canary.TrafficRouting == nil {
-		return routes.Split{}, errors.New("spec.strategy.canary.trafficRouting is not set")
+		return transform.Split{}, errors.New("spec.strategy.canary.trafficRouting is not set")
 	}
 	max := int64(100)
 	if m := ro.Spec.Strategy.Canary.TrafficRouting.MaxTrafficWeight; m != nil {
 		max = int64(*m)
 	}
-	if max < 1 || max > routes.MaxBackendWeight {
-		return routes.Split{}, fmt.Errorf("spec.strategy.canary.trafficRouting.maxTrafficWeight %d is outside 1..%d (Gateway API's largest weight); nothing was written", max, routes.MaxBackendWeight)
+	if max < 1 || max > transform.MaxBackendWeight {
+		return transform.Split{}, fmt.Errorf("spec.strategy.canary.trafficRouting.maxTrafficWeight %d is outside 1..%d (Gateway API's largest weight); nothing was written", max, transform.MaxBackendWeight)
 	}
 	if weight < 0 || int64(weight) > max {
-		return routes.Split{}, fmt.Errorf("weight %d is outside 0..%d (spec.strategy.canary.trafficRouting.maxTrafficWeight)", weight, max)
+		return transform.Split{}, fmt.Errorf("weight %d is outside 0..%d (spec.strategy.canary.trafficRouting.maxTrafficWeight)", weight, max)
 	}
-	split := routes.Split{
+	split := transform.Split{
 		Stable:       routes.ServiceRef(ro.Namespace, stable),
 		Canary:       routes.ServiceRef(ro.Namespace, canary),
 		CanaryWeight: int64(weight),
@@ -73,17 +74,17 @@ func validateSplit(ro *v1alpha1.Rollout, weight int32, additional []v1alpha1.Wei
 	for _, d := range additional {
 		switch {
 		case d.ServiceName == "":
-			return routes.Split{}, fmt.Errorf("additionalDestinations has an entry (weight %d) with no Service name: Argo Rollouts creates no Service for an experiment template whose pod template has no container port; give the template's container a port", d.Weight)
+			return transform.Split{}, fmt.Errorf("additionalDestinations has an entry (weight %d) with no Service name: Argo Rollouts creates no Service for an experiment template whose pod template has no container port; give the template's container a port", d.Weight)
 		case d.Weight < 0:
-			return routes.Split{}, fmt.Errorf("experiment Service %s has negative weight %d", d.ServiceName, d.Weight)
+			return transform.Split{}, fmt.Errorf("experiment Service %s has negative weight %d", d.ServiceName, d.Weight)
 		case seen[d.ServiceName]:
-			return routes.Split{}, fmt.Errorf("experiment Service %s is listed twice in additionalDestinations", d.ServiceName)
+			return transform.Split{}, fmt.Errorf("experiment Service %s is listed twice in additionalDestinations", d.ServiceName)
 		}
 		seen[d.ServiceName] = true
 		split.Reserved += int64(d.Weight)
 	}
 	if split.StableWeight() < 0 {
-		return routes.Split{}, fmt.Errorf("canary weight %d plus experiment weights %d exceed maxTrafficWeight %d; nothing was written",
+		return transform.Split{}, fmt.Errorf("canary weight %d plus experiment weights %d exceed maxTrafficWeight %d; nothing was written",
 			weight, split.Reserved, max)
 	}
 	return split, nil
@@ -167,9 +168,9 @@ func DecodeSetHeader(ro *v1alpha1.Rollout, h *v1alpha1.SetHeaderRoute, s *Settin
 	}
 	call := desired.SetHeader{Name: h.Name, Rules: services}
 	for _, m := range h.Match {
-		call.Match = append(call.Match, routes.HeaderMatch{Name: m.HeaderName, Value: stringMatch(m.HeaderValue)})
+		call.Match = append(call.Match, transform.HeaderMatch{Name: m.HeaderName, Value: stringMatch(m.HeaderValue)})
 	}
-	if err := routes.CheckHeaderMatches(call.Match); err != nil {
+	if err := transform.CheckHeaderMatches(call.Match); err != nil {
 		return desired.SetHeader{}, invalidStep("setHeaderRoute", h.Name, err)
 	}
 	return call, nil
@@ -185,10 +186,10 @@ func invalidStep(step, name string, err error) error {
 func DecodeSetMirror(ro *v1alpha1.Rollout, m *v1alpha1.SetMirrorRoute) (desired.SetMirror, error) {
 	call := desired.SetMirror{Name: m.Name, Percent: m.Percentage}
 	for _, rm := range m.Match {
-		match := routes.RequestMatch{Method: stringMatch(rm.Method), Path: stringMatch(rm.Path)}
+		match := transform.RequestMatch{Method: stringMatch(rm.Method), Path: stringMatch(rm.Path)}
 		for name, v := range rm.Headers {
 			if match.Headers == nil {
-				match.Headers = map[string]routes.StringMatch{}
+				match.Headers = map[string]transform.StringMatch{}
 			}
 			match.Headers[name] = *stringMatch(&v)
 		}
@@ -197,7 +198,7 @@ func DecodeSetMirror(ro *v1alpha1.Rollout, m *v1alpha1.SetMirrorRoute) (desired.
 	if p := m.Percentage; p != nil && (*p < 0 || *p > 100) {
 		return desired.SetMirror{}, invalidStep("setMirrorRoute", m.Name, fmt.Errorf("percentage %d is outside 0..100", *p))
 	}
-	if err := routes.CheckRequestMatches(call.Match); err != nil {
+	if err := transform.CheckRequestMatches(call.Match); err != nil {
 		return desired.SetMirror{}, invalidStep("setMirrorRoute", m.Name, err)
 	}
 	services, err := ruleServices(ro, "setMirrorRoute", m.Name, len(call.Match) > 0 && (m.Percentage == nil || *m.Percentage != 0))
@@ -205,11 +206,11 @@ func DecodeSetMirror(ro *v1alpha1.Rollout, m *v1alpha1.SetMirrorRoute) (desired.
 	return call, err
 }
 
-func stringMatch(s *v1alpha1.StringMatch) *routes.StringMatch {
+func stringMatch(s *v1alpha1.StringMatch) *transform.StringMatch {
 	if s == nil {
 		return nil
 	}
-	return &routes.StringMatch{Exact: s.Exact, Prefix: s.Prefix, Regex: s.Regex}
+	return &transform.StringMatch{Exact: s.Exact, Prefix: s.Prefix, Regex: s.Regex}
 }
 
 // ruleServices is what the header and mirror transforms need from the

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
 )
 
 // SetWeight and VerifyWeight validate their split with the same function, so
@@ -28,17 +29,17 @@ func TestValidateSplit(t *testing.T) {
 		edit       func(*v1alpha1.Rollout)
 		weight     int32
 		additional []v1alpha1.WeightDestination
-		want       routes.Split
+		want       transform.Split
 		err        string
 	}{
 		{name: "canary and stable", weight: 30,
-			want: routes.Split{Stable: routes.ServiceRef("shop", "web-stable"), Canary: routes.ServiceRef("shop", "web-canary"), CanaryWeight: 30, MaxWeight: 100}},
+			want: transform.Split{Stable: routes.ServiceRef("shop", "web-stable"), Canary: routes.ServiceRef("shop", "web-canary"), CanaryWeight: 30, MaxWeight: 100}},
 		{name: "experiment weights are reserved", weight: 20, additional: []v1alpha1.WeightDestination{dest("base", 5), dest("exp", 25)},
-			want: routes.Split{Stable: routes.ServiceRef("shop", "web-stable"), Canary: routes.ServiceRef("shop", "web-canary"), CanaryWeight: 20, MaxWeight: 100, Reserved: 30}},
+			want: transform.Split{Stable: routes.ServiceRef("shop", "web-stable"), Canary: routes.ServiceRef("shop", "web-canary"), CanaryWeight: 20, MaxWeight: 100, Reserved: 30}},
 		{name: "maxTrafficWeight", edit: withMax, weight: 300,
-			want: routes.Split{Stable: routes.ServiceRef("shop", "web-stable"), Canary: routes.ServiceRef("shop", "web-canary"), CanaryWeight: 300, MaxWeight: 1000}},
+			want: transform.Split{Stable: routes.ServiceRef("shop", "web-stable"), Canary: routes.ServiceRef("shop", "web-canary"), CanaryWeight: 300, MaxWeight: 1000}},
 		{name: "ping-pong: pong is stable", edit: pingPong, weight: 10,
-			want: routes.Split{Stable: routes.ServiceRef("shop", "web-pong"), Canary: routes.ServiceRef("shop", "web-ping"), CanaryWeight: 10, MaxWeight: 100}},
+			want: transform.Split{Stable: routes.ServiceRef("shop", "web-pong"), Canary: routes.ServiceRef("shop", "web-ping"), CanaryWeight: 10, MaxWeight: 100}},
 		{name: "over the maximum", weight: 101, err: "weight 101 is outside 0..100"},
 		{name: "negative", weight: -1, err: "weight -1 is outside 0..100"},
 		{name: "experiment Service without a name", weight: 0, additional: []v1alpha1.WeightDestination{dest("", 5)}, err: "no Service name"},
@@ -91,7 +92,7 @@ func TestHeaderAndMirrorCallsCarryTheMatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantH := desired.SetHeader{Name: "beta", Rules: services, Match: []routes.HeaderMatch{{Name: "X-Canary", Value: &routes.StringMatch{Prefix: "yes"}}}}
+	wantH := desired.SetHeader{Name: "beta", Rules: services, Match: []transform.HeaderMatch{{Name: "X-Canary", Value: &transform.StringMatch{Prefix: "yes"}}}}
 	if diff := cmp.Diff(wantH, h); diff != "" {
 		t.Errorf("header call (-want +got):\n%s", diff)
 	}
@@ -105,10 +106,10 @@ func TestHeaderAndMirrorCallsCarryTheMatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantM := desired.SetMirror{Name: "mirror", Percent: &pct, Rules: services, Match: []routes.RequestMatch{{
-		Method:  &routes.StringMatch{Exact: "GET"},
-		Path:    &routes.StringMatch{Prefix: "/api"},
-		Headers: map[string]routes.StringMatch{"x-tenant": {Regex: "a|b"}},
+	wantM := desired.SetMirror{Name: "mirror", Percent: &pct, Rules: services, Match: []transform.RequestMatch{{
+		Method:  &transform.StringMatch{Exact: "GET"},
+		Path:    &transform.StringMatch{Prefix: "/api"},
+		Headers: map[string]transform.StringMatch{"x-tenant": {Regex: "a|b"}},
 	}}}
 	if diff := cmp.Diff(wantM, m); diff != "" {
 		t.Errorf("mirror call (-want +got):\n%s", diff)

@@ -121,7 +121,7 @@ type Settings struct {
 	SelectedHeaderRoutes bool
 	VerifyWeight         bool
 	// VerifyWeightSettle is the Rollout's verifyWeightSettle; nil: the
-	// gateway's known settle time (routes.SettleFor).
+	// gateway's known settle time (desired.SettleFor).
 	VerifyWeightSettle *time.Duration
 	ConflictPolicy     desired.ConflictPolicy
 	// RuleNames are the rules the Rollout targets on named routes (ruleName);

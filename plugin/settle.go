@@ -5,6 +5,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
@@ -12,13 +13,13 @@ import (
 // current generation but whose data plane may not carry them yet: a gateway
 // whose status leads its data plane (Traefik writes status before its reload
 // throttle lets the new configuration through) gets its settle time after
-// the status write (routes.SettleFor, or the Rollout's verifyWeightSettle).
+// the status write (desired.SettleFor, or the Rollout's verifyWeightSettle).
 // Call it for routes VerifyStatus found current. It logs one line per route
 // still settling; an error means a settle cannot be timed.
 func settling(log *logrus.Entry, live []routes.Route, override *time.Duration, now time.Time) (int, error) {
 	n := 0
 	for _, r := range live {
-		s := routes.SettleFor(r, override)
+		s := desired.SettleFor(r, override)
 		remaining, err := s.Remaining(r, now)
 		if err != nil {
 			return 0, err

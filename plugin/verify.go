@@ -12,6 +12,7 @@ import (
 	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
@@ -24,7 +25,7 @@ import (
 // writes nothing) and answers Verified only when every route's spec carries
 // the desired weights (canary, experiment Services, stable the rest of
 // maxTrafficWeight) and every parent it names reports Accepted and
-// ResolvedRefs True for the route's current generation (routes.VerifyStatus),
+// ResolvedRefs True for the route's current generation (desired.VerifyStatus),
 // and, for a gateway whose status leads its data plane, that gateway's
 // settle time has passed since that status was written (settling).
 // A route that is behind gives NotVerified and one log line saying what is
@@ -50,9 +51,9 @@ func (p *Plugin) verifyWeight(ro *v1alpha1.Rollout, desiredWeight int32, additio
 	}
 	// Experiment Services (in the Rollout's namespace, as SetWeight adds them)
 	// take their weights out of stable's share.
-	var extra []routes.BackendWeight
+	var extra []desired.BackendWeight
 	for _, d := range additional {
-		extra = append(extra, routes.BackendWeight{Backend: routes.ServiceRef(ro.Namespace, d.ServiceName), Weight: int64(d.Weight)})
+		extra = append(extra, desired.BackendWeight{Backend: routes.ServiceRef(ro.Namespace, d.ServiceName), Weight: int64(d.Weight)})
 	}
 	p.mu.Lock()
 	reader := p.reader
@@ -72,7 +73,7 @@ func (p *Plugin) verifyWeight(ro *v1alpha1.Rollout, desiredWeight int32, additio
 	var failed []string
 	behind := 0
 	for _, r := range live {
-		v, err := routes.VerifyStatus(r, split, extra, settings.RuleNames[r.Ref])
+		v, err := desired.VerifyStatus(r, split, extra, settings.RuleNames[r.Ref])
 		if err != nil {
 			errs = append(errs, routes.About(r.Ref, err))
 			continue
@@ -140,7 +141,7 @@ func (p *Plugin) freshRoutes(ctx context.Context, reader routes.Reader, t routes
 	return out, nil
 }
 
-func findings(fs []routes.Finding) string {
+func findings(fs []desired.Finding) string {
 	parts := make([]string, len(fs))
 	for i, f := range fs {
 		parts[i] = f.String()

@@ -151,3 +151,35 @@ func (c Claims) Rollouts() []string {
 	sort.Strings(out)
 	return out
 }
+
+// AddedFilter is a RequestMirror filter the plugin added to a weighted rule.
+type AddedFilter struct {
+	// Set is the managedRoutes entry the filter belongs to.
+	Set string `json:"set"`
+	// Rule is the rule's index when it was added; RuleName its name, if any,
+	// which wins over the index.
+	Rule     int    `json:"rule"`
+	RuleName string `json:"ruleName,omitempty"`
+	// Filter is the filter as written.
+	Filter map[string]any `json:"filter"`
+	// Others counts the equal filters the rule held before the plugin added
+	// its own.
+	Others int `json:"others,omitempty"`
+}
+
+// LocateRule finds a rule the plugin recorded: by name when it had one, else
+// by index; -1 when it is gone.
+func LocateRule(rules []Rule, index int, name string) int {
+	if name != "" {
+		for i, r := range rules {
+			if r.Name() == name {
+				return i
+			}
+		}
+		return -1
+	}
+	if index >= 0 && index < len(rules) {
+		return index
+	}
+	return -1
+}

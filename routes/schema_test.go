@@ -53,23 +53,6 @@ func TestSchemasFromOpenAPI(t *testing.T) {
 	}
 }
 
-func TestSchemaErrorSaysWhatToDo(t *testing.T) {
-	r := Route{Ref: Ref{Kind: HTTPRoute, Namespace: "shop", Name: "web"}, Version: "v1", Schema: Schema{LacksRuleNames: true, LacksMirrorPercent: true}}
-	err := r.checkMirrorPercent("mirror", 25)
-	want := `mirror route "mirror": mirroring 25% of the requests needs spec.rules[].filters[].requestMirror.percent, which the installed HTTPRoute CRD (v1) does not have: ` +
-		`it is in Gateway API v1.3 (standard channel; the experimental channel has it since v1.2) and later; upgrade the Gateway API CRDs, or mirror every request (leave the step's percentage out, or set it to 100)`
-	if err == nil || err.Error() != want {
-		t.Errorf("error:\n%v\nwant:\n%s", err, want)
-	}
-	if err := r.checkMirrorPercent("mirror", 100); err != nil {
-		t.Errorf("100%% needs no percentage: %v", err)
-	}
-	r.Schema.LacksMirrorPercent = false
-	if err := r.checkMirrorPercent("mirror", 25); err != nil {
-		t.Errorf("a CRD with the field: %v", err)
-	}
-}
-
 // The reader reads a version's OpenAPI document once and gives every route
 // its kind's schema; a schema that lacks a field is read again after
 // schemaRecheck (the CRDs may have been upgraded); a document it cannot

@@ -1,4 +1,4 @@
-package routes
+package transform
 
 import (
 	"encoding/json"
@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -16,8 +17,8 @@ var mrIn = RuleInput{Stable: wtStable, Canary: wtCanary, ManagedRoutes: []string
 // mrInput is in as the core passes it for route r: with the Rollout's
 // claimed rule names and every Rollout's added rule names read from r's
 // claims annotation.
-func mrInput(in RuleInput, r Route, claimed []string) RuleInput {
-	claims, err := ReadClaims(r)
+func mrInput(in RuleInput, r routes.Route, claimed []string) RuleInput {
+	claims, err := routes.ReadClaims(r)
 	if err != nil {
 		panic(err)
 	}
@@ -31,7 +32,7 @@ func mrHeader(name, typ, value string) map[string]any {
 
 // mrHeaderRule is wtRule(path, ...) turned into a header rule: named, the
 // headers added to its match, only the canary backendRef with weight 1.
-func mrHeaderRule(name, path string, headers ...map[string]any) Rule {
+func mrHeaderRule(name, path string, headers ...map[string]any) routes.Rule {
 	r := wtRule(path, wtBackend("web-canary", 1))
 	hs := make([]any, len(headers))
 	for i, h := range headers {
@@ -45,17 +46,17 @@ func mrHeaderRule(name, path string, headers ...map[string]any) Rule {
 	return r
 }
 
-func mrNamed(name string, r Rule) Rule {
+func mrNamed(name string, r routes.Rule) routes.Rule {
 	r["name"] = name
 	return r
 }
 
 // mrWithClaims returns the route with the claims annotation recording rules
 // for Rollouts (key → names).
-func mrWithClaims(r Route, rules map[string][]string) Route {
-	c := Claims{}
+func mrWithClaims(r routes.Route, rules map[string][]string) routes.Route {
+	c := routes.Claims{}
 	for k, names := range rules {
-		c[k] = Claim{Rules: names}
+		c[k] = routes.Claim{Rules: names}
 	}
 	r.Annotations = c.Annotations()
 	return r
@@ -68,17 +69,17 @@ func exact(name, v string) HeaderMatch {
 }
 
 func TestSetHeaderRules(t *testing.T) {
-	managed := func(path string, canary int64) Rule {
+	managed := func(path string, canary int64) routes.Rule {
 		return wtRule(path, wtBackend("web-stable", 100-canary), wtBackend("web-canary", canary))
 	}
 	userCanaryOnly := mrNamed("preview", wtRule("/preview", wtBackend("web-canary", 1)))
 	tests := []struct {
 		name        string
-		route       Route
+		route       routes.Route
 		claimed     []string
 		set         string
 		match       []HeaderMatch
-		wantRules   []Rule
+		wantRules   []routes.Rule
 		wantClaimed []string
 		wantChanges []string
 	}{
@@ -87,7 +88,7 @@ func TestSetHeaderRules(t *testing.T) {
 			route:       wtRoute(managed("/", 0)),
 			set:         "beta",
 			match:       mrMatch(exact("X-Canary", "yes")),
-			wantRules:   []Rule{managed("/", 0), mrHeaderRule("beta", "/", mrHeader("X-Canary", "Exact", "yes"))},
+			wantRules:   []routes.Rule{managed("/", 0), mrHeaderRule("beta", "/", mrHeader("X-Canary", "Exact", "yes"))},
 			wantClaimed: []string{"beta"},
 			wantChanges: []string{"+ rule beta"},
 		},
@@ -99,7 +100,7 @@ func TestSetHeaderRules(t *testing.T) {
 				HeaderMatch{Name: "X-Version", Value: &StringMatch{Prefix: "v1.2+"}},
 				HeaderMatch{Name: "X-User", Value: &StringMatch{Regex: "^(alice|bob)$"}},
 			),
-			wantRules: []Rule{managed("/", 30), mrHeaderRule("beta", "/",
+			wantRules: []routes.Rule{managed("/", 30), mrHeaderRule("beta", "/",
 				mrHeader("X-Version", "RegularExpression", `^v1\.2\+.*`),
 				mrHeader("X-User", "RegularExpression", "^(alice|bob)$"))},
 			wantClaimed: []string{"beta"},
@@ -110,7 +111,7 @@ func TestSetHeaderRules(t *testing.T) {
 			route: wtRoute(managed("/a", 10), wtRule("/static", wtBackend("static", 1)), userCanaryOnly, managed("/b", 10)),
 			set:   "beta",
 			match: mrMatch(exact("X-Canary", "yes")),
-			wantRules: []Rule{
+			wantRules: []routes.Rule{
 				managed("/a", 10), wtRule("/static", wtBackend("static", 1)), userCanaryOnly, managed("/b", 10),
 				mrHeaderRule("beta", "/a", mrHeader("X-Canary", "Exact", "yes")),
 				mrHeaderRule("beta-1", "/b", mrHeader("X-Canary", "Exact", "yes")),
@@ -126,7 +127,7 @@ func TestSetHeaderRules(t *testing.T) {
 			claimed: []string{"mirror", "beta"},
 			set:     "beta",
 			match:   mrMatch(exact("X-Canary", "yes")),
-			wantRules: []Rule{managed("/", 30),
+			wantRules: []routes.Rule{managed("/", 30),
 				mrHeaderRule("beta", "/", mrHeader("X-Canary", "Exact", "yes")),
 				mrNamed("mirror", wtRule("/m", wtBackend("web-stable", 1)))},
 			wantClaimed: []string{"mirror", "beta"},
@@ -138,7 +139,7 @@ func TestSetHeaderRules(t *testing.T) {
 			claimed:     []string{"beta"},
 			set:         "beta",
 			match:       mrMatch(exact("X-Canary", "always")),
-			wantRules:   []Rule{managed("/", 30), mrHeaderRule("beta", "/", mrHeader("X-Canary", "Exact", "always"))},
+			wantRules:   []routes.Rule{managed("/", 30), mrHeaderRule("beta", "/", mrHeader("X-Canary", "Exact", "always"))},
 			wantClaimed: []string{"beta"},
 			wantChanges: []string{"~ rule beta"},
 		},
@@ -151,7 +152,7 @@ func TestSetHeaderRules(t *testing.T) {
 				map[string][]string{"ns/demo": {"beta", "beta-1", "other"}}),
 			claimed: []string{"beta", "beta-1", "other"},
 			set:     "beta",
-			wantRules: []Rule{managed("/a", 30), managed("/b", 30),
+			wantRules: []routes.Rule{managed("/a", 30), managed("/b", 30),
 				mrHeaderRule("other", "/a", mrHeader("X-Other", "Exact", "yes")),
 				mrHeaderRule("beta-7", "/b", mrHeader("X-Canary", "Exact", "yes"))},
 			wantClaimed: []string{"other"},
@@ -161,13 +162,13 @@ func TestSetHeaderRules(t *testing.T) {
 			name:        "no match and nothing recorded: nothing changes",
 			route:       wtRoute(managed("/", 30), userCanaryOnly),
 			set:         "beta",
-			wantRules:   []Rule{managed("/", 30), userCanaryOnly},
+			wantRules:   []routes.Rule{managed("/", 30), userCanaryOnly},
 			wantClaimed: nil,
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			before := CopyRules(tc.route.Rules)
+			before := routes.CopyRules(tc.route.Rules)
 			got, err := SetHeaderRules(tc.route, mrInput(mrIn, tc.route, tc.claimed), tc.set, tc.match)
 			if err != nil {
 				t.Fatal(err)
@@ -190,18 +191,18 @@ func TestSetHeaderRules(t *testing.T) {
 
 func TestSetHeaderRulesGRPC(t *testing.T) {
 	method := map[string]any{"type": "Exact", "service": "shop.Cart", "method": "Add"}
-	source := Rule{
+	source := routes.Rule{
 		"matches":     []any{map[string]any{"method": method}},
 		"backendRefs": []any{wtBackend("web-stable", 80), wtBackend("web-canary", 20)},
 	}
-	catchAll := Rule{"backendRefs": []any{wtBackend("web-stable", 80), wtBackend("web-canary", 20)}}
-	r := Route{Ref: Ref{Kind: GRPCRoute, Namespace: wtNS, Name: "api"}, Rules: []Rule{source, catchAll}}
+	catchAll := routes.Rule{"backendRefs": []any{wtBackend("web-stable", 80), wtBackend("web-canary", 20)}}
+	r := routes.Route{Ref: routes.Ref{Kind: routes.GRPCRoute, Namespace: wtNS, Name: "api"}, Rules: []routes.Rule{source, catchAll}}
 	got, err := SetHeaderRules(r, mrInput(mrIn, r, nil), "beta", mrMatch(exact("x-canary", "yes")))
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := []any{mrHeader("x-canary", "Exact", "yes")}
-	want := []Rule{source, catchAll,
+	want := []routes.Rule{source, catchAll,
 		{"name": "beta", "matches": []any{map[string]any{"method": method, "headers": h}}, "backendRefs": []any{wtBackend("web-canary", 1)}},
 		{"name": "beta-1", "matches": []any{map[string]any{"headers": h}}, "backendRefs": []any{wtBackend("web-canary", 1)}},
 	}
@@ -216,11 +217,11 @@ func TestSetHeaderRulesErrors(t *testing.T) {
 		"path":    map[string]any{"type": "PathPrefix", "value": "/"},
 		"headers": []any{mrHeader("x-canary", "Exact", "no")},
 	}})
-	var fifteen []Rule
+	var fifteen []routes.Rule
 	for i := range 15 {
 		fifteen = append(fifteen, wtRule(fmt.Sprintf("/r%d", i), wtBackend("web-stable", 100), wtBackend("web-canary", 0)))
 	}
-	manyMatches := func() Rule {
+	manyMatches := func() routes.Rule {
 		var ms []any
 		for i := range 64 {
 			ms = append(ms, map[string]any{"path": map[string]any{"type": "PathPrefix", "value": fmt.Sprintf("/m%d", i)}})
@@ -229,7 +230,7 @@ func TestSetHeaderRulesErrors(t *testing.T) {
 	}
 	tests := []struct {
 		name  string
-		route Route
+		route routes.Route
 		set   string
 		match []HeaderMatch
 		in    RuleInput
@@ -248,7 +249,7 @@ func TestSetHeaderRulesErrors(t *testing.T) {
 		{"two values", wtRoute(managed), "beta", mrMatch(HeaderMatch{Name: "X-Canary", Value: &StringMatch{Exact: "a", Prefix: "b"}}), mrIn, []string{"exactly one of exact, prefix and regex"}},
 		{"bad header name", wtRoute(managed), "beta", mrMatch(exact("X Canary", "yes")), mrIn, []string{`"X Canary" is not an HTTP header name`}},
 		{"no managed rule", wtRoute(wtRule("/", wtBackend("web-stable", 1))), "beta", mrMatch(exact("X-Canary", "yes")), mrIn, []string{"has no rule whose backendRefs include both"}},
-		{"a TCPRoute", Route{Ref: Ref{Kind: TCPRoute, Namespace: wtNS, Name: "db"}, Rules: []Rule{{"backendRefs": []any{wtBackend("web-stable", 1), wtBackend("web-canary", 0)}}}}, "beta",
+		{"a TCPRoute", routes.Route{Ref: routes.Ref{Kind: routes.TCPRoute, Namespace: wtNS, Name: "db"}, Rules: []routes.Rule{{"backendRefs": []any{wtBackend("web-stable", 1), wtBackend("web-canary", 0)}}}}, "beta",
 			mrMatch(exact("X-Canary", "yes")), mrIn, []string{"a TCPRoute has no matches"}},
 		{"more than 16 rules", wtRoute(fifteen...), "beta", mrMatch(exact("X-Canary", "yes")), mrIn,
 			[]string{"header route \"beta\"", "30 rules", "at most 16 rules per HTTPRoute"}},
@@ -274,7 +275,7 @@ func TestSetHeaderRulesErrors(t *testing.T) {
 func TestSetMirrorRule(t *testing.T) {
 	managed := wtRule("/", wtBackend("web-stable", 70), wtBackend("web-canary", 30))
 	pct := func(p int32) *int32 { return &p }
-	mirrorRule := func(percent int64, matches ...any) Rule {
+	mirrorRule := func(percent int64, matches ...any) routes.Rule {
 		r := wtRule("/", wtBackend("web-stable", 1))
 		r["name"] = "mirror"
 		r["matches"] = matches
@@ -295,11 +296,11 @@ func TestSetMirrorRule(t *testing.T) {
 	}
 	tests := []struct {
 		name        string
-		route       Route
+		route       routes.Route
 		claimed     []string
 		match       []RequestMatch
 		percent     *int32
-		wantRules   []Rule
+		wantRules   []routes.Rule
 		wantClaimed []string
 	}{
 		{
@@ -307,7 +308,7 @@ func TestSetMirrorRule(t *testing.T) {
 			route:       wtRoute(managed),
 			match:       []RequestMatch{{Method: &StringMatch{Exact: "GET"}}},
 			percent:     pct(25),
-			wantRules:   []Rule{managed, mirrorRule(25, get)},
+			wantRules:   []routes.Rule{managed, mirrorRule(25, get)},
 			wantClaimed: []string{"mirror"},
 		},
 		{
@@ -317,7 +318,7 @@ func TestSetMirrorRule(t *testing.T) {
 				Path:    &StringMatch{Prefix: "/api"},
 				Headers: map[string]StringMatch{"X-B": {Prefix: "b."}, "X-A": {Exact: "1"}},
 			}},
-			wantRules:   []Rule{managed, mirrorRule(100, api)},
+			wantRules:   []routes.Rule{managed, mirrorRule(100, api)},
 			wantClaimed: []string{"mirror"},
 		},
 		{
@@ -326,14 +327,14 @@ func TestSetMirrorRule(t *testing.T) {
 			claimed:     []string{"mirror"},
 			match:       []RequestMatch{{Method: &StringMatch{Exact: "GET"}}},
 			percent:     pct(0),
-			wantRules:   []Rule{managed},
+			wantRules:   []routes.Rule{managed},
 			wantClaimed: nil,
 		},
 		{
 			name:        "no match removes it",
 			route:       mrWithClaims(wtRoute(managed, mirrorRule(25, get)), map[string][]string{"ns/demo": {"mirror"}}),
 			claimed:     []string{"mirror"},
-			wantRules:   []Rule{managed},
+			wantRules:   []routes.Rule{managed},
 			wantClaimed: nil,
 		},
 	}
@@ -355,11 +356,11 @@ func TestSetMirrorRule(t *testing.T) {
 
 func TestSetMirrorRuleErrors(t *testing.T) {
 	managed := wtRule("/", wtBackend("web-stable", 70), wtBackend("web-canary", 30))
-	grpc := Route{Ref: Ref{Kind: GRPCRoute, Namespace: wtNS, Name: "api"}, Rules: []Rule{{"backendRefs": []any{wtBackend("web-stable", 1), wtBackend("web-canary", 0)}}}}
+	grpc := routes.Route{Ref: routes.Ref{Kind: routes.GRPCRoute, Namespace: wtNS, Name: "api"}, Rules: []routes.Rule{{"backendRefs": []any{wtBackend("web-stable", 1), wtBackend("web-canary", 0)}}}}
 	pct := int32(101)
 	for _, tc := range []struct {
 		name    string
-		route   Route
+		route   routes.Route
 		match   []RequestMatch
 		percent *int32
 		want    string
@@ -383,8 +384,8 @@ func TestSetMirrorRuleErrors(t *testing.T) {
 }
 
 func TestSetMirrorRuleGRPC(t *testing.T) {
-	source := Rule{"backendRefs": []any{wtBackend("web-stable", 80), wtBackend("web-canary", 20)}}
-	r := Route{Ref: Ref{Kind: GRPCRoute, Namespace: wtNS, Name: "api"}, Rules: []Rule{source}}
+	source := routes.Rule{"backendRefs": []any{wtBackend("web-stable", 80), wtBackend("web-canary", 20)}}
+	r := routes.Route{Ref: routes.Ref{Kind: routes.GRPCRoute, Namespace: wtNS, Name: "api"}, Rules: []routes.Rule{source}}
 	got, err := SetMirrorRule(r, mrInput(mrIn, r, nil), "mirror", []RequestMatch{
 		{Path: &StringMatch{Exact: "/shop.Cart/Add"}},
 		{Path: &StringMatch{Prefix: "/shop.Orders/"}, Headers: map[string]StringMatch{"x-tenant": {Exact: "a"}}},
@@ -392,7 +393,7 @@ func TestSetMirrorRuleGRPC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Rule{source, {
+	want := []routes.Rule{source, {
 		"name": "mirror",
 		"matches": []any{
 			map[string]any{"method": map[string]any{"type": "Exact", "service": "shop.Cart", "method": "Add"}},
@@ -419,13 +420,13 @@ func TestRemoveAddedRules(t *testing.T) {
 	unnamed := wtRule("/c", wtBackend("web-canary", 1))
 	r := mrWithClaims(wtRoute(managed, mine, theirs, userLookAlike, unnamed), map[string][]string{"ns/demo": {"beta", "mirror"}, "ns/other": {"gamma"}})
 	got := RemoveAddedRules(r, []string{"beta", "mirror"})
-	if diff := cmp.Diff([]Rule{managed, theirs, userLookAlike, unnamed}, got.Rules); diff != "" {
+	if diff := cmp.Diff([]routes.Rule{managed, theirs, userLookAlike, unnamed}, got.Rules); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff([]string{"− rule beta"}, got.Changes); diff != "" {
 		t.Errorf("changes (-want +got):\n%s", diff)
 	}
-	again := RemoveAddedRules(Route{Ref: r.Ref, Rules: got.Rules}, []string{"beta", "mirror"})
+	again := RemoveAddedRules(routes.Route{Ref: r.Ref, Rules: got.Rules}, []string{"beta", "mirror"})
 	if diff := cmp.Diff(got.Rules, again.Rules); diff != "" || len(again.Changes) > 0 {
 		t.Errorf("second removal changed something: %v\n%s", again.Changes, diff)
 	}
@@ -441,7 +442,7 @@ func TestSetWeightsSkipsAddedRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Rule{wtRule("/", wtBackend("web-stable", 70), wtBackend("web-canary", 30)), added}
+	want := []routes.Rule{wtRule("/", wtBackend("web-stable", 70), wtBackend("web-canary", 30)), added}
 	if diff := cmp.Diff(want, rules); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
@@ -464,8 +465,8 @@ func TestInSet(t *testing.T) {
 }
 
 func TestCheckLimitsDuplicateNames(t *testing.T) {
-	r := []Rule{mrNamed("a", wtRule("/a")), mrNamed("a", wtRule("/b"))}
-	if err := CheckLimits(HTTPRoute, r); err == nil || !strings.Contains(err.Error(), `rules 0 and 1 would both be named "a"`) {
+	r := []routes.Rule{mrNamed("a", wtRule("/a")), mrNamed("a", wtRule("/b"))}
+	if err := CheckLimits(routes.HTTPRoute, r); err == nil || !strings.Contains(err.Error(), `rules 0 and 1 would both be named "a"`) {
 		t.Errorf("error %v", err)
 	}
 }
@@ -481,7 +482,7 @@ func TestAddedRulesFollowManagedRoutesOrder(t *testing.T) {
 	var claimed []string
 	add := func(set, header string) {
 		t.Helper()
-		claims := Claims{"ns/demo": {Rules: claimed}}
+		claims := routes.Claims{"ns/demo": {Rules: claimed}}
 		in.Claimed, in.Targeting.Added = claimed, claims.AddedRules()
 		res, err := SetHeaderRules(r, in, set, mrMatch(exact(header, "yes")))
 		if err != nil {
@@ -536,7 +537,7 @@ func TestAddedRuleTyingWithALaterRule(t *testing.T) {
 
 func TestMirrorFilters(t *testing.T) {
 	in := RuleInput{Stable: wtStable, Canary: wtCanary, ManagedRoutes: []string{"m", "n"}}
-	weighted := func(filters ...any) Rule {
+	weighted := func(filters ...any) routes.Rule {
 		r := wtRule("/", wtBackend("web-stable", 90), wtBackend("web-canary", 10))
 		r["filters"] = append(r["filters"].([]any), filters...)
 		return r
@@ -552,25 +553,25 @@ func TestMirrorFilters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]Rule{weighted(mirror(20), mirror(20)), live.Rules[1]}, got.Rules); diff != "" {
+	if diff := cmp.Diff([]routes.Rule{weighted(mirror(20), mirror(20)), live.Rules[1]}, got.Rules); diff != "" {
 		t.Errorf("added (-want +got):\n%s", diff)
 	}
-	want := []AddedFilter{{Set: "m", Rule: 0, Filter: mirror(20), Others: 1}}
+	want := []routes.AddedFilter{{Set: "m", Rule: 0, Filter: mirror(20), Others: 1}}
 	if diff := cmp.Diff(want, got.Claimed); diff != "" {
 		t.Errorf("claimed (-want +got):\n%s", diff)
 	}
 	// The claim as read back from the annotation (numbers as float64) finds it.
-	var readBack Claims
-	if err := json.Unmarshal([]byte(Claims{"ns/demo": {MirrorFilters: got.Claimed}}.Annotations()[ClaimsAnnotation]), &readBack); err != nil {
+	var readBack routes.Claims
+	if err := json.Unmarshal([]byte(routes.Claims{"ns/demo": {MirrorFilters: got.Claimed}}.Annotations()[routes.ClaimsAnnotation]), &readBack); err != nil {
 		t.Fatal(err)
 	}
 	claimed := readBack["ns/demo"].MirrorFilters
-	again, err := SetMirrorFilters(Route{Ref: live.Ref, Rules: got.Rules}, in, claimed, "m", pct(20), true)
+	again, err := SetMirrorFilters(routes.Route{Ref: live.Ref, Rules: got.Rules}, in, claimed, "m", pct(20), true)
 	if err != nil || len(again.Changes) != 0 {
 		t.Errorf("the same step again: changes %v, err %v", again.Changes, err)
 	}
 	// Removal takes the plugin's one, not the user's.
-	removed, err := SetMirrorFilters(Route{Ref: live.Ref, Rules: got.Rules}, in, claimed, "m", nil, false)
+	removed, err := SetMirrorFilters(routes.Route{Ref: live.Ref, Rules: got.Rules}, in, claimed, "m", nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -578,13 +579,13 @@ func TestMirrorFilters(t *testing.T) {
 		t.Errorf("removal (-want +got):\n%s\nclaimed %v", diff, removed.Claimed)
 	}
 	// Another entry's filter stays when this one changes.
-	other := []AddedFilter{{Set: "n", Rule: 0, Filter: mirror(5)}}
+	other := []routes.AddedFilter{{Set: "n", Rule: 0, Filter: mirror(5)}}
 	withOther := wtRoute(weighted(mirror(5)))
 	both, err := SetMirrorFilters(withOther, in, other, "m", pct(30), true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]Rule{weighted(mirror(5), mirror(30))}, both.Rules); diff != "" {
+	if diff := cmp.Diff([]routes.Rule{weighted(mirror(5), mirror(30))}, both.Rules); diff != "" {
 		t.Errorf("two entries (-want +got):\n%s", diff)
 	}
 	rules, changes := RemoveMirrorFilters(both.Rules, both.Claimed)
@@ -592,12 +593,12 @@ func TestMirrorFilters(t *testing.T) {
 		t.Errorf("remove all (-want +got):\n%s\nchanges %v", diff, changes)
 	}
 	for name, tc := range map[string]struct {
-		route Route
+		route routes.Route
 		pct   *int32
 		want  string
 	}{
 		"percentage over 100": {live, pct(101), "percentage 101 is outside 0..100"},
-		"a TCPRoute":          {Route{Ref: Ref{Kind: TCPRoute, Namespace: wtNS, Name: "db"}, Rules: live.Rules}, pct(10), "a TCPRoute has no filters"},
+		"a TCPRoute":          {routes.Route{Ref: routes.Ref{Kind: routes.TCPRoute, Namespace: wtNS, Name: "db"}, Rules: live.Rules}, pct(10), "a TCPRoute has no filters"},
 		"no weighted rule":    {wtRoute(wtRule("/", wtBackend("web-stable", 1))), pct(10), "has no rule whose backendRefs include both"},
 	} {
 		if _, err := SetMirrorFilters(tc.route, in, nil, "m", tc.pct, true); err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -653,21 +654,21 @@ func TestStepValuesAreChecked(t *testing.T) {
 // Gateway API checks them, on the route kind they go on.
 func TestMirrorPathsAreChecked(t *testing.T) {
 	for _, tc := range []struct {
-		kind Kind
+		kind routes.Kind
 		path StringMatch
 		want string
 	}{
-		{HTTPRoute, StringMatch{Exact: "api"}, "must start with /"},
-		{HTTPRoute, StringMatch{Prefix: "/api//v1"}, `must not contain "//"`},
-		{HTTPRoute, StringMatch{Exact: "/a/../b"}, `"/../"`},
-		{HTTPRoute, StringMatch{Prefix: "/a/."}, "must not end with"},
-		{HTTPRoute, StringMatch{Exact: "/a b"}, "percent-encode"},
-		{HTTPRoute, StringMatch{Regex: "/api/(v1"}, "RE2"},
-		{HTTPRoute, StringMatch{Exact: "/" + strings.Repeat("a", 1024)}, "1025 bytes"},
-		{GRPCRoute, StringMatch{Exact: "/my-service/Get"}, `gRPC service "my-service"`},
-		{GRPCRoute, StringMatch{Exact: "/pkg.Svc/Get-It"}, `gRPC method "Get-It"`},
-		{GRPCRoute, StringMatch{Regex: "/pkg.*"}, `or prefix /<service>/, not regex: "/pkg.*"`},
-		{GRPCRoute, StringMatch{Prefix: "/pkg.Svc/Get"}, `not prefix: "/pkg.Svc/Get"`},
+		{routes.HTTPRoute, StringMatch{Exact: "api"}, "must start with /"},
+		{routes.HTTPRoute, StringMatch{Prefix: "/api//v1"}, `must not contain "//"`},
+		{routes.HTTPRoute, StringMatch{Exact: "/a/../b"}, `"/../"`},
+		{routes.HTTPRoute, StringMatch{Prefix: "/a/."}, "must not end with"},
+		{routes.HTTPRoute, StringMatch{Exact: "/a b"}, "percent-encode"},
+		{routes.HTTPRoute, StringMatch{Regex: "/api/(v1"}, "RE2"},
+		{routes.HTTPRoute, StringMatch{Exact: "/" + strings.Repeat("a", 1024)}, "1025 bytes"},
+		{routes.GRPCRoute, StringMatch{Exact: "/my-service/Get"}, `gRPC service "my-service"`},
+		{routes.GRPCRoute, StringMatch{Exact: "/pkg.Svc/Get-It"}, `gRPC method "Get-It"`},
+		{routes.GRPCRoute, StringMatch{Regex: "/pkg.*"}, `or prefix /<service>/, not regex: "/pkg.*"`},
+		{routes.GRPCRoute, StringMatch{Prefix: "/pkg.Svc/Get"}, `not prefix: "/pkg.Svc/Get"`},
 	} {
 		_, err := mirrorMatches(tc.kind, []RequestMatch{{Path: &tc.path}})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -675,9 +676,9 @@ func TestMirrorPathsAreChecked(t *testing.T) {
 		}
 	}
 	for _, ok := range []struct {
-		kind Kind
+		kind routes.Kind
 		path StringMatch
-	}{{HTTPRoute, StringMatch{Prefix: "/api/v1"}}, {HTTPRoute, StringMatch{Regex: "^/api/v[0-9]+$"}}, {GRPCRoute, StringMatch{Exact: "/pkg.v1.Svc/Get_It"}}, {GRPCRoute, StringMatch{Prefix: "/pkg.Svc/"}}} {
+	}{{routes.HTTPRoute, StringMatch{Prefix: "/api/v1"}}, {routes.HTTPRoute, StringMatch{Regex: "^/api/v[0-9]+$"}}, {routes.GRPCRoute, StringMatch{Exact: "/pkg.v1.Svc/Get_It"}}, {routes.GRPCRoute, StringMatch{Prefix: "/pkg.Svc/"}}} {
 		if _, err := mirrorMatches(ok.kind, []RequestMatch{{Path: &ok.path}}); err != nil {
 			t.Errorf("%s path %+v refused: %v", ok.kind, ok.path, err)
 		}

@@ -1,9 +1,11 @@
-package routes
+package transform
 
 import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
 // MaxBackendWeight is the largest weight Gateway API allows a backendRef.
@@ -11,8 +13,8 @@ const MaxBackendWeight = 1_000_000
 
 // Split is the traffic a rollout asks for on its weighted rules.
 type Split struct {
-	Stable ObjectRef
-	Canary ObjectRef
+	Stable routes.ObjectRef
+	Canary routes.ObjectRef
 	// CanaryWeight goes to the canary; Reserved to other backends (experiment
 	// Services); stable gets the rest of MaxWeight.
 	CanaryWeight int64
@@ -26,7 +28,7 @@ func (s Split) StableWeight() int64 { return s.MaxWeight - s.CanaryWeight - s.Re
 // Change is one weight a transform changed, for the log line of the write.
 type Change struct {
 	Rule    int
-	Backend ObjectRef
+	Backend routes.ObjectRef
 	From    int64
 	To      int64
 }
@@ -38,8 +40,8 @@ func (c Change) String() string {
 // NoWeightedRuleError says a route has no rule that sends traffic to both
 // the stable and the canary Service, so there is nothing to shift.
 type NoWeightedRuleError struct {
-	Route          Ref
-	Stable, Canary ObjectRef
+	Route          routes.Ref
+	Stable, Canary routes.ObjectRef
 	// RuleName is the rule the Rollout targets (ruleName), if it does.
 	RuleName string
 }
@@ -56,7 +58,7 @@ func (e *NoWeightedRuleError) Error() string {
 // NoRuleNamedError says a route has no rule with the name the Rollout
 // targets.
 type NoRuleNamedError struct {
-	Route    Ref
+	Route    routes.Ref
 	RuleName string
 	// Names are the rule names the route has; Unnamed counts its rules without one.
 	Names   []string
@@ -85,12 +87,12 @@ type Targeting struct {
 
 // check refuses a route without the rule the targeting names; on a CRD
 // without rule names, with the release that has them.
-func (t Targeting) check(r Route, rules []Rule) error {
+func (t Targeting) check(r routes.Route, rules []routes.Rule) error {
 	if t.RuleName == "" {
 		return nil
 	}
-	if r.Schema.LacksRuleNames && !slices.ContainsFunc(rules, func(rule Rule) bool { return rule.Name() == t.RuleName }) {
-		return &SchemaError{Kind: r.Kind, Version: r.Version, Field: "rule names (spec.rules[].name)", Since: RuleNamesSince,
+	if r.Schema.LacksRuleNames && !slices.ContainsFunc(rules, func(rule routes.Rule) bool { return rule.Name() == t.RuleName }) {
+		return &routes.SchemaError{Kind: r.Kind, Version: r.Version, Field: "rule names (spec.rules[].name)", Since: routes.RuleNamesSince,
 			Need:    fmt.Sprintf("ruleName %q in the Rollout's plugin config", t.RuleName),
 			Instead: "remove ruleName: the plugin then sets the weights of every rule that holds both the stable and the canary Service"}
 	}
@@ -110,7 +112,7 @@ func (t Targeting) check(r Route, rules []Rule) error {
 
 // noWeightedRule is the error for a route whose targeted rules hold no
 // weighted rule.
-func (t Targeting) noWeightedRule(r Route, rules []Rule, stable, canary ObjectRef) error {
+func (t Targeting) noWeightedRule(r routes.Route, rules []routes.Rule, stable, canary routes.ObjectRef) error {
 	if err := t.check(r, rules); err != nil {
 		return err
 	}
@@ -124,7 +126,7 @@ func (t Targeting) noWeightedRule(r Route, rules []Rule, stable, canary ObjectRe
 // step (its name is in t.Added, the names every Rollout's claim records) is
 // never a weighted rule, so no weight or experiment change touches it; with
 // t.RuleName only the rule of that name can be one.
-func WeightedRules(namespace string, rules []Rule, stable, canary ObjectRef, t Targeting) []int {
+func WeightedRules(namespace string, rules []routes.Rule, stable, canary routes.ObjectRef, t Targeting) []int {
 	var out []int
 	for i, rule := range rules {
 		if n := rule.Name(); (n != "" && t.Added[n]) || (t.RuleName != "" && n != t.RuleName) {
@@ -150,7 +152,7 @@ func WeightedRules(namespace string, rules []Rule, stable, canary ObjectRef, t T
 // rule, the canary backendRef has CanaryWeight and the stable one
 // StableWeight(). Every other backendRef and every other rule is left as it
 // is. t says which rules can be weighted rules (WeightedRules).
-func SetWeights(r Route, s Split, t Targeting) ([]Rule, []Change, error) {
+func SetWeights(r routes.Route, s Split, t Targeting) ([]routes.Rule, []Change, error) {
 	if s.CanaryWeight < 0 || s.CanaryWeight > s.MaxWeight {
 		return nil, nil, fmt.Errorf("canary weight %d is outside 0..%d (maxTrafficWeight)", s.CanaryWeight, s.MaxWeight)
 	}
@@ -162,15 +164,15 @@ func SetWeights(r Route, s Split, t Targeting) ([]Rule, []Change, error) {
 		return nil, nil, t.noWeightedRule(r, r.Rules, s.Stable, s.Canary)
 	}
 	for _, i := range weighted {
-		for _, ref := range []ObjectRef{s.Stable, s.Canary} {
+		for _, ref := range []routes.ObjectRef{s.Stable, s.Canary} {
 			if n := r.Rules[i].CountRefs(r.Namespace, ref); n > 1 {
 				return nil, nil, fmt.Errorf("%s: rule %d lists %s %d times, so no weight split adds up; keep one backendRef per Service",
 					r.Ref, i, ref, n)
 			}
 		}
 	}
-	rules := CopyRules(r.Rules)
-	want := map[ObjectRef]int64{s.Stable: s.StableWeight(), s.Canary: s.CanaryWeight}
+	rules := routes.CopyRules(r.Rules)
+	want := map[routes.ObjectRef]int64{s.Stable: s.StableWeight(), s.Canary: s.CanaryWeight}
 	var changes []Change
 	for _, i := range weighted {
 		for _, b := range rules[i].BackendRefs() {

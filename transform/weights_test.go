@@ -1,10 +1,11 @@
-package routes
+package transform
 
 import (
 	"errors"
 	"strings"
 	"testing"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -15,8 +16,8 @@ import (
 const wtNS = "shop"
 
 var (
-	wtStable = ServiceRef(wtNS, "web-stable")
-	wtCanary = ServiceRef(wtNS, "web-canary")
+	wtStable = routes.ServiceRef(wtNS, "web-stable")
+	wtCanary = routes.ServiceRef(wtNS, "web-canary")
 )
 
 // wtBackend is a backendRef as served: defaults included.
@@ -44,12 +45,12 @@ func wtWith(m map[string]any, kv ...any) map[string]any {
 
 // wtRule is one rule with a path match, a header filter and the given backends,
 // so tests show that fields the plugin does not manage pass through.
-func wtRule(path string, backends ...map[string]any) Rule {
+func wtRule(path string, backends ...map[string]any) routes.Rule {
 	refs := make([]any, len(backends))
 	for i, b := range backends {
 		refs[i] = b
 	}
-	return Rule{
+	return routes.Rule{
 		"matches": []any{map[string]any{
 			"path": map[string]any{"type": "PathPrefix", "value": path},
 		}},
@@ -64,8 +65,8 @@ func wtRule(path string, backends ...map[string]any) Rule {
 	}
 }
 
-func wtRoute(rules ...Rule) Route {
-	return Route{Ref: Ref{Kind: HTTPRoute, Namespace: wtNS, Name: "web"}, Version: "v1", Rules: rules}
+func wtRoute(rules ...routes.Rule) routes.Route {
+	return routes.Route{Ref: routes.Ref{Kind: routes.HTTPRoute, Namespace: wtNS, Name: "web"}, Version: "v1", Rules: rules}
 }
 
 func TestSetWeights(t *testing.T) {
@@ -75,16 +76,18 @@ func TestSetWeights(t *testing.T) {
 
 	tests := []struct {
 		name        string
-		route       func() Route // built fresh, so the input can be compared after the call
+		route       func() routes.Route // built fresh, so the input can be compared after the call
 		split       Split
-		wantRules   []Rule
+		wantRules   []routes.Rule
 		wantChanges []Change
 	}{
 		{
-			name:  "stable and canary in one rule: canary gets w, stable max-w",
-			route: func() Route { return wtRoute(wtRule("/", wtBackend("web-stable", 100), wtBackend("web-canary", 0))) },
+			name: "stable and canary in one rule: canary gets w, stable max-w",
+			route: func() routes.Route {
+				return wtRoute(wtRule("/", wtBackend("web-stable", 100), wtBackend("web-canary", 0)))
+			},
 			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 30, MaxWeight: 100},
-			wantRules: []Rule{
+			wantRules: []routes.Rule{
 				wtRule("/", wtBackend("web-stable", 70), wtBackend("web-canary", 30)),
 			},
 			wantChanges: []Change{
@@ -93,10 +96,12 @@ func TestSetWeights(t *testing.T) {
 			},
 		},
 		{
-			name:  "order of backendRefs does not matter",
-			route: func() Route { return wtRoute(wtRule("/", wtBackend("web-canary", 10), wtBackend("web-stable", 90))) },
+			name: "order of backendRefs does not matter",
+			route: func() routes.Route {
+				return wtRoute(wtRule("/", wtBackend("web-canary", 10), wtBackend("web-stable", 90)))
+			},
 			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 25, MaxWeight: 100},
-			wantRules: []Rule{
+			wantRules: []routes.Rule{
 				wtRule("/", wtBackend("web-canary", 25), wtBackend("web-stable", 75)),
 			},
 			wantChanges: []Change{
@@ -106,11 +111,11 @@ func TestSetWeights(t *testing.T) {
 		},
 		{
 			name: "a third backendRef in the managed rule keeps its weight",
-			route: func() Route {
+			route: func() routes.Route {
 				return wtRoute(wtRule("/", wtBackend("web-stable", 100), wtBackend("web-canary", 0), wtBackend("web-legacy", 5)))
 			},
 			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 40, MaxWeight: 100},
-			wantRules: []Rule{
+			wantRules: []routes.Rule{
 				wtRule("/", wtBackend("web-stable", 60), wtBackend("web-canary", 40), wtBackend("web-legacy", 5)),
 			},
 			wantChanges: []Change{
@@ -120,7 +125,7 @@ func TestSetWeights(t *testing.T) {
 		},
 		{
 			name: "a rule without both Services keeps everything",
-			route: func() Route {
+			route: func() routes.Route {
 				return wtRoute(
 					wtRule("/", wtBackend("web-stable", 100), wtBackend("web-canary", 0)),
 					wtRule("/admin", wtBackend("web-stable", 100)),
@@ -128,7 +133,7 @@ func TestSetWeights(t *testing.T) {
 				)
 			},
 			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 20, MaxWeight: 100},
-			wantRules: []Rule{
+			wantRules: []routes.Rule{
 				wtRule("/", wtBackend("web-stable", 80), wtBackend("web-canary", 20)),
 				wtRule("/admin", wtBackend("web-stable", 100)),
 				wtRule("/preview", wtBackend("web-canary", 3)),
@@ -140,7 +145,7 @@ func TestSetWeights(t *testing.T) {
 		},
 		{
 			name: "two managed rules both change",
-			route: func() Route {
+			route: func() routes.Route {
 				return wtRoute(
 					wtRule("/", wtBackend("web-stable", 100), wtBackend("web-canary", 0)),
 					wtRule("/static", wtBackend("cdn", 1)),
@@ -148,7 +153,7 @@ func TestSetWeights(t *testing.T) {
 				)
 			},
 			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 50, MaxWeight: 100},
-			wantRules: []Rule{
+			wantRules: []routes.Rule{
 				wtRule("/", wtBackend("web-stable", 50), wtBackend("web-canary", 50)),
 				wtRule("/static", wtBackend("cdn", 1)),
 				wtRule("/api", wtBackend("web-canary", 50), wtBackend("web-stable", 50)),
@@ -162,14 +167,14 @@ func TestSetWeights(t *testing.T) {
 		},
 		{
 			name: "a ServiceImport named like the canary is not the canary",
-			route: func() Route {
+			route: func() routes.Route {
 				return wtRoute(
 					wtRule("/", wtBackend("web-stable", 100), wtBackend("web-canary", 0), serviceImport),
 					wtRule("/mc", wtBackend("web-stable", 100), serviceImport),
 				)
 			},
 			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 10, MaxWeight: 100},
-			wantRules: []Rule{
+			wantRules: []routes.Rule{
 				wtRule("/", wtBackend("web-stable", 90), wtBackend("web-canary", 10), serviceImport),
 				wtRule("/mc", wtBackend("web-stable", 100), serviceImport),
 			},
@@ -180,14 +185,14 @@ func TestSetWeights(t *testing.T) {
 		},
 		{
 			name: "a backend of group multicluster.x-k8s.io named like the canary is not the canary",
-			route: func() Route {
+			route: func() routes.Route {
 				return wtRoute(
 					wtRule("/", wtBackend("web-stable", 100), wtBackend("web-canary", 0), mcsGroup),
 					wtRule("/mc", wtBackend("web-stable", 100), mcsGroup),
 				)
 			},
 			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 10, MaxWeight: 100},
-			wantRules: []Rule{
+			wantRules: []routes.Rule{
 				wtRule("/", wtBackend("web-stable", 90), wtBackend("web-canary", 10), mcsGroup),
 				wtRule("/mc", wtBackend("web-stable", 100), mcsGroup),
 			},
@@ -198,14 +203,14 @@ func TestSetWeights(t *testing.T) {
 		},
 		{
 			name: "a Service named like the canary in another namespace is not the canary",
-			route: func() Route {
+			route: func() routes.Route {
 				return wtRoute(
 					wtRule("/", wtBackend("web-stable", 100), wtBackend("web-canary", 0), otherNS),
 					wtRule("/other", wtBackend("web-stable", 100), otherNS),
 				)
 			},
 			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 10, MaxWeight: 100},
-			wantRules: []Rule{
+			wantRules: []routes.Rule{
 				wtRule("/", wtBackend("web-stable", 90), wtBackend("web-canary", 10), otherNS),
 				wtRule("/other", wtBackend("web-stable", 100), otherNS),
 			},
@@ -216,11 +221,11 @@ func TestSetWeights(t *testing.T) {
 		},
 		{
 			name: "the route's own namespace spelled out is the same Service",
-			route: func() Route {
+			route: func() routes.Route {
 				return wtRoute(wtRule("/", wtWith(wtBackend("web-stable", 100), "namespace", wtNS), wtBackend("web-canary", 0)))
 			},
 			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 10, MaxWeight: 100},
-			wantRules: []Rule{
+			wantRules: []routes.Rule{
 				wtRule("/", wtWith(wtBackend("web-stable", 90), "namespace", wtNS), wtBackend("web-canary", 10)),
 			},
 			wantChanges: []Change{
@@ -230,11 +235,11 @@ func TestSetWeights(t *testing.T) {
 		},
 		{
 			name: "missing weight means 1, and a third backendRef without weight stays without",
-			route: func() Route {
+			route: func() routes.Route {
 				return wtRoute(wtRule("/", wtBackendNoWeight("web-stable"), wtBackendNoWeight("web-canary"), wtBackendNoWeight("web-legacy")))
 			},
 			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 0, MaxWeight: 100},
-			wantRules: []Rule{
+			wantRules: []routes.Rule{
 				wtRule("/",
 					wtWith(wtBackendNoWeight("web-stable"), "weight", int64(100)),
 					wtWith(wtBackendNoWeight("web-canary"), "weight", int64(0)),
@@ -247,11 +252,11 @@ func TestSetWeights(t *testing.T) {
 		},
 		{
 			name: "missing weight equal to the wanted 1 is left missing",
-			route: func() Route {
+			route: func() routes.Route {
 				return wtRoute(wtRule("/", wtBackend("web-stable", 5), wtBackendNoWeight("web-canary")))
 			},
 			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 1, MaxWeight: 100},
-			wantRules: []Rule{
+			wantRules: []routes.Rule{
 				wtRule("/", wtBackend("web-stable", 99), wtBackendNoWeight("web-canary")),
 			},
 			wantChanges: []Change{
@@ -259,10 +264,12 @@ func TestSetWeights(t *testing.T) {
 			},
 		},
 		{
-			name:  "maxWeight 1000 with 300 gives 700/300",
-			route: func() Route { return wtRoute(wtRule("/", wtBackend("web-stable", 1000), wtBackend("web-canary", 0))) },
+			name: "maxWeight 1000 with 300 gives 700/300",
+			route: func() routes.Route {
+				return wtRoute(wtRule("/", wtBackend("web-stable", 1000), wtBackend("web-canary", 0)))
+			},
 			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 300, MaxWeight: 1000},
-			wantRules: []Rule{
+			wantRules: []routes.Rule{
 				wtRule("/", wtBackend("web-stable", 700), wtBackend("web-canary", 300)),
 			},
 			wantChanges: []Change{
@@ -271,10 +278,12 @@ func TestSetWeights(t *testing.T) {
 			},
 		},
 		{
-			name:  "full promotion: canary gets everything",
-			route: func() Route { return wtRoute(wtRule("/", wtBackend("web-stable", 60), wtBackend("web-canary", 40))) },
+			name: "full promotion: canary gets everything",
+			route: func() routes.Route {
+				return wtRoute(wtRule("/", wtBackend("web-stable", 60), wtBackend("web-canary", 40)))
+			},
 			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 100, MaxWeight: 100},
-			wantRules: []Rule{
+			wantRules: []routes.Rule{
 				wtRule("/", wtBackend("web-stable", 0), wtBackend("web-canary", 100)),
 			},
 			wantChanges: []Change{
@@ -283,22 +292,24 @@ func TestSetWeights(t *testing.T) {
 			},
 		},
 		{
-			name:        "weights already as asked: same rules, no changes",
-			route:       func() Route { return wtRoute(wtRule("/", wtBackend("web-stable", 70), wtBackend("web-canary", 30))) },
+			name: "weights already as asked: same rules, no changes",
+			route: func() routes.Route {
+				return wtRoute(wtRule("/", wtBackend("web-stable", 70), wtBackend("web-canary", 30)))
+			},
 			split:       Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 30, MaxWeight: 100},
-			wantRules:   []Rule{wtRule("/", wtBackend("web-stable", 70), wtBackend("web-canary", 30))},
+			wantRules:   []routes.Rule{wtRule("/", wtBackend("web-stable", 70), wtBackend("web-canary", 30))},
 			wantChanges: nil,
 		},
 		{
 			name: "one managed rule already right, the other changes",
-			route: func() Route {
+			route: func() routes.Route {
 				return wtRoute(
 					wtRule("/", wtBackend("web-stable", 70), wtBackend("web-canary", 30)),
 					wtRule("/api", wtBackend("web-stable", 100), wtBackend("web-canary", 0)),
 				)
 			},
 			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 30, MaxWeight: 100},
-			wantRules: []Rule{
+			wantRules: []routes.Rule{
 				wtRule("/", wtBackend("web-stable", 70), wtBackend("web-canary", 30)),
 				wtRule("/api", wtBackend("web-stable", 70), wtBackend("web-canary", 30)),
 			},
@@ -309,16 +320,16 @@ func TestSetWeights(t *testing.T) {
 		},
 		{
 			name: "a named TCPRoute rule: name and every other field pass through",
-			route: func() Route {
-				r := wtRoute(Rule{
+			route: func() routes.Route {
+				r := wtRoute(routes.Rule{
 					"name":        "main",
 					"backendRefs": []any{wtBackend("web-stable", 100), wtBackend("web-canary", 0)},
 				})
-				r.Kind = TCPRoute
+				r.Kind = routes.TCPRoute
 				return r
 			},
 			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 5, MaxWeight: 100},
-			wantRules: []Rule{{
+			wantRules: []routes.Rule{{
 				"name":        "main",
 				"backendRefs": []any{wtBackend("web-stable", 95), wtBackend("web-canary", 5)},
 			}},
@@ -351,7 +362,7 @@ func TestSetWeights(t *testing.T) {
 // TestSetWeightsReturnsDeepCopy changes every map and list reachable from the
 // returned rules and checks the input route did not change with them.
 func TestSetWeightsReturnsDeepCopy(t *testing.T) {
-	build := func() Route {
+	build := func() routes.Route {
 		return wtRoute(
 			wtRule("/", wtBackend("web-stable", 100), wtBackend("web-canary", 0), wtBackend("web-legacy", 5)),
 			wtRule("/admin", wtBackend("web-stable", 100)),
@@ -377,10 +388,12 @@ func TestSetWeightsReturnsDeepCopy(t *testing.T) {
 }
 
 func TestSetWeightsErrors(t *testing.T) {
-	managed := func() Route { return wtRoute(wtRule("/", wtBackend("web-stable", 100), wtBackend("web-canary", 0))) }
+	managed := func() routes.Route {
+		return wtRoute(wtRule("/", wtBackend("web-stable", 100), wtBackend("web-canary", 0)))
+	}
 	tests := []struct {
 		name    string
-		route   func() Route
+		route   func() routes.Route
 		split   Split
 		wantErr []string // substrings of the message
 		// wantNoRule, if set, is the *NoWeightedRuleError the call must return.
@@ -406,38 +419,38 @@ func TestSetWeightsErrors(t *testing.T) {
 		},
 		{
 			name: "no rule holds both Services",
-			route: func() Route {
+			route: func() routes.Route {
 				return wtRoute(wtRule("/", wtBackend("web-stable", 100)), wtRule("/preview", wtBackend("web-canary", 100)))
 			},
 			split:      Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 10, MaxWeight: 100},
 			wantErr:    []string{"HTTPRoute shop/web", "Service shop/web-stable", "Service shop/web-canary"},
-			wantNoRule: &NoWeightedRuleError{Route: Ref{Kind: HTTPRoute, Namespace: wtNS, Name: "web"}, Stable: wtStable, Canary: wtCanary},
+			wantNoRule: &NoWeightedRuleError{Route: routes.Ref{Kind: routes.HTTPRoute, Namespace: wtNS, Name: "web"}, Stable: wtStable, Canary: wtCanary},
 		},
 		{
 			name:       "a route without rules",
-			route:      func() Route { return wtRoute() },
+			route:      func() routes.Route { return wtRoute() },
 			split:      Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 10, MaxWeight: 100},
 			wantErr:    []string{"HTTPRoute shop/web", "Service shop/web-stable", "Service shop/web-canary"},
-			wantNoRule: &NoWeightedRuleError{Route: Ref{Kind: HTTPRoute, Namespace: wtNS, Name: "web"}, Stable: wtStable, Canary: wtCanary},
+			wantNoRule: &NoWeightedRuleError{Route: routes.Ref{Kind: routes.HTTPRoute, Namespace: wtNS, Name: "web"}, Stable: wtStable, Canary: wtCanary},
 		},
 		{
 			name: "the canary only as a ServiceImport",
-			route: func() Route {
+			route: func() routes.Route {
 				return wtRoute(wtRule("/", wtBackend("web-stable", 100),
 					map[string]any{"group": "multicluster.x-k8s.io", "kind": "ServiceImport", "name": "web-canary", "weight": int64(0)}))
 			},
 			split:      Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 10, MaxWeight: 100},
 			wantErr:    []string{"HTTPRoute shop/web", "Service shop/web-stable", "Service shop/web-canary"},
-			wantNoRule: &NoWeightedRuleError{Route: Ref{Kind: HTTPRoute, Namespace: wtNS, Name: "web"}, Stable: wtStable, Canary: wtCanary},
+			wantNoRule: &NoWeightedRuleError{Route: routes.Ref{Kind: routes.HTTPRoute, Namespace: wtNS, Name: "web"}, Stable: wtStable, Canary: wtCanary},
 		},
 		{
 			name: "the canary only in another namespace",
-			route: func() Route {
+			route: func() routes.Route {
 				return wtRoute(wtRule("/", wtBackend("web-stable", 100), wtWith(wtBackend("web-canary", 0), "namespace", "elsewhere")))
 			},
 			split:      Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 10, MaxWeight: 100},
 			wantErr:    []string{"HTTPRoute shop/web", "Service shop/web-stable", "Service shop/web-canary"},
-			wantNoRule: &NoWeightedRuleError{Route: Ref{Kind: HTTPRoute, Namespace: wtNS, Name: "web"}, Stable: wtStable, Canary: wtCanary},
+			wantNoRule: &NoWeightedRuleError{Route: routes.Ref{Kind: routes.HTTPRoute, Namespace: wtNS, Name: "web"}, Stable: wtStable, Canary: wtCanary},
 		},
 	}
 	for _, tc := range tests {
@@ -476,9 +489,9 @@ func TestSetWeightsErrors(t *testing.T) {
 
 func TestNoWeightedRuleErrorMessage(t *testing.T) {
 	err := &NoWeightedRuleError{
-		Route:  Ref{Kind: GRPCRoute, Namespace: "payments", Name: "api"},
-		Stable: ServiceRef("payments", "api-ping"),
-		Canary: ServiceRef("payments", "api-pong"),
+		Route:  routes.Ref{Kind: routes.GRPCRoute, Namespace: "payments", Name: "api"},
+		Stable: routes.ServiceRef("payments", "api-ping"),
+		Canary: routes.ServiceRef("payments", "api-pong"),
 	}
 	want := "GRPCRoute payments/api has no rule whose backendRefs include both the stable Service payments/api-ping " +
 		"and the canary Service payments/api-pong; add both backendRefs to the rule whose traffic the rollout shifts"
@@ -490,7 +503,7 @@ func TestNoWeightedRuleErrorMessage(t *testing.T) {
 func TestWeightedRules(t *testing.T) {
 	tests := []struct {
 		name  string
-		route Route
+		route routes.Route
 		want  []int
 	}{
 		{
@@ -531,7 +544,7 @@ func TestWeightedRules(t *testing.T) {
 		{
 			name: "a rule without backendRefs",
 			route: wtRoute(
-				Rule{"matches": []any{}},
+				routes.Rule{"matches": []any{}},
 				wtRule("/", wtBackend("web-stable", 1), wtBackend("web-canary", 1)),
 			),
 			want: []int{1},
@@ -550,28 +563,28 @@ func TestWeightedRules(t *testing.T) {
 func TestRuleBackendRefs(t *testing.T) {
 	tests := []struct {
 		name string
-		rule Rule
-		want []BackendRef
+		rule routes.Rule
+		want []routes.BackendRef
 	}{
 		{
 			name: "no backendRefs key",
-			rule: Rule{"matches": []any{}},
-			want: []BackendRef{},
+			rule: routes.Rule{"matches": []any{}},
+			want: []routes.BackendRef{},
 		},
 		{
 			name: "every backendRef, in order",
 			rule: wtRule("/", wtBackend("b", 2), wtBackend("a", 1)),
-			want: []BackendRef{wtBackend("b", 2), wtBackend("a", 1)},
+			want: []routes.BackendRef{wtBackend("b", 2), wtBackend("a", 1)},
 		},
 		{
 			name: "entries that are not objects are skipped",
-			rule: Rule{"backendRefs": []any{"junk", wtBackend("a", 1), nil, int64(3)}},
-			want: []BackendRef{wtBackend("a", 1)},
+			rule: routes.Rule{"backendRefs": []any{"junk", wtBackend("a", 1), nil, int64(3)}},
+			want: []routes.BackendRef{wtBackend("a", 1)},
 		},
 		{
 			name: "backendRefs that is not a list",
-			rule: Rule{"backendRefs": map[string]any{"name": "a"}},
-			want: []BackendRef{},
+			rule: routes.Rule{"backendRefs": map[string]any{"name": "a"}},
+			want: []routes.BackendRef{},
 		},
 	}
 	for _, tc := range tests {
@@ -597,38 +610,38 @@ func TestBackendRefSetWeightChangesTheRule(t *testing.T) {
 func TestBackendRefTarget(t *testing.T) {
 	tests := []struct {
 		name string
-		ref  BackendRef
-		want ObjectRef
+		ref  routes.BackendRef
+		want routes.ObjectRef
 	}{
 		{
 			name: "defaults spelled out",
 			ref:  wtBackend("web", 1),
-			want: ObjectRef{Group: "", Kind: "Service", Namespace: wtNS, Name: "web"},
+			want: routes.ObjectRef{Group: "", Kind: "Service", Namespace: wtNS, Name: "web"},
 		},
 		{
 			name: "defaults left out: core group, kind Service, the route's namespace",
-			ref:  BackendRef{"name": "web"},
-			want: ObjectRef{Group: "", Kind: "Service", Namespace: wtNS, Name: "web"},
+			ref:  routes.BackendRef{"name": "web"},
+			want: routes.ObjectRef{Group: "", Kind: "Service", Namespace: wtNS, Name: "web"},
 		},
 		{
 			name: "empty kind and namespace mean the defaults",
-			ref:  BackendRef{"name": "web", "kind": "", "namespace": ""},
-			want: ObjectRef{Group: "", Kind: "Service", Namespace: wtNS, Name: "web"},
+			ref:  routes.BackendRef{"name": "web", "kind": "", "namespace": ""},
+			want: routes.ObjectRef{Group: "", Kind: "Service", Namespace: wtNS, Name: "web"},
 		},
 		{
 			name: "another namespace",
-			ref:  BackendRef{"name": "web", "namespace": "elsewhere"},
-			want: ObjectRef{Group: "", Kind: "Service", Namespace: "elsewhere", Name: "web"},
+			ref:  routes.BackendRef{"name": "web", "namespace": "elsewhere"},
+			want: routes.ObjectRef{Group: "", Kind: "Service", Namespace: "elsewhere", Name: "web"},
 		},
 		{
 			name: "ServiceImport",
-			ref:  BackendRef{"group": "multicluster.x-k8s.io", "kind": "ServiceImport", "name": "web"},
-			want: ObjectRef{Group: "multicluster.x-k8s.io", Kind: "ServiceImport", Namespace: wtNS, Name: "web"},
+			ref:  routes.BackendRef{"group": "multicluster.x-k8s.io", "kind": "ServiceImport", "name": "web"},
+			want: routes.ObjectRef{Group: "multicluster.x-k8s.io", Kind: "ServiceImport", Namespace: wtNS, Name: "web"},
 		},
 		{
 			name: "a group with the default kind",
-			ref:  BackendRef{"group": "multicluster.x-k8s.io", "name": "web"},
-			want: ObjectRef{Group: "multicluster.x-k8s.io", Kind: "Service", Namespace: wtNS, Name: "web"},
+			ref:  routes.BackendRef{"group": "multicluster.x-k8s.io", "name": "web"},
+			want: routes.ObjectRef{Group: "multicluster.x-k8s.io", Kind: "Service", Namespace: wtNS, Name: "web"},
 		},
 	}
 	for _, tc := range tests {
@@ -643,15 +656,15 @@ func TestBackendRefTarget(t *testing.T) {
 func TestBackendRefWeight(t *testing.T) {
 	tests := []struct {
 		name string
-		ref  BackendRef
+		ref  routes.BackendRef
 		want int64
 	}{
-		{name: "int64 as unstructured gives it", ref: BackendRef{"weight": int64(42)}, want: 42},
-		{name: "zero", ref: BackendRef{"weight": int64(0)}, want: 0},
-		{name: "the largest Gateway API weight", ref: BackendRef{"weight": int64(1000000)}, want: 1000000},
-		{name: "float64 as encoding/json gives it", ref: BackendRef{"weight": float64(7)}, want: 7},
-		{name: "missing means 1", ref: BackendRef{"name": "web"}, want: 1},
-		{name: "null means 1", ref: BackendRef{"weight": nil}, want: 1},
+		{name: "int64 as unstructured gives it", ref: routes.BackendRef{"weight": int64(42)}, want: 42},
+		{name: "zero", ref: routes.BackendRef{"weight": int64(0)}, want: 0},
+		{name: "the largest Gateway API weight", ref: routes.BackendRef{"weight": int64(1000000)}, want: 1000000},
+		{name: "float64 as encoding/json gives it", ref: routes.BackendRef{"weight": float64(7)}, want: 7},
+		{name: "missing means 1", ref: routes.BackendRef{"name": "web"}, want: 1},
+		{name: "null means 1", ref: routes.BackendRef{"weight": nil}, want: 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -669,7 +682,7 @@ func TestChangeString(t *testing.T) {
 	}{
 		{Change{Rule: 0, Backend: wtStable, From: 100, To: 70}, "rule 0 Service shop/web-stable 100→70"},
 		{
-			Change{Rule: 3, Backend: ObjectRef{Group: "multicluster.x-k8s.io", Kind: "ServiceImport", Namespace: wtNS, Name: "web"}, From: 1, To: 0},
+			Change{Rule: 3, Backend: routes.ObjectRef{Group: "multicluster.x-k8s.io", Kind: "ServiceImport", Namespace: wtNS, Name: "web"}, From: 1, To: 0},
 			"rule 3 ServiceImport.multicluster.x-k8s.io shop/web 1→0",
 		},
 	}
@@ -683,7 +696,7 @@ func TestChangeString(t *testing.T) {
 // With ruleName, only the rule of that name is a weighted rule: another rule
 // holding the same two Services keeps its weights.
 func TestSetWeightsOnTheNamedRuleOnly(t *testing.T) {
-	named := func(name string, stable, canary int64) Rule {
+	named := func(name string, stable, canary int64) routes.Rule {
 		r := wtRule("/"+name, wtBackend("web-stable", stable), wtBackend("web-canary", canary))
 		r["name"] = name
 		return r
@@ -693,7 +706,7 @@ func TestSetWeightsOnTheNamedRuleOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Rule{named("live", 100, 0), named("split", 70, 30), wtRule("/other", wtBackend("web-stable", 100), wtBackend("web-canary", 0))}
+	want := []routes.Rule{named("live", 100, 0), named("split", 70, 30), wtRule("/other", wtBackend("web-stable", 100), wtBackend("web-canary", 0))}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("rules (-want +got):\n%s", diff)
 	}
@@ -716,7 +729,7 @@ func TestSetWeightsOnTheNamedRuleOnly(t *testing.T) {
 	}
 
 	// The named rule exists but does not hold both Services.
-	_, _, err = SetWeights(wtRoute(named("static", 1, 0), named("live", 100, 0)), Split{Stable: wtStable, Canary: ServiceRef(wtNS, "other"), CanaryWeight: 30, MaxWeight: 100},
+	_, _, err = SetWeights(wtRoute(named("static", 1, 0), named("live", 100, 0)), Split{Stable: wtStable, Canary: routes.ServiceRef(wtNS, "other"), CanaryWeight: 30, MaxWeight: 100},
 		Targeting{RuleName: "static"})
 	var noRule *NoWeightedRuleError
 	if !errors.As(err, &noRule) || !strings.Contains(err.Error(), `rule "static" (the ruleName of the Rollout's plugin config) does not send traffic to both`) {

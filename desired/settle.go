@@ -1,10 +1,12 @@
-package routes
+package desired
 
 import (
 	"fmt"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
 // DataPlaneSettle holds, by the controllerName a gateway implementation
@@ -34,7 +36,7 @@ type Settle struct {
 // SettleFor is a route's settle: override (the Rollout's verifyWeightSettle)
 // when given, else the longest DataPlaneSettle of the controllers that
 // report status for the parents spec.parentRefs names (none known: 0).
-func SettleFor(r Route, override *time.Duration) Settle {
+func SettleFor(r routes.Route, override *time.Duration) Settle {
 	if override != nil {
 		return Settle{Wait: *override, Source: "verifyWeightSettle"}
 	}
@@ -54,7 +56,7 @@ func SettleFor(r Route, override *time.Duration) Settle {
 
 // reportingControllers are the controllerNames of the status.parents entries
 // for parents that spec.parentRefs names, sorted, without duplicates.
-func reportingControllers(r Route) []string {
+func reportingControllers(r routes.Route) []string {
 	var out []string
 	for _, st := range r.Parents.Status {
 		if slices.Contains(r.Parents.Refs, st.ParentRef) && st.ControllerName != "" && !slices.Contains(out, st.ControllerName) {
@@ -70,7 +72,7 @@ func reportingControllers(r Route) []string {
 // status subresource), plus one second: those times are truncated to the
 // second, so the write happened before the time returned. ok is false when
 // no status write is recorded.
-func StatusWritten(r Route) (at time.Time, ok bool) {
+func StatusWritten(r routes.Route) (at time.Time, ok bool) {
 	for _, e := range r.ManagedFields {
 		if e.Subresource == "status" && e.Time != nil && e.Time.After(at) {
 			at, ok = e.Time.Time, true
@@ -88,7 +90,7 @@ func StatusWritten(r Route) (at time.Time, ok bool) {
 // is then the one that made it current, or a later one. A route that needs a
 // settle but has no status write recorded is an error, since nothing says
 // when the wait began.
-func (s Settle) Remaining(r Route, now time.Time) (time.Duration, error) {
+func (s Settle) Remaining(r routes.Route, now time.Time) (time.Duration, error) {
 	if s.Wait <= 0 {
 		return 0, nil
 	}

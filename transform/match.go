@@ -1,4 +1,4 @@
-package routes
+package transform
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package routes
+package transform
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -20,27 +21,12 @@ import (
 // filters the rule already held, and removes exactly that one: the last equal
 // filter, while the rule holds more than it did before.
 
-// AddedFilter is a RequestMirror filter the plugin added to a weighted rule.
-type AddedFilter struct {
-	// Set is the managedRoutes entry the filter belongs to.
-	Set string `json:"set"`
-	// Rule is the rule's index when it was added; RuleName its name, if any,
-	// which wins over the index.
-	Rule     int    `json:"rule"`
-	RuleName string `json:"ruleName,omitempty"`
-	// Filter is the filter as written.
-	Filter map[string]any `json:"filter"`
-	// Others counts the equal filters the rule held before the plugin added
-	// its own.
-	Others int `json:"others,omitempty"`
-}
-
 // FiltersResult is the outcome of a filter-mode mirror step on one route.
 type FiltersResult struct {
-	Rules []Rule
+	Rules []routes.Rule
 	// Claimed are the filters the plugin has added for the Rollout on this
 	// route, after the change.
-	Claimed []AddedFilter
+	Claimed []routes.AddedFilter
 	Changes []string
 }
 
@@ -49,19 +35,19 @@ type FiltersResult struct {
 // rule's canary backendRef, mirroring percent (nil: 100) of its requests; not
 // adding removes them. claimed are the filters the Rollout's claim records;
 // those of other entries stay.
-func SetMirrorFilters(r Route, in RuleInput, claimed []AddedFilter, name string, percent *int32, adding bool) (FiltersResult, error) {
+func SetMirrorFilters(r routes.Route, in RuleInput, claimed []routes.AddedFilter, name string, percent *int32, adding bool) (FiltersResult, error) {
 	pct, err := mirrorPercent(name, percent)
 	if err != nil {
 		return FiltersResult{}, err
 	}
-	rules := CopyRules(r.Rules)
+	rules := routes.CopyRules(r.Rules)
 	res := FiltersResult{Rules: rules}
 	var weighted []int
 	if adding {
-		if r.Kind != HTTPRoute && r.Kind != GRPCRoute {
+		if r.Kind != routes.HTTPRoute && r.Kind != routes.GRPCRoute {
 			return FiltersResult{}, fmt.Errorf("a %s has no filters, so it cannot take mirror route %q", r.Kind, name)
 		}
-		if err := r.checkMirrorPercent(name, pct); err != nil {
+		if err := checkMirrorPercent(r, name, pct); err != nil {
 			return FiltersResult{}, err
 		}
 		weighted = WeightedRules(r.Namespace, rules, in.Stable, in.Canary, in.Targeting)
@@ -76,7 +62,7 @@ func SetMirrorFilters(r Route, in RuleInput, claimed []AddedFilter, name string,
 	}
 	kept := map[int]bool{}
 	for _, f := range claimed {
-		i := LocateRule(rules, f.Rule, f.RuleName)
+		i := routes.LocateRule(rules, f.Rule, f.RuleName)
 		if f.Set != name {
 			res.Claimed = append(res.Claimed, f)
 			continue
@@ -93,7 +79,7 @@ func SetMirrorFilters(r Route, in RuleInput, claimed []AddedFilter, name string,
 		if kept[i] {
 			continue
 		}
-		f := AddedFilter{Set: name, Rule: i, RuleName: rules[i].Name(), Filter: want[i], Others: countFilters(rules[i], want[i])}
+		f := routes.AddedFilter{Set: name, Rule: i, RuleName: rules[i].Name(), Filter: want[i], Others: countFilters(rules[i], want[i])}
 		filters, _ := rules[i]["filters"].([]any)
 		rules[i]["filters"] = append(filters, runtime.DeepCopyJSONValue(want[i]))
 		res.Claimed = append(res.Claimed, f)
@@ -107,8 +93,8 @@ func SetMirrorFilters(r Route, in RuleInput, claimed []AddedFilter, name string,
 
 // RemoveMirrorFilters removes from a copy of the rules every filter claimed
 // records, and says what it removed.
-func RemoveMirrorFilters(rules []Rule, claimed []AddedFilter) ([]Rule, []string) {
-	rules = CopyRules(rules)
+func RemoveMirrorFilters(rules []routes.Rule, claimed []routes.AddedFilter) ([]routes.Rule, []string) {
+	rules = routes.CopyRules(rules)
 	var changes []string
 	for _, f := range claimed {
 		changes = append(changes, removeFilter(rules, f)...)
@@ -117,13 +103,13 @@ func RemoveMirrorFilters(rules []Rule, claimed []AddedFilter) ([]Rule, []string)
 }
 
 // HasFilter says whether the rules still hold the filter the plugin added.
-func HasFilter(rules []Rule, f AddedFilter) bool {
-	i := LocateRule(rules, f.Rule, f.RuleName)
+func HasFilter(rules []routes.Rule, f routes.AddedFilter) bool {
+	i := routes.LocateRule(rules, f.Rule, f.RuleName)
 	return i >= 0 && countFilters(rules[i], f.Filter) > f.Others
 }
 
-func removeFilter(rules []Rule, f AddedFilter) []string {
-	i := LocateRule(rules, f.Rule, f.RuleName)
+func removeFilter(rules []routes.Rule, f routes.AddedFilter) []string {
+	i := routes.LocateRule(rules, f.Rule, f.RuleName)
 	if i < 0 || !removeLastFilter(rules[i], f.Filter, f.Others) {
 		return nil
 	}
@@ -132,7 +118,7 @@ func removeFilter(rules []Rule, f AddedFilter) []string {
 
 // mirrorFilter is a RequestMirror filter to the canary backendRef, with the
 // CRD's defaults written out so that the applied rule equals the stored one.
-func mirrorFilter(canary BackendRef, pct int64, s Schema) map[string]any {
+func mirrorFilter(canary routes.BackendRef, pct int64, s routes.Schema) map[string]any {
 	ref := map[string]any{"group": "", "kind": "Service"}
 	for _, k := range []string{"group", "kind", "name", "namespace", "port"} {
 		if v, ok := canary[k]; ok {
@@ -146,7 +132,7 @@ func mirrorFilter(canary BackendRef, pct int64, s Schema) map[string]any {
 // percentage where the CRD has the field (without it the filter mirrors
 // every request, which is what 100 means; checkMirrorPercent refuses any
 // other percentage there).
-func requestMirror(backendRef map[string]any, pct int64, s Schema) map[string]any {
+func requestMirror(backendRef map[string]any, pct int64, s routes.Schema) map[string]any {
 	if s.LacksMirrorPercent {
 		return map[string]any{"backendRef": backendRef}
 	}
@@ -168,34 +154,17 @@ func mirrorPercent(name string, percent *int32) (int64, error) {
 
 // checkMirrorPercent refuses a percentage other than 100 on a route whose
 // CRD has no requestMirror.percent: the filter would mirror every request.
-func (r Route) checkMirrorPercent(name string, pct int64) error {
+func checkMirrorPercent(r routes.Route, name string, pct int64) error {
 	if pct == 100 || !r.Schema.LacksMirrorPercent {
 		return nil
 	}
-	return &SchemaError{Kind: r.Kind, Version: r.Version,
-		Field: "spec.rules[].filters[].requestMirror.percent", Since: MirrorPercentSince,
+	return &routes.SchemaError{Kind: r.Kind, Version: r.Version,
+		Field: "spec.rules[].filters[].requestMirror.percent", Since: routes.MirrorPercentSince,
 		Need:    fmt.Sprintf("mirror route %q: mirroring %d%% of the requests", name, pct),
 		Instead: "mirror every request (leave the step's percentage out, or set it to 100)"}
 }
 
-// LocateRule finds a rule the plugin recorded: by name when it had one, else
-// by index; -1 when it is gone.
-func LocateRule(rules []Rule, index int, name string) int {
-	if name != "" {
-		for i, r := range rules {
-			if r.Name() == name {
-				return i
-			}
-		}
-		return -1
-	}
-	if index >= 0 && index < len(rules) {
-		return index
-	}
-	return -1
-}
-
-func countFilters(rule Rule, f map[string]any) int {
+func countFilters(rule routes.Rule, f map[string]any) int {
 	filters, _ := rule["filters"].([]any)
 	n := 0
 	for _, x := range filters {
@@ -208,7 +177,7 @@ func countFilters(rule Rule, f map[string]any) int {
 
 // removeLastFilter removes the rule's last filter equal to f, if the rule
 // holds more of them than others (the count before the plugin added its own).
-func removeLastFilter(rule Rule, f map[string]any, others int) bool {
+func removeLastFilter(rule routes.Rule, f map[string]any, others int) bool {
 	if countFilters(rule, f) <= others {
 		return false
 	}
@@ -229,7 +198,7 @@ func removeLastFilter(rule Rule, f map[string]any, others int) bool {
 
 // withoutAddedFilters drops from a copied rule the filters the plugin added
 // (any Rollout's), so rules generated from a weighted rule do not copy them.
-func withoutAddedFilters(rule Rule, added []map[string]any) {
+func withoutAddedFilters(rule routes.Rule, added []map[string]any) {
 	filters, ok := rule["filters"].([]any)
 	if !ok || len(added) == 0 {
 		return

@@ -1,10 +1,11 @@
-package routes
+package desired
 
 import (
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -13,10 +14,10 @@ const traefik = "traefik.io/gateway-controller"
 
 // seStatusAt is a route whose status, reported by controller, the apiserver
 // recorded as written at the given time; its spec was written earlier.
-func seStatusAt(controller string, written time.Time) Route {
+func seStatusAt(controller string, written time.Time) routes.Route {
 	st := stGood(stGateway, 3)
 	st.ControllerName = controller
-	r := stRoute([]ParentRef{stGateway}, st)
+	r := stRoute([]routes.ParentRef{stGateway}, st)
 	r.ManagedFields = []metav1.ManagedFieldsEntry{
 		{Manager: "argo-rollouts-gatewayapi", Operation: metav1.ManagedFieldsOperationApply, Time: &metav1.Time{Time: written.Add(-time.Minute)}},
 		{Manager: "traefik", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status", Time: &metav1.Time{Time: written}},
@@ -31,7 +32,7 @@ func TestSettleFor(t *testing.T) {
 	other.ControllerName = traefik
 	tests := []struct {
 		name     string
-		route    Route
+		route    routes.Route
 		override *time.Duration
 		want     Settle
 	}{
@@ -44,8 +45,8 @@ func TestSettleFor(t *testing.T) {
 		{name: "verifyWeightSettle 0s turns it off", route: seStatusAt(traefik, time.Now()), override: &zero,
 			want: Settle{Wait: 0, Source: "verifyWeightSettle"}},
 		{name: "status for a parent the spec no longer names does not count",
-			route: stRoute([]ParentRef{stGateway}, stGood(stGateway, 3), other), want: Settle{}},
-		{name: "several controllers: the longest", route: stRoute([]ParentRef{stGateway, stParent("other")}, stGood(stGateway, 3), other),
+			route: stRoute([]routes.ParentRef{stGateway}, stGood(stGateway, 3), other), want: Settle{}},
+		{name: "several controllers: the longest", route: stRoute([]routes.ParentRef{stGateway, stParent("other")}, stGood(stGateway, 3), other),
 			want: Settle{Wait: 4 * time.Second, Source: "settle time of traefik.io/gateway-controller"}},
 	}
 	for _, tc := range tests {
@@ -64,7 +65,7 @@ func TestSettleRemaining(t *testing.T) {
 	tests := []struct {
 		name    string
 		settle  Settle
-		route   Route
+		route   routes.Route
 		now     time.Time
 		want    time.Duration
 		wantErr string
@@ -76,10 +77,10 @@ func TestSettleRemaining(t *testing.T) {
 			now: written.Add(3 * time.Second), want: time.Second},
 		{name: "passed", settle: threeSeconds, route: seStatusAt(traefik, written), now: written.Add(4 * time.Second), want: 0},
 		{name: "long passed", settle: threeSeconds, route: seStatusAt(traefik, written), now: written.Add(time.Hour), want: 0},
-		{name: "no settle needs no status write", settle: Settle{}, route: stRoute([]ParentRef{stGateway}, stGood(stGateway, 3)),
+		{name: "no settle needs no status write", settle: Settle{}, route: stRoute([]routes.ParentRef{stGateway}, stGood(stGateway, 3)),
 			now: written, want: 0},
 		{name: "a settle without a recorded status write is an error", settle: threeSeconds,
-			route: stRoute([]ParentRef{stGateway}, stGood(stGateway, 3)), now: written,
+			route: stRoute([]routes.ParentRef{stGateway}, stGood(stGateway, 3)), now: written,
 			wantErr: "HTTPRoute shop/web: metadata.managedFields records no write of the status subresource"},
 	}
 	for _, tc := range tests {

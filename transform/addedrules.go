@@ -1,4 +1,4 @@
-package routes
+package transform
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -46,7 +47,7 @@ const (
 
 // RuleInput is what the header and mirror transforms need besides the route.
 type RuleInput struct {
-	Stable, Canary ObjectRef
+	Stable, Canary routes.ObjectRef
 	// ManagedRoutes are the Rollout's spec.strategy.canary.trafficRouting.managedRoutes
 	// names; a generated name "<name>-<n>" must not be one of them.
 	ManagedRoutes []string
@@ -63,7 +64,7 @@ type RuleInput struct {
 
 // RulesResult is a transform's outcome on one route.
 type RulesResult struct {
-	Rules []Rule
+	Rules []routes.Rule
 	// Claimed are the names of the rules the plugin has added for the Rollout
 	// on this route, after the change.
 	Claimed []string
@@ -102,12 +103,12 @@ func InSet(name, base string, routeNames []string) bool {
 // canary backendRef (weight 1, so it carries all matching requests whatever
 // the canary's weight in the weighted rule, 0 included). No match removes the
 // set.
-func SetHeaderRules(r Route, in RuleInput, name string, match []HeaderMatch) (RulesResult, error) {
+func SetHeaderRules(r routes.Route, in RuleInput, name string, match []HeaderMatch) (RulesResult, error) {
 	kept, res := withoutSet(r, in, name)
 	if len(match) == 0 {
 		return res, nil
 	}
-	if r.Kind != HTTPRoute && r.Kind != GRPCRoute {
+	if r.Kind != routes.HTTPRoute && r.Kind != routes.GRPCRoute {
 		return RulesResult{}, fmt.Errorf("a %s has no matches, so it cannot take header route %q", r.Kind, name)
 	}
 	headers, err := headerMatches(match)
@@ -122,7 +123,7 @@ func SetHeaderRules(r Route, in RuleInput, name string, match []HeaderMatch) (Ru
 	if err != nil {
 		return RulesResult{}, err
 	}
-	generated := make([]Rule, len(sources))
+	generated := make([]routes.Rule, len(sources))
 	for k, i := range sources {
 		rule, err := headerRule(r, in, kept[i], i, name, names[k], headers)
 		if err != nil {
@@ -136,7 +137,7 @@ func SetHeaderRules(r Route, in RuleInput, name string, match []HeaderMatch) (Ru
 
 // headerRule is rule ruleName of header route set: weighted rule i (source)
 // with the header matches added to each of its matches, sending to the canary.
-func headerRule(r Route, in RuleInput, source Rule, i int, set, ruleName string, headers []map[string]any) (Rule, error) {
+func headerRule(r routes.Route, in RuleInput, source routes.Rule, i int, set, ruleName string, headers []map[string]any) (routes.Rule, error) {
 	canaryTarget := in.Canary
 	rule := copyRuleWithout(source, "name", "backendRefs", "matches")
 	withoutAddedFilters(rule, in.AddedFilters)
@@ -152,7 +153,7 @@ func headerRule(r Route, in RuleInput, source Rule, i int, set, ruleName string,
 		if !ok {
 			return nil, fmt.Errorf("rule %d match %d is %T, not an object", i, j, m)
 		}
-		if _, ok := mm["path"]; !ok && r.Kind == HTTPRoute {
+		if _, ok := mm["path"]; !ok && r.Kind == routes.HTTPRoute {
 			// The CRD default, written out so that the applied rule equals the stored one.
 			mm["path"] = map[string]any{"type": "PathPrefix", "value": "/"}
 		}
@@ -184,7 +185,7 @@ func headerRule(r Route, in RuleInput, source Rule, i int, set, ruleName string,
 // that rule does (its filters and other fields copied, weight 1), and mirrors
 // percent of the matching requests to the canary with a RequestMirror filter.
 // No match, or percent 0, removes it; nil percent mirrors every request.
-func SetMirrorRule(r Route, in RuleInput, name string, match []RequestMatch, percent *int32) (RulesResult, error) {
+func SetMirrorRule(r routes.Route, in RuleInput, name string, match []RequestMatch, percent *int32) (RulesResult, error) {
 	kept, res := withoutSet(r, in, name)
 	pct, err := mirrorPercent(name, percent)
 	if err != nil {
@@ -193,10 +194,10 @@ func SetMirrorRule(r Route, in RuleInput, name string, match []RequestMatch, per
 	if len(match) == 0 || pct == 0 {
 		return res, nil
 	}
-	if r.Kind != HTTPRoute && r.Kind != GRPCRoute {
+	if r.Kind != routes.HTTPRoute && r.Kind != routes.GRPCRoute {
 		return RulesResult{}, fmt.Errorf("a %s has no matches, so it cannot take mirror route %q", r.Kind, name)
 	}
-	if err := r.checkMirrorPercent(name, pct); err != nil {
+	if err := checkMirrorPercent(r, name, pct); err != nil {
 		return RulesResult{}, err
 	}
 	matches, err := mirrorMatches(r.Kind, match)
@@ -239,16 +240,16 @@ func SetMirrorRule(r Route, in RuleInput, name string, match []RequestMatch, per
 		"requestMirror": requestMirror(mirrorRef, pct, r.Schema),
 	})
 	return placement{route: r, in: in, base: name, what: "mirror route " + strconv.Quote(name),
-		kept: kept, removal: res, generated: []Rule{rule}, names: names}.place()
+		kept: kept, removal: res, generated: []routes.Rule{rule}, names: names}.place()
 }
 
 // RemoveAddedRules returns the route without every rule the plugin recorded
 // as added for the Rollout (claimed). A claimed rule that is already gone is
 // fine; a rule with any other name, or none, stays.
-func RemoveAddedRules(r Route, claimed []string) RulesResult {
-	var kept []Rule
+func RemoveAddedRules(r routes.Route, claimed []string) RulesResult {
+	var kept []routes.Rule
 	var removed []string
-	for _, rule := range CopyRules(r.Rules) {
+	for _, rule := range routes.CopyRules(r.Rules) {
 		if n := rule.Name(); n != "" && slices.Contains(claimed, n) {
 			removed = append(removed, n)
 			continue
@@ -265,8 +266,8 @@ func RemoveAddedRules(r Route, claimed []string) RulesResult {
 // CheckLimits refuses rules the CRD would refuse for their count (a
 // LimitError): rules per route, matches per rule and per route, header
 // matches per match, filters per rule; and duplicate rule names.
-func CheckLimits(kind Kind, rules []Rule) error {
-	if kind != HTTPRoute && kind != GRPCRoute {
+func CheckLimits(kind routes.Kind, rules []routes.Rule) error {
+	if kind != routes.HTTPRoute && kind != routes.GRPCRoute {
 		return nil
 	}
 	if len(rules) > MaxRules {
@@ -315,10 +316,10 @@ func limitf(format string, args ...any) error {
 // withoutSet returns a copy of the rules without the claimed rules of
 // managedRoutes entry base, and the result of that removal: the claimed names
 // without the set's (also recorded names whose rules are already gone).
-func withoutSet(r Route, in RuleInput, base string) ([]Rule, RulesResult) {
-	kept := make([]Rule, 0, len(r.Rules))
+func withoutSet(r routes.Route, in RuleInput, base string) ([]routes.Rule, RulesResult) {
+	kept := make([]routes.Rule, 0, len(r.Rules))
 	var res RulesResult
-	for _, rule := range CopyRules(r.Rules) {
+	for _, rule := range routes.CopyRules(r.Rules) {
 		if n := rule.Name(); n != "" && slices.Contains(in.Claimed, n) && InSet(n, base, in.ManagedRoutes) {
 			res.Changes = append(res.Changes, "− rule "+n)
 			continue
@@ -353,16 +354,16 @@ func setNames(base string, n int, managedRoutes []string) ([]string, error) {
 // placement is the new rule set of one managedRoutes entry, about to go on a
 // route.
 type placement struct {
-	route Route
+	route routes.Route
 	in    RuleInput
 	// base is the managedRoutes entry; what names the step in errors.
 	base, what string
 	// kept are the route's rules without the entry's old rules; removal is
 	// the outcome of taking those out.
-	kept    []Rule
+	kept    []routes.Rule
 	removal RulesResult
 	// generated are the entry's new rules, named names.
-	generated []Rule
+	generated []routes.Rule
 	names     []string
 }
 
@@ -379,7 +380,7 @@ func (p placement) place() (RulesResult, error) {
 	}
 	if slices.Equal(slices.Sorted(slices.Values(mine)), slices.Sorted(slices.Values(p.names))) &&
 		reflect.DeepEqual(namedRules(p.route.Rules, p.names), p.generated) {
-		return RulesResult{Rules: CopyRules(p.route.Rules), Claimed: slices.Clone(p.in.Claimed)}, nil
+		return RulesResult{Rules: routes.CopyRules(p.route.Rules), Claimed: slices.Clone(p.in.Claimed)}, nil
 	}
 	for _, rule := range p.kept {
 		if n := rule.Name(); slices.Contains(p.names, n) {
@@ -454,10 +455,10 @@ func setOf(name string, managedRoutes []string) string {
 
 // namedRules are the rules with the given names, in the given order; nil if
 // one is missing.
-func namedRules(rules []Rule, names []string) []Rule {
-	out := make([]Rule, 0, len(names))
+func namedRules(rules []routes.Rule, names []string) []routes.Rule {
+	out := make([]routes.Rule, 0, len(names))
 	for _, n := range names {
-		i := slices.IndexFunc(rules, func(r Rule) bool { return r.Name() == n })
+		i := slices.IndexFunc(rules, func(r routes.Rule) bool { return r.Name() == n })
 		if i < 0 {
 			return nil
 		}
@@ -471,7 +472,7 @@ func namedRules(rules []Rule, names []string) []Rule {
 // either the new rule's match (if the other rule is earlier) or the other
 // rule's (if it comes after the new rules; later starts at that rule's index
 // once they are in) would never be used.
-func shadowed(kind Kind, earlier, later []Rule, laterIndex int, rule Rule) error {
+func shadowed(kind routes.Kind, earlier, later []routes.Rule, laterIndex int, rule routes.Rule) error {
 	for j, m := range matchesOf(kind, rule) {
 		for i, e := range earlier {
 			if slices.ContainsFunc(matchesOf(kind, e), func(other map[string]any) bool { return reflect.DeepEqual(m, other) }) {
@@ -490,10 +491,10 @@ func shadowed(kind Kind, earlier, later []Rule, laterIndex int, rule Rule) error
 // matchesOf returns a rule's matches in a form to compare: header and query
 // param matches sorted by name, empty lists dropped, no matches as the one
 // match that matches everything.
-func matchesOf(kind Kind, rule Rule) []map[string]any {
+func matchesOf(kind routes.Kind, rule routes.Rule) []map[string]any {
 	raw, _ := rule["matches"].([]any)
 	if len(raw) == 0 {
-		if kind == HTTPRoute {
+		if kind == routes.HTTPRoute {
 			return []map[string]any{{"path": map[string]any{"type": "PathPrefix", "value": "/"}}}
 		}
 		return []map[string]any{{}}
@@ -518,7 +519,7 @@ func matchesOf(kind Kind, rule Rule) []map[string]any {
 				c[k] = v
 			}
 		}
-		if kind == HTTPRoute {
+		if kind == routes.HTTPRoute {
 			if _, ok := c["path"]; !ok {
 				c["path"] = map[string]any{"type": "PathPrefix", "value": "/"}
 			}
@@ -529,8 +530,8 @@ func matchesOf(kind Kind, rule Rule) []map[string]any {
 }
 
 // copyRuleWithout deep-copies a rule without the given fields.
-func copyRuleWithout(rule Rule, drop ...string) Rule {
-	out := Rule{}
+func copyRuleWithout(rule routes.Rule, drop ...string) routes.Rule {
+	out := routes.Rule{}
 	for k, v := range rule {
 		if !slices.Contains(drop, k) {
 			out[k] = runtime.DeepCopyJSONValue(v)
@@ -716,11 +717,11 @@ var httpMethods = []string{"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "O
 // RegularExpression; no path → PathPrefix "/"; method exact only.
 // GRPCRoute: path exact "/<service>/<method>" → that method, prefix
 // "/<service>/" → every method of the service; HTTP methods do not apply.
-func mirrorMatches(kind Kind, match []RequestMatch) ([]any, error) {
+func mirrorMatches(kind routes.Kind, match []RequestMatch) ([]any, error) {
 	out := make([]any, 0, len(match))
 	for i, m := range match {
 		mm := map[string]any{}
-		if kind == GRPCRoute {
+		if kind == routes.GRPCRoute {
 			if m.Method != nil {
 				return nil, fmt.Errorf("match %d: a GRPCRoute matches gRPC services and methods, not HTTP methods; use path /<service>/<method>", i)
 			}
