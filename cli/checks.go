@@ -15,6 +15,7 @@ import (
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
+	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
 	"github.com/gatewayapi-ssa/rollouts-plugin/pingpong"
 	"github.com/gatewayapi-ssa/rollouts-plugin/plugin"
 	"github.com/gatewayapi-ssa/rollouts-plugin/preflight"
@@ -24,7 +25,7 @@ import (
 
 // clusterChecks checks a plan against a cluster.
 type clusterChecks struct {
-	reader   *routes.Cluster
+	reader   *kube.Cluster
 	dyn      dynamic.Interface
 	gw       gateway.Interface
 	applier  *ssa.Applier
@@ -52,7 +53,7 @@ func newClusterChecks(conn *connection, fieldManager, as string) (*clusterChecks
 		}
 	}
 	log := quietLog()
-	reader := routes.NewCluster(gw.GatewayV1().RESTClient(), log)
+	reader := kube.NewCluster(gw.GatewayV1().RESTClient(), log)
 	identity := as
 	if identity == "" {
 		identity = "you (the kubeconfig's user; give --as for the controller's ServiceAccount)"

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/cleanup"
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
+	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
 )
@@ -101,7 +102,7 @@ func newCleaner(conn *connection, fieldManager string) (*cleanup.Cleaner, error)
 		return nil, fmt.Errorf("building the Kubernetes clients: %w", gwErr)
 	}
 	log := quietLog()
-	reader := routes.NewCluster(gw.GatewayV1().RESTClient(), log)
+	reader := kube.NewCluster(gw.GatewayV1().RESTClient(), log)
 	return &cleanup.Cleaner{Dynamic: dyn, Versions: reader, Applier: ssa.NewApplier(gw, dyn, reader, fieldManager, log),
 		FieldManager: fieldManager, Log: log}, nil
 }

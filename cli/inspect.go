@@ -11,6 +11,7 @@ import (
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
+	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
@@ -61,7 +62,7 @@ func runInspect(args []string, out, errOut io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	live, err := routes.NewCluster(gw.GatewayV1().RESTClient(), quietLog()).Fresh(ctx, ref)
+	live, err := kube.NewCluster(gw.GatewayV1().RESTClient(), quietLog()).Fresh(ctx, ref)
 	if err != nil {
 		fmt.Fprintf(errOut, "reading %s: %v\n", ref, err)
 		return 1

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/experiment"
+	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
 	"github.com/gatewayapi-ssa/rollouts-plugin/pingpong"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
@@ -112,7 +113,7 @@ func DynamicServicePorts(dyn dynamic.Interface, namespace string) ServicePorts {
 			return nil, &MissingServiceError{Namespace: namespace, Name: name}
 		}
 		if err != nil {
-			return nil, fmt.Errorf("reading Service %s/%s: %w", namespace, name, routes.Grant(err, "get", "services", namespace))
+			return nil, fmt.Errorf("reading Service %s/%s: %w", namespace, name, kube.Grant(err, "get", "services", namespace))
 		}
 		var svc corev1.Service
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &svc); err != nil {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/cleanup"
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
+	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
 )
@@ -73,7 +74,7 @@ type Plugin struct {
 	initMu  sync.Mutex
 	mu      sync.Mutex
 	dyn     dynamic.Interface
-	reader  routes.Reader
+	reader  kube.Reader
 	applier *ssa.Applier
 	// sweeping is set once the cleanup sweep runs.
 	sweeping bool
@@ -149,7 +150,7 @@ func (p *Plugin) Connect(cfg *rest.Config) error {
 	if err != nil {
 		return err
 	}
-	reader := routes.NewCluster(c.gw.GatewayV1().RESTClient(), p.log)
+	reader := kube.NewCluster(c.gw.GatewayV1().RESTClient(), p.log)
 	p.Use(c.reviews, c.gw, c.dyn, reader)
 	p.startSweep(c.dyn, reader)
 	return nil
@@ -157,7 +158,7 @@ func (p *Plugin) Connect(cfg *rest.Config) error {
 
 // startSweep starts the cleanup of deleted Rollouts' claims, once, if the
 // plugin was asked to.
-func (p *Plugin) startSweep(dyn dynamic.Interface, reader routes.Reader) {
+func (p *Plugin) startSweep(dyn dynamic.Interface, reader kube.Reader) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.opts.CleanupInterval <= 0 || p.sweeping {
@@ -222,7 +223,7 @@ func tokenBucket(qps float32, burst int) flowcontrol.RateLimiter {
 
 // Use sets the clients the plugin reads and writes with (reviews may be nil:
 // no access reviews); a reader it replaces is closed (its watch caches stop).
-func (p *Plugin) Use(reviews authorizationv1.SelfSubjectAccessReviewInterface, gw gateway.Interface, dyn dynamic.Interface, reader routes.Reader) {
+func (p *Plugin) Use(reviews authorizationv1.SelfSubjectAccessReviewInterface, gw gateway.Interface, dyn dynamic.Interface, reader kube.Reader) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if old, ok := p.reader.(interface{ Close() }); ok && p.reader != reader {
@@ -349,7 +350,7 @@ func (p *Plugin) run(ctx context.Context, ro *v1alpha1.Rollout, name string, cal
 	if cfg.err != nil {
 		return p.fail(ro, name, cfg.err)
 	}
-	res := routes.ResolveEach(ctx, reader, cfg.Targets)
+	res := kube.ResolveEach(ctx, reader, cfg.Targets)
 	if _, removing := call.(desired.RemoveManaged); removing {
 		// Nothing of the plugin's is on a route that is not there; SetWeight
 		// reports the missing route (the controller shows its errors, and calls

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
+	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
@@ -114,8 +115,8 @@ func (p *Plugin) verifyWeight(ro *v1alpha1.Rollout, desiredWeight int32, additio
 // freshRoutes resolves the targets and reads every route again with a GET,
 // concurrently: VerifyWeight comes right after SetWeight, and a watch cache a
 // moment behind would show the generation before the write.
-func (p *Plugin) freshRoutes(ctx context.Context, reader routes.Reader, t routes.Targets) ([]routes.Route, error) {
-	resolved, err := routes.Resolve(ctx, reader, t)
+func (p *Plugin) freshRoutes(ctx context.Context, reader kube.Reader, t routes.Targets) ([]routes.Route, error) {
+	resolved, err := kube.Resolve(ctx, reader, t)
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +131,7 @@ func (p *Plugin) freshRoutes(ctx context.Context, reader routes.Reader, t routes
 		case apierrors.IsNotFound(err):
 			return fmt.Errorf("%s not found (deleted?)", refs[i])
 		case err != nil:
-			return fmt.Errorf("reading %s: %w", refs[i], routes.Grant(err, "get", refs[i].Kind.GroupResource(), refs[i].Namespace))
+			return fmt.Errorf("reading %s: %w", refs[i], kube.Grant(err, "get", refs[i].Kind.GroupResource(), refs[i].Namespace))
 		}
 		out[i] = fresh
 		return nil

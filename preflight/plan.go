@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
+	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
 	"github.com/gatewayapi-ssa/rollouts-plugin/plugin"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
@@ -21,7 +22,7 @@ type Input struct {
 	// PluginName and FieldManager are the plugin's -plugin-name and -field-manager.
 	PluginName, FieldManager string
 	// Reader reads the Rollout's routes as they are now.
-	Reader routes.Reader
+	Reader kube.Reader
 	// Ports reads the ports of the Services in the Rollout's namespace;
 	// experiment Services, which do not exist yet, are made up from the
 	// experiment templates.
@@ -105,7 +106,7 @@ func Compute(ctx context.Context, in Input) Plan {
 		p.Problems = append(p.Problems, Problem{Step: "config", Reason: err.Error()})
 		return p
 	}
-	live, err := routes.Resolve(ctx, in.Reader, settings.Targets)
+	live, err := kube.Resolve(ctx, in.Reader, settings.Targets)
 	if err != nil {
 		p.Problems = append(p.Problems, Problem{Step: "routes", Reason: err.Error()})
 	}

@@ -3,6 +3,7 @@ package routes
 import (
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -70,3 +71,20 @@ type Ref struct {
 }
 
 func (r Ref) String() string { return fmt.Sprintf("%s %s/%s", r.Kind, r.Namespace, r.Name) }
+
+// Targets are the routes a rollout manages: by name and by label selector.
+type Targets struct {
+	Named     []Ref
+	Selectors []Selection
+}
+
+// Selection is every route of one kind in a namespace whose labels match.
+type Selection struct {
+	Kind      Kind
+	Namespace string
+	Selector  labels.Selector
+}
+
+func (s Selection) String() string {
+	return fmt.Sprintf("%s selector %q in namespace %s", s.Kind, s.Selector.String(), s.Namespace)
+}

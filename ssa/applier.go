@@ -17,6 +17,7 @@ import (
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
+	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
@@ -48,13 +49,13 @@ type Applier struct {
 	dyn          dynamic.Interface
 	reviews      authorizationv1.SelfSubjectAccessReviewInterface
 	access       accessAnswers
-	reader       routes.Reader
+	reader       kube.Reader
 	fieldManager string
 	log          *logrus.Entry
 }
 
 // NewApplier returns an Applier that writes as fieldManager.
-func NewApplier(client gateway.Interface, dyn dynamic.Interface, reader routes.Reader, fieldManager string, log *logrus.Entry) *Applier {
+func NewApplier(client gateway.Interface, dyn dynamic.Interface, reader kube.Reader, fieldManager string, log *logrus.Entry) *Applier {
 	return &Applier{client: client, dyn: dyn, reader: reader, fieldManager: fieldManager, log: log}
 }
 
@@ -123,7 +124,7 @@ func (a *Applier) Write(ctx context.Context, p Plan, log *logrus.Entry) error {
 			}
 			return a.releaseIfDone(ctx, p, stored, answer, log)
 		}
-		if !isStale(err) && !routes.NotServed(err) {
+		if !isStale(err) && !kube.NotServed(err) {
 			return &RouteError{Route: p.Live.Ref, Err: explain(ctx, err, p.Live.Ref, "patch")}
 		}
 		if attempt == maxAttempts {
@@ -175,7 +176,7 @@ func (a *Applier) release(ctx context.Context, current routes.Route, answer *rou
 		answer = nil
 		if u == nil {
 			if u, err = res.Get(ctx, current.Name, metav1.GetOptions{}); err != nil {
-				return routes.Grant(err, "get", current.Kind.GroupResource(), current.Namespace)
+				return kube.Grant(err, "get", current.Kind.GroupResource(), current.Namespace)
 			}
 		}
 		live, err := routes.FromUnstructured(u)
@@ -211,7 +212,7 @@ func (a *Applier) release(ctx context.Context, current routes.Route, answer *rou
 			continue
 		}
 		if err != nil {
-			return routes.Grant(err, "update", current.Kind.GroupResource(), current.Namespace)
+			return kube.Grant(err, "update", current.Kind.GroupResource(), current.Namespace)
 		}
 		if r, err := routes.FromUnstructuredNoCopy(updated); err == nil {
 			a.reader.Written(routes.Answered(r, nil))
@@ -234,7 +235,7 @@ func isStale(err error) bool {
 
 // explain adds what to do to the apiserver's answer to a request of verb.
 func explain(ctx context.Context, err error, ref routes.Ref, verb string) error {
-	var perm *routes.PermissionError
+	var perm *kube.PermissionError
 	var transport *url.Error
 	unanswered := errors.As(err, &transport)
 	if unanswered {
@@ -247,10 +248,10 @@ func explain(ctx context.Context, err error, ref routes.Ref, verb string) error 
 		return fmt.Errorf("not confirmed written before the call's deadline (the call is safe to repeat): %w", err)
 	case unanswered:
 		return fmt.Errorf("%w; whether it was written is not known, and the call is safe to repeat", err)
-	case apierrors.IsNotFound(err) && !routes.NotServed(err):
+	case apierrors.IsNotFound(err) && !kube.NotServed(err):
 		return fmt.Errorf("not found (deleted while the plugin worked on it?): %w", err)
 	case apierrors.IsForbidden(err):
-		return routes.Grant(err, verb, ref.Kind.GroupResource(), ref.Namespace)
+		return kube.Grant(err, verb, ref.Kind.GroupResource(), ref.Namespace)
 	case apierrors.IsInvalid(err):
 		return fmt.Errorf("the apiserver rejected the new rules as invalid: %w", err)
 	case strings.Contains(err.Error(), "field not declared in schema"):

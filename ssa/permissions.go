@@ -11,6 +11,7 @@ import (
 	authzv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
@@ -96,7 +97,7 @@ func (a *Applier) checkOwnershipChange(ctx context.Context, p Plan) error {
 	if len(reasons) > 0 {
 		why += " (" + strings.Join(reasons, "; ") + ")"
 	}
-	return &routes.PermissionError{Verbs: denied, Resource: p.Live.Kind.GroupResource(), Namespace: p.Live.Namespace, Why: why}
+	return &kube.PermissionError{Verbs: denied, Resource: p.Live.Kind.GroupResource(), Namespace: p.Live.Namespace, Why: why}
 }
 
 // namespaceAllows says whether the plugin may do attrs.Verb on every route of

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
+	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
@@ -102,7 +103,7 @@ func TestDenialIsAskedByNameAndNotRemembered(t *testing.T) {
 		t.Errorf("route a, granted update by name: %v", err)
 	}
 	err := a.checkOwnershipChange(context.Background(), startPlan("b"))
-	var perm *routes.PermissionError
+	var perm *kube.PermissionError
 	if !errors.As(err, &perm) || strings.Join(perm.Verbs, ",") != "update" || !strings.Contains(err.Error(), "nothing was written") {
 		t.Fatalf("route b without update: %v", err)
 	}

@@ -1,30 +1,13 @@
-package routes
+package kube
 
 import (
 	"context"
 	"errors"
 	"fmt"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/labels"
 )
-
-// Targets are the routes a rollout manages: by name and by label selector.
-type Targets struct {
-	Named     []Ref
-	Selectors []Selection
-}
-
-// Selection is every route of one kind in a namespace whose labels match.
-type Selection struct {
-	Kind      Kind
-	Namespace string
-	Selector  labels.Selector
-}
-
-func (s Selection) String() string {
-	return fmt.Sprintf("%s selector %q in namespace %s", s.Kind, s.Selector.String(), s.Namespace)
-}
 
 // MissingError is a named route that does not exist or a selector that
 // matches nothing.
@@ -36,7 +19,7 @@ func (e *MissingError) Error() string { return e.msg }
 type Resolution struct {
 	// Routes are the routes read, each once: named routes first, in order,
 	// then the selected ones.
-	Routes []Route
+	Routes []routes.Route
 	// Missing are the named routes that do not exist and the selectors that
 	// match nothing (each a *MissingError): input to fix, not a fault.
 	Missing []error
@@ -50,7 +33,7 @@ func (r Resolution) Err() error { return errors.Join(append(r.Missing, r.Failed.
 
 // Resolve reads every route the targets name, all or nothing: the routes, or
 // an error naming every target missing or not read.
-func Resolve(ctx context.Context, r Reader, t Targets) ([]Route, error) {
+func Resolve(ctx context.Context, r Reader, t routes.Targets) ([]routes.Route, error) {
 	res := ResolveEach(ctx, r, t)
 	return res.Routes, res.Err()
 }
@@ -59,8 +42,8 @@ func Resolve(ctx context.Context, r Reader, t Targets) ([]Route, error) {
 // target by target. A named route that does not exist and a selector that
 // matches nothing are Missing: a rollout would otherwise shift no traffic
 // without saying so.
-func ResolveEach(ctx context.Context, r Reader, t Targets) Resolution {
-	seen := map[Ref]bool{}
+func ResolveEach(ctx context.Context, r Reader, t routes.Targets) Resolution {
+	seen := map[routes.Ref]bool{}
 	var out Resolution
 	for _, ref := range t.Named {
 		if seen[ref] {

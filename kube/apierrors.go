@@ -1,4 +1,4 @@
-package routes
+package kube
 
 import (
 	"fmt"
@@ -52,13 +52,4 @@ func Grant(err error, verb, resource, namespace string) error {
 // the object): the CRD's served versions changed since discovery.
 func NotServed(err error) bool {
 	return apierrors.IsNotFound(err) && apierrors.HasStatusCause(err, metav1.CauseTypeUnexpectedServerResponse)
-}
-
-// About says which route err is about: it puts the route in front, unless the
-// message already begins with it.
-func About(ref Ref, err error) error {
-	if strings.HasPrefix(err.Error(), ref.String()) {
-		return err
-	}
-	return fmt.Errorf("%s: %w", ref, err)
 }

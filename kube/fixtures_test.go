@@ -1,4 +1,6 @@
-package routes
+package kube
+
+import "github.com/gatewayapi-ssa/rollouts-plugin/routes"
 
 // wtNS is the namespace of the routes the tests read.
 const wtNS = "shop"
@@ -9,10 +11,10 @@ func wtBackend(name string, weight int64) map[string]any {
 }
 
 // wtRule is a rule with a path match and the given backends.
-func wtRule(path string, backends ...map[string]any) Rule {
+func wtRule(path string, backends ...map[string]any) routes.Rule {
 	refs := make([]any, len(backends))
 	for i, b := range backends {
 		refs[i] = b
 	}
-	return Rule{"matches": []any{map[string]any{"path": map[string]any{"type": "PathPrefix", "value": path}}}, "backendRefs": refs}
+	return routes.Rule{"matches": []any{map[string]any{"path": map[string]any{"type": "PathPrefix", "value": path}}}, "backendRefs": refs}
 }

@@ -1,4 +1,4 @@
-package routes
+package kube
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,16 +31,16 @@ import (
 // or rule with what the reader keeps or hands to anyone else, so concurrent
 // calls may change what they got without copying first.
 type Reader interface {
-	Get(ctx context.Context, ref Ref) (Route, error)
-	Fresh(ctx context.Context, ref Ref) (Route, error)
-	List(ctx context.Context, kind Kind, namespace string, selector labels.Selector) ([]Route, error)
+	Get(ctx context.Context, ref routes.Ref) (routes.Route, error)
+	Fresh(ctx context.Context, ref routes.Ref) (routes.Route, error)
+	List(ctx context.Context, kind routes.Kind, namespace string, selector labels.Selector) ([]routes.Route, error)
 	// ServedVersion is the API version the plugin reads and writes kind in.
-	ServedVersion(ctx context.Context, kind Kind) (string, error)
+	ServedVersion(ctx context.Context, kind routes.Kind) (string, error)
 	// Written tells the reader about an object the plugin just wrote, so the
 	// next Get does not answer with an older cached copy. The reader keeps
 	// the answer, and reads it only if a call reads the route before the
 	// watch cache has the write. Fresh keeps what it read the same way.
-	Written(a *Answer)
+	Written(a *routes.Answer)
 }
 
 // cacheSyncWait bounds how long the calls of the first moments of a watch
@@ -56,12 +57,12 @@ type Cluster struct {
 	log    *logrus.Entry
 
 	mu        sync.Mutex
-	versions  map[Kind]string
+	versions  map[routes.Kind]string
 	informers map[informerKey]*namespaceCache
 	// ahead is the overlay: per route, the newest version the plugin has
 	// seen beyond its watch cache (the answer to its write, or a fresh
 	// read), until the cache holds it too.
-	ahead  map[Ref]*Answer
+	ahead  map[routes.Ref]*routes.Answer
 	closed bool
 
 	// schemaMu serializes reading the OpenAPI documents; schemas holds what
@@ -72,7 +73,7 @@ type Cluster struct {
 
 // schemaDoc is what one version's OpenAPI document said of the route kinds.
 type schemaDoc struct {
-	kinds map[Kind]Schema
+	kinds map[routes.Kind]routes.Schema
 	read  time.Time
 	// failed: the document could not be read; every kind is assumed to have
 	// every field until it is read again.
@@ -80,7 +81,7 @@ type schemaDoc struct {
 }
 
 type informerKey struct {
-	kind      Kind
+	kind      routes.Kind
 	namespace string
 }
 
@@ -103,9 +104,9 @@ type namespaceCache struct {
 func NewCluster(client rest.Interface, log *logrus.Entry) *Cluster {
 	return &Cluster{
 		client: client, log: log,
-		versions:  map[Kind]string{},
+		versions:  map[routes.Kind]string{},
 		informers: map[informerKey]*namespaceCache{},
-		ahead:     map[Ref]*Answer{},
+		ahead:     map[routes.Ref]*routes.Answer{},
 		schemas:   map[string]schemaDoc{},
 	}
 }
@@ -125,7 +126,7 @@ func (c *Cluster) Close() {
 // cluster serves, preferring v1. A failed discovery is not remembered, and a
 // version the apiserver stops serving is forgotten (forget), so the next call
 // asks again: a CRD upgrade needs no restart.
-func (c *Cluster) ServedVersion(ctx context.Context, kind Kind) (string, error) {
+func (c *Cluster) ServedVersion(ctx context.Context, kind routes.Kind) (string, error) {
 	c.mu.Lock()
 	v, ok := c.versions[kind]
 	c.mu.Unlock()
@@ -150,8 +151,8 @@ func (c *Cluster) ServedVersion(ctx context.Context, kind Kind) (string, error) 
 
 // serves asks the apiserver whether it serves kind in version: a GET of
 // the group version's resource list, under ctx.
-func (c *Cluster) serves(ctx context.Context, version string, kind Kind) (bool, error) {
-	raw, err := body(c.client.Get().AbsPath("/apis", Group, version).Do(ctx))
+func (c *Cluster) serves(ctx context.Context, version string, kind routes.Kind) (bool, error) {
+	raw, err := body(c.client.Get().AbsPath("/apis", routes.Group, version).Do(ctx))
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	}
@@ -160,7 +161,7 @@ func (c *Cluster) serves(ctx context.Context, version string, kind Kind) (bool, 
 	}
 	var list metav1.APIResourceList
 	if err := json.Unmarshal(raw, &list); err != nil {
-		return false, fmt.Errorf("decoding the resources of %s/%s: %w", Group, version, err)
+		return false, fmt.Errorf("decoding the resources of %s/%s: %w", routes.Group, version, err)
 	}
 	for _, res := range list.APIResources {
 		if res.Name == kind.Resource() {
@@ -173,7 +174,7 @@ func (c *Cluster) serves(ctx context.Context, version string, kind Kind) (bool, 
 // forget drops what the reader knows about kind in version after the
 // apiserver answered that it does not serve it: the version and the watch
 // caches of the kind. It says whether there was anything to forget.
-func (c *Cluster) forget(kind Kind, version string) bool {
+func (c *Cluster) forget(kind routes.Kind, version string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.versions[kind] != version {
@@ -192,15 +193,15 @@ func (c *Cluster) forget(kind Kind, version string) bool {
 }
 
 // Get reads a route, from the watch cache when it has synced.
-func (c *Cluster) Get(ctx context.Context, ref Ref) (Route, error) {
+func (c *Cluster) Get(ctx context.Context, ref routes.Ref) (routes.Route, error) {
 	r, err := c.get(ctx, ref)
 	return c.withSchema(ctx, r, err)
 }
 
-func (c *Cluster) get(ctx context.Context, ref Ref) (Route, error) {
+func (c *Cluster) get(ctx context.Context, ref routes.Ref) (routes.Route, error) {
 	inf, err := c.cacheFor(ctx, ref.Kind, ref.Namespace)
 	if err != nil {
-		return Route{}, err
+		return routes.Route{}, err
 	}
 	if inf == nil {
 		return c.fresh(ctx, ref)
@@ -221,16 +222,16 @@ func (c *Cluster) get(ctx context.Context, ref Ref) (Route, error) {
 // answer, and the overlay no longer has anything newer than obj. So store is
 // read again after the overlay: it holds the write then, since the informer
 // stores an event before it tells caughtUp.
-func (c *Cluster) fromCache(store cache.Store, obj any) (Route, error) {
+func (c *Cluster) fromCache(store cache.Store, obj any) (routes.Route, error) {
 	cr := obj.(*cachedRoute)
 	if cr.err != nil {
-		return Route{}, cr.err
+		return routes.Route{}, cr.err
 	}
 	r := c.newest(cr.route, true)
 	if now, ok, err := store.Get(obj); err == nil && ok {
 		if n := now.(*cachedRoute); newer(n.ResourceVersion, r.ResourceVersion) {
 			if n.err != nil {
-				return Route{}, n.err
+				return routes.Route{}, n.err
 			}
 			return n.route.DeepCopy(), nil
 		}
@@ -241,16 +242,16 @@ func (c *Cluster) fromCache(store cache.Store, obj any) (Route, error) {
 // Fresh reads a route with a GET. An answer that the apiserver does not serve
 // the kind in the version the reader knows makes it discover the version
 // again and read once more.
-func (c *Cluster) Fresh(ctx context.Context, ref Ref) (Route, error) {
+func (c *Cluster) Fresh(ctx context.Context, ref routes.Ref) (routes.Route, error) {
 	r, err := c.fresh(ctx, ref)
 	return c.withSchema(ctx, r, err)
 }
 
-func (c *Cluster) fresh(ctx context.Context, ref Ref) (Route, error) {
+func (c *Cluster) fresh(ctx context.Context, ref routes.Ref) (routes.Route, error) {
 	for again := true; ; again = false {
 		version, err := c.ServedVersion(ctx, ref.Kind)
 		if err != nil {
-			return Route{}, err
+			return routes.Route{}, err
 		}
 		path := append(routesPath(ref.Kind.GVR(version), ref.Namespace), ref.Name)
 		raw, err := body(c.client.Get().AbsPath(path...).Do(ctx))
@@ -259,14 +260,14 @@ func (c *Cluster) fresh(ctx context.Context, ref Ref) (Route, error) {
 			continue
 		}
 		if err != nil {
-			return Route{}, err
+			return routes.Route{}, err
 		}
-		r, err := Decode(raw)
+		r, err := routes.Decode(raw)
 		if err == nil {
 			// A cache still behind this read must not answer the next read
 			// with an older route: a write whose answer was lost and whose
 			// repeat was refused is known only from this read.
-			c.remember(Answered(r.DeepCopy(), nil))
+			c.remember(routes.Answered(r.DeepCopy(), nil))
 		}
 		return r, err
 	}
@@ -274,12 +275,12 @@ func (c *Cluster) fresh(ctx context.Context, ref Ref) (Route, error) {
 
 // List returns the routes of a kind in a namespace that match selector,
 // sorted by name.
-func (c *Cluster) List(ctx context.Context, kind Kind, namespace string, selector labels.Selector) ([]Route, error) {
+func (c *Cluster) List(ctx context.Context, kind routes.Kind, namespace string, selector labels.Selector) ([]routes.Route, error) {
 	inf, err := c.cacheFor(ctx, kind, namespace)
 	if err != nil {
 		return nil, err
 	}
-	var out []Route
+	var out []routes.Route
 	if inf != nil {
 		for _, o := range inf.GetIndexer().List() {
 			if !selector.Matches(labels.Set(labelsOf(o))) {
@@ -304,7 +305,7 @@ func (c *Cluster) List(ctx context.Context, kind Kind, namespace string, selecto
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	schemas := map[string]Schema{} // by version: one lookup per List, not per route
+	schemas := map[string]routes.Schema{} // by version: one lookup per List, not per route
 	for i := range out {
 		s, ok := schemas[out[i].Version]
 		if !ok {
@@ -321,7 +322,7 @@ func labelsOf(obj any) map[string]string { return obj.(*cachedRoute).route.Label
 
 // list LISTs the routes, discovering the version again if the apiserver no
 // longer serves the one the reader knows.
-func (c *Cluster) list(ctx context.Context, kind Kind, namespace string, selector labels.Selector) (*routeList, error) {
+func (c *Cluster) list(ctx context.Context, kind routes.Kind, namespace string, selector labels.Selector) (*routeList, error) {
 	for again := true; ; again = false {
 		version, err := c.ServedVersion(ctx, kind)
 		if err != nil {
@@ -337,12 +338,12 @@ func (c *Cluster) list(ctx context.Context, kind Kind, namespace string, selecto
 }
 
 // Written records the apiserver's answer to the plugin's write.
-func (c *Cluster) Written(a *Answer) { c.remember(a) }
+func (c *Cluster) Written(a *routes.Answer) { c.remember(a) }
 
 // remember puts a into the overlay, unless the overlay has a newer version
 // of the route: calls writing one route at once (Rollouts that share it) may
 // get their answers in one order and record them in the other.
-func (c *Cluster) remember(a *Answer) {
+func (c *Cluster) remember(a *routes.Answer) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if old, ok := c.ahead[a.Ref]; ok && newer(old.ResourceVersion, a.ResourceVersion) {
@@ -356,7 +357,7 @@ func (c *Cluster) remember(a *Answer) {
 // is not written twice and a changed one is not taken for unchanged. A shared
 // route (what the cache holds) is copied; one that is not is the caller's.
 // An answer that cannot be read is forgotten: the cache's route it is.
-func (c *Cluster) newest(r Route, shared bool) Route {
+func (c *Cluster) newest(r routes.Route, shared bool) routes.Route {
 	c.mu.Lock()
 	w, ok := c.ahead[r.Ref]
 	if ok && !newer(w.ResourceVersion, r.ResourceVersion) {
@@ -409,7 +410,7 @@ func newer(a, b string) bool {
 // It returns the cache once it has synced; nil (read with GET) while it has
 // not: the first calls wait for it up to cacheSyncWait, unless its list has
 // failed already.
-func (c *Cluster) cacheFor(ctx context.Context, kind Kind, namespace string) (cache.SharedIndexInformer, error) {
+func (c *Cluster) cacheFor(ctx context.Context, kind routes.Kind, namespace string) (cache.SharedIndexInformer, error) {
 	version, err := c.ServedVersion(ctx, kind)
 	if err != nil {
 		return nil, err

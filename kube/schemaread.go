@@ -1,9 +1,10 @@
-package routes
+package kube
 
 import (
 	"context"
 	"time"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/sirupsen/logrus"
 )
 
@@ -14,7 +15,7 @@ import (
 const schemaRecheck = time.Minute
 
 // withSchema fills in the schema of a route just read.
-func (c *Cluster) withSchema(ctx context.Context, r Route, err error) (Route, error) {
+func (c *Cluster) withSchema(ctx context.Context, r routes.Route, err error) (routes.Route, error) {
 	if err != nil {
 		return r, err
 	}
@@ -29,7 +30,7 @@ func (c *Cluster) withSchema(ctx context.Context, r Route, err error) (Route, er
 // could not be read. A document that cannot be read is logged, and the kind
 // is taken to have every field: the plugin writes as it did before it read
 // schemas, and the apiserver's answer names a field it refuses.
-func (c *Cluster) schemaOf(ctx context.Context, kind Kind, version string) Schema {
+func (c *Cluster) schemaOf(ctx context.Context, kind routes.Kind, version string) routes.Schema {
 	if d, ok := c.cachedSchema(version); ok {
 		return d.kinds[kind]
 	}
@@ -38,11 +39,11 @@ func (c *Cluster) schemaOf(ctx context.Context, kind Kind, version string) Schem
 	if d, ok := c.cachedSchema(version); ok {
 		return d.kinds[kind] // read by a call that held the lock first
 	}
-	log := c.log.WithFields(logrus.Fields{"group": Group, "version": version})
-	raw, err := body(c.client.Get().AbsPath("/openapi/v3/apis", Group, version).Do(ctx))
-	var kinds map[Kind]Schema
+	log := c.log.WithFields(logrus.Fields{"group": routes.Group, "version": version})
+	raw, err := body(c.client.Get().AbsPath("/openapi/v3/apis", routes.Group, version).Do(ctx))
+	var kinds map[routes.Kind]routes.Schema
 	if err == nil {
-		kinds, err = SchemasFromOpenAPI(raw, version)
+		kinds, err = routes.SchemasFromOpenAPI(raw, version)
 	}
 	c.mu.Lock()
 	old, known := c.schemas[version]
@@ -57,10 +58,10 @@ func (c *Cluster) schemaOf(ctx context.Context, kind Kind, version string) Schem
 			}
 			c.keepSchema(version, schemaDoc{read: time.Now(), failed: true})
 		}
-		return Schema{}
+		return routes.Schema{}
 	}
 	for k, s := range kinds {
-		if s != (Schema{}) && (!known || old.kinds[k] != s) {
+		if s != (routes.Schema{}) && (!known || old.kinds[k] != s) {
 			log.WithFields(logrus.Fields{"kind": string(k), "lacksRuleNames": s.LacksRuleNames, "lacksMirrorPercent": s.LacksMirrorPercent}).
 				Info("the installed CRD lacks fields of newer Gateway API releases; the plugin writes what it adds without them")
 		}
@@ -91,7 +92,7 @@ func (d schemaDoc) complete() bool {
 		return false
 	}
 	for _, s := range d.kinds {
-		if s != (Schema{}) {
+		if s != (routes.Schema{}) {
 			return false
 		}
 	}

@@ -1,4 +1,4 @@
-package routes
+package kube
 
 import (
 	"context"
@@ -6,8 +6,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/google/go-cmp/cmp"
 	"github.com/sirupsen/logrus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,7 +22,7 @@ import (
 
 func servedRoute() *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": Group + "/v1",
+		"apiVersion": routes.Group + "/v1",
 		"kind":       "HTTPRoute",
 		"metadata": map[string]any{
 			"name": "web", "namespace": wtNS, "resourceVersion": "7",
@@ -40,7 +40,7 @@ func servedRoute() *unstructured.Unstructured {
 }
 
 // scribble changes every part of a route a transform could touch.
-func scribble(r Route) {
+func scribble(r routes.Route) {
 	r.Labels["app"] = "changed"
 	r.Annotations["note"] = "changed"
 	r.ManagedFields[0].Manager = "changed"
@@ -50,31 +50,18 @@ func scribble(r Route) {
 	r.Parents.Refs[0].Name = "changed"
 }
 
-func TestFromUnstructuredSharesNothingWithTheCachedObject(t *testing.T) {
-	u := servedRoute()
-	before := u.DeepCopy()
-	r, err := FromUnstructured(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	scribble(r)
-	if diff := cmp.Diff(before.Object, u.Object); diff != "" {
-		t.Errorf("changing the route changed the cached object (-before +after):\n%s", diff)
-	}
-}
-
 // The overlay keeps a written route only until the watch cache has it: an
 // event of an older version keeps it, the event of the write (or a newer
 // one) drops it.
 func TestWrittenOverlayEndsWithTheWatchEvent(t *testing.T) {
 	c := NewCluster(nil, logrus.NewEntry(logrus.New()))
 	served := servedRoute()
-	written, err := FromUnstructured(served)
+	written, err := routes.FromUnstructured(served)
 	if err != nil {
 		t.Fatal(err)
 	}
 	written.ResourceVersion = "8"
-	c.Written(Answered(written, nil))
+	c.Written(routes.Answered(written, nil))
 	for _, tc := range []struct {
 		rv   string
 		kept bool
@@ -105,8 +92,8 @@ func TestAReadRacingTheWatchEventOfTheWriteSeesTheWrite(t *testing.T) {
 	if err := store.Add(cached(t, served)); err != nil {
 		t.Fatal(err)
 	}
-	ref := Ref{Kind: HTTPRoute, Namespace: wtNS, Name: "web"}
-	answer, err := AnswerOf(ref, answerJSON(t, served, "8"))
+	ref := routes.Ref{Kind: routes.HTTPRoute, Namespace: wtNS, Name: "web"}
+	answer, err := routes.AnswerOf(ref, answerJSON(t, served, "8"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +129,7 @@ func TestAFreshReadIsAheadOfAStaleCache(t *testing.T) {
 	served := servedRoute()
 	served.SetResourceVersion("8")
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/apis/"+Group+"/v1/namespaces/"+wtNS+"/httproutes/web" {
+		if r.URL.Path != "/apis/"+routes.Group+"/v1/namespaces/"+wtNS+"/httproutes/web" {
 			http.NotFound(w, r)
 			return
 		}
@@ -155,13 +142,13 @@ func TestAFreshReadIsAheadOfAStaleCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := NewCluster(gw.GatewayV1().RESTClient(), logrus.NewEntry(logrus.New()))
-	c.versions[HTTPRoute] = "v1" // discovered already
+	c.versions[routes.HTTPRoute] = "v1" // discovered already
 	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
 	if err := store.Add(cached(t, servedRoute())); err != nil { // the cache: 7
 		t.Fatal(err)
 	}
 
-	fresh, err := c.Fresh(context.Background(), Ref{Kind: HTTPRoute, Namespace: wtNS, Name: "web"})
+	fresh, err := c.Fresh(context.Background(), routes.Ref{Kind: routes.HTTPRoute, Namespace: wtNS, Name: "web"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +158,7 @@ func TestAFreshReadIsAheadOfAStaleCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(want, got, fieldsAsValues); diff != "" {
+	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("a read of the cache after the fresh read (-fresh +got):\n%s", diff)
 	}
 }
@@ -180,12 +167,12 @@ func TestAFreshReadIsAheadOfAStaleCache(t *testing.T) {
 // answers in the other order: the overlay keeps the newer.
 func TestTheOverlayKeepsTheNewerOfTwoAnswers(t *testing.T) {
 	c := NewCluster(nil, logrus.NewEntry(logrus.New()))
-	cached, err := FromUnstructured(servedRoute()) // 7
+	cached, err := routes.FromUnstructured(servedRoute()) // 7
 	if err != nil {
 		t.Fatal(err)
 	}
-	answer := func(rv string) *Answer {
-		a, err := AnswerOf(cached.Ref, answerJSON(t, servedRoute(), rv))
+	answer := func(rv string) *routes.Answer {
+		a, err := routes.AnswerOf(cached.Ref, answerJSON(t, servedRoute(), rv))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -221,27 +208,27 @@ func answerJSON(t *testing.T, u *unstructured.Unstructured, rv string) []byte {
 // own copy.
 func TestWrittenOverlayHandsOutCopies(t *testing.T) {
 	c := NewCluster(nil, logrus.NewEntry(logrus.New()))
-	cached, err := FromUnstructured(servedRoute())
+	cached, err := routes.FromUnstructured(servedRoute())
 	if err != nil {
 		t.Fatal(err)
 	}
-	answer, err := AnswerOf(cached.Ref, answerJSON(t, servedRoute(), "8"))
+	answer, err := routes.AnswerOf(cached.Ref, answerJSON(t, servedRoute(), "8"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if answer.ResourceVersion != "8" || answer.raw == nil {
-		t.Fatalf("AnswerOf read resourceVersion %q, and the route already: %v", answer.ResourceVersion, answer.raw == nil)
+	if answer.ResourceVersion != "8" {
+		t.Fatalf("AnswerOf read resourceVersion %q, want 8", answer.ResourceVersion)
 	}
 	c.Written(answer)
 	want := cached.DeepCopy()
 	want.ResourceVersion = "8"
 
 	first := c.newest(cached, true)
-	if diff := cmp.Diff(want, first, fieldsAsValues); diff != "" {
+	if diff := cmp.Diff(want, first); diff != "" {
 		t.Fatalf("newest (-want +got):\n%s", diff)
 	}
 	scribble(first)
-	if diff := cmp.Diff(want, c.newest(cached, true), fieldsAsValues); diff != "" {
+	if diff := cmp.Diff(want, c.newest(cached, true)); diff != "" {
 		t.Errorf("a caller's change reached the next caller (-want +got):\n%s", diff)
 	}
 }
@@ -250,13 +237,13 @@ func TestWrittenOverlayHandsOutCopies(t *testing.T) {
 // the cache's route, as if the plugin had not written.
 func TestAnUnreadableAnswerIsForgotten(t *testing.T) {
 	c := NewCluster(nil, logrus.NewEntry(logrus.New()))
-	cached, err := FromUnstructured(servedRoute())
+	cached, err := routes.FromUnstructured(servedRoute())
 	if err != nil {
 		t.Fatal(err)
 	}
 	bad := servedRoute()
 	bad.Object["spec"] = map[string]any{"rules": "not a list"}
-	answer, err := AnswerOf(cached.Ref, answerJSON(t, bad, "8"))
+	answer, err := routes.AnswerOf(cached.Ref, answerJSON(t, bad, "8"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,52 +267,10 @@ func TestResourceVersionOf(t *testing.T) {
 		{`[]`, ""},
 		{`{"metadata":{"resourceVersion":7}}`, ""},
 	} {
-		rv, err := ResourceVersionOf(strings.NewReader(tc.body))
+		rv, err := routes.ResourceVersionOf(strings.NewReader(tc.body))
 		if rv != tc.rv || (err == nil) != (tc.rv != "") {
 			t.Errorf("%s: %q, %v; want %q", tc.body, rv, err, tc.rv)
 		}
-	}
-}
-
-func TestDeepCopyOfAnEmptyRouteStaysEmpty(t *testing.T) {
-	if diff := cmp.Diff(Route{}, Route{}.DeepCopy()); diff != "" {
-		t.Error(diff)
-	}
-}
-
-// Read field by field, managedFields come out as the reflecting converter of
-// Unstructured.GetManagedFields makes them.
-func TestManagedFieldsReadAsGetManagedFieldsReadsThem(t *testing.T) {
-	u := servedRoute()
-	at := metav1.NewTime(time.Date(2026, 5, 1, 12, 30, 0, 0, time.UTC))
-	u.SetManagedFields([]metav1.ManagedFieldsEntry{
-		{Manager: "kubectl-create", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: Group + "/v1", Time: &at,
-			FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:rules":{},"f:hostnames":{}}}`)},
-		{Manager: "argo-rollouts-gatewayapi", Operation: metav1.ManagedFieldsOperationApply, APIVersion: Group + "/v1",
-			FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:labels":{"f:x":{}}}}`)},
-		{Manager: "gateway", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status"},
-	})
-	got, err := managedFields(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(u.GetManagedFields(), got); diff != "" {
-		t.Errorf("managedFields (-GetManagedFields +read):\n%s", diff)
-	}
-}
-
-// Reading without a copy reads the same route.
-func TestFromUnstructuredNoCopyReadsTheSameRoute(t *testing.T) {
-	copied, err := FromUnstructured(servedRoute())
-	if err != nil {
-		t.Fatal(err)
-	}
-	shared, err := FromUnstructuredNoCopy(servedRoute())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(copied, shared); diff != "" {
-		t.Errorf("(-copied +not copied):\n%s", diff)
 	}
 }
 
@@ -344,7 +289,7 @@ func cached(t *testing.T, u *unstructured.Unstructured) *cachedRoute {
 // name with the reason, so reading it says why.
 func TestWatchCacheKeepsWhatThePluginReads(t *testing.T) {
 	c := NewCluster(nil, logrus.NewEntry(logrus.New()))
-	want, err := FromUnstructured(servedRoute())
+	want, err := routes.FromUnstructured(servedRoute())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package routes
+package kube
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -29,7 +30,7 @@ import (
 // the reason, which reading it answers.
 type cachedRoute struct {
 	metav1.ObjectMeta
-	route Route
+	route routes.Route
 	err   error
 }
 
@@ -50,7 +51,7 @@ type keys struct {
 }
 
 // cacheEntry is what a watch cache keeps of a route read.
-func cacheEntry(r Route) *cachedRoute {
+func cacheEntry(r routes.Route) *cachedRoute {
 	return &cachedRoute{ObjectMeta: metav1.ObjectMeta{Name: r.Name, Namespace: r.Namespace, ResourceVersion: r.ResourceVersion}, route: r}
 }
 
@@ -61,7 +62,7 @@ func bookmark(resourceVersion string, annotations map[string]string) *cachedRout
 
 // toCache reads a served route into what a watch cache keeps.
 func toCache(data []byte) (*cachedRoute, error) {
-	r, err := Decode(data)
+	r, err := routes.Decode(data)
 	if err == nil {
 		return cacheEntry(r), nil
 	}
@@ -138,7 +139,7 @@ func watchRoutes(ctx context.Context, client rest.Interface, gvr schema.GroupVer
 	if err != nil {
 		return nil, err
 	}
-	return watch.NewStreamWatcher(&eventDecoder{body: body, frames: frameReader{r: body}},
+	return watch.NewStreamWatcher(&eventDecoder{body: body, frames: routes.NewFrames(body)},
 		apierrors.NewClientErrorReporter(http.StatusInternalServerError, http.MethodGet, "ClientWatchDecoding")), nil
 }
 
@@ -148,29 +149,19 @@ func watchRoutes(ctx context.Context, client rest.Interface, gvr schema.GroupVer
 // part by part.
 type eventDecoder struct {
 	body   io.ReadCloser
-	frames frameReader
+	frames *routes.Frames
 }
 
 func (d *eventDecoder) Decode() (watch.EventType, runtime.Object, error) {
-	frame, err := d.frames.next()
+	frame, err := d.frames.Next()
 	if err != nil {
 		return "", nil, err
 	}
-	var ev struct {
-		Type   watch.EventType `json:"type"`
-		Object served          `json:"object"`
-	}
-	if sigsjson.UnmarshalCaseSensitivePreserveInts(frame, &ev) == nil {
-		switch ev.Type {
-		case watch.Added, watch.Modified, watch.Deleted:
-			if r, ok := ev.Object.route(); ok {
-				return ev.Type, cacheEntry(r), nil
-			}
-		case watch.Bookmark:
-			if annotations, ok := stringMap(ev.Object.Metadata.Annotations); ok {
-				return ev.Type, bookmark(ev.Object.Metadata.ResourceVersion, annotations), nil
-			}
+	if ev, ok := routes.DecodeEvent(frame); ok {
+		if ev.Type == string(watch.Bookmark) {
+			return watch.Bookmark, bookmark(ev.ResourceVersion, ev.Annotations), nil
 		}
+		return watch.EventType(ev.Type), cacheEntry(ev.Route), nil
 	}
 	var parts struct {
 		Type   watch.EventType `json:"type"`
@@ -200,54 +191,3 @@ func (d *eventDecoder) Decode() (watch.EventType, runtime.Object, error) {
 }
 
 func (d *eventDecoder) Close() { d.body.Close() }
-
-// frameReader splits a stream of JSON objects (a watch's body) into one
-// object each without decoding them: it only follows strings and nesting to
-// find where each object ends.
-type frameReader struct {
-	r   io.Reader
-	buf []byte // read; buf[start:] not yet returned
-	// The object being read starts at buf[start]; buf[start:pos] is scanned.
-	start, pos int
-	nesting
-}
-
-// next returns the next object, valid until the following call.
-func (f *frameReader) next() ([]byte, error) {
-	f.buf = f.buf[:copy(f.buf, f.buf[f.start:])]
-	f.pos -= f.start
-	f.start = 0
-	for {
-		for ; f.pos < len(f.buf); f.pos++ {
-			c := f.buf[f.pos]
-			if f.depth == 0 && !f.inString {
-				if isSpace(c) {
-					f.start = f.pos + 1 // between objects
-					continue
-				}
-				if c != '{' {
-					return nil, fmt.Errorf("reading a watch event: %q where an object starts", c)
-				}
-			}
-			f.nesting.next(c)
-			if f.depth == 0 && !f.inString && c == '}' {
-				f.pos++
-				frame := f.buf[f.start:f.pos]
-				f.start = f.pos
-				return frame, nil
-			}
-		}
-		if cap(f.buf)-len(f.buf) < 4096 {
-			f.buf = append(make([]byte, 0, 2*cap(f.buf)+8192), f.buf...)
-		}
-		n, err := f.r.Read(f.buf[len(f.buf):cap(f.buf)])
-		f.buf = f.buf[:len(f.buf)+n]
-		switch {
-		case n > 0:
-		case err == io.EOF && f.pos > f.start:
-			return nil, io.ErrUnexpectedEOF
-		case err != nil:
-			return nil, err
-		}
-	}
-}

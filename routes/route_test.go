@@ -1,0 +1,83 @@
+package routes
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// servedObject is servedJSON as an unstructured object.
+func servedObject(t *testing.T) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON([]byte(servedJSON)); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// A Route read from an object is the caller's own: changing any part of it
+// a transform could touch leaves the object (a watch cache's) as it was.
+func TestFromUnstructuredSharesNothingWithTheCachedObject(t *testing.T) {
+	u := servedObject(t)
+	before := u.DeepCopy()
+	r, err := FromUnstructured(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Labels["app"] = "changed"
+	r.Annotations["note"] = "changed"
+	r.ManagedFields[0].Manager = "changed"
+	r.ManagedFields[0].FieldsV1.SetRawString("{}")
+	r.Rules[0].BackendRefs()[0].SetWeight(1)
+	r.Rules[0]["name"] = "changed"
+	r.Parents.Refs[0].Name = "changed"
+	if diff := cmp.Diff(before.Object, u.Object); diff != "" {
+		t.Errorf("changing the route changed the cached object (-before +after):\n%s", diff)
+	}
+}
+
+func TestDeepCopyOfAnEmptyRouteStaysEmpty(t *testing.T) {
+	if diff := cmp.Diff(Route{}, Route{}.DeepCopy()); diff != "" {
+		t.Error(diff)
+	}
+}
+
+// Read field by field, managedFields come out as the reflecting converter of
+// Unstructured.GetManagedFields makes them.
+func TestManagedFieldsReadAsGetManagedFieldsReadsThem(t *testing.T) {
+	u := servedObject(t)
+	at := metav1.NewTime(time.Date(2026, 5, 1, 12, 30, 0, 0, time.UTC))
+	u.SetManagedFields([]metav1.ManagedFieldsEntry{
+		{Manager: "kubectl-create", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: Group + "/v1", Time: &at,
+			FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:rules":{},"f:hostnames":{}}}`)},
+		{Manager: "argo-rollouts-gatewayapi", Operation: metav1.ManagedFieldsOperationApply, APIVersion: Group + "/v1",
+			FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:labels":{"f:x":{}}}}`)},
+		{Manager: "gateway", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status"},
+	})
+	got, err := managedFields(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(u.GetManagedFields(), got); diff != "" {
+		t.Errorf("managedFields (-GetManagedFields +read):\n%s", diff)
+	}
+}
+
+// Reading without a copy reads the same route.
+func TestFromUnstructuredNoCopyReadsTheSameRoute(t *testing.T) {
+	copied, err := FromUnstructured(servedObject(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared, err := FromUnstructuredNoCopy(servedObject(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(copied, shared); diff != "" {
+		t.Errorf("(-copied +not copied):\n%s", diff)
+	}
+}

@@ -1,0 +1,95 @@
+package routes
+
+import (
+	"fmt"
+	"io"
+
+	sigsjson "sigs.k8s.io/json"
+)
+
+// NewFrames reads r as a stream of JSON objects.
+func NewFrames(r io.Reader) *Frames { return &Frames{r: r} }
+
+// Frames splits a stream of JSON objects (a watch's body) into one
+// object each without decoding them: it only follows strings and nesting to
+// find where each object ends.
+type Frames struct {
+	r   io.Reader
+	buf []byte // read; buf[start:] not yet returned
+	// The object being read starts at buf[start]; buf[start:pos] is scanned.
+	start, pos int
+	nesting
+}
+
+// Next returns the next object, valid until the following call.
+func (f *Frames) Next() ([]byte, error) {
+	f.buf = f.buf[:copy(f.buf, f.buf[f.start:])]
+	f.pos -= f.start
+	f.start = 0
+	for {
+		for ; f.pos < len(f.buf); f.pos++ {
+			c := f.buf[f.pos]
+			if f.depth == 0 && !f.inString {
+				if isSpace(c) {
+					f.start = f.pos + 1 // between objects
+					continue
+				}
+				if c != '{' {
+					return nil, fmt.Errorf("reading a watch event: %q where an object starts", c)
+				}
+			}
+			f.nesting.next(c)
+			if f.depth == 0 && !f.inString && c == '}' {
+				f.pos++
+				frame := f.buf[f.start:f.pos]
+				f.start = f.pos
+				return frame, nil
+			}
+		}
+		if cap(f.buf)-len(f.buf) < 4096 {
+			f.buf = append(make([]byte, 0, 2*cap(f.buf)+8192), f.buf...)
+		}
+		n, err := f.r.Read(f.buf[len(f.buf):cap(f.buf)])
+		f.buf = f.buf[:len(f.buf)+n]
+		switch {
+		case n > 0:
+		case err == io.EOF && f.pos > f.start:
+			return nil, io.ErrUnexpectedEOF
+		case err != nil:
+			return nil, err
+		}
+	}
+}
+
+// Event is a watch event of a route, read in one pass by DecodeEvent: Route
+// for ADDED, MODIFIED and DELETED; ResourceVersion and Annotations for a
+// BOOKMARK.
+type Event struct {
+	Type            string
+	Route           Route
+	ResourceVersion string
+	Annotations     map[string]string
+}
+
+// DecodeEvent reads a watch event of a route, frame and object together, in
+// the one pass of Decode. ok is false for anything it does not read exactly
+// (an error event, a route Decode reads the long way, a bookmark whose
+// annotations are not strings): those are read part by part.
+func DecodeEvent(frame []byte) (ev Event, ok bool) {
+	var e struct {
+		Type   string `json:"type"`
+		Object served `json:"object"`
+	}
+	if sigsjson.UnmarshalCaseSensitivePreserveInts(frame, &e) != nil {
+		return Event{}, false
+	}
+	switch e.Type {
+	case "ADDED", "MODIFIED", "DELETED":
+		r, ok := e.Object.route()
+		return Event{Type: e.Type, Route: r}, ok
+	case "BOOKMARK":
+		annotations, ok := stringMap(e.Object.Metadata.Annotations)
+		return Event{Type: e.Type, ResourceVersion: e.Object.Metadata.ResourceVersion, Annotations: annotations}, ok
+	}
+	return Event{}, false
+}
