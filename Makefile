@@ -38,7 +38,7 @@ vet:
 
 ## lint: staticcheck on every package, the e2e suite and the faultinject build included (built once into ~/.cache)
 lint:
-	@sc=$$(bash hack/staticcheck.sh) && $$sc ./... && $$sc -tags e2e ./test/e2e/... && $$sc -tags faultinject ./plugin/...
+	@sc=$$(bash hack/staticcheck.sh) && $$sc ./... && $$sc -tags e2e ./test/e2e/... && $$sc -tags faultinject ./orchestrator/...
 
 ## unit: the tests that need no apiserver (. is troubleshooting_test.go: docs/troubleshooting.md quotes every error)
 unit:

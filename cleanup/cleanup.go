@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
+	"github.com/gatewayapi-ssa/rollouts-plugin/orchestrator"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
-	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
 )
 
 // Rollouts is the resource of Argo Rollouts' Rollout.
@@ -30,7 +30,7 @@ type Versions interface {
 type Cleaner struct {
 	Dynamic      dynamic.Interface
 	Versions     Versions
-	Applier      *ssa.Applier
+	Orchestrator *orchestrator.Orchestrator
 	FieldManager string
 	Log          *logrus.Entry
 }
@@ -131,11 +131,11 @@ func (c *Cleaner) Undo(ctx context.Context, rollout string, rs []routes.Route, p
 	out := make([]Outcome, 0, len(rs))
 	for _, r := range rs {
 		o := Outcome{Route: r.Ref}
-		plan, err := c.Applier.Plan(r, compute)
+		plan, err := c.Orchestrator.Plan(r, compute)
 		if err != nil {
 			o.Err = err
 		} else if o.Changes, o.Unchanged = plan.Desired.Changes, plan.Desired.Unchanged; !dryRun {
-			o.Err = c.Applier.Write(ctx, plan, log)
+			o.Err = c.Orchestrator.Write(ctx, plan, log)
 		}
 		out = append(out, o)
 	}

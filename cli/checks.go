@@ -28,7 +28,7 @@ type clusterChecks struct {
 	reader   *kube.Cluster
 	dyn      dynamic.Interface
 	gw       gateway.Interface
-	applier  *ssa.Applier
+	writer   *ssa.Writer
 	identity string
 	// reviewer asks SelfSubjectAccessReviews as identity.
 	reviewer authorizationclient.SelfSubjectAccessReviewInterface
@@ -58,7 +58,7 @@ func newClusterChecks(conn *connection, fieldManager, as string) (*clusterChecks
 	if identity == "" {
 		identity = "you (the kubeconfig's user; give --as for the controller's ServiceAccount)"
 	}
-	return &clusterChecks{reader: reader, dyn: dyn, gw: gw, applier: ssa.NewApplier(gw, dyn, reader, fieldManager, log),
+	return &clusterChecks{reader: reader, dyn: dyn, gw: gw, writer: ssa.NewWriter(gw, dyn, fieldManager, log),
 		identity: identity, reviewer: authz.SelfSubjectAccessReviews(), fm: fieldManager}, nil
 }
 
@@ -104,7 +104,7 @@ func (c *clusterChecks) dryRun(ctx context.Context, p *preflight.Plan) {
 			after := p.After[k][i]
 			d := desired.Result{Rules: after.Rules, Labels: owned(after.Labels, routes.OwnedLabels(after.ManagedFields, c.fm)),
 				Annotations: owned(after.Annotations, routes.OwnedAnnotations(after.ManagedFields, c.fm))}
-			if err := c.applier.DryRun(ctx, live, d); err != nil {
+			if err := c.writer.DryRun(ctx, live, ssa.Want{Rules: d.Rules, Labels: d.Labels, Annotations: d.Annotations}); err != nil {
 				p.Problems = append(p.Problems, preflight.Problem{Step: stepName(step), Route: ref.String(), Reason: "the apiserver refuses the route: " + err.Error()})
 			}
 		}

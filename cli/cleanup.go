@@ -12,6 +12,7 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/cleanup"
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
+	"github.com/gatewayapi-ssa/rollouts-plugin/orchestrator"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
 )
@@ -103,6 +104,6 @@ func newCleaner(conn *connection, fieldManager string) (*cleanup.Cleaner, error)
 	}
 	log := quietLog()
 	reader := kube.NewCluster(gw.GatewayV1().RESTClient(), log)
-	return &cleanup.Cleaner{Dynamic: dyn, Versions: reader, Applier: ssa.NewApplier(gw, dyn, reader, fieldManager, log),
-		FieldManager: fieldManager, Log: log}, nil
+	orch := orchestrator.New(reader, ssa.NewWriter(gw, dyn, fieldManager, log), log, orchestrator.Bounds{WritesPerCall: 1})
+	return &cleanup.Cleaner{Dynamic: dyn, Versions: reader, Orchestrator: orch, FieldManager: fieldManager, Log: log}, nil
 }

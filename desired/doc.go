@@ -14,10 +14,10 @@
 // would exceed a Gateway API limit, an *InvalidError for anything else the
 // user has to fix.
 //
-// Nothing here does I/O, reads a clock or keeps state: the RPC adapter
-// (package plugin), the applier's recomputation after an optimistic-lock
-// conflict (package ssa) and a person's dry run all call the same functions
-// and get the same answer for the same input.
+// Nothing here does I/O, reads a clock or keeps state: the orchestrator
+// (for a call, and again after an optimistic-lock conflict), the offline
+// plan and a person's dry run all call the same functions and get the same
+// answer for the same input.
 //
 // The words, used the same way everywhere: the weighted rules of a route are
 // the rules whose backendRefs include both the stable and the canary Service

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"runtime/debug"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -25,6 +24,7 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/cleanup"
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
+	"github.com/gatewayapi-ssa/rollouts-plugin/orchestrator"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
 )
@@ -68,14 +68,14 @@ type Plugin struct {
 	log  *logrus.Entry
 
 	// routeSlots bound the routes worked on by all calls at once.
-	routeSlots slots
+	routeSlots orchestrator.Slots
 
 	// initMu makes InitPlugin build the clients once, however often it is called.
-	initMu  sync.Mutex
-	mu      sync.Mutex
-	dyn     dynamic.Interface
-	reader  kube.Reader
-	applier *ssa.Applier
+	initMu sync.Mutex
+	mu     sync.Mutex
+	dyn    dynamic.Interface
+	reader kube.Reader
+	orch   *orchestrator.Orchestrator
 	// sweeping is set once the cleanup sweep runs.
 	sweeping bool
 }
@@ -100,7 +100,7 @@ func New(opts Options, log *logrus.Entry) *Plugin {
 	if opts.MaxConcurrentRoutes <= 0 {
 		opts.MaxConcurrentRoutes = 16
 	}
-	return &Plugin{opts: opts, log: log, routeSlots: newSlots(opts.MaxConcurrentRoutes)}
+	return &Plugin{opts: opts, log: log, routeSlots: orchestrator.NewSlots(opts.MaxConcurrentRoutes)}
 }
 
 // InitPlugin builds the clients: in-cluster config, else KUBECONFIG (or
@@ -111,7 +111,7 @@ func (p *Plugin) InitPlugin() (resp types.RpcError) {
 	p.initMu.Lock()
 	defer p.initMu.Unlock()
 	p.mu.Lock()
-	ready := p.applier != nil
+	ready := p.orch != nil
 	p.mu.Unlock()
 	if ready {
 		p.log.Debug("InitPlugin called again; the clients are built already")
@@ -165,7 +165,7 @@ func (p *Plugin) startSweep(dyn dynamic.Interface, reader kube.Reader) {
 		return
 	}
 	p.sweeping = true
-	c := &cleanup.Cleaner{Dynamic: dyn, Versions: reader, Applier: p.applier, FieldManager: p.opts.FieldManager, Log: p.log}
+	c := &cleanup.Cleaner{Dynamic: dyn, Versions: reader, Orchestrator: p.orch, FieldManager: p.opts.FieldManager, Log: p.log}
 	go (&cleanup.Sweeper{Cleaner: c, Interval: p.opts.CleanupInterval}).Run(context.Background())
 	p.log.WithField("interval", p.opts.CleanupInterval.String()).Info("undoing the claims of deleted Rollouts")
 }
@@ -231,7 +231,10 @@ func (p *Plugin) Use(reviews authorizationv1.SelfSubjectAccessReviewInterface, g
 	}
 	p.dyn = dyn
 	p.reader = reader
-	p.applier = ssa.NewApplier(gw, dyn, reader, p.opts.FieldManager, p.log).ReviewingAccess(reviews)
+	writer := ssa.NewWriter(gw, dyn, p.opts.FieldManager, p.log).ReviewingAccess(reviews)
+	p.orch = orchestrator.New(reader, writer, p.log, orchestrator.Bounds{
+		WritesPerCall: p.opts.MaxConcurrentWrites, Routes: p.routeSlots, CallTimeout: p.opts.CallTimeout,
+	})
 }
 
 // callContext is the context of one call. Its work ends a little before the
@@ -337,72 +340,27 @@ func (p *Plugin) config(ro *v1alpha1.Rollout) config {
 	return config{Settings: s, err: err}
 }
 
-// run carries out one call on every route of the Rollout: read every route,
-// decide every route's desired state (package desired), and only if all of
-// that worked, write the routes that change, concurrently (package ssa).
+// run carries out one call on every route of the Rollout (package
+// orchestrator) and answers as the controller expects.
 func (p *Plugin) run(ctx context.Context, ro *v1alpha1.Rollout, name string, call desired.Call, cfg config) types.RpcError {
 	p.mu.Lock()
-	reader, applier := p.reader, p.applier
+	orch := p.orch
 	p.mu.Unlock()
-	if applier == nil {
+	if orch == nil {
 		return p.fail(ro, name, errNoClient)
 	}
 	if cfg.err != nil {
 		return p.fail(ro, name, cfg.err)
 	}
-	res := kube.ResolveEach(ctx, reader, cfg.Targets)
-	if _, removing := call.(desired.RemoveManaged); removing {
-		// Nothing of the plugin's is on a route that is not there; SetWeight
-		// reports the missing route (the controller shows its errors, and calls
-		// RemoveManagedRoutes first on every reconcile before the canary is up).
-		res.Missing = nil
-	}
-	if len(res.Missing) > 0 {
-		return p.fail(ro, name, fmt.Errorf("nothing was written: %w", res.Err()))
-	}
 	rollout := ro.Namespace + "/" + ro.Name
-	plans := make([]ssa.Plan, len(res.Routes))
-	errs := make([]error, len(res.Routes))
-	eachAtOnce(len(res.Routes), func(i int) {
-		r := res.Routes[i]
-		env := cfg.Env(rollout, p.opts.FieldManager, r.Ref)
-		plans[i], errs[i] = applier.Plan(r, func(l routes.Route) (desired.Result, error) { return faulty(call).Desired(l, env) })
+	err := orch.Run(ctx, orchestrator.Call{
+		Rollout: rollout, Name: name, Decide: call, Targets: cfg.Targets,
+		Env: func(ref routes.Ref) desired.Env { return cfg.Env(rollout, p.opts.FieldManager, ref) },
 	})
-	if errs := failures(errs); len(errs) > 0 {
-		return p.fail(ro, name, fmt.Errorf("nothing was written: %w", errors.Join(append(errs, res.Failed...)...)))
+	if err != nil {
+		return p.fail(ro, name, err)
 	}
-	res.Routes = nil // the plans hold what is still needed of them
-	return p.write(ctx, ro, name, applier, plans, res.Failed)
-}
-
-// write writes the plans concurrently and says which routes failed: those
-// whose write failed and those that could not be read (unread). Input the
-// user must fix stops a call before any write (run); a fault of the
-// apiserver on some routes does not keep the others from being written, and
-// the error names exactly the routes that were not.
-func (p *Plugin) write(ctx context.Context, ro *v1alpha1.Rollout, name string, applier *ssa.Applier, plans []ssa.Plan, unread []error) types.RpcError {
-	log := p.log.WithFields(logrus.Fields{"rollout": ro.Namespace + "/" + ro.Name, "call": name})
-	refs := make([]routes.Ref, len(plans))
-	for i, plan := range plans {
-		refs[i] = plan.Live.Ref
-	}
-	failed := append(slices.Clip(unread), failures(perRoute(ctx, refs, []slots{newSlots(p.opts.MaxConcurrentWrites), p.routeSlots}, func(i int) error {
-		faultyWrite(plans[i])
-		err := applier.Write(ctx, plans[i], log)
-		plans[i] = ssa.Plan{} // a written route's plan is garbage: a call over many routes holds less at once
-		return err
-	}))...)
-	if len(failed) == 0 {
-		return types.RpcError{}
-	}
-	err := errors.Join(failed...)
-	if total := len(plans) + len(unread); len(failed) < total {
-		err = fmt.Errorf("%d of %d routes failed; the others are written and the call is safe to repeat: %w", len(failed), total, err)
-	}
-	if ctx.Err() != nil {
-		err = fmt.Errorf("the call's deadline (%s, -call-timeout) passed before every route was written: %w", p.opts.CallTimeout, err)
-	}
-	return p.fail(ro, name, err)
+	return types.RpcError{}
 }
 
 var errNoClient = errors.New("the plugin has no Kubernetes client: InitPlugin failed or was not called")

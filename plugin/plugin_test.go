@@ -26,13 +26,13 @@ current-context: c
 	if e := p.InitPlugin(); e.HasError() {
 		t.Fatal(e.ErrorString)
 	}
-	reader, applier, dyn := p.reader, p.applier, p.dyn
+	reader, orch, dyn := p.reader, p.orch, p.dyn
 	for range 3 {
 		if e := p.InitPlugin(); e.HasError() {
 			t.Fatal(e.ErrorString)
 		}
 	}
-	if p.reader != reader || p.applier != applier || p.dyn != dyn {
+	if p.reader != reader || p.orch != orch || p.dyn != dyn {
 		t.Error("InitPlugin called again built new clients")
 	}
 	if n := s.hits.Load(); n != 0 {

@@ -181,7 +181,7 @@ func isWatch(req *http.Request) bool {
 // resourceVersion precondition. Every write of the plugin carries one (an
 // apply computed from a read, the release Update): if the first attempt was
 // applied and only its answer was lost, the second fails with a 409 and the
-// applier reads the route again instead of writing twice.
+// orchestrator reads the route again instead of writing twice.
 func safeToRepeat(req *http.Request) bool {
 	switch req.Method {
 	case http.MethodGet, http.MethodHead:

@@ -24,7 +24,6 @@ import (
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 	gwscheme "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned/scheme"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
@@ -86,7 +85,7 @@ func (k kindApply) encode(obj map[string]any) ([]byte, bool) {
 // the route's rules exactly (a field a newer Gateway API added, which the
 // typed apply would delete), it applies the same object unstructured, with
 // the same options, and says why in unstructured.
-func apply(ctx context.Context, client gateway.Interface, dyn dynamic.Interface, live routes.Route, d desired.Result, opts metav1.ApplyOptions) (answer *routes.Answer, unstructuredWhy string, err error) {
+func apply(ctx context.Context, client gateway.Interface, dyn dynamic.Interface, live routes.Route, d Want, opts metav1.ApplyOptions) (answer *routes.Answer, unstructuredWhy string, err error) {
 	k, ok := applies[kindVersion{live.Kind, live.Version}]
 	if !ok {
 		return nil, "", fmt.Errorf("writing %s in version %s is not supported", live.Kind, live.Version)
@@ -146,14 +145,14 @@ func (k kindApply) request(client gateway.Interface, obj map[string]any) (*rest.
 
 // fillApplyConfig fills a typed apply configuration from applyObject, and
 // refuses rules the types cannot carry exactly (UnrepresentableError).
-func fillApplyConfig(live routes.Route, d desired.Result, ac any) error {
+func fillApplyConfig(live routes.Route, d Want, ac any) error {
 	return decodeLossless(applyObject(live, d), ac, rulesOf)
 }
 
 // applyObject is what the plugin applies to a route: the route's identity,
 // the resourceVersion it was read at (the precondition), the plugin's labels
 // and annotations and the desired rules.
-func applyObject(live routes.Route, d desired.Result) map[string]any {
+func applyObject(live routes.Route, d Want) map[string]any {
 	meta := map[string]any{"name": live.Name, "namespace": live.Namespace, "resourceVersion": live.ResourceVersion}
 	if d.Labels != nil {
 		meta["labels"] = d.Labels

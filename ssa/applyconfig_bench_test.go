@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
@@ -41,7 +40,7 @@ func BenchmarkDecodeRulesLargestRoute(b *testing.B) {
 func BenchmarkEncodeLargestRoute(b *testing.B) {
 	rules := largestRules()
 	k := applies[kindVersion{routes.HTTPRoute, "v1"}]
-	obj := applyObject(liveHTTPRoute, desired.Result{Rules: rules})
+	obj := applyObject(liveHTTPRoute, Want{Rules: rules})
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, ok := k.encode(obj); !ok {

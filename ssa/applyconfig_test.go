@@ -7,7 +7,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	gwv1ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
@@ -16,7 +15,7 @@ var liveHTTPRoute = routes.Route{Ref: routes.Ref{Kind: routes.HTTPRoute, Namespa
 // fillHTTPRoute fills an HTTPRoute apply configuration with the rules.
 func fillHTTPRoute(rules []routes.Rule) (*gwv1ac.HTTPRouteApplyConfiguration, error) {
 	ac := &gwv1ac.HTTPRouteApplyConfiguration{}
-	err := fillApplyConfig(liveHTTPRoute, desired.Result{Rules: rules}, ac)
+	err := fillApplyConfig(liveHTTPRoute, Want{Rules: rules}, ac)
 	return ac, err
 }
 
@@ -42,7 +41,7 @@ func TestDecodeRulesKeepsEveryField(t *testing.T) {
 
 // A field the plugin's Gateway API types do not know would be deleted by a
 // typed apply of the atomic rules list: the typed path says so, and the
-// applier applies the same object unstructured (test/evolution_test.go).
+// writer applies the same object unstructured (test/evolution_test.go).
 func TestDecodeRulesDetectsUnknownFields(t *testing.T) {
 	for name, tc := range map[string]struct {
 		rule routes.Rule
@@ -87,7 +86,7 @@ func TestEveryKindAndVersionHasAnApply(t *testing.T) {
 	if len(applies) != 10 {
 		t.Errorf("%d applies, want one per kind and version (10)", len(applies))
 	}
-	d := desired.Result{
+	d := Want{
 		Rules:       []routes.Rule{{"backendRefs": []any{map[string]any{"name": "stable", "port": int64(80), "weight": int64(100)}}}},
 		Labels:      map[string]string{"l": "v"},
 		Annotations: map[string]string{"a": "v"},

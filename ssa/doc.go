@@ -1,5 +1,7 @@
-// Package ssa is the one place the plugin writes to the apiserver. It knows
-// routes, not Rollouts: what to write comes decided from package desired.
+// Package ssa sends the plugin's writes to the apiserver. It knows routes
+// and what to write to them (Want), not Rollouts and not decisions: what to
+// write comes decided, and package orchestrator, the one caller that writes,
+// decides again after a conflict and records each answer for later reads.
 //
 // Every write is a server-side apply of a typed apply configuration from
 // sigs.k8s.io/gateway-api/applyconfiguration, under one field manager, built
@@ -12,15 +14,13 @@
 // applied unstructured instead: the same object, field manager, options and
 // resourceVersion, never truncated, and the log line says why. Each apply
 // carries the resourceVersion it was computed from: a concurrent change by
-// anyone turns into an optimistic-lock conflict, answered by a fresh read and
-// a new decision, a bounded number of times; a 404 for a version the
-// apiserver stopped serving is answered the same way (the reader discovers
-// the version again). Nothing is sent when the decision is Unchanged. When it
-// says Release, the plugin gives up its managedFields entry with one
-// resourceVersion-guarded Update that keeps every value: the one write that
-// is not an apply. Before a write that starts or ends its ownership of a
-// route, access reviews check that the plugin may patch, get and update it,
-// so a rollout never stops half-way for want of a permission.
+// anyone turns into an optimistic-lock conflict (IsStale), which the
+// orchestrator answers with a fresh read and a new decision. Release gives
+// up the plugin's managedFields entry with one resourceVersion-guarded
+// Update that keeps every value: the one write that is not an apply. Before
+// a write that starts or ends its ownership of a route, access reviews
+// (ReviewOwnershipChange) check that the plugin may patch, get and update
+// it, so a rollout never stops half-way for want of a permission.
 //
 // Timeouts and retries of the requests themselves (5xx, 429, lost
 // connections) are the transport's, below every client (package plugin);

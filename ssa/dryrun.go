@@ -5,7 +5,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
@@ -13,10 +12,10 @@ import (
 // as the plugin's write would be sent (same field manager, force, the live
 // resourceVersion): the apiserver validates it (schema, CEL, limits,
 // admission) and stores nothing.
-func (a *Applier) DryRun(ctx context.Context, live routes.Route, d desired.Result) error {
+func (a *Writer) DryRun(ctx context.Context, live routes.Route, d Want) error {
 	_, _, err := apply(ctx, a.client, a.dyn, live, d, metav1.ApplyOptions{FieldManager: a.fieldManager, Force: true, DryRun: []string{metav1.DryRunAll}})
 	if err != nil {
-		return &RouteError{Route: live.Ref, Err: explain(ctx, err, live.Ref, "patch")}
+		return routes.About(live.Ref, Explain(ctx, err, live.Ref, "patch"))
 	}
 	return nil
 }

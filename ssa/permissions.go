@@ -20,17 +20,17 @@ import (
 // update (or get, which the release and every conflict need) the last call
 // would apply the weights and then fail half-way, leaving the plugin owning
 // spec.rules for good. So before a write that starts or ends its ownership,
-// the applier asks the apiserver (SelfSubjectAccessReviews, which store
+// the writer asks the apiserver (SelfSubjectAccessReviews, which store
 // nothing) whether it may patch, get and update the route, and refuses with
 // nothing written if not, naming every verb missing. A review that cannot be
 // made decides nothing: the apiserver still judges the write itself.
 //
-// RBAC grants verbs per namespace and resource in practice, so the applier
+// RBAC grants verbs per namespace and resource in practice, so the writer
 // first asks for the whole namespace, and remembers a yes for the process,
 // for allowedFor: a step over 200 routes of one namespace costs three
 // reviews, not 600, and ten Rollouts starting at once share them. A no is
 // never remembered: a role may still grant the verb on this route by name
-// (resourceNames), so the applier asks for the route itself, every time.
+// (resourceNames), so the writer asks for the route itself, every time.
 
 // ownershipVerbs are what a rollout on a route takes from its first write to
 // giving ownership back.
@@ -58,31 +58,31 @@ type asked struct {
 	err     error
 }
 
-// checkOwnershipChange refuses a plan that starts or ends the plugin's
-// ownership of the route when the plugin may not do all that ending it
-// takes.
-func (a *Applier) checkOwnershipChange(ctx context.Context, p Plan) error {
-	if a.reviews == nil || p.Desired.Unchanged {
+// ReviewOwnershipChange refuses a write that starts or ends the plugin's
+// ownership of the live route (ends it: release) when the plugin may not do
+// all that ending it takes. Without ReviewingAccess it refuses nothing.
+func (a *Writer) ReviewOwnershipChange(ctx context.Context, live routes.Route, release bool) error {
+	if a.reviews == nil {
 		return nil
 	}
-	owns := routes.OwnsAnything(p.Live.ManagedFields, a.fieldManager)
-	starts, ends := !owns && !p.Desired.Release, owns && p.Desired.Release
+	owns := routes.OwnsAnything(live.ManagedFields, a.fieldManager)
+	starts, ends := !owns && !release, owns && release
 	if !starts && !ends {
 		return nil
 	}
 	var denied, reasons []string
 	for _, verb := range ownershipVerbs {
-		attrs := authzv1.ResourceAttributes{Namespace: p.Live.Namespace, Verb: verb, Group: routes.Group, Resource: p.Live.Kind.Resource()}
+		attrs := authzv1.ResourceAttributes{Namespace: live.Namespace, Verb: verb, Group: routes.Group, Resource: live.Kind.Resource()}
 		allowed, err := a.namespaceAllows(ctx, attrs)
 		if err == nil && !allowed {
-			attrs.Name = p.Live.Name
+			attrs.Name = live.Name
 			var reason string
 			if allowed, reason, err = a.review(ctx, attrs); reason != "" && !slices.Contains(reasons, reason) {
 				reasons = append(reasons, reason)
 			}
 		}
 		if err != nil {
-			a.log.WithError(err).WithFields(logrus.Fields{"route": p.Live.Ref.String(), "verb": verb}).
+			a.log.WithError(err).WithFields(logrus.Fields{"route": live.Ref.String(), "verb": verb}).
 				Debug("access review failed; the apiserver decides on the write itself")
 			continue
 		}
@@ -97,13 +97,13 @@ func (a *Applier) checkOwnershipChange(ctx context.Context, p Plan) error {
 	if len(reasons) > 0 {
 		why += " (" + strings.Join(reasons, "; ") + ")"
 	}
-	return &kube.PermissionError{Verbs: denied, Resource: p.Live.Kind.GroupResource(), Namespace: p.Live.Namespace, Why: why}
+	return &kube.PermissionError{Verbs: denied, Resource: live.Kind.GroupResource(), Namespace: live.Namespace, Why: why}
 }
 
 // namespaceAllows says whether the plugin may do attrs.Verb on every route of
 // the resource in the namespace: from a yes remembered, or from one review
 // that the routes asking at the same time share.
-func (a *Applier) namespaceAllows(ctx context.Context, attrs authzv1.ResourceAttributes) (bool, error) {
+func (a *Writer) namespaceAllows(ctx context.Context, attrs authzv1.ResourceAttributes) (bool, error) {
 	key := accessKey{attrs.Namespace, attrs.Resource, attrs.Verb}
 	c := &a.access
 	c.mu.Lock()
@@ -140,7 +140,7 @@ func (a *Applier) namespaceAllows(ctx context.Context, attrs authzv1.ResourceAtt
 }
 
 // review asks the apiserver once.
-func (a *Applier) review(ctx context.Context, attrs authzv1.ResourceAttributes) (allowed bool, reason string, err error) {
+func (a *Writer) review(ctx context.Context, attrs authzv1.ResourceAttributes) (allowed bool, reason string, err error) {
 	r, err := a.reviews.Create(ctx, &authzv1.SelfSubjectAccessReview{Spec: authzv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &attrs}}, metav1.CreateOptions{})
 	if err != nil {
 		return false, "", err

@@ -13,7 +13,6 @@ import (
 	authzv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
@@ -51,26 +50,29 @@ func (r *reviewer) count() int {
 	return len(r.asked)
 }
 
-func reviewingApplier(r *reviewer) *Applier {
-	a := NewApplier(nil, nil, nil, DefaultFieldManager, logrus.NewEntry(logrus.New()))
+func reviewingWriter(r *reviewer) *Writer {
+	a := NewWriter(nil, nil, DefaultFieldManager, logrus.NewEntry(logrus.New()))
 	a.reviews = r
 	return a
 }
 
-// startPlan is a first write on a route the plugin does not own yet.
-func startPlan(name string) Plan {
-	return Plan{Live: routes.Route{Ref: routes.Ref{Kind: routes.HTTPRoute, Namespace: "shop", Name: name}}, Desired: desired.Result{}}
+// startRoute is a route the plugin does not own yet: its first write
+// starts the ownership.
+func startRoute(name string) routes.Route {
+	return routes.Route{Ref: routes.Ref{Kind: routes.HTTPRoute, Namespace: "shop", Name: name}}
 }
 
 // A step over 200 routes of one namespace asks three reviews, not 600, and
 // the next step within allowedFor asks none.
 func TestOneReviewPerNamespaceAndVerb(t *testing.T) {
 	r := &reviewer{grants: map[string]bool{"patch": true, "get": true, "update": true}}
-	a := reviewingApplier(r)
+	a := reviewingWriter(r)
 	var wg sync.WaitGroup
 	errs := make([]error, 200)
 	for i := range 200 {
-		wg.Go(func() { errs[i] = a.checkOwnershipChange(context.Background(), startPlan(fmt.Sprintf("r%d", i))) })
+		wg.Go(func() {
+			errs[i] = a.ReviewOwnershipChange(context.Background(), startRoute(fmt.Sprintf("r%d", i)), false)
+		})
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -79,7 +81,7 @@ func TestOneReviewPerNamespaceAndVerb(t *testing.T) {
 	if n := r.count(); n != 3 {
 		t.Errorf("%d reviews for 200 routes, want 3: %v", n, r.asked)
 	}
-	if err := a.checkOwnershipChange(context.Background(), startPlan("later")); err != nil || r.count() != 3 {
+	if err := a.ReviewOwnershipChange(context.Background(), startRoute("later"), false); err != nil || r.count() != 3 {
 		t.Errorf("the next route asked again (%d reviews, %v)", r.count(), err)
 	}
 	// Once the yes is older than allowedFor, the plugin asks again.
@@ -88,7 +90,7 @@ func TestOneReviewPerNamespaceAndVerb(t *testing.T) {
 		a.access.allowed[k] = time.Now().Add(-time.Second)
 	}
 	a.access.mu.Unlock()
-	if err := a.checkOwnershipChange(context.Background(), startPlan("much-later")); err != nil || r.count() != 6 {
+	if err := a.ReviewOwnershipChange(context.Background(), startRoute("much-later"), false); err != nil || r.count() != 6 {
 		t.Errorf("after allowedFor: %d reviews, want 6 (%v)", r.count(), err)
 	}
 }
@@ -98,11 +100,11 @@ func TestOneReviewPerNamespaceAndVerb(t *testing.T) {
 // names the verb and says nothing was written.
 func TestDenialIsAskedByNameAndNotRemembered(t *testing.T) {
 	r := &reviewer{grants: map[string]bool{"patch": true, "get": true}, byName: map[string]bool{"update/a": true}}
-	a := reviewingApplier(r)
-	if err := a.checkOwnershipChange(context.Background(), startPlan("a")); err != nil {
+	a := reviewingWriter(r)
+	if err := a.ReviewOwnershipChange(context.Background(), startRoute("a"), false); err != nil {
 		t.Errorf("route a, granted update by name: %v", err)
 	}
-	err := a.checkOwnershipChange(context.Background(), startPlan("b"))
+	err := a.ReviewOwnershipChange(context.Background(), startRoute("b"), false)
 	var perm *kube.PermissionError
 	if !errors.As(err, &perm) || strings.Join(perm.Verbs, ",") != "update" || !strings.Contains(err.Error(), "nothing was written") {
 		t.Fatalf("route b without update: %v", err)
@@ -110,7 +112,7 @@ func TestDenialIsAskedByNameAndNotRemembered(t *testing.T) {
 	r.mu.Lock()
 	r.grants["update"] = true
 	r.mu.Unlock()
-	if err := a.checkOwnershipChange(context.Background(), startPlan("b")); err != nil {
+	if err := a.ReviewOwnershipChange(context.Background(), startRoute("b"), false); err != nil {
 		t.Errorf("once update is granted: %v", err)
 	}
 }
@@ -118,11 +120,11 @@ func TestDenialIsAskedByNameAndNotRemembered(t *testing.T) {
 // A review that cannot be made decides nothing, and is not remembered.
 func TestFailedReviewDecidesNothing(t *testing.T) {
 	r := &reviewer{refuses: errors.New("the apiserver did not answer")}
-	a := reviewingApplier(r)
-	if err := a.checkOwnershipChange(context.Background(), startPlan("a")); err != nil {
+	a := reviewingWriter(r)
+	if err := a.ReviewOwnershipChange(context.Background(), startRoute("a"), false); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.checkOwnershipChange(context.Background(), startPlan("b")); err != nil || r.count() != 6 {
+	if err := a.ReviewOwnershipChange(context.Background(), startRoute("b"), false); err != nil || r.count() != 6 {
 		t.Errorf("%d reviews, want every one asked again (%v)", r.count(), err)
 	}
 }

@@ -26,7 +26,7 @@ func BuildPlugin(dir string) (string, error) {
 
 // BuildInstrumentedPlugin builds the plugin with the race detector and the
 // faultinject build tag (a route annotation can make it panic, see
-// plugin/faults_on.go) into dir. It needs cgo; the first build compiles every
+// orchestrator/faults_on.go) into dir. It needs cgo; the first build compiles every
 // dependency with the race detector (minutes on 2 cores; cached after).
 func BuildInstrumentedPlugin(dir string) (string, error) {
 	bin := filepath.Join(dir, "rollouts-gatewayapi-ssa-race")

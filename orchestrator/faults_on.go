@@ -1,11 +1,10 @@
 //go:build faultinject
 
-package plugin
+package orchestrator
 
 import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
-	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
 )
 
 // PanicAnnotation on a route makes a faultinject build panic while working on
@@ -24,7 +23,7 @@ func (c panicking) Desired(live routes.Route, env desired.Env) (desired.Result, 
 
 func faulty(c desired.Call) desired.Call { return panicking{c} }
 
-func faultyWrite(p ssa.Plan) {
+func faultyWrite(p Plan) {
 	if p.Live.Annotations[PanicAnnotation] == "write" {
 		panic("faultinject: a write panicked on " + p.Live.Ref.String())
 	}

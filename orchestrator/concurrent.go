@@ -1,4 +1,4 @@
-package plugin
+package orchestrator
 
 import (
 	"context"
@@ -10,14 +10,15 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
-// slots bounds how many routes are worked on at once: one per call, and one
+// Slots bounds how many routes are worked on at once: one per call, and one
 // for the whole process, which up to --rollout-threads calls share.
-type slots chan struct{}
+type Slots chan struct{}
 
-func newSlots(n int) slots { return make(slots, max(n, 1)) }
+// NewSlots bounds to n (at least 1) at once.
+func NewSlots(n int) Slots { return make(Slots, max(n, 1)) }
 
 // take waits for a slot until ctx ends.
-func (s slots) take(ctx context.Context) error {
+func (s Slots) take(ctx context.Context) error {
 	select {
 	case s <- struct{}{}:
 		return nil
@@ -26,16 +27,16 @@ func (s slots) take(ctx context.Context) error {
 	}
 }
 
-func (s slots) give() { <-s }
+func (s Slots) give() { <-s }
 
 // perRoute runs fn for every route, each holding a slot of every bound (taken
 // in the order given), and returns the errors in route order (nil where fn
-// succeeded). A route whose slots did not come before ctx ended is not
+// succeeded). A route whose Slots did not come before ctx ended is not
 // started and gets that as its error. A panic in fn becomes that route's
 // error: it must not take the plugin process down. A route's goroutine starts
 // once it holds the first bound's slot, so a call over 200 routes runs as
 // many goroutines as that bound, not 200.
-func perRoute(ctx context.Context, refs []routes.Ref, bounds []slots, fn func(i int) error) []error {
+func perRoute(ctx context.Context, refs []routes.Ref, bounds []Slots, fn func(i int) error) []error {
 	errs := make([]error, len(refs))
 	var wg sync.WaitGroup
 	for i := range refs {

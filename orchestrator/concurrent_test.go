@@ -1,4 +1,4 @@
-package plugin
+package orchestrator
 
 import (
 	"context"
@@ -40,7 +40,7 @@ func (p *peak) leave() { p.running.Add(-1) }
 // route's error, and never runs more than the call's limit at once.
 func TestPerRoute(t *testing.T) {
 	var p peak
-	errs := perRoute(context.Background(), refsNamed("a", "b", "c"), []slots{newSlots(2), newSlots(16)}, func(i int) error {
+	errs := perRoute(context.Background(), refsNamed("a", "b", "c"), []Slots{NewSlots(2), NewSlots(16)}, func(i int) error {
 		p.enter()
 		defer p.leave()
 		time.Sleep(10 * time.Millisecond)
@@ -70,14 +70,14 @@ func TestPerRoute(t *testing.T) {
 // four routes, each allowed four at once, never run more than the process's
 // three together.
 func TestPerRouteProcessBound(t *testing.T) {
-	process := newSlots(3)
+	process := NewSlots(3)
 	var p peak
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			perRoute(context.Background(), refsNamed("a", "b", "c", "d"), []slots{newSlots(4), process}, func(int) error {
+			perRoute(context.Background(), refsNamed("a", "b", "c", "d"), []Slots{NewSlots(4), process}, func(int) error {
 				p.enter()
 				defer p.leave()
 				time.Sleep(5 * time.Millisecond)
@@ -95,7 +95,7 @@ func TestPerRouteProcessBound(t *testing.T) {
 // A route that gets no slot before the call's deadline is not started, and
 // says so.
 func TestPerRouteNotStartedAfterDeadline(t *testing.T) {
-	busy := newSlots(1)
+	busy := NewSlots(1)
 	if err := busy.take(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestPerRouteNotStartedAfterDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	ran := false
-	errs := perRoute(ctx, refsNamed("a"), []slots{newSlots(1), busy}, func(int) error { ran = true; return nil })
+	errs := perRoute(ctx, refsNamed("a"), []Slots{NewSlots(1), busy}, func(int) error { ran = true; return nil })
 	if ran || errs[0] == nil || !strings.Contains(errs[0].Error(), "HTTPRoute ns/a: not started: context deadline exceeded") {
 		t.Errorf("ran=%v, err=%v; want not started", ran, errs[0])
 	}

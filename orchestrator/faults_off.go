@@ -1,10 +1,9 @@
 //go:build !faultinject
 
-package plugin
+package orchestrator
 
 import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
-	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
 )
 
 // faulty and faultyWrite are where a build with the faultinject tag makes a
@@ -12,4 +11,4 @@ import (
 // crosses the RPC boundary. In every other build they do nothing.
 func faulty(c desired.Call) desired.Call { return c }
 
-func faultyWrite(ssa.Plan) {}
+func faultyWrite(Plan) {}

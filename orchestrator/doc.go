@@ -1,0 +1,15 @@
+// Package orchestrator carries out one call of the controller on a Rollout's
+// routes, and is the one place that does: it resolves the routes (kube),
+// decides every route's desired state (desired), and only when every
+// decision worked writes the routes that change (ssa), concurrently within
+// the call's and the process's bounds. After an optimistic-lock conflict it
+// reads the route again and decides again, a bounded number of times; when
+// a decision says no Rollout holds anything on a route any more, it gives
+// the plugin's ownership back; and it records every write's answer with the
+// reader (kube.Reader.Written), so the next read of the route starts from
+// it. Verify reads the routes fresh and judges the gateways' status.
+//
+// It knows neither the RPC interface nor the Rollout's config: package
+// plugin turns a call into a Call value, and cleanup and cli use Plan and
+// Write for their own undo.
+package orchestrator

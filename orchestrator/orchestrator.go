@@ -1,0 +1,120 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
+	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
+)
+
+// Orchestrator carries out calls with one reader and one writer.
+type Orchestrator struct {
+	reader kube.Reader
+	writer *ssa.Writer
+	log    *logrus.Entry
+	bounds Bounds
+}
+
+// Bounds are how much of the apiserver calls take at once, and how long.
+type Bounds struct {
+	// WritesPerCall bounds the routes one call writes (or reads fresh) at once.
+	WritesPerCall int
+	// Routes bounds the routes all calls of the process work on at once; the
+	// orchestrators of one process share it.
+	Routes Slots
+	// CallTimeout is the calls' deadline, named when it passes.
+	CallTimeout time.Duration
+}
+
+// New returns an orchestrator that reads with reader and writes with writer.
+func New(reader kube.Reader, writer *ssa.Writer, log *logrus.Entry, b Bounds) *Orchestrator {
+	if b.Routes == nil {
+		b.Routes = NewSlots(b.WritesPerCall)
+	}
+	return &Orchestrator{reader: reader, writer: writer, log: log, bounds: b}
+}
+
+// Reader is the reader the orchestrator reads and records writes with.
+func (o *Orchestrator) Reader() kube.Reader { return o.reader }
+
+// Call is one call of the controller on a Rollout's routes.
+type Call struct {
+	// Rollout is the Rollout's namespace/name; Name the call as the logs and
+	// errors name it, e.g. SetWeight(20).
+	Rollout, Name string
+	Decide        desired.Call
+	Targets       routes.Targets
+	// Env is what the decision runs in on each route.
+	Env func(routes.Ref) desired.Env
+}
+
+// Run carries out the call on every route of its targets: read every route,
+// decide every route's desired state, and only if all of that worked, write
+// the routes that change, concurrently.
+func (o *Orchestrator) Run(ctx context.Context, c Call) error {
+	res := kube.ResolveEach(ctx, o.reader, c.Targets)
+	if _, removing := c.Decide.(desired.RemoveManaged); removing {
+		// Nothing of the plugin's is on a route that is not there; SetWeight
+		// reports the missing route (the controller shows its errors, and calls
+		// RemoveManagedRoutes first on every reconcile before the canary is up).
+		res.Missing = nil
+	}
+	if len(res.Missing) > 0 {
+		return fmt.Errorf("nothing was written: %w", res.Err())
+	}
+	plans := make([]Plan, len(res.Routes))
+	errs := make([]error, len(res.Routes))
+	eachAtOnce(len(res.Routes), func(i int) {
+		r := res.Routes[i]
+		env := c.Env(r.Ref)
+		plans[i], errs[i] = o.Plan(r, func(l routes.Route) (desired.Result, error) { return faulty(c.Decide).Desired(l, env) })
+	})
+	if errs := failures(errs); len(errs) > 0 {
+		return fmt.Errorf("nothing was written: %w", errors.Join(append(errs, res.Failed...)...))
+	}
+	res.Routes = nil // the plans hold what is still needed of them
+	return o.write(ctx, c, plans, res.Failed)
+}
+
+// write writes the plans concurrently and says which routes failed: those
+// whose write failed and those that could not be read (unread). Input the
+// user must fix stops a call before any write (Run); a fault of the
+// apiserver on some routes does not keep the others from being written, and
+// the error names exactly the routes that were not.
+func (o *Orchestrator) write(ctx context.Context, c Call, plans []Plan, unread []error) error {
+	log := o.log.WithFields(logrus.Fields{"rollout": c.Rollout, "call": c.Name})
+	refs := make([]routes.Ref, len(plans))
+	for i, plan := range plans {
+		refs[i] = plan.Live.Ref
+	}
+	failed := append(slices.Clip(unread), failures(perRoute(ctx, refs, o.slots(), func(i int) error {
+		faultyWrite(plans[i])
+		err := o.Write(ctx, plans[i], log)
+		plans[i] = Plan{} // a written route's plan is garbage: a call over many routes holds less at once
+		return err
+	}))...)
+	if len(failed) == 0 {
+		return nil
+	}
+	err := errors.Join(failed...)
+	if total := len(plans) + len(unread); len(failed) < total {
+		err = fmt.Errorf("%d of %d routes failed; the others are written and the call is safe to repeat: %w", len(failed), total, err)
+	}
+	if ctx.Err() != nil {
+		err = fmt.Errorf("the call's deadline (%s, -call-timeout) passed before every route was written: %w", o.bounds.CallTimeout, err)
+	}
+	return err
+}
+
+// slots are the bounds a route of a call holds while it is worked on.
+func (o *Orchestrator) slots() []Slots {
+	return []Slots{NewSlots(o.bounds.WritesPerCall), o.bounds.Routes}
+}
