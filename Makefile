@@ -42,7 +42,8 @@ lint:
 
 ## unit: the tests that need no apiserver (. is troubleshooting_test.go: docs/troubleshooting.md quotes every error)
 unit:
-	$(GO) test -count=1 . ./desired/... ./routes/... ./ssa/... ./plugin/... ./pingpong/... ./experiment/...
+	$(GO) test -count=1 . ./routes/... ./transform/... ./desired/... ./experiment/... ./pingpong/... ./decode/... \
+	  ./kube/... ./ssa/... ./orchestrator/... ./plugin/... ./cleanup/... ./cli/... ./preflight/...
 
 ## test: vet, lint, unit tests and envtest integration tests (the real plugin binary over go-plugin RPC);
 ## ./... includes the short form of the compatibility matrix (test/compat with GATEWAY_API_RELEASES unset:
@@ -74,10 +75,11 @@ FUZZTIME ?= 30s
 fuzz:
 	@for t in FuzzSetWeights FuzzSetHeaderRules FuzzSetMirrorRule; do \
 	  $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./desired/ || exit 1; done
-	$(GO) test -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME) ./plugin/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME) ./decode/
 	$(GO) test -run '^$$' -fuzz '^FuzzEncode$$' -fuzztime $(FUZZTIME) ./ssa/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./routes/
 	$(GO) test -run '^$$' -fuzz '^FuzzResourceVersionOf$$' -fuzztime $(FUZZTIME) ./routes/
+	$(GO) test -run '^$$' -fuzz '^FuzzApplyThenRemove$$' -fuzztime $(FUZZTIME) ./experiment/
 
 ## dev-cluster: the cluster of make e2e with the Argo Rollouts controller loading the plugin (file://), kept
 ## running until ^C, for trying things by hand and attaching a debugger (docs/development.md)
@@ -93,7 +95,7 @@ bench:
 
 ## bench-micro: benchmarks of the pure transforms
 bench-micro:
-	$(GO) test -run '^$$' -bench . -benchmem ./routes/... ./ssa/...
+	$(GO) test -run '^$$' -bench . -benchmem ./routes/... ./transform/... ./ssa/...
 
 clean:
 	rm -rf bin dist

@@ -16,6 +16,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/cli"
+	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/plugin"
 	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
 )
@@ -60,7 +61,7 @@ func main() {
 		logFormat    = flag.String("logformat", "text", "log format: text or json")
 		logLevel     = flag.String("loglevel", "info", "log level: debug, info, warn or error")
 		fieldManager = flag.String("field-manager", ssa.DefaultFieldManager, "server-side apply field manager of every write")
-		pluginName   = flag.String("plugin-name", plugin.DefaultPluginName, "name the plugin is registered with in argo-rollouts-config; its config is read under trafficRouting.plugins.<name>")
+		pluginName   = flag.String("plugin-name", decode.DefaultPluginName, "name the plugin is registered with in argo-rollouts-config; its config is read under trafficRouting.plugins.<name>")
 		callTimeout  = flag.Duration("call-timeout", plugin.DefaultCallTimeout, "deadline of each call from Argo Rollouts, all its requests and retries included")
 		reqTimeout   = flag.Duration("request-timeout", plugin.DefaultRetryPolicy.RequestTimeout, "timeout of each attempt of a request to the apiserver; a request that gets no answer in time is abandoned and retried within the call's deadline")
 		maxRoutes    = flag.Int("max-concurrent-routes", 16, "how many routes all calls together work on at once (one call: at most 8)")

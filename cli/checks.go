@@ -14,10 +14,10 @@ import (
 	"k8s.io/client-go/rest"
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
 	"github.com/gatewayapi-ssa/rollouts-plugin/pingpong"
-	"github.com/gatewayapi-ssa/rollouts-plugin/plugin"
 	"github.com/gatewayapi-ssa/rollouts-plugin/preflight"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
@@ -79,7 +79,7 @@ func (c *clusterChecks) run(ctx context.Context, ro *v1alpha1.Rollout, pluginNam
 	c.dryRun(ctx, p)
 	checks = append(checks, "the Rollout's Services exist")
 	c.services(ctx, ro, p)
-	if settings, err := plugin.ParseConfig(ro, pluginName); err == nil {
+	if settings, err := decode.ParseConfig(ro, pluginName); err == nil {
 		checks = append(checks, "ReferenceGrants of cross-namespace backends", "permissions of "+c.identity)
 		c.referenceGrants(ctx, ro, p)
 		c.permissions(ctx, ro, settings, p)
@@ -139,7 +139,7 @@ func (c *clusterChecks) services(ctx context.Context, ro *v1alpha1.Rollout, p *p
 		return // the plan reported it
 	}
 	for _, name := range []string{stable, canary} {
-		_, err := c.dyn.Resource(plugin.ServicesResource).Namespace(ro.Namespace).Get(ctx, name, metav1.GetOptions{})
+		_, err := c.dyn.Resource(decode.ServicesResource).Namespace(ro.Namespace).Get(ctx, name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
 			p.Problems = append(p.Problems, preflight.Problem{Step: "Services", Reason: fmt.Sprintf("Service %s/%s does not exist: the routes' backendRefs to it would fail", ro.Namespace, name)})
@@ -183,7 +183,7 @@ func (c *clusterChecks) referenceGrants(ctx context.Context, ro *v1alpha1.Rollou
 // permissions checks, with SelfSubjectAccessReviews as the identity, every
 // verb the plugin needs on the Rollout's routes (and on Services for an
 // experiment step).
-func (c *clusterChecks) permissions(ctx context.Context, ro *v1alpha1.Rollout, s plugin.Settings, p *preflight.Plan) {
+func (c *clusterChecks) permissions(ctx context.Context, ro *v1alpha1.Rollout, s decode.Settings, p *preflight.Plan) {
 	type target struct{ group, resource, namespace string }
 	var targets []target
 	seen := map[target]bool{}

@@ -14,7 +14,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/plugin"
+	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/preflight"
 )
 
@@ -52,7 +52,7 @@ func runPlan(args []string, out, errOut io.Writer) int {
 	fs.StringVar(&o.crdsFile, "crds", "", "with --routes: the Gateway API CRDs the cluster runs, as YAML (e.g. its release's standard-install.yaml); default: CRDs with every field")
 	fs.StringVar(&o.as, "as", "", "check the permissions of this identity, e.g. system:serviceaccount:argo-rollouts:argo-rollouts (default: your own)")
 	fs.StringVar(&o.output, "o", "text", "output: text, json or yaml")
-	fs.StringVar(&o.pluginName, "plugin-name", plugin.DefaultPluginName, "the plugin's -plugin-name")
+	fs.StringVar(&o.pluginName, "plugin-name", decode.DefaultPluginName, "the plugin's -plugin-name")
 	fs.DurationVar(&o.timeout, "timeout", time.Minute, "deadline of the whole command")
 	if err := fs.Parse(args); err != nil || o.file == "" || fs.NArg() > 0 || !strings.Contains(" text json yaml ", " "+o.output+" ") ||
 		(o.crdsFile != "" && o.routesFile == "") {
@@ -118,7 +118,7 @@ func plan(ctx context.Context, o *planOptions, ro *v1alpha1.Rollout) (Report, er
 		if c, err = newClusterChecks(&o.conn, o.fieldManager, o.as); err != nil {
 			return Report{}, err
 		}
-		in.Reader, in.Ports = c.reader, plugin.DynamicServicePorts(c.dyn, ro.Namespace)
+		in.Reader, in.Ports = c.reader, decode.DynamicServicePorts(c.dyn, ro.Namespace)
 	}
 	r := Report{Plan: preflight.Compute(ctx, in)}
 	if c == nil {

@@ -2,12 +2,10 @@
 // core: it implements the controller's traffic router interface and nothing
 // more.
 //
-// For each call it parses the Rollout's plugin config once (Settings),
-// decodes and validates the call once into one of package desired's typed
-// calls, reads what the call needs (experiment Services, the routes) under
-// one deadline, asks desired what every route must become, and hands the
-// results to package ssa, which writes them. Behaviour is chosen by those
-// typed values, never by names or strings.
+// For each call it decodes the Rollout's config and the call once (package
+// decode) under one deadline and hands the result to package orchestrator,
+// which reads, decides (package desired) and writes (package ssa) every
+// route. Behaviour is chosen by typed values, never by names or strings.
 //
 // Every method answers within its deadline (-call-timeout) with an RpcError
 // that names the Rollout and each route that failed; no panic crosses the RPC
@@ -18,5 +16,5 @@
 // bucket and one transport (transport.go) that gives every attempt of every
 // request its own timeout and retries 5xx, 429 and lost connections with
 // jittered backoff inside the call's deadline. Routes worked on at once are
-// bounded per call and for the whole process (concurrent.go).
+// bounded per call and for the whole process (orchestrator.Bounds).
 package plugin

@@ -14,6 +14,7 @@ import (
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	"github.com/argoproj/argo-rollouts/utils/plugin/types"
 	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/dynamic"
 	authorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
@@ -22,6 +23,7 @@ import (
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/cleanup"
+	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
 	"github.com/gatewayapi-ssa/rollouts-plugin/orchestrator"
@@ -86,7 +88,7 @@ func New(opts Options, log *logrus.Entry) *Plugin {
 		opts.FieldManager = ssa.DefaultFieldManager
 	}
 	if opts.PluginName == "" {
-		opts.PluginName = DefaultPluginName
+		opts.PluginName = decode.DefaultPluginName
 	}
 	if opts.CallTimeout <= 0 {
 		opts.CallTimeout = DefaultCallTimeout
@@ -258,109 +260,107 @@ func (p *Plugin) Type() string { return Type }
 // additional its weight, and stable the rest of maxTrafficWeight, in every
 // weighted rule of every route of the Rollout. Experiment backendRefs the
 // plugin added before and that are no longer asked for leave the route.
-func (p *Plugin) SetWeight(ro *v1alpha1.Rollout, desiredWeight int32, additional []v1alpha1.WeightDestination) (resp types.RpcError) {
-	name := describeSplit("SetWeight", desiredWeight, additional)
-	defer p.recoverInto(ro, name, &resp)
-	ctx, cancel := p.callContext()
-	defer cancel()
-	call, err := p.setWeightCall(ctx, ro, desiredWeight, additional)
-	if err != nil {
-		return p.fail(ro, name, err)
-	}
-	return p.run(ctx, ro, name, call, p.config(ro))
+func (p *Plugin) SetWeight(ro *v1alpha1.Rollout, desiredWeight int32, additional []v1alpha1.WeightDestination) types.RpcError {
+	return p.run(ro, decode.Request{Method: decode.SetWeight, Weight: desiredWeight, Additional: additional})
 }
 
 // SetHeaderRoute adds, on every HTTPRoute and GRPCRoute that takes header
 // routes, one rule per weighted rule that sends the requests with the step's
 // headers to the canary; with no match it removes them.
-func (p *Plugin) SetHeaderRoute(ro *v1alpha1.Rollout, h *v1alpha1.SetHeaderRoute) (resp types.RpcError) {
-	defer p.recoverInto(ro, "SetHeaderRoute", &resp)
-	if h == nil {
-		return p.fail(ro, "SetHeaderRoute", errors.New("no setHeaderRoute given"))
-	}
-	name := fmt.Sprintf("SetHeaderRoute(%s)", h.Name)
-	cfg := p.config(ro)
-	var parsed *Settings
-	if cfg.err == nil {
-		parsed = &cfg.Settings
-	}
-	call, err := DecodeSetHeader(ro, h, parsed)
-	if err != nil {
-		return p.fail(ro, name, err)
-	}
-	ctx, cancel := p.callContext()
-	defer cancel()
-	return p.run(ctx, ro, name, call, cfg)
+func (p *Plugin) SetHeaderRoute(ro *v1alpha1.Rollout, h *v1alpha1.SetHeaderRoute) types.RpcError {
+	return p.run(ro, decode.Request{Method: decode.SetHeaderRoute, Header: h})
 }
 
 // SetMirrorRoute adds, on every HTTPRoute and GRPCRoute, a rule that sends the
 // matching requests to stable and mirrors a percentage of them to the canary;
 // with no match or percentage 0 it removes it.
-func (p *Plugin) SetMirrorRoute(ro *v1alpha1.Rollout, m *v1alpha1.SetMirrorRoute) (resp types.RpcError) {
-	defer p.recoverInto(ro, "SetMirrorRoute", &resp)
-	if m == nil {
-		return p.fail(ro, "SetMirrorRoute", errors.New("no setMirrorRoute given"))
-	}
-	name := fmt.Sprintf("SetMirrorRoute(%s)", m.Name)
-	call, err := DecodeSetMirror(ro, m)
-	if err != nil {
-		return p.fail(ro, name, err)
-	}
-	ctx, cancel := p.callContext()
-	defer cancel()
-	return p.run(ctx, ro, name, call, p.config(ro))
+func (p *Plugin) SetMirrorRoute(ro *v1alpha1.Rollout, m *v1alpha1.SetMirrorRoute) types.RpcError {
+	return p.run(ro, decode.Request{Method: decode.SetMirrorRoute, Mirror: m})
 }
 
 // RemoveManagedRoutes removes every header and mirror rule the plugin added
 // for the Rollout, on every one of its routes.
-func (p *Plugin) RemoveManagedRoutes(ro *v1alpha1.Rollout) (resp types.RpcError) {
-	const name = "RemoveManagedRoutes"
-	defer p.recoverInto(ro, name, &resp)
-	ctx, cancel := p.callContext()
-	defer cancel()
-	return p.run(ctx, ro, name, desired.RemoveManaged{}, p.config(ro))
+func (p *Plugin) RemoveManagedRoutes(ro *v1alpha1.Rollout) types.RpcError {
+	return p.run(ro, decode.Request{Method: decode.RemoveManagedRoutes})
 }
 
 // VerifyWeight says whether the gateways took the weights: with the Rollout's
-// verifyWeight option, from the routes' spec and status.parents (verify.go);
-// without it NotImplemented, never a blind Verified.
-func (p *Plugin) VerifyWeight(ro *v1alpha1.Rollout, desiredWeight int32, additional []v1alpha1.WeightDestination) (types.RpcVerified, types.RpcError) {
-	return p.verifyWeight(ro, desiredWeight, additional)
-}
-
-// config is a Rollout's config as ParseConfig read it, once per call; its
-// error is reported where the call needs the config.
-type config struct {
-	Settings
-	err error
-}
-
-func (p *Plugin) config(ro *v1alpha1.Rollout) config {
-	s, err := ParseConfig(ro, p.opts.PluginName)
-	return config{Settings: s, err: err}
+// verifyWeight option, from the routes' spec and status.parents
+// (orchestrator.Verify); without it NotImplemented, never a blind Verified:
+// the plugin cannot know whether the gateway reports observedGeneration, and
+// a blind Verified would let a rollout promote on weights no gateway has
+// taken. Every error comes with NotVerified, never NotImplemented: Argo
+// Rollouts keeps the Verified value it gets alongside an error, and
+// NotVerified keeps a setWeight step from completing.
+func (p *Plugin) VerifyWeight(ro *v1alpha1.Rollout, desiredWeight int32, additional []v1alpha1.WeightDestination) (verified types.RpcVerified, resp types.RpcError) {
+	req := decode.Request{Method: decode.VerifyWeight, Weight: desiredWeight, Additional: additional}
+	name := req.Name()
+	verified = types.NotVerified
+	defer p.recoverInto(ro, name, &resp)
+	ctx, cancel := p.callContext()
+	defer cancel()
+	orch, call, err := p.decode(ctx, ro, req)
+	switch {
+	case err != nil:
+		return types.NotVerified, p.fail(ro, name, err)
+	case !call.Settings.VerifyWeight:
+		return types.NotImplemented, types.RpcError{}
+	case orch == nil:
+		return types.NotVerified, p.fail(ro, name, errNoClient)
+	}
+	s := call.Settings
+	ok, err := orch.Verify(ctx, orchestrator.Check{
+		Rollout: ro.Namespace + "/" + ro.Name, Name: name, Targets: s.Targets,
+		Split: call.Split, Extra: call.Extra, RuleNames: s.RuleNames, Settle: s.VerifyWeightSettle,
+	})
+	switch {
+	case err != nil:
+		return types.NotVerified, p.fail(ro, name, err)
+	case !ok:
+		return types.NotVerified, types.RpcError{}
+	}
+	return types.Verified, types.RpcError{}
 }
 
 // run carries out one call on every route of the Rollout (package
 // orchestrator) and answers as the controller expects.
-func (p *Plugin) run(ctx context.Context, ro *v1alpha1.Rollout, name string, call desired.Call, cfg config) types.RpcError {
-	p.mu.Lock()
-	orch := p.orch
-	p.mu.Unlock()
-	if orch == nil {
-		return p.fail(ro, name, errNoClient)
-	}
-	if cfg.err != nil {
-		return p.fail(ro, name, cfg.err)
+func (p *Plugin) run(ro *v1alpha1.Rollout, req decode.Request) (resp types.RpcError) {
+	name := req.Name()
+	defer p.recoverInto(ro, name, &resp)
+	ctx, cancel := p.callContext()
+	defer cancel()
+	orch, call, err := p.decode(ctx, ro, req)
+	if err != nil {
+		return p.fail(ro, name, err)
 	}
 	rollout := ro.Namespace + "/" + ro.Name
-	err := orch.Run(ctx, orchestrator.Call{
-		Rollout: rollout, Name: name, Decide: call, Targets: cfg.Targets,
-		Env: func(ref routes.Ref) desired.Env { return cfg.Env(rollout, p.opts.FieldManager, ref) },
+	err = orch.Run(ctx, orchestrator.Call{
+		Rollout: rollout, Name: name, Decide: call.Decide, Targets: call.Settings.Targets,
+		Env: func(ref routes.Ref) desired.Env { return call.Settings.Env(rollout, p.opts.FieldManager, ref) },
 	})
 	if err != nil {
 		return p.fail(ro, name, err)
 	}
 	return types.RpcError{}
+}
+
+// decode decodes the call (package decode), reading the experiment
+// Services with the plugin's client, and returns the orchestrator to carry
+// it out with: nil, with errNoClient, when InitPlugin has not built the
+// clients. The call's own errors come first.
+func (p *Plugin) decode(ctx context.Context, ro *v1alpha1.Rollout, req decode.Request) (*orchestrator.Orchestrator, decode.Call, error) {
+	p.mu.Lock()
+	orch, dyn := p.orch, p.dyn
+	p.mu.Unlock()
+	ports := func(context.Context, string) ([]corev1.ServicePort, error) { return nil, errNoClient }
+	if dyn != nil {
+		ports = decode.DynamicServicePorts(dyn, ro.Namespace)
+	}
+	call, err := decode.Decode(ctx, ro, p.opts.PluginName, req, ports)
+	if err == nil && orch == nil && req.Method != decode.VerifyWeight {
+		err = errNoClient
+	}
+	return orch, call, err
 }
 
 var errNoClient = errors.New("the plugin has no Kubernetes client: InitPlugin failed or was not called")

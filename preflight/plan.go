@@ -10,9 +10,9 @@ import (
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
-	"github.com/gatewayapi-ssa/rollouts-plugin/plugin"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
@@ -26,7 +26,7 @@ type Input struct {
 	// Ports reads the ports of the Services in the Rollout's namespace;
 	// experiment Services, which do not exist yet, are made up from the
 	// experiment templates.
-	Ports plugin.ServicePorts
+	Ports decode.ServicePorts
 }
 
 // Plan is every step of a Rollout with what it does to each route.
@@ -101,7 +101,7 @@ type call struct {
 func Compute(ctx context.Context, in Input) Plan {
 	ro := in.Rollout
 	p := Plan{Rollout: ro.Namespace + "/" + ro.Name}
-	settings, err := plugin.ParseConfig(ro, in.PluginName)
+	settings, err := decode.ParseConfig(ro, in.PluginName)
 	if err != nil {
 		p.Problems = append(p.Problems, Problem{Step: "config", Reason: err.Error()})
 		return p
@@ -117,21 +117,21 @@ func Compute(ctx context.Context, in Input) Plan {
 	steps := ro.Spec.Strategy.Canary.Steps
 	ports := experimentPorts(ro, in.Ports)
 	for i, s := range steps {
-		name, calls := stepCalls(ctx, ro, s, i, &st, settings, ports)
+		name, calls := stepCalls(ctx, in.PluginName, ro, s, &st, ports)
 		p.run(in, settings, &st, Step{Index: i + 1, Name: name}, calls)
 	}
 	last := state{weight: st.weight, dests: st.dests, live: slices.Clone(st.live)}
 	// All steps done: the canary takes all traffic until it is the stable version.
 	st.dests = nil
-	p.run(in, settings, &st, Step{Name: "promotion: every step done"}, []call{setWeight(ctx, ro, maxWeight(ro), nil, ports)})
+	p.run(in, settings, &st, Step{Name: "promotion: every step done"}, []call{setWeight(ctx, in.PluginName, ro, maxWeight(ro), nil, ports)})
 	promoted := promote(ro)
 	p.run(in, settings, &st, Step{Name: "promotion: the new version is stable"}, []call{
-		{name: "RemoveManagedRoutes", core: desired.RemoveManaged{}},
-		setWeight(ctx, promoted, 0, nil, ports),
+		decoded(ctx, in.PluginName, promoted, decode.Request{Method: decode.RemoveManagedRoutes}, ports),
+		setWeight(ctx, in.PluginName, promoted, 0, nil, ports),
 	})
 	p.run(in, settings, &last, Step{Name: "abort (from the last step)"}, []call{
-		{name: "RemoveManagedRoutes", core: desired.RemoveManaged{}},
-		setWeight(ctx, ro, 0, nil, ports),
+		decoded(ctx, in.PluginName, ro, decode.Request{Method: decode.RemoveManagedRoutes}, ports),
+		setWeight(ctx, in.PluginName, ro, 0, nil, ports),
 	})
 	return p
 }
@@ -140,7 +140,7 @@ func Compute(ctx context.Context, in Input) Plan {
 // the current step, as rollout/trafficrouting.go makes them: a header or
 // mirror call if the step is one, then SetWeight with the last setWeight and
 // the experiment's weighted templates.
-func stepCalls(ctx context.Context, ro *v1alpha1.Rollout, s v1alpha1.CanaryStep, i int, st *state, settings plugin.Settings, ports plugin.ServicePorts) (string, []call) {
+func stepCalls(ctx context.Context, pluginName string, ro *v1alpha1.Rollout, s v1alpha1.CanaryStep, st *state, ports decode.ServicePorts) (string, []call) {
 	st.dests = nil
 	var calls []call
 	name := "pause"
@@ -159,12 +159,10 @@ func stepCalls(ctx context.Context, ro *v1alpha1.Rollout, s v1alpha1.CanaryStep,
 		name = "experiment " + strings.Join(parts, ", ")
 	case s.SetHeaderRoute != nil:
 		name = "setHeaderRoute " + s.SetHeaderRoute.Name
-		h, err := plugin.DecodeSetHeader(ro, s.SetHeaderRoute, &settings)
-		calls = append(calls, call{name: "SetHeaderRoute(" + s.SetHeaderRoute.Name + ")", core: h, err: err})
+		calls = append(calls, decoded(ctx, pluginName, ro, decode.Request{Method: decode.SetHeaderRoute, Header: s.SetHeaderRoute}, ports))
 	case s.SetMirrorRoute != nil:
 		name = "setMirrorRoute " + s.SetMirrorRoute.Name
-		m, err := plugin.DecodeSetMirror(ro, s.SetMirrorRoute)
-		calls = append(calls, call{name: "SetMirrorRoute(" + s.SetMirrorRoute.Name + ")", core: m, err: err})
+		calls = append(calls, decoded(ctx, pluginName, ro, decode.Request{Method: decode.SetMirrorRoute, Mirror: s.SetMirrorRoute}, ports))
 	case s.Analysis != nil:
 		name = "analysis"
 	case s.SetCanaryScale != nil:
@@ -172,25 +170,22 @@ func stepCalls(ctx context.Context, ro *v1alpha1.Rollout, s v1alpha1.CanaryStep,
 	case s.Pause != nil && s.Pause.Duration != nil:
 		name = "pause " + s.Pause.Duration.String()
 	}
-	return name, append(calls, setWeight(ctx, ro, st.weight, st.dests, ports))
+	return name, append(calls, setWeight(ctx, pluginName, ro, st.weight, st.dests, ports))
 }
 
-func setWeight(ctx context.Context, ro *v1alpha1.Rollout, w int32, dests []v1alpha1.WeightDestination, ports plugin.ServicePorts) call {
-	var parts []string
-	for _, d := range dests {
-		parts = append(parts, fmt.Sprintf("%s=%d", d.ServiceName, d.Weight))
-	}
-	name := fmt.Sprintf("SetWeight(%d)", w)
-	if len(parts) > 0 {
-		name = fmt.Sprintf("SetWeight(%d, %s)", w, strings.Join(parts, ","))
-	}
-	c, err := plugin.DecodeSetWeight(ctx, ro, w, dests, ports)
-	return call{name: name, core: c, err: err}
+func setWeight(ctx context.Context, pluginName string, ro *v1alpha1.Rollout, w int32, dests []v1alpha1.WeightDestination, ports decode.ServicePorts) call {
+	return decoded(ctx, pluginName, ro, decode.Request{Method: decode.SetWeight, Weight: w, Additional: dests}, ports)
+}
+
+// decoded is the call req as the plugin decodes it.
+func decoded(ctx context.Context, pluginName string, ro *v1alpha1.Rollout, req decode.Request, ports decode.ServicePorts) call {
+	c, err := decode.Decode(ctx, ro, pluginName, req, ports)
+	return call{name: req.Name(), core: c.Decide, err: err}
 }
 
 // run carries out a step's calls on every route and records what they do.
 // As in the plugin, a call that fails on one route writes no route.
-func (p *Plan) run(in Input, settings plugin.Settings, st *state, step Step, calls []call) {
+func (p *Plan) run(in Input, settings decode.Settings, st *state, step Step, calls []call) {
 	rollout := in.Rollout.Namespace + "/" + in.Rollout.Name
 	routeSteps := make([]RouteStep, len(st.live))
 	for i, live := range st.live {
@@ -288,7 +283,7 @@ func experimentService(ro *v1alpha1.Rollout, t v1alpha1.RolloutExperimentTemplat
 // experimentPorts answers for the experiment Services with the ports the
 // Experiment controller gives them (the pod template's container ports), and
 // for every other Service with ports.
-func experimentPorts(ro *v1alpha1.Rollout, ports plugin.ServicePorts) plugin.ServicePorts {
+func experimentPorts(ro *v1alpha1.Rollout, ports decode.ServicePorts) decode.ServicePorts {
 	planned := map[string]bool{}
 	for _, s := range ro.Spec.Strategy.Canary.Steps {
 		if s.Experiment != nil {

@@ -17,8 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
-	"github.com/gatewayapi-ssa/rollouts-plugin/plugin"
 	"github.com/gatewayapi-ssa/rollouts-plugin/preflight"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/test/e2e/cluster"
@@ -228,8 +228,8 @@ steps:
 	}
 	log := logrus.New()
 	log.SetLevel(logrus.WarnLevel)
-	p := preflight.Compute(ctx, preflight.Input{Rollout: ro, PluginName: plugin.DefaultPluginName, FieldManager: "argo-rollouts-gatewayapi",
-		Reader: kube.NewCluster(gw.GatewayV1().RESTClient(), logrus.NewEntry(log)), Ports: plugin.DynamicServicePorts(c.Dynamic, ns)})
+	p := preflight.Compute(ctx, preflight.Input{Rollout: ro, PluginName: decode.DefaultPluginName, FieldManager: "argo-rollouts-gatewayapi",
+		Reader: kube.NewCluster(gw.GatewayV1().RESTClient(), logrus.NewEntry(log)), Ports: decode.DynamicServicePorts(c.Dynamic, ns)})
 	if len(p.Problems) > 0 {
 		t.Fatalf("the plan has problems: %+v", p.Problems)
 	}

@@ -1,11 +1,10 @@
-package plugin
+package decode
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
@@ -24,25 +23,11 @@ import (
 )
 
 // Decoding the controller's calls into the core's typed values: each call is
-// validated once, here, before any route is read. The decoders are exported
-// for the plan command, which runs them for every step of a Rollout: what it
-// shows is what the plugin would do.
+// validated once, here, before any route is read (Decode).
 
 // ServicePorts reads the ports of a Service in the Rollout's namespace; a
 // Service that does not exist is an error saying so.
 type ServicePorts func(ctx context.Context, name string) ([]corev1.ServicePort, error)
-
-// describeSplit names a SetWeight or VerifyWeight call, for errors and logs.
-func describeSplit(method string, weight int32, additional []v1alpha1.WeightDestination) string {
-	if len(additional) == 0 {
-		return fmt.Sprintf("%s(%d)", method, weight)
-	}
-	parts := make([]string, len(additional))
-	for i, d := range additional {
-		parts[i] = fmt.Sprintf("%s=%d", d.ServiceName, d.Weight)
-	}
-	return fmt.Sprintf("%s(%d, %s)", method, weight, strings.Join(parts, ","))
-}
 
 // validateSplit checks a SetWeight or VerifyWeight call and returns the split
 // it asks for: the canary weight within maxTrafficWeight, each experiment
@@ -91,17 +76,6 @@ func validateSplit(ro *v1alpha1.Rollout, weight int32, additional []v1alpha1.Wei
 	return split, nil
 }
 
-// setWeightCall decodes SetWeight with the plugin's Kubernetes client.
-func (p *Plugin) setWeightCall(ctx context.Context, ro *v1alpha1.Rollout, weight int32, additional []v1alpha1.WeightDestination) (desired.SetWeight, error) {
-	p.mu.Lock()
-	dyn := p.dyn
-	p.mu.Unlock()
-	if dyn == nil && len(additional) > 0 {
-		return desired.SetWeight{}, errNoClient
-	}
-	return DecodeSetWeight(ctx, ro, weight, additional, DynamicServicePorts(dyn, ro.Namespace))
-}
-
 // ServicesResource is the core API's Services, as the dynamic client names them.
 var ServicesResource = schema.GroupVersionResource{Version: "v1", Resource: "services"}
 
@@ -130,10 +104,10 @@ func (e *MissingServiceError) Error() string {
 	return fmt.Sprintf("Service %s/%s not found; nothing was written", e.Namespace, e.Name)
 }
 
-// DecodeSetWeight decodes SetWeight(weight, additional). An experiment step
+// setWeight decodes SetWeight(weight, additional). An experiment step
 // needs the Services it names, to pick their ports: a missing one is an error
 // (the controller retries; skipping it would send its share to nobody).
-func DecodeSetWeight(ctx context.Context, ro *v1alpha1.Rollout, weight int32, additional []v1alpha1.WeightDestination, ports ServicePorts) (desired.SetWeight, error) {
+func setWeight(ctx context.Context, ro *v1alpha1.Rollout, weight int32, additional []v1alpha1.WeightDestination, ports ServicePorts) (desired.SetWeight, error) {
 	split, err := validateSplit(ro, weight, additional)
 	if err != nil {
 		return desired.SetWeight{}, err
@@ -155,10 +129,10 @@ func DecodeSetWeight(ctx context.Context, ro *v1alpha1.Rollout, weight int32, ad
 	return desired.SetWeight{Split: split, Experiment: in}, nil
 }
 
-// DecodeSetHeader decodes SetHeaderRoute. A step that adds rules needs a
+// setHeader decodes SetHeaderRoute. A step that adds rules needs a
 // route that takes them (checked when s, the Rollout's parsed config, is
 // given).
-func DecodeSetHeader(ro *v1alpha1.Rollout, h *v1alpha1.SetHeaderRoute, s *Settings) (desired.SetHeader, error) {
+func setHeader(ro *v1alpha1.Rollout, h *v1alpha1.SetHeaderRoute, s *Settings) (desired.SetHeader, error) {
 	adding := len(h.Match) > 0
 	services, err := ruleServices(ro, "setHeaderRoute", h.Name, adding)
 	if err != nil {
@@ -183,8 +157,8 @@ func invalidStep(step, name string, err error) error {
 	return &desired.InvalidError{Err: fmt.Errorf("%s %q: %w; fix the step in the Rollout, nothing was written", step, name, err)}
 }
 
-// DecodeSetMirror decodes SetMirrorRoute.
-func DecodeSetMirror(ro *v1alpha1.Rollout, m *v1alpha1.SetMirrorRoute) (desired.SetMirror, error) {
+// setMirror decodes SetMirrorRoute.
+func setMirror(ro *v1alpha1.Rollout, m *v1alpha1.SetMirrorRoute) (desired.SetMirror, error) {
 	call := desired.SetMirror{Name: m.Name, Percent: m.Percentage}
 	for _, rm := range m.Match {
 		match := transform.RequestMatch{Method: stringMatch(rm.Method), Path: stringMatch(rm.Path)}

@@ -1,4 +1,4 @@
-package plugin
+package decode
 
 import (
 	"strings"
@@ -86,7 +86,7 @@ func TestHeaderAndMirrorCallsCarryTheMatches(t *testing.T) {
 	services := desired.RuleServices{Stable: routes.ServiceRef("shop", "web-stable"), Canary: routes.ServiceRef("shop", "web-canary"), ManagedRoutes: []string{"beta", "mirror"}}
 
 	s := mustParse(t, ro)
-	h, err := DecodeSetHeader(ro, &v1alpha1.SetHeaderRoute{Name: "beta", Match: []v1alpha1.HeaderRoutingMatch{
+	h, err := setHeader(ro, &v1alpha1.SetHeaderRoute{Name: "beta", Match: []v1alpha1.HeaderRoutingMatch{
 		{HeaderName: "X-Canary", HeaderValue: &v1alpha1.StringMatch{Prefix: "yes"}},
 	}}, &s)
 	if err != nil {
@@ -98,7 +98,7 @@ func TestHeaderAndMirrorCallsCarryTheMatches(t *testing.T) {
 	}
 
 	pct := int32(25)
-	m, err := DecodeSetMirror(ro, &v1alpha1.SetMirrorRoute{Name: "mirror", Percentage: &pct, Match: []v1alpha1.RouteMatch{{
+	m, err := setMirror(ro, &v1alpha1.SetMirrorRoute{Name: "mirror", Percentage: &pct, Match: []v1alpha1.RouteMatch{{
 		Method:  &v1alpha1.StringMatch{Exact: "GET"},
 		Path:    &v1alpha1.StringMatch{Prefix: "/api"},
 		Headers: map[string]v1alpha1.StringMatch{"x-tenant": {Regex: "a|b"}},
@@ -123,13 +123,13 @@ func TestHeaderCallNeedsARouteThatTakesHeaderRoutes(t *testing.T) {
 	ro.Spec.Strategy.Canary.TrafficRouting.ManagedRoutes = []v1alpha1.MangedRoutes{{Name: "beta"}}
 	add := &v1alpha1.SetHeaderRoute{Name: "beta", Match: []v1alpha1.HeaderRoutingMatch{{HeaderName: "X-Canary", HeaderValue: &v1alpha1.StringMatch{Exact: "yes"}}}}
 	s := mustParse(t, ro)
-	if _, err := DecodeSetHeader(ro, add, &s); err == nil || !strings.Contains(err.Error(), "takes header routes") {
+	if _, err := setHeader(ro, add, &s); err == nil || !strings.Contains(err.Error(), "takes header routes") {
 		t.Errorf("error %v, want one saying no route takes header routes", err)
 	}
-	if _, err := DecodeSetHeader(ro, &v1alpha1.SetHeaderRoute{Name: "beta"}, &s); err != nil {
+	if _, err := setHeader(ro, &v1alpha1.SetHeaderRoute{Name: "beta"}, &s); err != nil {
 		t.Errorf("removal: %v", err)
 	}
-	if _, err := DecodeSetHeader(ro, &v1alpha1.SetHeaderRoute{}, &s); err == nil || !strings.Contains(err.Error(), "the setHeaderRoute step has no name") {
+	if _, err := setHeader(ro, &v1alpha1.SetHeaderRoute{}, &s); err == nil || !strings.Contains(err.Error(), "the setHeaderRoute step has no name") {
 		t.Errorf("error %v, want one saying the step has no name", err)
 	}
 }

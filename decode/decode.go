@@ -1,0 +1,119 @@
+package decode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
+)
+
+// Method is a call of the traffic router plugin interface.
+type Method string
+
+const (
+	SetWeight           Method = "SetWeight"
+	SetHeaderRoute      Method = "SetHeaderRoute"
+	SetMirrorRoute      Method = "SetMirrorRoute"
+	RemoveManagedRoutes Method = "RemoveManagedRoutes"
+	VerifyWeight        Method = "VerifyWeight"
+)
+
+// Request is one call of the controller as the RPC interface hands it over:
+// Weight and Additional for SetWeight and VerifyWeight, Header for
+// SetHeaderRoute, Mirror for SetMirrorRoute.
+type Request struct {
+	Method     Method
+	Weight     int32
+	Additional []v1alpha1.WeightDestination
+	Header     *v1alpha1.SetHeaderRoute
+	Mirror     *v1alpha1.SetMirrorRoute
+}
+
+// Name names the call in logs and errors: SetWeight(20),
+// SetWeight(20, exp-a=10), SetHeaderRoute(canary-header), RemoveManagedRoutes.
+func (r Request) Name() string {
+	switch r.Method {
+	case SetWeight, VerifyWeight:
+		if len(r.Additional) == 0 {
+			return fmt.Sprintf("%s(%d)", r.Method, r.Weight)
+		}
+		parts := make([]string, len(r.Additional))
+		for i, d := range r.Additional {
+			parts[i] = fmt.Sprintf("%s=%d", d.ServiceName, d.Weight)
+		}
+		return fmt.Sprintf("%s(%d, %s)", r.Method, r.Weight, strings.Join(parts, ","))
+	case SetHeaderRoute:
+		if r.Header != nil {
+			return fmt.Sprintf("%s(%s)", r.Method, r.Header.Name)
+		}
+	case SetMirrorRoute:
+		if r.Mirror != nil {
+			return fmt.Sprintf("%s(%s)", r.Method, r.Mirror.Name)
+		}
+	}
+	return string(r.Method)
+}
+
+// Call is a decoded request: the Rollout's config, and what the call does.
+type Call struct {
+	Settings Settings
+	// Decide is what the call does to each route; nil for VerifyWeight.
+	Decide desired.Call
+	// Split and Extra are the weights VerifyWeight checks (with the
+	// Rollout's verifyWeight option; without it, neither is set): the
+	// experiment Services' weights come out of stable's share.
+	Split transform.Split
+	Extra []desired.BackendWeight
+}
+
+// Decode turns a Rollout and one call of the controller into a Call, the
+// same way for every call: first the Rollout's config for the plugin
+// registered as pluginName, then the call's own values, each validated
+// before any route is read. ports reads the Services an experiment step
+// names (SetWeight with additional destinations).
+func Decode(ctx context.Context, ro *v1alpha1.Rollout, pluginName string, req Request, ports ServicePorts) (Call, error) {
+	s, err := ParseConfig(ro, pluginName)
+	if err != nil {
+		return Call{}, err
+	}
+	c := Call{Settings: s}
+	switch req.Method {
+	case SetWeight:
+		c.Decide, err = setWeight(ctx, ro, req.Weight, req.Additional, ports)
+	case SetHeaderRoute:
+		if req.Header == nil {
+			return Call{}, errors.New("no setHeaderRoute given")
+		}
+		c.Decide, err = setHeader(ro, req.Header, &s)
+	case SetMirrorRoute:
+		if req.Mirror == nil {
+			return Call{}, errors.New("no setMirrorRoute given")
+		}
+		c.Decide, err = setMirror(ro, req.Mirror)
+	case RemoveManagedRoutes:
+		c.Decide = desired.RemoveManaged{}
+	case VerifyWeight:
+		if !s.VerifyWeight {
+			return c, nil
+		}
+		if c.Split, err = validateSplit(ro, req.Weight, req.Additional); err != nil {
+			return Call{}, err
+		}
+		for _, d := range req.Additional {
+			// Experiment Services are in the Rollout's namespace, as SetWeight adds them.
+			c.Extra = append(c.Extra, desired.BackendWeight{Backend: routes.ServiceRef(ro.Namespace, d.ServiceName), Weight: int64(d.Weight)})
+		}
+	default:
+		return Call{}, fmt.Errorf("unknown call %q", req.Method)
+	}
+	if err != nil {
+		return Call{}, err
+	}
+	return c, nil
+}
