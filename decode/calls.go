@@ -47,14 +47,14 @@ func validateSplit(ro *v1alpha1.Rollout, weight int32, additional []v1alpha1.Wei
 	if max < 1 || max > transform.MaxBackendWeight {
 		return transform.Split{}, fmt.Errorf("spec.strategy.canary.trafficRouting.maxTrafficWeight %d is outside 1..%d (Gateway API's largest weight); nothing was written", max, transform.MaxBackendWeight)
 	}
-	if weight < 0 || int64(weight) > max {
-		return transform.Split{}, fmt.Errorf("weight %d is outside 0..%d (spec.strategy.canary.trafficRouting.maxTrafficWeight)", weight, max)
-	}
 	split := transform.Split{
 		Stable:       routes.ServiceRef(ro.Namespace, stable),
 		Canary:       routes.ServiceRef(ro.Namespace, canary),
 		CanaryWeight: int64(weight),
 		MaxWeight:    max,
+	}
+	if err := split.Check(); err != nil { // the canary weight: nothing reserved yet
+		return transform.Split{}, err
 	}
 	seen := map[string]bool{}
 	for _, d := range additional {
@@ -69,9 +69,8 @@ func validateSplit(ro *v1alpha1.Rollout, weight int32, additional []v1alpha1.Wei
 		seen[d.ServiceName] = true
 		split.Reserved += int64(d.Weight)
 	}
-	if split.StableWeight() < 0 {
-		return transform.Split{}, fmt.Errorf("canary weight %d plus experiment weights %d exceed maxTrafficWeight %d; nothing was written",
-			weight, split.Reserved, max)
+	if err := split.Check(); err != nil {
+		return transform.Split{}, fmt.Errorf("%w; nothing was written", err)
 	}
 	return split, nil
 }
@@ -170,8 +169,8 @@ func setMirror(ro *v1alpha1.Rollout, m *v1alpha1.SetMirrorRoute) (desired.SetMir
 		}
 		call.Match = append(call.Match, match)
 	}
-	if p := m.Percentage; p != nil && (*p < 0 || *p > 100) {
-		return desired.SetMirror{}, invalidStep("setMirrorRoute", m.Name, fmt.Errorf("percentage %d is outside 0..100", *p))
+	if err := transform.CheckMirrorPercent(m.Percentage); err != nil {
+		return desired.SetMirror{}, invalidStep("setMirrorRoute", m.Name, err)
 	}
 	if err := transform.CheckRequestMatches(call.Match); err != nil {
 		return desired.SetMirror{}, invalidStep("setMirrorRoute", m.Name, err)

@@ -364,12 +364,12 @@ func (s Settings) TakesHeaderRoutes(ref routes.Ref) bool {
 // rules: an HTTPRoute or GRPCRoute that takes header routes.
 func (s Settings) anyTakesHeaderRoutes() bool {
 	for ref, ok := range s.HeaderRoutes {
-		if ok && desired.HasMatches(ref.Kind) {
+		if ok && ref.Kind.HasMatches() {
 			return true
 		}
 	}
 	for _, sel := range s.Targets.Selectors {
-		if s.SelectedHeaderRoutes && desired.HasMatches(sel.Kind) {
+		if s.SelectedHeaderRoutes && sel.Kind.HasMatches() {
 			return true
 		}
 	}

@@ -68,11 +68,16 @@ type Drift struct {
 }
 
 func (d Drift) String() string {
-	live := fmt.Sprint(d.Live)
+	return fmt.Sprintf("%s, the plugin would set %d", d.changed(), d.Desired)
+}
+
+// changed says what the drift is, without what the next call would set.
+func (d Drift) changed() string {
+	now := fmt.Sprint(d.Live)
 	if d.Live < 0 {
-		live = "removed"
+		now = "removed"
 	}
-	return fmt.Sprintf("rule %d Service %s weight: the plugin set %d, now %s, the plugin would set %d", d.Rule, d.Service, d.Set, live, d.Desired)
+	return fmt.Sprintf("rule %d Service %s weight: the plugin set %d, now %s", d.Rule, d.Service, d.Set, now)
 }
 
 // findDrift compares what the plugin recorded as set with the live rules and
@@ -120,7 +125,7 @@ func findFilterDrift(live, desired []routes.Rule, recorded []routes.AddedFilter)
 	var out []string
 	for _, f := range recorded {
 		if !transform.HasFilter(live, f) && transform.HasFilter(desired, f) {
-			out = append(out, fmt.Sprintf("mirror filter %q in rule %d: removed or changed since the plugin added it", f.Set, f.Rule))
+			out = append(out, filterChanged(f))
 		}
 	}
 	return out
@@ -159,4 +164,10 @@ func findRuleDrift(live, desired []routes.Rule, claim routes.Claim, located map[
 		}
 	}
 	return out
+}
+
+// filterChanged says that a mirror filter the plugin added is gone or no
+// longer what it added.
+func filterChanged(f routes.AddedFilter) string {
+	return fmt.Sprintf("mirror filter %q in rule %d: removed or changed since the plugin added it", f.Entry, f.Rule)
 }

@@ -137,24 +137,15 @@ func claimState(live routes.Route, key string, c routes.Claim, located map[strin
 		cs.Rules = append(cs.Rules, rs)
 	}
 	for _, f := range c.MirrorFilters {
-		cs.Filters = append(cs.Filters, fmt.Sprintf("%q in rule %d", f.Set, f.Rule))
+		cs.Filters = append(cs.Filters, fmt.Sprintf("%q in rule %d", f.Entry, f.Rule))
 		if !transform.HasFilter(live.Rules, f) {
-			cs.Changed = append(cs.Changed, fmt.Sprintf("mirror filter %q in rule %d: removed or changed since the plugin added it", f.Set, f.Rule))
+			cs.Changed = append(cs.Changed, filterChanged(f))
 		}
 	}
 	if pluginOwnsRules {
 		cs.Changed = nil // the plugin's write is the last one to spec.rules
 	}
 	return cs
-}
-
-// changed says what the drift is, without what the next call would set.
-func (d Drift) changed() string {
-	now := fmt.Sprint(d.Live)
-	if d.Live < 0 {
-		now = "removed"
-	}
-	return fmt.Sprintf("rule %d Service %s weight: the plugin set %d, now %s", d.Rule, d.Service, d.Set, now)
 }
 
 // fieldPaths flattens a managedFields field set into paths such as

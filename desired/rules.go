@@ -31,11 +31,11 @@ func (c SetHeader) decide(s state) (Result, error) {
 	live, env := s.live, s.env
 	match := c.Match
 	switch {
-	case !HasMatches(live.Kind) && len(c.Match) > 0 && env.ListedForHeaderRoutes:
+	case !live.Kind.HasMatches() && len(c.Match) > 0 && env.ListedForHeaderRoutes:
 		return Result{}, invalid(fmt.Errorf("listed with useHeaderRoutes: true, but a %s has no matches and cannot take header route %q; remove useHeaderRoutes from its entry", live.Kind, c.Name))
-	case !HasMatches(live.Kind) || !env.TakesHeaderRoutes:
-		// Not a header route: the set must not be here (it is, if the route
-		// stopped taking header routes since it was added).
+	case !live.Kind.HasMatches() || !env.TakesHeaderRoutes:
+		// Not a header route: the entry's rules must not be here (they are,
+		// if the route stopped taking header routes since they were added).
 		match = nil
 	}
 	res, err := transform.SetHeaderRules(live, s.ruleInput(c.Rules), c.Name, match)
@@ -54,7 +54,7 @@ func (c SetMirror) Desired(live routes.Route, env Env) (Result, error) {
 func (c SetMirror) decide(s state) (Result, error) {
 	live, env := s.live, s.env
 	match, adding := c.Match, c.adding()
-	if !HasMatches(live.Kind) {
+	if !live.Kind.HasMatches() {
 		if adding && env.ListedForHeaderRoutes {
 			return Result{}, invalid(fmt.Errorf("listed with useHeaderRoutes: true, but a %s has no matches and cannot take mirror route %q; remove useHeaderRoutes from its entry", live.Kind, c.Name))
 		}
@@ -98,7 +98,3 @@ func (c RemoveManaged) decide(s state) (Result, error) {
 	res.Rules, res.Changes = rules, append(res.Changes, changes...)
 	return s.finishRules(res, nil)
 }
-
-// HasMatches says whether the kind's rules have matches, and so can take
-// header and mirror rules.
-func HasMatches(k routes.Kind) bool { return k == routes.HTTPRoute || k == routes.GRPCRoute }

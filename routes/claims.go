@@ -154,8 +154,9 @@ func (c Claims) Rollouts() []string {
 
 // AddedFilter is a RequestMirror filter the plugin added to a weighted rule.
 type AddedFilter struct {
-	// Set is the managedRoutes entry the filter belongs to.
-	Set string `json:"set"`
+	// Entry is the managedRoutes entry the filter belongs to. Its key stays
+	// "set", as claims on live routes hold it.
+	Entry string `json:"set"`
 	// Rule is the rule's index when it was added; RuleName its name, if any,
 	// which wins over the index.
 	Rule     int    `json:"rule"`

@@ -41,6 +41,10 @@ func (k Kind) Resource() string {
 	return ""
 }
 
+// HasMatches says whether the kind's rules have matches (HTTPRoute and
+// GRPCRoute), and so can take header and mirror rules and mirror filters.
+func (k Kind) HasMatches() bool { return k == HTTPRoute || k == GRPCRoute }
+
 // GroupResource is the kind's resource with its group, as RBAC names it in
 // errors: httproutes.gateway.networking.k8s.io.
 func (k Kind) GroupResource() string { return k.Resource() + "." + Group }

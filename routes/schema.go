@@ -144,7 +144,7 @@ func SchemasFromCRD(crd []byte) (Kind, map[string]Schema, error) {
 func schemaOf(kind Kind, n openAPINode) Schema {
 	rule := []string{"spec", "rules", "[]"}
 	s := Schema{LacksRuleNames: !n.has(append(rule, "name")...)}
-	if kind == HTTPRoute || kind == GRPCRoute {
+	if kind.HasMatches() {
 		s.LacksMirrorPercent = !n.has(append(rule, "filters", "[]", "requestMirror", "percent")...)
 	}
 	return s

@@ -71,8 +71,8 @@ type RulesResult struct {
 	Changes []string
 }
 
-// SetNames are the names of the n rules of managedRoutes entry base.
-func SetNames(base string, n int) []string {
+// EntryRuleNames are the names of the n rules of managedRoutes entry base.
+func EntryRuleNames(base string, n int) []string {
 	out := make([]string, n)
 	for i := range out {
 		out[i] = base
@@ -83,9 +83,9 @@ func SetNames(base string, n int) []string {
 	return out
 }
 
-// InSet says whether rule name belongs to managedRoutes entry base: it is
+// InEntry says whether rule name belongs to managedRoutes entry base: it is
 // base, or base-<n> and not itself one of the Rollout's managedRoutes names.
-func InSet(name, base string, routeNames []string) bool {
+func InEntry(name, base string, routeNames []string) bool {
 	if name == base {
 		return true
 	}
@@ -104,11 +104,11 @@ func InSet(name, base string, routeNames []string) bool {
 // the canary's weight in the weighted rule, 0 included). No match removes the
 // set.
 func SetHeaderRules(r routes.Route, in RuleInput, name string, match []HeaderMatch) (RulesResult, error) {
-	kept, res := withoutSet(r, in, name)
+	kept, res := withoutEntry(r, in, name)
 	if len(match) == 0 {
 		return res, nil
 	}
-	if r.Kind != routes.HTTPRoute && r.Kind != routes.GRPCRoute {
+	if !r.Kind.HasMatches() {
 		return RulesResult{}, fmt.Errorf("a %s has no matches, so it cannot take header route %q", r.Kind, name)
 	}
 	headers, err := headerMatches(match)
@@ -186,7 +186,7 @@ func headerRule(r routes.Route, in RuleInput, source routes.Rule, i int, set, ru
 // percent of the matching requests to the canary with a RequestMirror filter.
 // No match, or percent 0, removes it; nil percent mirrors every request.
 func SetMirrorRule(r routes.Route, in RuleInput, name string, match []RequestMatch, percent *int32) (RulesResult, error) {
-	kept, res := withoutSet(r, in, name)
+	kept, res := withoutEntry(r, in, name)
 	pct, err := mirrorPercent(name, percent)
 	if err != nil {
 		return RulesResult{}, err
@@ -194,7 +194,7 @@ func SetMirrorRule(r routes.Route, in RuleInput, name string, match []RequestMat
 	if len(match) == 0 || pct == 0 {
 		return res, nil
 	}
-	if r.Kind != routes.HTTPRoute && r.Kind != routes.GRPCRoute {
+	if !r.Kind.HasMatches() {
 		return RulesResult{}, fmt.Errorf("a %s has no matches, so it cannot take mirror route %q", r.Kind, name)
 	}
 	if err := checkMirrorPercent(r, name, pct); err != nil {
@@ -267,7 +267,7 @@ func RemoveAddedRules(r routes.Route, claimed []string) RulesResult {
 // LimitError): rules per route, matches per rule and per route, header
 // matches per match, filters per rule; and duplicate rule names.
 func CheckLimits(kind routes.Kind, rules []routes.Rule) error {
-	if kind != routes.HTTPRoute && kind != routes.GRPCRoute {
+	if !kind.HasMatches() {
 		return nil
 	}
 	if len(rules) > MaxRules {
@@ -313,21 +313,21 @@ func limitf(format string, args ...any) error {
 	return &LimitError{Msg: fmt.Sprintf(format, args...)}
 }
 
-// withoutSet returns a copy of the rules without the claimed rules of
+// withoutEntry returns a copy of the rules without the claimed rules of
 // managedRoutes entry base, and the result of that removal: the claimed names
-// without the set's (also recorded names whose rules are already gone).
-func withoutSet(r routes.Route, in RuleInput, base string) ([]routes.Rule, RulesResult) {
+// without the entry's (also recorded names whose rules are already gone).
+func withoutEntry(r routes.Route, in RuleInput, base string) ([]routes.Rule, RulesResult) {
 	kept := make([]routes.Rule, 0, len(r.Rules))
 	var res RulesResult
 	for _, rule := range routes.CopyRules(r.Rules) {
-		if n := rule.Name(); n != "" && slices.Contains(in.Claimed, n) && InSet(n, base, in.ManagedRoutes) {
+		if n := rule.Name(); n != "" && slices.Contains(in.Claimed, n) && InEntry(n, base, in.ManagedRoutes) {
 			res.Changes = append(res.Changes, "− rule "+n)
 			continue
 		}
 		kept = append(kept, rule)
 	}
 	for _, n := range in.Claimed {
-		if !InSet(n, base, in.ManagedRoutes) {
+		if !InEntry(n, base, in.ManagedRoutes) {
 			res.Claimed = append(res.Claimed, n)
 		}
 	}
@@ -339,7 +339,7 @@ func withoutSet(r routes.Route, in RuleInput, base string) ([]routes.Rule, Rules
 // one is not a valid rule name or is the name of another of the Rollout's
 // managedRoutes entries.
 func setNames(base string, n int, managedRoutes []string) ([]string, error) {
-	names := SetNames(base, n)
+	names := EntryRuleNames(base, n)
 	for i, name := range names {
 		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
 			return nil, fmt.Errorf("managed route %q: %q is not a valid rule name (a Gateway API SectionName: lower case letters, digits, '-' and '.'): %s; rename the managed route", base, name, strings.Join(errs, "; "))
@@ -374,7 +374,7 @@ type placement struct {
 func (p placement) place() (RulesResult, error) {
 	var mine []string
 	for _, n := range p.in.Claimed {
-		if InSet(n, p.base, p.in.ManagedRoutes) {
+		if InEntry(n, p.base, p.in.ManagedRoutes) {
 			mine = append(mine, n)
 		}
 	}
@@ -427,7 +427,7 @@ func (p placement) position() int {
 	order := p.in.managedRouteIndex(p.base)
 	for k := last + 1; k < len(p.kept); k++ {
 		n := p.kept[k].Name()
-		if slices.Contains(p.in.Claimed, n) && p.in.managedRouteIndex(setOf(n, p.in.ManagedRoutes)) > order {
+		if slices.Contains(p.in.Claimed, n) && p.in.managedRouteIndex(entryOf(n, p.in.ManagedRoutes)) > order {
 			return k
 		}
 	}
@@ -443,10 +443,10 @@ func (in RuleInput) managedRouteIndex(base string) int {
 	return len(in.ManagedRoutes)
 }
 
-// setOf is the managedRoutes entry a rule name belongs to, "" if none.
-func setOf(name string, managedRoutes []string) string {
+// entryOf is the managedRoutes entry a rule name belongs to, "" if none.
+func entryOf(name string, managedRoutes []string) string {
 	for _, base := range managedRoutes {
-		if InSet(name, base, managedRoutes) {
+		if InEntry(name, base, managedRoutes) {
 			return base
 		}
 	}

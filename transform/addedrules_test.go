@@ -458,8 +458,8 @@ func TestInSet(t *testing.T) {
 		{"beta-2", false}, // a managed route of its own
 		{"beta-01", false}, {"beta-", false}, {"beta-x", false}, {"betas", false}, {"alpha", false},
 	} {
-		if got := InSet(tc.name, "beta", names); got != tc.want {
-			t.Errorf("InSet(%q) = %v, want %v", tc.name, got, tc.want)
+		if got := InEntry(tc.name, "beta", names); got != tc.want {
+			t.Errorf("InEntry(%q) = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }
@@ -556,7 +556,7 @@ func TestMirrorFilters(t *testing.T) {
 	if diff := cmp.Diff([]routes.Rule{weighted(mirror(20), mirror(20)), live.Rules[1]}, got.Rules); diff != "" {
 		t.Errorf("added (-want +got):\n%s", diff)
 	}
-	want := []routes.AddedFilter{{Set: "m", Rule: 0, Filter: mirror(20), Others: 1}}
+	want := []routes.AddedFilter{{Entry: "m", Rule: 0, Filter: mirror(20), Others: 1}}
 	if diff := cmp.Diff(want, got.Claimed); diff != "" {
 		t.Errorf("claimed (-want +got):\n%s", diff)
 	}
@@ -579,7 +579,7 @@ func TestMirrorFilters(t *testing.T) {
 		t.Errorf("removal (-want +got):\n%s\nclaimed %v", diff, removed.Claimed)
 	}
 	// Another entry's filter stays when this one changes.
-	other := []routes.AddedFilter{{Set: "n", Rule: 0, Filter: mirror(5)}}
+	other := []routes.AddedFilter{{Entry: "n", Rule: 0, Filter: mirror(5)}}
 	withOther := wtRoute(weighted(mirror(5)))
 	both, err := SetMirrorFilters(withOther, in, other, "m", pct(30), true)
 	if err != nil {

@@ -44,7 +44,7 @@ func SetMirrorFilters(r routes.Route, in RuleInput, claimed []routes.AddedFilter
 	res := FiltersResult{Rules: rules}
 	var weighted []int
 	if adding {
-		if r.Kind != routes.HTTPRoute && r.Kind != routes.GRPCRoute {
+		if !r.Kind.HasMatches() {
 			return FiltersResult{}, fmt.Errorf("a %s has no filters, so it cannot take mirror route %q", r.Kind, name)
 		}
 		if err := checkMirrorPercent(r, name, pct); err != nil {
@@ -63,7 +63,7 @@ func SetMirrorFilters(r routes.Route, in RuleInput, claimed []routes.AddedFilter
 	kept := map[int]bool{}
 	for _, f := range claimed {
 		i := routes.LocateRule(rules, f.Rule, f.RuleName)
-		if f.Set != name {
+		if f.Entry != name {
 			res.Claimed = append(res.Claimed, f)
 			continue
 		}
@@ -79,7 +79,7 @@ func SetMirrorFilters(r routes.Route, in RuleInput, claimed []routes.AddedFilter
 		if kept[i] {
 			continue
 		}
-		f := routes.AddedFilter{Set: name, Rule: i, RuleName: rules[i].Name(), Filter: want[i], Others: countFilters(rules[i], want[i])}
+		f := routes.AddedFilter{Entry: name, Rule: i, RuleName: rules[i].Name(), Filter: want[i], Others: countFilters(rules[i], want[i])}
 		filters, _ := rules[i]["filters"].([]any)
 		rules[i]["filters"] = append(filters, runtime.DeepCopyJSONValue(want[i]))
 		res.Claimed = append(res.Claimed, f)
@@ -113,7 +113,7 @@ func removeFilter(rules []routes.Rule, f routes.AddedFilter) []string {
 	if i < 0 || !removeLastFilter(rules[i], f.Filter, f.Others) {
 		return nil
 	}
-	return []string{fmt.Sprintf("rule %d − mirror filter %s", i, strconv.Quote(f.Set))}
+	return []string{fmt.Sprintf("rule %d − mirror filter %s", i, strconv.Quote(f.Entry))}
 }
 
 // mirrorFilter is a RequestMirror filter to the canary backendRef, with the
@@ -142,14 +142,13 @@ func requestMirror(backendRef map[string]any, pct int64, s routes.Schema) map[st
 // mirrorPercent is the percentage a setMirrorRoute step mirrors (nil: every
 // request), refused outside 0..100.
 func mirrorPercent(name string, percent *int32) (int64, error) {
-	pct := int64(100)
-	if percent != nil {
-		pct = int64(*percent)
+	if err := CheckMirrorPercent(percent); err != nil {
+		return 0, fmt.Errorf("mirror route %q: %w", name, err)
 	}
-	if pct < 0 || pct > 100 {
-		return 0, fmt.Errorf("mirror route %q: percentage %d is outside 0..100", name, pct)
+	if percent == nil {
+		return 100, nil
 	}
-	return pct, nil
+	return int64(*percent), nil
 }
 
 // checkMirrorPercent refuses a percentage other than 100 on a route whose

@@ -25,6 +25,28 @@ type Split struct {
 // StableWeight is what is left for stable.
 func (s Split) StableWeight() int64 { return s.MaxWeight - s.CanaryWeight - s.Reserved }
 
+// Check refuses a split no route can carry: a canary weight outside
+// 0..MaxWeight, or more for the canary and the other backends than
+// MaxWeight holds.
+func (s Split) Check() error {
+	if s.CanaryWeight < 0 || s.CanaryWeight > s.MaxWeight {
+		return fmt.Errorf("weight %d is outside 0..%d (spec.strategy.canary.trafficRouting.maxTrafficWeight)", s.CanaryWeight, s.MaxWeight)
+	}
+	if s.Reserved < 0 || s.StableWeight() < 0 {
+		return fmt.Errorf("canary weight %d plus experiment weights %d exceed maxTrafficWeight %d", s.CanaryWeight, s.Reserved, s.MaxWeight)
+	}
+	return nil
+}
+
+// CheckMirrorPercent refuses a mirror percentage outside 0..100 (nil:
+// every request).
+func CheckMirrorPercent(percent *int32) error {
+	if percent != nil && (*percent < 0 || *percent > 100) {
+		return fmt.Errorf("percentage %d is outside 0..100", *percent)
+	}
+	return nil
+}
+
 // Change is one weight a transform changed, for the log line of the write.
 type Change struct {
 	Rule    int
@@ -153,11 +175,8 @@ func WeightedRules(namespace string, rules []routes.Rule, stable, canary routes.
 // StableWeight(). Every other backendRef and every other rule is left as it
 // is. t says which rules can be weighted rules (WeightedRules).
 func SetWeights(r routes.Route, s Split, t Targeting) ([]routes.Rule, []Change, error) {
-	if s.CanaryWeight < 0 || s.CanaryWeight > s.MaxWeight {
-		return nil, nil, fmt.Errorf("canary weight %d is outside 0..%d (maxTrafficWeight)", s.CanaryWeight, s.MaxWeight)
-	}
-	if s.Reserved < 0 || s.StableWeight() < 0 {
-		return nil, nil, fmt.Errorf("canary weight %d plus experiment weights %d exceed maxTrafficWeight %d", s.CanaryWeight, s.Reserved, s.MaxWeight)
+	if err := s.Check(); err != nil {
+		return nil, nil, err
 	}
 	weighted := WeightedRules(r.Namespace, r.Rules, s.Stable, s.Canary, t)
 	if len(weighted) == 0 {

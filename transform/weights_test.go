@@ -403,19 +403,19 @@ func TestSetWeightsErrors(t *testing.T) {
 			name:    "negative canary weight",
 			route:   managed,
 			split:   Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: -1, MaxWeight: 100},
-			wantErr: []string{"canary weight -1", "0..100"},
+			wantErr: []string{"weight -1 is outside 0..100", "0..100"},
 		},
 		{
 			name:    "canary weight above maxWeight",
 			route:   managed,
 			split:   Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 101, MaxWeight: 100},
-			wantErr: []string{"canary weight 101", "0..100"},
+			wantErr: []string{"weight 101 is outside 0..100", "0..100"},
 		},
 		{
 			name:    "canary weight above a maxWeight of 1000",
 			route:   managed,
 			split:   Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 1001, MaxWeight: 1000},
-			wantErr: []string{"canary weight 1001", "0..1000"},
+			wantErr: []string{"weight 1001 is outside 0..1000", "0..1000"},
 		},
 		{
 			name: "no rule holds both Services",
