@@ -191,12 +191,12 @@ func stringMatch(s *v1alpha1.StringMatch) *transform.StringMatch {
 // Rollout. A step that adds a rule must name one of the Rollout's
 // managedRoutes (Argo Rollouts validates that too) and needs the stable and
 // canary Services; one that removes needs neither.
-func ruleServices(ro *v1alpha1.Rollout, step, name string, adding bool) (desired.RuleServices, error) {
+func ruleServices(ro *v1alpha1.Rollout, step, name string, adding bool) (transform.RolloutServices, error) {
 	tr := ro.Spec.Strategy.Canary
 	if tr == nil || tr.TrafficRouting == nil {
-		return desired.RuleServices{}, errors.New("spec.strategy.canary.trafficRouting is not set")
+		return transform.RolloutServices{}, errors.New("spec.strategy.canary.trafficRouting is not set")
 	}
-	var in desired.RuleServices
+	var in transform.RolloutServices
 	for _, r := range tr.TrafficRouting.ManagedRoutes {
 		in.ManagedRoutes = append(in.ManagedRoutes, r.Name)
 	}

@@ -83,7 +83,7 @@ func TestValidateSplit(t *testing.T) {
 func TestHeaderAndMirrorCallsCarryTheMatches(t *testing.T) {
 	ro := cfgRollout(DefaultPluginName, `{"httpRoute": "web"}`)
 	ro.Spec.Strategy.Canary.TrafficRouting.ManagedRoutes = []v1alpha1.MangedRoutes{{Name: "beta"}, {Name: "mirror"}}
-	services := desired.RuleServices{Stable: routes.ServiceRef("shop", "web-stable"), Canary: routes.ServiceRef("shop", "web-canary"), ManagedRoutes: []string{"beta", "mirror"}}
+	services := transform.RolloutServices{Stable: routes.ServiceRef("shop", "web-stable"), Canary: routes.ServiceRef("shop", "web-canary"), ManagedRoutes: []string{"beta", "mirror"}}
 
 	s := mustParse(t, ro)
 	h, err := setHeader(ro, &v1alpha1.SetHeaderRoute{Name: "beta", Match: []v1alpha1.HeaderRoutingMatch{

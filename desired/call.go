@@ -25,7 +25,7 @@ type SetWeight struct {
 type SetHeader struct {
 	Name  string
 	Match []transform.HeaderMatch
-	Rules RuleServices
+	Rules transform.RolloutServices
 }
 
 // SetMirror is SetMirrorRoute: the mirror rule of managedRoutes entry Name
@@ -35,19 +35,12 @@ type SetMirror struct {
 	Name    string
 	Match   []transform.RequestMatch
 	Percent *int32
-	Rules   RuleServices
+	Rules   transform.RolloutServices
 }
 
 // RemoveManaged is RemoveManagedRoutes: every rule the plugin added for the
 // Rollout goes.
 type RemoveManaged struct{}
-
-// RuleServices is what a header or mirror call takes from the Rollout: its
-// stable and canary Services and its managedRoutes names.
-type RuleServices struct {
-	Stable, Canary routes.ObjectRef
-	ManagedRoutes  []string
-}
 
 // adding says whether the mirror call adds a rule (or removes one).
 func (c SetMirror) adding() bool {

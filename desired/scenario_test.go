@@ -134,7 +134,7 @@ func withExperiment(w int64, dests ...any) SetWeight {
 	return c
 }
 
-var ruleServices = RuleServices{Stable: svc("stable"), Canary: svc("canary"), ManagedRoutes: []string{"beta", "mirror"}}
+var ruleServices = transform.RolloutServices{Stable: svc("stable"), Canary: svc("canary"), ManagedRoutes: []string{"beta", "mirror"}}
 
 func header(name, value string) SetHeader {
 	c := SetHeader{Name: "beta", Rules: ruleServices}

@@ -54,8 +54,8 @@ func read(live routes.Route, env Env) (state, error) {
 }
 
 // ruleInput is what the header and mirror transforms need on this route.
-func (s state) ruleInput(r RuleServices) transform.RuleInput {
-	return transform.RuleInput{Stable: r.Stable, Canary: r.Canary, ManagedRoutes: r.ManagedRoutes, Claimed: s.claim.Rules,
+func (s state) ruleInput(r transform.RolloutServices) transform.RuleInput {
+	return transform.RuleInput{RolloutServices: r, Claimed: s.claim.Rules,
 		Targeting: s.targeting(), AddedFilters: s.claims.AddedFilters()}
 }
 

@@ -45,12 +45,18 @@ const (
 	MaxFiltersPerRule = 16
 )
 
+// RolloutServices is what a header or mirror step takes from the Rollout:
+// its stable and canary Services, and its
+// spec.strategy.canary.trafficRouting.managedRoutes names (a generated name
+// "<name>-<n>" must not be one of them).
+type RolloutServices struct {
+	Stable, Canary routes.ObjectRef
+	ManagedRoutes  []string
+}
+
 // RuleInput is what the header and mirror transforms need besides the route.
 type RuleInput struct {
-	Stable, Canary routes.ObjectRef
-	// ManagedRoutes are the Rollout's spec.strategy.canary.trafficRouting.managedRoutes
-	// names; a generated name "<name>-<n>" must not be one of them.
-	ManagedRoutes []string
+	RolloutServices
 	// Claimed are the names of the rules the plugin added for this Rollout on
 	// the route (its claim).
 	Claimed []string

@@ -12,7 +12,7 @@ import (
 
 // Rules here are in the form the apiserver serves them (see weights_test.go).
 
-var mrIn = RuleInput{Stable: wtStable, Canary: wtCanary, ManagedRoutes: []string{"beta", "mirror", "other"}}
+var mrIn = RuleInput{RolloutServices: RolloutServices{Stable: wtStable, Canary: wtCanary, ManagedRoutes: []string{"beta", "mirror", "other"}}}
 
 // mrInput is in as the core passes it for route r: with the Rollout's
 // claimed rule names and every Rollout's added rule names read from r's
@@ -242,7 +242,7 @@ func TestSetHeaderRulesErrors(t *testing.T) {
 			mrMatch(exact("X-Canary", "yes")), mrIn, []string{`already has a rule named "beta"`}},
 		{"not a section name", wtRoute(managed), "Beta_Route", mrMatch(exact("X-Canary", "yes")), mrIn, []string{`"Beta_Route" is not a valid rule name`}},
 		{"generated name is another managed route", wtRoute(managed, managed), "beta", mrMatch(exact("X-Canary", "yes")),
-			RuleInput{Stable: wtStable, Canary: wtCanary, ManagedRoutes: []string{"beta", "beta-1"}}, []string{`"beta-1", which is also a managed route`}},
+			RuleInput{RolloutServices: RolloutServices{Stable: wtStable, Canary: wtCanary, ManagedRoutes: []string{"beta", "beta-1"}}}, []string{`"beta-1", which is also a managed route`}},
 		{"source already matches the header", wtRoute(withHeader), "beta", mrMatch(exact("X-Canary", "yes")), mrIn, []string{"already matches header x-canary"}},
 		{"header twice", wtRoute(managed), "beta", mrMatch(exact("X-Canary", "yes"), exact("x-canary", "no")), mrIn, []string{"matched twice"}},
 		{"no value", wtRoute(managed), "beta", mrMatch(HeaderMatch{Name: "X-Canary"}), mrIn, []string{"no value"}},
@@ -475,7 +475,7 @@ func TestCheckLimitsDuplicateNames(t *testing.T) {
 // user's rules, whatever order the steps come in; re-adding one puts it back
 // in its place.
 func TestAddedRulesFollowManagedRoutesOrder(t *testing.T) {
-	in := RuleInput{Stable: wtStable, Canary: wtCanary, ManagedRoutes: []string{"a", "b", "c"}}
+	in := RuleInput{RolloutServices: RolloutServices{Stable: wtStable, Canary: wtCanary, ManagedRoutes: []string{"a", "b", "c"}}}
 	weighted := wtRule("/", wtBackend("web-stable", 100), wtBackend("web-canary", 0))
 	static := wtRule("/static", wtBackend("static", 1))
 	r := wtRoute(weighted, static)
@@ -526,7 +526,7 @@ func TestAddedRulesFollowManagedRoutesOrder(t *testing.T) {
 // A new rule whose match ties with a rule that would come after it is
 // refused: that rule would never be used again.
 func TestAddedRuleTyingWithALaterRule(t *testing.T) {
-	in := RuleInput{Stable: wtStable, Canary: wtCanary, ManagedRoutes: []string{"a", "b"}, Claimed: []string{"b"}, Targeting: Targeting{Added: map[string]bool{"b": true}}}
+	in := RuleInput{RolloutServices: RolloutServices{Stable: wtStable, Canary: wtCanary, ManagedRoutes: []string{"a", "b"}}, Claimed: []string{"b"}, Targeting: Targeting{Added: map[string]bool{"b": true}}}
 	weighted := wtRule("/", wtBackend("web-stable", 100), wtBackend("web-canary", 0))
 	b := mrHeaderRule("b", "/", mrHeader("X-Canary", "Exact", "yes"))
 	_, err := SetHeaderRules(wtRoute(weighted, b), in, "a", mrMatch(exact("X-Canary", "yes")))
@@ -536,7 +536,7 @@ func TestAddedRuleTyingWithALaterRule(t *testing.T) {
 }
 
 func TestMirrorFilters(t *testing.T) {
-	in := RuleInput{Stable: wtStable, Canary: wtCanary, ManagedRoutes: []string{"m", "n"}}
+	in := RuleInput{RolloutServices: RolloutServices{Stable: wtStable, Canary: wtCanary, ManagedRoutes: []string{"m", "n"}}}
 	weighted := func(filters ...any) routes.Rule {
 		r := wtRule("/", wtBackend("web-stable", 90), wtBackend("web-canary", 10))
 		r["filters"] = append(r["filters"].([]any), filters...)
