@@ -1,0 +1,152 @@
+package cli
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+)
+
+// undoneDemo is what undoing Rollout shop/demo's claim changes on
+// midCanaryRoute, as cleanup lists it.
+const undoneDemo = "rule 0 Service shop/stable 70→100; rule 0 Service shop/canary 30→0; − rule beta; " +
+	"label rollouts.argoproj.io/gatewayapi-canary no longer applied; annotation gatewayapi-ssa.dev/claims no longer applied"
+
+// Cleanup of a Rollout that still exists is refused, with what to do
+// instead, and writes nothing: the Rollout's controller would put it all back.
+func TestCleanupRefusesARolloutThatExists(t *testing.T) {
+	api := newFakeAPI(t, midCanaryRoute, rolloutObject("demo"))
+	code, out, errOut := runCLI(t, "cleanup", "--kubeconfig", api.kubeconfig, "shop/demo")
+	if code != 1 || out != "" {
+		t.Errorf("cleanup of an existing Rollout: exit %d, stdout %q; want 1 and nothing", code, out)
+	}
+	want := "Rollout shop/demo exists: abort it (kubectl argo rollouts abort) or delete it first; its controller would undo the cleanup\n"
+	if diff := cmp.Diff(want, errOut); diff != "" {
+		t.Errorf("the refusal (-want +got):\n%s", diff)
+	}
+	if w := api.Writes(); len(w) > 0 {
+		t.Errorf("the refused cleanup wrote: %v", w)
+	}
+}
+
+// When the apiserver cannot say whether the Rollout exists, cleanup does
+// nothing and says why.
+func TestCleanupWhenTheRolloutCannotBeRead(t *testing.T) {
+	api := newFakeAPI(t, midCanaryRoute)
+	api.rolloutsAnswer = http.StatusInternalServerError
+	code, out, errOut := runCLI(t, "cleanup", "--kubeconfig", api.kubeconfig, "shop/demo")
+	if code != 1 || out != "" {
+		t.Errorf("exit %d, stdout %q; want 1 and nothing", code, out)
+	}
+	if !strings.HasPrefix(errOut, "reading Rollout shop/demo: ") || !strings.Contains(errOut, "the fake apiserver answers so") {
+		t.Errorf("the error does not say the Rollout could not be read: %q", errOut)
+	}
+	if w := api.Writes(); len(w) > 0 {
+		t.Errorf("cleanup wrote: %v", w)
+	}
+}
+
+// A dry run of the cleanup of deleted Rollout shop/demo says, route by
+// route, what would change, and writes nothing.
+func TestCleanupDryRun(t *testing.T) {
+	api := newFakeAPI(t, midCanaryRoute)
+	code, out, errOut := runCLI(t, "cleanup", "--kubeconfig", api.kubeconfig, "--dry-run", "shop/demo")
+	if code != 0 || errOut != "" {
+		t.Errorf("cleanup --dry-run: exit %d, stderr %q; want 0 and nothing", code, errOut)
+	}
+	want := "HTTPRoute shop/web: would change: " + undoneDemo + "\n"
+	if diff := cmp.Diff(want, out); diff != "" {
+		t.Errorf("the dry run's report (-want +got):\n%s", diff)
+	}
+	if w := api.Writes(); len(w) > 0 {
+		t.Errorf("the dry run wrote: %v", w)
+	}
+}
+
+// The cleanup of deleted Rollout shop/demo puts route web back as it was
+// before the rollout, in one server-side apply, then gives up the plugin's
+// ownership with one Update that keeps every value; run again, it finds
+// nothing to do.
+func TestCleanupUndoesADeletedRolloutsClaim(t *testing.T) {
+	api := newFakeAPI(t, midCanaryRoute)
+	code, out, errOut := runCLI(t, "cleanup", "--kubeconfig", api.kubeconfig, "-n", "shop", "shop/demo")
+	if code != 0 || errOut != "" {
+		t.Errorf("cleanup: exit %d, stderr %q; want 0 and nothing", code, errOut)
+	}
+	if diff := cmp.Diff("HTTPRoute shop/web: undone: "+undoneDemo+"\n", out); diff != "" {
+		t.Errorf("the cleanup's report (-want +got):\n%s", diff)
+	}
+
+	const path = gatewayV1 + "/namespaces/shop/httproutes/web"
+	var sent []string
+	for _, w := range api.Writes() {
+		sent = append(sent, w.Method+" "+w.Path)
+	}
+	if diff := cmp.Diff([]string{"PATCH " + path, "PUT " + path}, sent); diff != "" {
+		t.Fatalf("the writes (-want +got):\n%s", diff)
+	}
+	apply := api.Writes()[0]
+	if q, _ := url.ParseQuery(apply.Query); q.Get("fieldManager") != "argo-rollouts-gatewayapi" || q.Get("force") != "true" || q.Has("dryRun") {
+		t.Errorf("the apply is not a forced apply of the plugin's field manager: ?%s", apply.Query)
+	}
+	// The apply sends the rules as before the rollout, and neither the
+	// plugin's label nor its claims: it stops applying them.
+	var applied map[string]any
+	if err := yaml.Unmarshal([]byte(apply.Body), &applied); err != nil {
+		t.Fatal(err)
+	}
+	metadata, _ := applied["metadata"].(map[string]any)
+	if labels, annotations := metadata["labels"], metadata["annotations"]; labels != nil || annotations != nil {
+		t.Errorf("the apply still sends labels %v and annotations %v", labels, annotations)
+	}
+	if diff := cmp.Diff(specRules(t, plainRoute), applied["spec"].(map[string]any)["rules"]); diff != "" {
+		t.Errorf("the applied rules are not the rules before the rollout (-before +applied):\n%s", diff)
+	}
+
+	after := api.Route("shop", "web")
+	got, err := routes.FromUnstructured(after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if routes.OwnsAnything(got.ManagedFields, "argo-rollouts-gatewayapi") {
+		t.Errorf("after the cleanup the plugin still owns fields: %+v", got.ManagedFields)
+	}
+	if diff := cmp.Diff(map[string]string{"owner": "shop-team@example.com"}, after.GetAnnotations()); diff != "" {
+		t.Errorf("annotations after the cleanup (-want +got):\n%s", diff)
+	}
+
+	code, out, _ = runCLI(t, "cleanup", "--kubeconfig", api.kubeconfig, "shop/demo")
+	if code != 0 || out != "no route carries a claim of Rollout shop/demo: nothing to do\n" {
+		t.Errorf("cleanup again: exit %d, %q; want 0 and nothing to do", code, out)
+	}
+	if n := len(api.Writes()); n != 2 {
+		t.Errorf("cleanup again wrote: %d writes in all, want the first cleanup's 2", n)
+	}
+}
+
+// specRules is spec.rules of a route as JSON reads it, with the defaults
+// the plugin's apply spells out (group "" and kind Service).
+func specRules(t *testing.T, route string) any {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(route), &u.Object); err != nil {
+		t.Fatal(err)
+	}
+	rules, _, _ := unstructured.NestedSlice(u.Object, "spec", "rules")
+	data, err := json.Marshal(rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out any
+	if err := json.Unmarshal(data, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
