@@ -8,13 +8,11 @@
 // every field the plugin does not manage must go back byte for byte, defaults
 // included, and no Go type may silently drop a field it does not know.
 //
-// The package holds the pure transforms of rules (weights on the weighted
-// rules, the added header and mirror rules), what a route's managedFields say
-// about ownership, the claims annotation's format, and the read side: finding
-// routes by name or label selector, reading them from a watch cache (one that
-// fails to sync keeps retrying, and reads are GETs until it has), and
-// discovering which API version of each kind the cluster serves (again after
-// the apiserver stops serving it). Which
-// transform a call needs, and what to record, package desired decides; it
-// never writes; package ssa does.
+// The package holds the model (Route, Rule, Ref, Kind and what each kind
+// has), the claims annotation's format, what a route's managedFields say
+// about ownership, the schema a route's CRD has (Schema), and the codec: a
+// served route, a watch stream and a write's answer read in one pass
+// (Decode, Frames, DecodeEvent, AnswerOf). It does no I/O: package kube
+// reads, package transform changes rules, package desired decides, package
+// ssa writes.
 package routes

@@ -1,0 +1,9 @@
+// Package kube is the plugin's reading side of the apiserver: which API
+// version of each route kind the cluster serves (discovered again when the
+// apiserver stops serving it), a watch cache per kind and namespace (one
+// that fails to sync keeps retrying, and reads are GETs until it has), the
+// overlay of the plugin's own writes that keeps a read from going back
+// before them (Reader.Written), the CRDs' schema (read once per version),
+// finding a Rollout's routes by name or label selector (Resolve), and the
+// apiserver's errors in words that say what to grant or fix.
+package kube
