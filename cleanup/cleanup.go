@@ -18,15 +18,15 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
-// Rollouts is the resource of Argo Rollouts' Rollout.
-var Rollouts = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "rollouts"}
+// rolloutsResource is the resource of Argo rolloutsResource' Rollout.
+var rolloutsResource = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "rollouts"}
 
 // Versions tells the served API version of each route kind.
 type Versions interface {
 	ServedVersion(ctx context.Context, kind routes.Kind) (string, error)
 }
 
-// Cleaner finds and undoes Rollouts' claims on routes.
+// Cleaner finds and undoes rolloutsResource' claims on routes.
 type Cleaner struct {
 	Dynamic      dynamic.Interface
 	Versions     Versions
@@ -73,9 +73,9 @@ func Claimed(rs []routes.Route, rollout string) []routes.Route {
 	return out
 }
 
-// ClaimingRollouts lists the Rollouts that have a claim recording anything
+// claimingRollouts lists the rolloutsResource that have a claim recording anything
 // on any of rs, sorted.
-func ClaimingRollouts(rs []routes.Route) []string {
+func claimingRollouts(rs []routes.Route) []string {
 	seen := map[string]bool{}
 	for _, r := range rs {
 		claims, err := routes.ReadClaims(r)
@@ -102,7 +102,7 @@ func (c *Cleaner) Exists(ctx context.Context, rollout string) (bool, error) {
 	if !ok {
 		return false, fmt.Errorf("%q is not <namespace>/<name>", rollout)
 	}
-	_, err := c.Dynamic.Resource(Rollouts).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	_, err := c.Dynamic.Resource(rolloutsResource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case err == nil:
 		return true, nil

@@ -172,7 +172,7 @@ func TestUndoOfARouteSomeoneElseChanged(t *testing.T) {
 	}
 }
 
-// The Rollouts with a claim on any route, and the routes a Rollout has a
+// The rolloutsResource with a claim on any route, and the routes a Rollout has a
 // claim on: what the sweep and the command start from.
 func TestClaimingRolloutsAndClaimed(t *testing.T) {
 	f := newFakeCluster(t, sweepRoutes(t)...)
@@ -180,8 +180,8 @@ func TestClaimingRolloutsAndClaimed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]string{"shop/gone", "shop/kept"}, ClaimingRollouts(all)); diff != "" {
-		t.Errorf("ClaimingRollouts (-want +got):\n%s", diff)
+	if diff := cmp.Diff([]string{"shop/gone", "shop/kept"}, claimingRollouts(all)); diff != "" {
+		t.Errorf("claimingRollouts (-want +got):\n%s", diff)
 	}
 	for rollout, want := range map[string][]string{
 		"shop/gone": {"HTTPRoute shop/gone", "HTTPRoute shop/shared"},

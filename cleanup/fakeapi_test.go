@@ -37,7 +37,7 @@ const fieldManager = ssa.DefaultFieldManager
 var httpRoutes = routes.HTTPRoute.GVR("v1")
 
 // fakeCluster is the cluster the Cleaner works on in these tests. client-go's
-// fake dynamic client holds the routes and the Rollouts: the Cleaner lists
+// fake dynamic client holds the routes and the rolloutsResource: the Cleaner lists
 // and reads them with it, and the plugin's release (an Update) goes through
 // it. The Gateway API client's server-side applies, which client-go's fakes
 // cannot take, go to a server on 127.0.0.1 that keeps what they apply in the
@@ -65,7 +65,7 @@ type write struct {
 	Object map[string]any
 }
 
-// newFakeCluster holds the given objects: routes and Rollouts.
+// newFakeCluster holds the given objects: routes and rolloutsResource.
 func newFakeCluster(t *testing.T, objects ...*unstructured.Unstructured) *fakeCluster {
 	t.Helper()
 	var objs []runtime.Object
@@ -74,7 +74,7 @@ func newFakeCluster(t *testing.T, objects ...*unstructured.Unstructured) *fakeCl
 	}
 	f := &fakeCluster{t: t, rv: 100}
 	f.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{httpRoutes: "HTTPRouteList", Rollouts: "RolloutList"}, objs...)
+		map[schema.GroupVersionResource]string{httpRoutes: "HTTPRouteList", rolloutsResource: "RolloutList"}, objs...)
 	f.dyn.PrependReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		switch a := a.(type) {
 		case k8stesting.UpdateAction:

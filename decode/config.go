@@ -28,8 +28,8 @@ const DefaultPluginName = "argoproj-labs/gatewayAPI"
 
 // Default in-progress label, as in the argoproj-labs plugin.
 const (
-	DefaultInProgressLabelKey   = "rollouts.argoproj.io/gatewayapi-canary"
-	DefaultInProgressLabelValue = "in-progress"
+	defaultInProgressLabelKey   = "rollouts.argoproj.io/gatewayapi-canary"
+	defaultInProgressLabelValue = "in-progress"
 )
 
 // Config is a Rollout's spec.strategy.canary.trafficRouting.plugins.<name>.
@@ -334,10 +334,10 @@ func (cfg Config) settings(rolloutNamespace string) (Settings, error) {
 	if !cfg.DisableInProgressLabel {
 		key, value := cfg.InProgressLabelKey, cfg.InProgressLabelValue
 		if key == "" {
-			key = DefaultInProgressLabelKey
+			key = defaultInProgressLabelKey
 		}
 		if value == "" {
-			value = DefaultInProgressLabelValue
+			value = defaultInProgressLabelValue
 		}
 		if errs := validation.IsQualifiedName(key); len(errs) > 0 {
 			return Settings{}, fmt.Errorf("key \"inProgressLabelKey\": %q is not a label key: %s", key, strings.Join(errs, "; "))

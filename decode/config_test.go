@@ -50,7 +50,7 @@ var cfgCompareSelectors = cmp.Comparer(func(a, b labels.Selector) bool {
 	return a.String() == b.String()
 })
 
-var cfgDefaultLabel = map[string]string{DefaultInProgressLabelKey: DefaultInProgressLabelValue}
+var cfgDefaultLabel = map[string]string{defaultInProgressLabelKey: defaultInProgressLabelValue}
 
 // cfgHeader is the set of routes that take header routes.
 func cfgHeader(refs ...routes.Ref) map[routes.Ref]bool {
@@ -282,7 +282,7 @@ func TestParseConfig(t *testing.T) {
 			raw:  `{"httpRoute": "web", "inProgressLabelKey": "canary"}`,
 			want: func(*testing.T) Settings {
 				s := oneHTTPRoute()
-				s.InProgressLabel = map[string]string{"canary": DefaultInProgressLabelValue}
+				s.InProgressLabel = map[string]string{"canary": defaultInProgressLabelValue}
 				return s
 			},
 		},
@@ -291,7 +291,7 @@ func TestParseConfig(t *testing.T) {
 			raw:  `{"httpRoute": "web", "inProgressLabelValue": "yes"}`,
 			want: func(*testing.T) Settings {
 				s := oneHTTPRoute()
-				s.InProgressLabel = map[string]string{DefaultInProgressLabelKey: "yes"}
+				s.InProgressLabel = map[string]string{defaultInProgressLabelKey: "yes"}
 				return s
 			},
 		},

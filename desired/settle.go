@@ -9,11 +9,11 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
-// DataPlaneSettle holds, by the controllerName a gateway implementation
+// dataPlaneSettle holds, by the controllerName a gateway implementation
 // reports in status.parents, how long after writing a route's status its data
 // plane is known to carry the route. Only implementations measured against a
 // real data plane are listed (docs/verify-weight.md has the figures).
-var DataPlaneSettle = map[string]time.Duration{
+var dataPlaneSettle = map[string]time.Duration{
 	// Traefik writes status.parents while it builds a new configuration, and
 	// hands that configuration on after its providers throttle
 	// (providersThrottleDuration, default 2 s) at the latest, then builds its
@@ -34,7 +34,7 @@ type Settle struct {
 }
 
 // SettleFor is a route's settle: override (the Rollout's verifyWeightSettle)
-// when given, else the longest DataPlaneSettle of the controllers that
+// when given, else the longest dataPlaneSettle of the controllers that
 // report status for the parents spec.parentRefs names (none known: 0).
 func SettleFor(r routes.Route, override *time.Duration) Settle {
 	if override != nil {
@@ -43,7 +43,7 @@ func SettleFor(r routes.Route, override *time.Duration) Settle {
 	var s Settle
 	var known []string
 	for _, name := range reportingControllers(r) {
-		if d, ok := DataPlaneSettle[name]; ok {
+		if d, ok := dataPlaneSettle[name]; ok {
 			known = append(known, name)
 			s.Wait = max(s.Wait, d)
 		}
@@ -67,12 +67,12 @@ func reportingControllers(r routes.Route) []string {
 	return out
 }
 
-// StatusWritten is when the route's status was last written, as the
+// statusWritten is when the route's status was last written, as the
 // apiserver recorded it in metadata.managedFields (the newest entry for the
 // status subresource), plus one second: those times are truncated to the
 // second, so the write happened before the time returned. ok is false when
 // no status write is recorded.
-func StatusWritten(r routes.Route) (at time.Time, ok bool) {
+func statusWritten(r routes.Route) (at time.Time, ok bool) {
 	for _, e := range r.ManagedFields {
 		if e.Subresource == "status" && e.Time != nil && e.Time.After(at) {
 			at, ok = e.Time.Time, true
@@ -85,7 +85,7 @@ func StatusWritten(r routes.Route) (at time.Time, ok bool) {
 }
 
 // Remaining is how much longer than now the route must wait: the settle
-// after StatusWritten, 0 when it has passed. Call it once the status is
+// after statusWritten, 0 when it has passed. Call it once the status is
 // current for the route's generation (VerifyStatus): the newest status write
 // is then the one that made it current, or a later one. A route that needs a
 // settle but has no status write recorded is an error, since nothing says
@@ -94,7 +94,7 @@ func (s Settle) Remaining(r routes.Route, now time.Time) (time.Duration, error) 
 	if s.Wait <= 0 {
 		return 0, nil
 	}
-	written, ok := StatusWritten(r)
+	written, ok := statusWritten(r)
 	if !ok {
 		return 0, fmt.Errorf("%s: metadata.managedFields records no write of the status subresource, so the %s wait (%s) has no start; "+
 			"set verifyWeightSettle: 0s to verify by status alone", r.Ref, s.Source, s.Wait)

@@ -109,8 +109,8 @@ func TestStatusWrittenTakesTheNewestStatusEntry(t *testing.T) {
 		metav1.ManagedFieldsEntry{Manager: "other-gateway", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status", Time: &metav1.Time{Time: newer}},
 		// A newer spec write is not a status write.
 		metav1.ManagedFieldsEntry{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate, Time: &metav1.Time{Time: newer.Add(time.Hour)}})
-	got, ok := StatusWritten(r)
+	got, ok := statusWritten(r)
 	if !ok || !got.Equal(newer.Add(time.Second)) {
-		t.Fatalf("StatusWritten = %v, %v; want %v", got, ok, newer.Add(time.Second))
+		t.Fatalf("statusWritten = %v, %v; want %v", got, ok, newer.Add(time.Second))
 	}
 }

@@ -10,8 +10,8 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
 )
 
-// MaxBackendRefs is Gateway API's limit of backendRefs per rule.
-const MaxBackendRefs = 16
+// maxBackendRefs is Gateway API's limit of backendRefs per rule.
+const maxBackendRefs = 16
 
 // Destination is one experiment Service with its weight and its ports.
 type Destination struct {
@@ -34,8 +34,8 @@ type Input struct {
 	Targeting transform.Targeting
 }
 
-// Sum is the total weight of the destinations.
-func Sum(ds []Destination) int64 {
+// totalWeight is the total weight of the destinations.
+func totalWeight(ds []Destination) int64 {
 	var sum int64
 	for _, d := range ds {
 		sum += d.Weight
@@ -126,8 +126,8 @@ func Apply(route routes.Route, rules []routes.Rule, in Input, claimed []routes.A
 			added = append(added, routes.AddedBackend{Rule: i, RuleName: rules[i].Name(), Kind: "Service", Namespace: target.Namespace, Name: d.Service, Others: others})
 			changes = append(changes, fmt.Sprintf("rule %d + %s weight %d", i, target, d.Weight))
 		}
-		if n := len(rules[i].BackendRefs()); n > MaxBackendRefs {
-			return nil, nil, nil, &transform.LimitError{Msg: fmt.Sprintf("rule %d would hold %d backendRefs with the experiment's Services; Gateway API allows %d per rule", i, n, MaxBackendRefs)}
+		if n := len(rules[i].BackendRefs()); n > maxBackendRefs {
+			return nil, nil, nil, &transform.LimitError{Msg: fmt.Sprintf("rule %d would hold %d backendRefs with the experiment's Services; Gateway API allows %d per rule", i, n, maxBackendRefs)}
 		}
 	}
 	return rules, append(kept, added...), changes, nil

@@ -575,7 +575,7 @@ func TestApplyExperimentLifecycle(t *testing.T) {
 
 	// Experiment step: canary 0, baseline 5, experiment canary 25.
 	in := input(dest(baseline, 5), dest(expCanary, 25))
-	got, record, _, err := Apply(r, withWeights(r.Rules, 0, Sum(in.Destinations)), in, nil)
+	got, record, _, err := Apply(r, withWeights(r.Rules, 0, totalWeight(in.Destinations)), in, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -588,7 +588,7 @@ func TestApplyExperimentLifecycle(t *testing.T) {
 	}
 
 	// The controller repeats the call (a reconcile): nothing changes.
-	again, record2, changes, err := Apply(route(rolloutNS, got), withWeights(got, 0, Sum(in.Destinations)), in, record)
+	again, record2, changes, err := Apply(route(rolloutNS, got), withWeights(got, 0, totalWeight(in.Destinations)), in, record)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,8 +31,8 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
 )
 
-// Type is what the plugin answers to Type().
-const Type = "GatewayAPI"
+// pluginType is what the plugin answers to Type().
+const pluginType = "GatewayAPI"
 
 // Options configure the plugin; main sets them from flags.
 type Options struct {
@@ -61,8 +61,8 @@ type Options struct {
 // controller's workers, so it must end well before anyone would notice.
 const DefaultCallTimeout = 30 * time.Second
 
-// UserAgent identifies the plugin's requests to the apiserver.
-const UserAgent = "rollouts-gatewayapi-ssa"
+// userAgent identifies the plugin's requests to the apiserver.
+const userAgent = "rollouts-gatewayapi-ssa"
 
 // Plugin implements Argo Rollouts' traffic router plugin interface.
 type Plugin struct {
@@ -124,7 +124,7 @@ func (p *Plugin) InitPlugin() (resp types.RpcError) {
 		return types.RpcError{ErrorString: err.Error()}
 	}
 	cfg.QPS, cfg.Burst = p.opts.QPS, p.opts.Burst
-	cfg.UserAgent = UserAgent
+	cfg.UserAgent = userAgent
 	if err := p.Connect(cfg); err != nil {
 		return types.RpcError{ErrorString: err.Error()}
 	}
@@ -254,7 +254,7 @@ func (p *Plugin) UpdateHash(*v1alpha1.Rollout, string, string, []v1alpha1.Weight
 }
 
 // Type returns the plugin's type.
-func (p *Plugin) Type() string { return Type }
+func (p *Plugin) Type() string { return pluginType }
 
 // SetWeight gives the canary desiredWeight, each experiment Service in
 // additional its weight, and stable the rest of maxTrafficWeight, in every

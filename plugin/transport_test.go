@@ -299,7 +299,7 @@ func TestWatchesHaveNoAttemptTimeout(t *testing.T) {
 // more through.
 func TestClientsShareOneTokenBucket(t *testing.T) {
 	s := newServer(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-pluginType", "application/json")
 		_, _ = w.Write([]byte(`{}`))
 	})
 	p := New(Options{Retry: testPolicy}, quietLog())

@@ -38,11 +38,11 @@ import (
 
 // Gateway API limits on HTTPRoute and GRPCRoute, enforced by the CRDs.
 const (
-	MaxRules          = 16
-	MaxMatchesPerRule = 64
-	MaxMatchesInRoute = 128
-	MaxHeadersInMatch = 16
-	MaxFiltersPerRule = 16
+	maxRules          = 16
+	maxMatchesPerRule = 64
+	maxMatchesInRoute = 128
+	maxHeadersInMatch = 16
+	maxFiltersPerRule = 16
 )
 
 // RolloutServices is what a header or mirror step takes from the Rollout:
@@ -77,8 +77,8 @@ type RulesResult struct {
 	Changes []string
 }
 
-// EntryRuleNames are the names of the n rules of managedRoutes entry base.
-func EntryRuleNames(base string, n int) []string {
+// entryRuleNames are the names of the n rules of managedRoutes entry base.
+func entryRuleNames(base string, n int) []string {
 	out := make([]string, n)
 	for i := range out {
 		out[i] = base
@@ -89,9 +89,9 @@ func EntryRuleNames(base string, n int) []string {
 	return out
 }
 
-// InEntry says whether rule name belongs to managedRoutes entry base: it is
+// inEntry says whether rule name belongs to managedRoutes entry base: it is
 // base, or base-<n> and not itself one of the Rollout's managedRoutes names.
-func InEntry(name, base string, routeNames []string) bool {
+func inEntry(name, base string, routeNames []string) bool {
 	if name == base {
 		return true
 	}
@@ -269,15 +269,15 @@ func RemoveAddedRules(r routes.Route, claimed []string) RulesResult {
 	return res
 }
 
-// CheckLimits refuses rules the CRD would refuse for their count (a
+// checkLimits refuses rules the CRD would refuse for their count (a
 // LimitError): rules per route, matches per rule and per route, header
 // matches per match, filters per rule; and duplicate rule names.
-func CheckLimits(kind routes.Kind, rules []routes.Rule) error {
+func checkLimits(kind routes.Kind, rules []routes.Rule) error {
 	if !kind.HasMatches() {
 		return nil
 	}
-	if len(rules) > MaxRules {
-		return limitf("the route would have %d rules; Gateway API allows at most %d rules per %s", len(rules), MaxRules, kind)
+	if len(rules) > maxRules {
+		return limitf("the route would have %d rules; Gateway API allows at most %d rules per %s", len(rules), maxRules, kind)
 	}
 	total := 0
 	seen := map[string]int{}
@@ -289,22 +289,22 @@ func CheckLimits(kind routes.Kind, rules []routes.Rule) error {
 			seen[n] = i
 		}
 		matches, _ := rule["matches"].([]any)
-		if len(matches) > MaxMatchesPerRule {
-			return limitf("rule %d would have %d matches; Gateway API allows at most %d per rule", i, len(matches), MaxMatchesPerRule)
+		if len(matches) > maxMatchesPerRule {
+			return limitf("rule %d would have %d matches; Gateway API allows at most %d per rule", i, len(matches), maxMatchesPerRule)
 		}
 		total += len(matches)
 		for j, m := range matches {
 			mm, _ := m.(map[string]any)
-			if h, _ := mm["headers"].([]any); len(h) > MaxHeadersInMatch {
-				return limitf("rule %d match %d would have %d header matches; Gateway API allows at most %d per match", i, j, len(h), MaxHeadersInMatch)
+			if h, _ := mm["headers"].([]any); len(h) > maxHeadersInMatch {
+				return limitf("rule %d match %d would have %d header matches; Gateway API allows at most %d per match", i, j, len(h), maxHeadersInMatch)
 			}
 		}
-		if f, _ := rule["filters"].([]any); len(f) > MaxFiltersPerRule {
-			return limitf("rule %d would have %d filters; Gateway API allows at most %d per rule", i, len(f), MaxFiltersPerRule)
+		if f, _ := rule["filters"].([]any); len(f) > maxFiltersPerRule {
+			return limitf("rule %d would have %d filters; Gateway API allows at most %d per rule", i, len(f), maxFiltersPerRule)
 		}
 	}
-	if total > MaxMatchesInRoute {
-		return limitf("the route would have %d matches in all; Gateway API allows at most %d per %s", total, MaxMatchesInRoute, kind)
+	if total > maxMatchesInRoute {
+		return limitf("the route would have %d matches in all; Gateway API allows at most %d per %s", total, maxMatchesInRoute, kind)
 	}
 	return nil
 }
@@ -326,14 +326,14 @@ func withoutEntry(r routes.Route, in RuleInput, base string) ([]routes.Rule, Rul
 	kept := make([]routes.Rule, 0, len(r.Rules))
 	var res RulesResult
 	for _, rule := range routes.CopyRules(r.Rules) {
-		if n := rule.Name(); n != "" && slices.Contains(in.Claimed, n) && InEntry(n, base, in.ManagedRoutes) {
+		if n := rule.Name(); n != "" && slices.Contains(in.Claimed, n) && inEntry(n, base, in.ManagedRoutes) {
 			res.Changes = append(res.Changes, "− rule "+n)
 			continue
 		}
 		kept = append(kept, rule)
 	}
 	for _, n := range in.Claimed {
-		if !InEntry(n, base, in.ManagedRoutes) {
+		if !inEntry(n, base, in.ManagedRoutes) {
 			res.Claimed = append(res.Claimed, n)
 		}
 	}
@@ -345,7 +345,7 @@ func withoutEntry(r routes.Route, in RuleInput, base string) ([]routes.Rule, Rul
 // one is not a valid rule name or is the name of another of the Rollout's
 // managedRoutes entries.
 func setNames(base string, n int, managedRoutes []string) ([]string, error) {
-	names := EntryRuleNames(base, n)
+	names := entryRuleNames(base, n)
 	for i, name := range names {
 		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
 			return nil, fmt.Errorf("managed route %q: %q is not a valid rule name (a Gateway API SectionName: lower case letters, digits, '-' and '.'): %s; rename the managed route", base, name, strings.Join(errs, "; "))
@@ -380,7 +380,7 @@ type placement struct {
 func (p placement) place() (RulesResult, error) {
 	var mine []string
 	for _, n := range p.in.Claimed {
-		if InEntry(n, p.base, p.in.ManagedRoutes) {
+		if inEntry(n, p.base, p.in.ManagedRoutes) {
 			mine = append(mine, n)
 		}
 	}
@@ -400,7 +400,7 @@ func (p placement) place() (RulesResult, error) {
 		}
 	}
 	rules := slices.Concat(p.kept[:at], p.generated, p.kept[at:])
-	if err := CheckLimits(p.route.Kind, rules); err != nil {
+	if err := checkLimits(p.route.Kind, rules); err != nil {
 		return RulesResult{}, fmt.Errorf("%s: %w", p.what, err)
 	}
 	var changes []string
@@ -452,7 +452,7 @@ func (in RuleInput) managedRouteIndex(base string) int {
 // entryOf is the managedRoutes entry a rule name belongs to, "" if none.
 func entryOf(name string, managedRoutes []string) string {
 	for _, base := range managedRoutes {
-		if InEntry(name, base, managedRoutes) {
+		if inEntry(name, base, managedRoutes) {
 			return base
 		}
 	}

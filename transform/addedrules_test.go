@@ -458,15 +458,15 @@ func TestInSet(t *testing.T) {
 		{"beta-2", false}, // a managed route of its own
 		{"beta-01", false}, {"beta-", false}, {"beta-x", false}, {"betas", false}, {"alpha", false},
 	} {
-		if got := InEntry(tc.name, "beta", names); got != tc.want {
-			t.Errorf("InEntry(%q) = %v, want %v", tc.name, got, tc.want)
+		if got := inEntry(tc.name, "beta", names); got != tc.want {
+			t.Errorf("inEntry(%q) = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }
 
 func TestCheckLimitsDuplicateNames(t *testing.T) {
 	r := []routes.Rule{mrNamed("a", wtRule("/a")), mrNamed("a", wtRule("/b"))}
-	if err := CheckLimits(routes.HTTPRoute, r); err == nil || !strings.Contains(err.Error(), `rules 0 and 1 would both be named "a"`) {
+	if err := checkLimits(routes.HTTPRoute, r); err == nil || !strings.Contains(err.Error(), `rules 0 and 1 would both be named "a"`) {
 		t.Errorf("error %v", err)
 	}
 }

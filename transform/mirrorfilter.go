@@ -85,7 +85,7 @@ func SetMirrorFilters(r routes.Route, in RuleInput, claimed []routes.AddedFilter
 		res.Claimed = append(res.Claimed, f)
 		res.Changes = append(res.Changes, fmt.Sprintf("rule %d + mirror filter %s %d%%", i, strconv.Quote(name), pct))
 	}
-	if err := CheckLimits(r.Kind, rules); err != nil {
+	if err := checkLimits(r.Kind, rules); err != nil {
 		return FiltersResult{}, fmt.Errorf("mirror route %q: %w", name, err)
 	}
 	return res, nil

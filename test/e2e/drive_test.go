@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/test/e2e/cluster"
 	"github.com/gatewayapi-ssa/rollouts-plugin/test/e2e/traffic"
@@ -234,7 +233,7 @@ func pluginLeftovers(u *unstructured.Unstructured) []string {
 	if _, ok := u.GetAnnotations()[routes.ClaimsAnnotation]; ok {
 		out = append(out, "its claims annotation")
 	}
-	if _, ok := u.GetLabels()[decode.DefaultInProgressLabelKey]; ok {
+	if _, ok := u.GetLabels()["rollouts.argoproj.io/gatewayapi-canary"]; ok {
 		out = append(out, "its in-progress label")
 	}
 	return out

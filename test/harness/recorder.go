@@ -112,7 +112,7 @@ func NewRecorder(cfg *rest.Config) (*Recorder, error) {
 // hack/compare-writes.sh compares two binaries' writes with it.
 var dumpWrites = os.Getenv("RECORDER_DUMP_WRITES")
 
-// pluginUserAgent starts the plugin's User-Agent (plugin.UserAgent).
+// pluginUserAgent starts the plugin's User-Agent (plugin.userAgent).
 const pluginUserAgent = "rollouts-gatewayapi-ssa"
 
 // dump appends the write to dumpWrites; called with the recorder's lock held.

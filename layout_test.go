@@ -1,0 +1,226 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// The import graph docs/architecture.md draws, held to the code: each
+// package of the module and the packages of the module it may import. An
+// import not listed here fails the test; so does a listed package that is
+// gone. Adding an edge is a decision about the layout: make it here and in
+// docs/architecture.md.
+var allowedImports = map[string][]string{
+	"routes":       {},
+	"transform":    {"routes"},
+	"experiment":   {"routes", "transform"},
+	"pingpong":     {},
+	"desired":      {"routes", "transform", "experiment"},
+	"decode":       {"routes", "transform", "experiment", "pingpong", "desired", "kube"},
+	"kube":         {"routes"},
+	"ssa":          {"routes", "kube"},
+	"orchestrator": {"routes", "transform", "desired", "kube", "ssa"},
+	"plugin":       {"routes", "desired", "decode", "kube", "ssa", "orchestrator", "cleanup"},
+	"cleanup":      {"routes", "desired", "orchestrator"},
+	"preflight":    {"routes", "desired", "decode", "kube"},
+	"cli":          {"routes", "pingpong", "desired", "decode", "kube", "ssa", "orchestrator", "cleanup", "preflight"},
+	".":            {"plugin", "decode", "ssa", "cli"},
+}
+
+// The decision packages compute what a route must become from what it is:
+// nothing they depend on may do I/O, log or know Argo Rollouts' types. pingpong
+// reads the Rollout's own spec, so it may know its types, and nothing else.
+var pureDeps = map[string][]string{
+	"routes":     nil,
+	"transform":  nil,
+	"experiment": nil,
+	"desired":    nil,
+	"pingpong":   {"github.com/argoproj/argo-rollouts/"},
+}
+
+// forbiddenInPure are packages whose presence among a pure package's
+// dependencies means it can reach the apiserver, a watch cache or a logger.
+// (net/http is there anyway: apimachinery's types import it.)
+var forbiddenInPure = []string{
+	"k8s.io/client-go/rest",
+	"k8s.io/client-go/tools/cache",
+	"k8s.io/client-go/dynamic",
+	"github.com/sirupsen/logrus",
+	"github.com/argoproj/argo-rollouts/",
+	"github.com/hashicorp/go-plugin",
+}
+
+const module = "github.com/gatewayapi-ssa/rollouts-plugin"
+
+// goList runs go list with format f over the patterns.
+func goList(t *testing.T, f string, patterns ...string) []string {
+	t.Helper()
+	out, err := exec.Command("go", append([]string{"list", "-f", f}, patterns...)...).Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	var lines []string
+	for s := bufio.NewScanner(bytes.NewReader(out)); s.Scan(); {
+		if l := strings.TrimSpace(s.Text()); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
+
+// short is a package's path in the module ("." for the module's root), or
+// "" for a package elsewhere.
+func short(path string) string {
+	switch {
+	case path == module:
+		return "."
+	case strings.HasPrefix(path, module+"/"):
+		return strings.TrimPrefix(path, module+"/")
+	}
+	return ""
+}
+
+func TestEveryImportIsAnEdgeOfTheLayout(t *testing.T) {
+	seen := map[string]bool{}
+	for _, line := range goList(t, `{{.ImportPath}} {{join .Imports " "}}`, "./...") {
+		fields := strings.Fields(line)
+		pkg := short(fields[0])
+		if pkg == "test" || strings.HasPrefix(pkg, "test/") {
+			continue // the tests' own tools import what they test
+		}
+		seen[pkg] = true
+		allowed, ok := allowedImports[pkg]
+		if !ok {
+			t.Errorf("package %s is not in the layout: add it to allowedImports and to docs/architecture.md's import graph", pkg)
+			continue
+		}
+		for _, imp := range fields[1:] {
+			if dep := short(imp); dep != "" && !slices.Contains(allowed, dep) {
+				t.Errorf("%s imports %s: not an edge of the layout (docs/architecture.md)", pkg, dep)
+			}
+		}
+	}
+	for pkg := range allowedImports {
+		if !seen[pkg] {
+			t.Errorf("allowedImports lists %s, which is not a package any more", pkg)
+		}
+	}
+}
+
+func TestTheDecisionPackagesDoNoIO(t *testing.T) {
+	for pkg, allowed := range pureDeps {
+		for _, dep := range goList(t, "{{.ImportPath}}", "-deps", "./"+pkg) {
+			for _, bad := range forbiddenInPure {
+				if (dep == bad || strings.HasPrefix(dep, bad) && strings.HasSuffix(bad, "/")) &&
+					!slices.ContainsFunc(allowed, func(a string) bool { return strings.HasPrefix(dep, a) }) {
+					t.Errorf("%s depends on %s: a decision package must do no I/O, log nothing and know no Rollout (go list -deps ./%s)", pkg, dep, pkg)
+				}
+			}
+		}
+	}
+}
+
+// An exported name is a promise to other packages. Every exported top-level
+// function, variable and constant of a package must be used by the non-test
+// code of another package of the module; one used only by tests or only at
+// home is unexported. Types are left out: an exported function's results and
+// errors.As targets must be nameable even where no other package names them;
+// so are methods and fields, which interfaces and encoders use.
+func TestEveryExportIsUsedByAnotherPackage(t *testing.T) {
+	type pkgInfo struct {
+		path, dir string
+		files     []string
+	}
+	var pkgs []pkgInfo
+	for _, line := range goList(t, `{{.ImportPath}}|{{.Dir}}|{{join .GoFiles ","}}`, "./...") {
+		parts := strings.Split(line, "|")
+		if p := short(parts[0]); p == "." || p == "test" || strings.HasPrefix(p, "test/") || parts[2] == "" {
+			continue // main exports nothing; the tests' tools serve the tests
+		}
+		pkgs = append(pkgs, pkgInfo{parts[0], parts[1], strings.Split(parts[2], ",")})
+	}
+	// Every file that is not a test, with the package it is in: outside
+	// test/, and the programs under it (make demo, dev-cluster and bench
+	// run them), not the tests' libraries.
+	var all []pkgInfo
+	for _, line := range goList(t, `{{.ImportPath}}|{{.Dir}}|{{join .GoFiles ","}}|{{.Name}}`, "./...") {
+		parts := strings.Split(line, "|")
+		if p := short(parts[0]); (p == "test" || strings.HasPrefix(p, "test/")) && parts[3] != "main" {
+			continue
+		}
+		all = append(all, pkgInfo{parts[0], parts[1], strings.Split(parts[2], ",")})
+	}
+	fset := token.NewFileSet()
+	parse := func(dir, name string) *ast.File {
+		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	// used[path][name]: a file of another package refers to path.name.
+	used := map[string]map[string]bool{}
+	for _, p := range all {
+		for _, name := range p.files {
+			f := parse(p.dir, name)
+			local := map[string]string{}
+			for _, imp := range f.Imports {
+				path, _ := strconv.Unquote(imp.Path.Value)
+				if short(path) == "" || path == p.path {
+					continue
+				}
+				alias := path[strings.LastIndex(path, "/")+1:]
+				if imp.Name != nil {
+					alias = imp.Name.Name
+				}
+				local[alias] = path
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				if sel, ok := n.(*ast.SelectorExpr); ok {
+					if id, ok := sel.X.(*ast.Ident); ok && local[id.Name] != "" {
+						if used[local[id.Name]] == nil {
+							used[local[id.Name]] = map[string]bool{}
+						}
+						used[local[id.Name]][sel.Sel.Name] = true
+					}
+				}
+				return true
+			})
+		}
+	}
+	for _, p := range pkgs {
+		for _, name := range p.files {
+			for _, decl := range parse(p.dir, name).Decls {
+				var names []*ast.Ident
+				switch d := decl.(type) {
+				case *ast.FuncDecl:
+					if d.Recv == nil {
+						names = append(names, d.Name)
+					}
+				case *ast.GenDecl:
+					for _, spec := range d.Specs {
+						switch s := spec.(type) {
+						case *ast.ValueSpec:
+							names = append(names, s.Names...)
+						}
+					}
+				}
+				for _, id := range names {
+					if id.IsExported() && !used[p.path][id.Name] {
+						t.Errorf("%s: %s.%s is exported but no other package's code uses it: unexport it (or use it)",
+							fset.Position(id.Pos()), short(p.path), id.Name)
+					}
+				}
+			}
+		}
+	}
+}
