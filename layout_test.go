@@ -33,7 +33,7 @@ var allowedImports = map[string][]string{
 	"cleanup":      {"routes", "desired", "orchestrator"},
 	"preflight":    {"routes", "desired", "decode", "kube"},
 	"cli":          {"routes", "pingpong", "desired", "decode", "kube", "ssa", "orchestrator", "cleanup", "preflight"},
-	".":            {"plugin", "decode", "ssa", "cli"},
+	".":            {"plugin", "decode", "kube", "ssa", "cli"},
 }
 
 // The decision packages compute what a route must become from what it is:

@@ -18,7 +18,7 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
-// rolloutsResource is the resource of Argo rolloutsResource' Rollout.
+// rolloutsResource is the resource of Argo Rollouts' Rollout.
 var rolloutsResource = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "rollouts"}
 
 // Versions tells the served API version of each route kind.
@@ -26,7 +26,7 @@ type Versions interface {
 	ServedVersion(ctx context.Context, kind routes.Kind) (string, error)
 }
 
-// Cleaner finds and undoes rolloutsResource' claims on routes.
+// Cleaner finds and undoes Rollouts' claims on routes.
 type Cleaner struct {
 	Dynamic      dynamic.Interface
 	Versions     Versions
@@ -73,7 +73,7 @@ func Claimed(rs []routes.Route, rollout string) []routes.Route {
 	return out
 }
 
-// claimingRollouts lists the rolloutsResource that have a claim recording anything
+// claimingRollouts lists the Rollouts that have a claim recording anything
 // on any of rs, sorted.
 func claimingRollouts(rs []routes.Route) []string {
 	seen := map[string]bool{}

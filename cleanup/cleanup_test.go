@@ -172,7 +172,7 @@ func TestUndoOfARouteSomeoneElseChanged(t *testing.T) {
 	}
 }
 
-// The rolloutsResource with a claim on any route, and the routes a Rollout has a
+// The Rollouts with a claim on any route, and the routes a Rollout has a
 // claim on: what the sweep and the command start from.
 func TestClaimingRolloutsAndClaimed(t *testing.T) {
 	f := newFakeCluster(t, sweepRoutes(t)...)

@@ -37,7 +37,7 @@ const fieldManager = ssa.DefaultFieldManager
 var httpRoutes = routes.HTTPRoute.GVR("v1")
 
 // fakeCluster is the cluster the Cleaner works on in these tests. client-go's
-// fake dynamic client holds the routes and the rolloutsResource: the Cleaner lists
+// fake dynamic client holds the routes and the Rollouts: the Cleaner lists
 // and reads them with it, and the plugin's release (an Update) goes through
 // it. The Gateway API client's server-side applies, which client-go's fakes
 // cannot take, go to a server on 127.0.0.1 that keeps what they apply in the
@@ -65,7 +65,7 @@ type write struct {
 	Object map[string]any
 }
 
-// newFakeCluster holds the given objects: routes and rolloutsResource.
+// newFakeCluster holds the given objects: routes and Rollouts.
 func newFakeCluster(t *testing.T, objects ...*unstructured.Unstructured) *fakeCluster {
 	t.Helper()
 	var objs []runtime.Object

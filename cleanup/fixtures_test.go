@@ -10,7 +10,7 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
-// The routes and rolloutsResource of the tests, in namespace shop. Rollout <name>
+// The routes and Rollouts of the tests, in namespace shop. Rollout <name>
 // splits traffic between Services <name>-stable and <name>-canary.
 
 const ns = "shop"

@@ -10,7 +10,7 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
-// Sweeper undoes, on every route of the cluster, the claims of rolloutsResource that
+// Sweeper undoes, on every route of the cluster, the claims of Rollouts that
 // no longer exist (the plugin's -cleanup-deleted-rollouts). A Rollout counts
 // as gone only when two sweeps an interval apart found it missing and a
 // fresh read just before the write still does: a Rollout deleted and created

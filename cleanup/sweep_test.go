@@ -11,7 +11,7 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
-// sweepRoutes are the routes of two rolloutsResource mid-canary: gone (30 %, on
+// sweepRoutes are the routes of two Rollouts mid-canary: gone (30 %, on
 // routes gone and shared) and kept (40 %, on routes kept and shared).
 func sweepRoutes(t *testing.T) []*unstructured.Unstructured {
 	return []*unstructured.Unstructured{

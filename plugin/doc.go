@@ -12,9 +12,7 @@
 // boundary. Input to fix stops a call before any write; a fault of the
 // apiserver on some routes does not keep the others from being written.
 //
-// The package also builds the clients (plugin.go): they share one token
-// bucket and one transport (transport.go) that gives every attempt of every
-// request its own timeout and retries 5xx, 429 and lost connections with
-// jittered backoff inside the call's deadline. Routes worked on at once are
-// bounded per call and for the whole process (orchestrator.Bounds).
+// InitPlugin builds the clients (kube.NewClients: one token bucket, one
+// transport that times out and retries every request inside the call's
+// deadline) and the orchestrator the calls share.
 package plugin

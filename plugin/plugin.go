@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"os"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -18,8 +16,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	authorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/util/flowcontrol"
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/cleanup"
@@ -47,7 +43,7 @@ type Options struct {
 	// answers within it even if the apiserver never does.
 	CallTimeout time.Duration
 	// Retry says how each request is timed out and retried.
-	Retry RetryPolicy
+	Retry kube.RetryPolicy
 	// MaxConcurrentWrites bounds how many routes one call works on at once;
 	// MaxConcurrentRoutes how many all the calls of the process do, together.
 	MaxConcurrentWrites int
@@ -93,8 +89,8 @@ func New(opts Options, log *logrus.Entry) *Plugin {
 	if opts.CallTimeout <= 0 {
 		opts.CallTimeout = DefaultCallTimeout
 	}
-	if opts.Retry == (RetryPolicy{}) {
-		opts.Retry = DefaultRetryPolicy
+	if opts.Retry == (kube.RetryPolicy{}) {
+		opts.Retry = kube.DefaultRetryPolicy
 	}
 	if opts.MaxConcurrentWrites <= 0 {
 		opts.MaxConcurrentWrites = 8
@@ -119,7 +115,7 @@ func (p *Plugin) InitPlugin() (resp types.RpcError) {
 		p.log.Debug("InitPlugin called again; the clients are built already")
 		return types.RpcError{}
 	}
-	cfg, err := restConfig()
+	cfg, err := kube.Config()
 	if err != nil {
 		return types.RpcError{ErrorString: err.Error()}
 	}
@@ -132,29 +128,15 @@ func (p *Plugin) InitPlugin() (resp types.RpcError) {
 	return types.RpcError{}
 }
 
-func restConfig() (*rest.Config, error) {
-	cfg, inClusterErr := rest.InClusterConfig()
-	if inClusterErr == nil {
-		return cfg, nil
-	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("no Kubernetes client config: not running in a cluster (%v), and KUBECONFIG (%q) gives none: %v",
-			inClusterErr, os.Getenv("KUBECONFIG"), err)
-	}
-	return cfg, nil
-}
-
 // Connect builds the plugin's clients for a cluster.
 func (p *Plugin) Connect(cfg *rest.Config) error {
-	c, err := p.clientsFor(cfg)
+	c, err := kube.NewClients(cfg, p.opts.Retry, p.log)
 	if err != nil {
 		return err
 	}
-	reader := kube.NewCluster(c.gw.GatewayV1().RESTClient(), p.log)
-	p.Use(c.reviews, c.gw, c.dyn, reader)
-	p.startSweep(c.dyn, reader)
+	reader := kube.NewCluster(c.Gateway.GatewayV1().RESTClient(), p.log)
+	p.Use(c.Reviews, c.Gateway, c.Dynamic, reader)
+	p.startSweep(c.Dynamic, reader)
 	return nil
 }
 
@@ -170,57 +152,6 @@ func (p *Plugin) startSweep(dyn dynamic.Interface, reader kube.Reader) {
 	c := &cleanup.Cleaner{Dynamic: dyn, Versions: reader, Orchestrator: p.orch, FieldManager: p.opts.FieldManager, Log: p.log}
 	go (&cleanup.Sweeper{Cleaner: c, Interval: p.opts.CleanupInterval}).Run(context.Background())
 	p.log.WithField("interval", p.opts.CleanupInterval.String()).Info("undoing the claims of deleted Rollouts")
-}
-
-// clients are the plugin's clients of one cluster: the gateway clientset
-// (typed applies; its REST client also reads, watches and discovers routes),
-// the dynamic client (Services, the release) and access reviews. No client
-// of every built-in API: the plugin uses two of them, and the rest would cost
-// memory in every process.
-type clients struct {
-	gw      gateway.Interface
-	dyn     dynamic.Interface
-	reviews authorizationv1.SelfSubjectAccessReviewInterface
-}
-
-// clientsFor builds the clients for a cluster. They share one token bucket
-// (cfg.RateLimiter, or one made from cfg.QPS and cfg.Burst), so the process's
-// requests together stay within it, and one transport that times out and
-// retries every request (transport.go).
-func (p *Plugin) clientsFor(cfg *rest.Config) (clients, error) {
-	cfg = rest.CopyConfig(cfg)
-	if cfg.RateLimiter == nil {
-		cfg.RateLimiter = tokenBucket(cfg.QPS, cfg.Burst)
-	}
-	limiter := cfg.RateLimiter
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return newTransport(rt, limiter, p.opts.Retry, p.log) })
-	var c clients
-	var errs [3]error
-	c.gw, errs[0] = gateway.NewForConfig(cfg)
-	c.dyn, errs[1] = dynamic.NewForConfig(cfg)
-	authz, err := authorizationv1.NewForConfig(cfg)
-	if errs[2] = err; err == nil {
-		c.reviews = authz.SelfSubjectAccessReviews()
-	}
-	if err := errors.Join(errs[:]...); err != nil {
-		return clients{}, fmt.Errorf("building the Kubernetes clients: %w", err)
-	}
-	return c, nil
-}
-
-// tokenBucket is client-go's limiter for qps and burst, with its defaults
-// (5 and 10) for zero and no limit for a negative qps.
-func tokenBucket(qps float32, burst int) flowcontrol.RateLimiter {
-	switch {
-	case qps < 0:
-		return flowcontrol.NewFakeAlwaysRateLimiter()
-	case qps == 0:
-		qps = rest.DefaultQPS
-	}
-	if burst <= 0 {
-		burst = rest.DefaultBurst
-	}
-	return flowcontrol.NewTokenBucketRateLimiter(qps, burst)
 }
 
 // Use sets the clients the plugin reads and writes with (reviews may be nil:

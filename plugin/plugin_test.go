@@ -2,15 +2,21 @@ package plugin
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
+
+	"github.com/sirupsen/logrus"
 )
 
 // InitPlugin builds the clients once: called again, it builds nothing and
 // keeps the reader (and its watch caches) it has.
 func TestInitPluginTwiceBuildsOnce(t *testing.T) {
-	s := newServer(t, func(_ int, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(404) })
+	var hits atomic.Int32
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { hits.Add(1); w.WriteHeader(404) }))
+	defer s.Close()
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
 kind: Config
@@ -22,7 +28,7 @@ current-context: c
 		t.Fatal(err)
 	}
 	t.Setenv("KUBECONFIG", kubeconfig)
-	p := New(Options{}, quietLog())
+	p := New(Options{}, logrus.NewEntry(logrus.New()))
 	if e := p.InitPlugin(); e.HasError() {
 		t.Fatal(e.ErrorString)
 	}
@@ -35,7 +41,7 @@ current-context: c
 	if p.reader != reader || p.orch != orch || p.dyn != dyn {
 		t.Error("InitPlugin called again built new clients")
 	}
-	if n := s.hits.Load(); n != 0 {
+	if n := hits.Load(); n != 0 {
 		t.Errorf("InitPlugin sent %d requests; it builds clients, it does not call the apiserver", n)
 	}
 }

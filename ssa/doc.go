@@ -23,6 +23,6 @@
 // it, so a rollout never stops half-way for want of a permission.
 //
 // Timeouts and retries of the requests themselves (5xx, 429, lost
-// connections) are the transport's, below every client (package plugin);
+// connections) are the transport's, below every client (package kube);
 // they are safe for writes because every write carries its resourceVersion.
 package ssa

@@ -1,4 +1,4 @@
-package plugin
+package kube
 
 import (
 	"bytes"
@@ -299,11 +299,10 @@ func TestWatchesHaveNoAttemptTimeout(t *testing.T) {
 // more through.
 func TestClientsShareOneTokenBucket(t *testing.T) {
 	s := newServer(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-pluginType", "application/json")
+		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{}`))
 	})
-	p := New(Options{Retry: testPolicy}, quietLog())
-	c, err := p.clientsFor(&rest.Config{Host: s.URL, QPS: 1, Burst: 1})
+	c, err := NewClients(&rest.Config{Host: s.URL, QPS: 1, Burst: 1}, testPolicy, quietLog())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,11 +310,11 @@ func TestClientsShareOneTokenBucket(t *testing.T) {
 	defer cancel()
 	gvr := schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "httproutes"}
 	callers := []func(){
-		func() { _, _ = c.gw.GatewayV1().HTTPRoutes("ns").Get(ctx, "a", metav1.GetOptions{}) },
-		func() { _, _ = c.dyn.Resource(gvr).Namespace("ns").Get(ctx, "a", metav1.GetOptions{}) },
-		func() { _ = c.gw.GatewayV1().RESTClient().Get().AbsPath("/apis").Do(ctx) },
+		func() { _, _ = c.Gateway.GatewayV1().HTTPRoutes("ns").Get(ctx, "a", metav1.GetOptions{}) },
+		func() { _, _ = c.Dynamic.Resource(gvr).Namespace("ns").Get(ctx, "a", metav1.GetOptions{}) },
+		func() { _ = c.Gateway.GatewayV1().RESTClient().Get().AbsPath("/apis").Do(ctx) },
 		func() {
-			_, _ = c.reviews.Create(ctx, &authorizationv1.SelfSubjectAccessReview{}, metav1.CreateOptions{})
+			_, _ = c.Reviews.Create(ctx, &authorizationv1.SelfSubjectAccessReview{}, metav1.CreateOptions{})
 		},
 	}
 	start := time.Now()

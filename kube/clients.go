@@ -1,0 +1,84 @@
+package kube
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+
+	"github.com/sirupsen/logrus"
+	"k8s.io/client-go/dynamic"
+	authorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/flowcontrol"
+	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+)
+
+// Config is the client config of the cluster the plugin runs against:
+// in-cluster config, else KUBECONFIG (or ~/.kube/config), else an error
+// saying neither is there.
+func Config() (*rest.Config, error) {
+	cfg, inClusterErr := rest.InClusterConfig()
+	if inClusterErr == nil {
+		return cfg, nil
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("no Kubernetes client config: not running in a cluster (%v), and KUBECONFIG (%q) gives none: %v",
+			inClusterErr, os.Getenv("KUBECONFIG"), err)
+	}
+	return cfg, nil
+}
+
+// Clients are the plugin's clients of one cluster: the gateway clientset
+// (typed applies; its REST client also reads, watches and discovers routes),
+// the dynamic client (Services, the release) and access reviews. No client
+// of every built-in API: the plugin uses two of them, and the rest would cost
+// memory in every process.
+type Clients struct {
+	Gateway gateway.Interface
+	Dynamic dynamic.Interface
+	Reviews authorizationv1.SelfSubjectAccessReviewInterface
+}
+
+// NewClients builds the clients for a cluster. They share one token bucket
+// (cfg.RateLimiter, or one made from cfg.QPS and cfg.Burst), so the process's
+// requests together stay within it, and one transport that times out and
+// retries every request as policy says (transport.go).
+func NewClients(cfg *rest.Config, policy RetryPolicy, log *logrus.Entry) (Clients, error) {
+	cfg = rest.CopyConfig(cfg)
+	if cfg.RateLimiter == nil {
+		cfg.RateLimiter = tokenBucket(cfg.QPS, cfg.Burst)
+	}
+	limiter := cfg.RateLimiter
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return newTransport(rt, limiter, policy, log) })
+	var c Clients
+	var errs [3]error
+	c.Gateway, errs[0] = gateway.NewForConfig(cfg)
+	c.Dynamic, errs[1] = dynamic.NewForConfig(cfg)
+	authz, err := authorizationv1.NewForConfig(cfg)
+	if errs[2] = err; err == nil {
+		c.Reviews = authz.SelfSubjectAccessReviews()
+	}
+	if err := errors.Join(errs[:]...); err != nil {
+		return Clients{}, fmt.Errorf("building the Kubernetes clients: %w", err)
+	}
+	return c, nil
+}
+
+// tokenBucket is client-go's limiter for qps and burst, with its defaults
+// (5 and 10) for zero and no limit for a negative qps.
+func tokenBucket(qps float32, burst int) flowcontrol.RateLimiter {
+	switch {
+	case qps < 0:
+		return flowcontrol.NewFakeAlwaysRateLimiter()
+	case qps == 0:
+		qps = rest.DefaultQPS
+	}
+	if burst <= 0 {
+		burst = rest.DefaultBurst
+	}
+	return flowcontrol.NewTokenBucketRateLimiter(qps, burst)
+}
