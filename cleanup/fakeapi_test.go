@@ -77,16 +77,13 @@ func newFakeCluster(t *testing.T, objects ...*unstructured.Unstructured) *fakeCl
 		map[schema.GroupVersionResource]string{httpRoutes: "HTTPRouteList", rolloutsResource: "RolloutList"}, objs...)
 	f.dyn.PrependReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		switch a := a.(type) {
-		case k8stesting.UpdateAction:
+		case k8stesting.UpdateAction: // creates too: the two interfaces have one method set
 			u := a.GetObject().(*unstructured.Unstructured)
 			f.record(write{Verb: a.GetVerb(), Route: a.GetNamespace() + "/" + u.GetName(), Object: u.DeepCopy().Object})
 			f.mu.Lock()
 			f.rv++
 			u.SetResourceVersion(strconv.Itoa(f.rv)) // as the apiserver stores it
 			f.mu.Unlock()
-		case k8stesting.CreateAction:
-			u := a.GetObject().(*unstructured.Unstructured)
-			f.record(write{Verb: a.GetVerb(), Route: a.GetNamespace() + "/" + u.GetName(), Object: u.DeepCopy().Object})
 		case k8stesting.PatchAction:
 			f.record(write{Verb: a.GetVerb(), Route: a.GetNamespace() + "/" + a.GetName()})
 		case k8stesting.DeleteAction:

@@ -101,7 +101,7 @@ func fields(t *testing.T, set map[string]any) *metav1.FieldsV1 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &metav1.FieldsV1{Raw: raw}
+	return metav1.NewFieldsV1(string(raw))
 }
 
 // rollout is Rollout shop/<name> as the apiserver holds it.

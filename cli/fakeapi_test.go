@@ -364,7 +364,7 @@ func applyTo(live, applied *unstructured.Unstructured, manager string) *unstruct
 	var before map[string]any
 	for _, e := range live.GetManagedFields() {
 		if e.Manager == manager && e.Operation == metav1.ManagedFieldsOperationApply {
-			_ = json.Unmarshal(e.FieldsV1.Raw, &before)
+			_ = json.Unmarshal(e.FieldsV1.GetRawBytes(), &before)
 			continue
 		}
 		entries = append(entries, e)
@@ -409,7 +409,7 @@ func applyTo(live, applied *unstructured.Unstructured, manager string) *unstruct
 	}
 	raw, _ := json.Marshal(owns)
 	entries = append(entries, metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationApply,
-		APIVersion: routes.Group + "/v1", FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: raw}})
+		APIVersion: routes.Group + "/v1", FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(string(raw))})
 	out.SetManagedFields(entries)
 	return out
 }

@@ -245,74 +245,21 @@ func (cfg Config) settings(rolloutNamespace string) (Settings, error) {
 	if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
 		return Settings{}, fmt.Errorf("key \"namespace\": %q is not a namespace name: %s", ns, strings.Join(errs, "; "))
 	}
-	var t routes.Targets
-	var errs []error
-	headerRoutes := map[routes.Ref]bool{}
-	var listed map[routes.Ref]bool
-	var ruleNames ruleTargets
-	addNamed := func(kind routes.Kind, single, singleRule string, list []NamedRoute, listKey string) {
-		singleKey := strings.TrimSuffix(listKey, "s")
-		if single != "" {
-			// The single-route form has always taken header routes.
-			ref := routes.Ref{Kind: kind, Namespace: ns, Name: single}
-			t.Named = append(t.Named, ref)
-			headerRoutes[ref] = true
-			errs = append(errs, ruleNames.add(ref, singleRule, singleKey+"RuleName"))
-		} else if singleRule != "" {
-			errs = append(errs, fmt.Errorf("key %q names a rule of the %q route, but %q is not set; set it, or use ruleName in a %q entry", singleKey+"RuleName", singleKey, singleKey, listKey))
-		}
-		for i, r := range list {
-			if r.Name == "" {
-				errs = append(errs, fmt.Errorf("key %q: entry %d has no name", listKey, i))
-				continue
-			}
-			ref := routes.Ref{Kind: kind, Namespace: ns, Name: r.Name}
-			t.Named = append(t.Named, ref)
-			errs = append(errs, ruleNames.add(ref, r.RuleName, fmt.Sprintf("%s[%d].ruleName", listKey, i)))
-			if r.UseHeaderRoutes {
-				headerRoutes[ref] = true
-				if listed == nil {
-					listed = map[routes.Ref]bool{}
-				}
-				listed[ref] = true
-			}
-		}
-	}
-	addNamed(routes.HTTPRoute, cfg.HTTPRoute, cfg.HTTPRouteRuleName, cfg.HTTPRoutes, "httpRoutes")
-	addNamed(routes.GRPCRoute, cfg.GRPCRoute, cfg.GRPCRouteRuleName, cfg.GRPCRoutes, "grpcRoutes")
-	addNamed(routes.TCPRoute, cfg.TCPRoute, cfg.TCPRouteRuleName, cfg.TCPRoutes, "tcpRoutes")
-	addNamed(routes.TLSRoute, cfg.TLSRoute, cfg.TLSRouteRuleName, cfg.TLSRoutes, "tlsRoutes")
-	addNamed(routes.UDPRoute, cfg.UDPRoute, cfg.UDPRouteRuleName, cfg.UDPRoutes, "udpRoutes")
-
-	for _, s := range []struct {
-		kind routes.Kind
-		key  string
-		sel  *metav1.LabelSelector
-	}{
-		{routes.HTTPRoute, "httpRouteSelector", cfg.HTTPRouteSelector},
-		{routes.GRPCRoute, "grpcRouteSelector", cfg.GRPCRouteSelector},
-		{routes.TCPRoute, "tcpRouteSelector", cfg.TCPRouteSelector},
-		{routes.TLSRoute, "tlsRouteSelector", cfg.TLSRouteSelector},
-		{routes.UDPRoute, "udpRouteSelector", cfg.UDPRouteSelector},
-	} {
-		if s.sel == nil {
-			continue
-		}
-		if len(s.sel.MatchLabels) == 0 && len(s.sel.MatchExpressions) == 0 {
-			errs = append(errs, fmt.Errorf("key %q is empty: it would select every %s in namespace %s; give matchLabels or matchExpressions", s.key, s.kind, ns))
-			continue
-		}
-		sel, err := metav1.LabelSelectorAsSelector(s.sel)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("key %q is not a valid label selector: %w", s.key, err))
-			continue
-		}
-		t.Selectors = append(t.Selectors, routes.Selection{Kind: s.kind, Namespace: ns, Selector: sel})
-	}
-	if err := errors.Join(errs...); err != nil {
+	tg := targeting{ns: ns, headerRoutes: map[routes.Ref]bool{}}
+	tg.named(routes.HTTPRoute, cfg.HTTPRoute, cfg.HTTPRouteRuleName, cfg.HTTPRoutes, "httpRoutes")
+	tg.named(routes.GRPCRoute, cfg.GRPCRoute, cfg.GRPCRouteRuleName, cfg.GRPCRoutes, "grpcRoutes")
+	tg.named(routes.TCPRoute, cfg.TCPRoute, cfg.TCPRouteRuleName, cfg.TCPRoutes, "tcpRoutes")
+	tg.named(routes.TLSRoute, cfg.TLSRoute, cfg.TLSRouteRuleName, cfg.TLSRoutes, "tlsRoutes")
+	tg.named(routes.UDPRoute, cfg.UDPRoute, cfg.UDPRouteRuleName, cfg.UDPRoutes, "udpRoutes")
+	tg.selected(routes.HTTPRoute, "httpRouteSelector", cfg.HTTPRouteSelector)
+	tg.selected(routes.GRPCRoute, "grpcRouteSelector", cfg.GRPCRouteSelector)
+	tg.selected(routes.TCPRoute, "tcpRouteSelector", cfg.TCPRouteSelector)
+	tg.selected(routes.TLSRoute, "tlsRouteSelector", cfg.TLSRouteSelector)
+	tg.selected(routes.UDPRoute, "udpRouteSelector", cfg.UDPRouteSelector)
+	if err := errors.Join(tg.errs...); err != nil {
 		return Settings{}, err
 	}
-	if len(t.Named) == 0 && len(t.Selectors) == 0 {
+	if len(tg.t.Named) == 0 && len(tg.t.Selectors) == 0 {
 		return Settings{}, errors.New("names no route: set httpRoute(s), grpcRoute(s), tcpRoute(s), tlsRoute(s), udpRoute(s) or a route selector")
 	}
 
@@ -328,26 +275,94 @@ func (cfg Config) settings(rolloutNamespace string) (Settings, error) {
 	if err != nil {
 		return Settings{}, err
 	}
-	out := Settings{Targets: t, HeaderRoutes: headerRoutes, ListedForHeaderRoutes: listed,
-		SelectedHeaderRoutes: cfg.SelectedRoutesUseHeaderRoutes, VerifyWeight: cfg.VerifyWeight, ConflictPolicy: policy,
-		RuleNames: ruleNames.names, MirrorMode: mirrorMode, VerifyWeightSettle: settle}
-	if !cfg.DisableInProgressLabel {
-		key, value := cfg.InProgressLabelKey, cfg.InProgressLabelValue
-		if key == "" {
-			key = defaultInProgressLabelKey
-		}
-		if value == "" {
-			value = defaultInProgressLabelValue
-		}
-		if errs := validation.IsQualifiedName(key); len(errs) > 0 {
-			return Settings{}, fmt.Errorf("key \"inProgressLabelKey\": %q is not a label key: %s", key, strings.Join(errs, "; "))
-		}
-		if errs := validation.IsValidLabelValue(value); len(errs) > 0 {
-			return Settings{}, fmt.Errorf("key \"inProgressLabelValue\": %q is not a label value: %s", value, strings.Join(errs, "; "))
-		}
-		out.InProgressLabel = map[string]string{key: value}
+	label, err := cfg.inProgressLabel()
+	if err != nil {
+		return Settings{}, err
 	}
-	return out, nil
+	return Settings{Targets: tg.t, HeaderRoutes: tg.headerRoutes, ListedForHeaderRoutes: tg.listed,
+		SelectedHeaderRoutes: cfg.SelectedRoutesUseHeaderRoutes, VerifyWeight: cfg.VerifyWeight, ConflictPolicy: policy,
+		RuleNames: tg.ruleNames.names, MirrorMode: mirrorMode, VerifyWeightSettle: settle, InProgressLabel: label}, nil
+}
+
+// targeting collects the routes a config names and selects in namespace ns,
+// with every error in them.
+type targeting struct {
+	ns           string
+	t            routes.Targets
+	headerRoutes map[routes.Ref]bool
+	listed       map[routes.Ref]bool
+	ruleNames    ruleTargets
+	errs         []error
+}
+
+// named adds the routes of kind the single key (with its rule) and the
+// list key name.
+func (tg *targeting) named(kind routes.Kind, single, singleRule string, list []NamedRoute, listKey string) {
+	singleKey := strings.TrimSuffix(listKey, "s")
+	if single != "" {
+		// The single-route form has always taken header routes.
+		ref := routes.Ref{Kind: kind, Namespace: tg.ns, Name: single}
+		tg.t.Named = append(tg.t.Named, ref)
+		tg.headerRoutes[ref] = true
+		tg.errs = append(tg.errs, tg.ruleNames.add(ref, singleRule, singleKey+"RuleName"))
+	} else if singleRule != "" {
+		tg.errs = append(tg.errs, fmt.Errorf("key %q names a rule of the %q route, but %q is not set; set it, or use ruleName in a %q entry", singleKey+"RuleName", singleKey, singleKey, listKey))
+	}
+	for i, r := range list {
+		if r.Name == "" {
+			tg.errs = append(tg.errs, fmt.Errorf("key %q: entry %d has no name", listKey, i))
+			continue
+		}
+		ref := routes.Ref{Kind: kind, Namespace: tg.ns, Name: r.Name}
+		tg.t.Named = append(tg.t.Named, ref)
+		tg.errs = append(tg.errs, tg.ruleNames.add(ref, r.RuleName, fmt.Sprintf("%s[%d].ruleName", listKey, i)))
+		if r.UseHeaderRoutes {
+			tg.headerRoutes[ref] = true
+			if tg.listed == nil {
+				tg.listed = map[routes.Ref]bool{}
+			}
+			tg.listed[ref] = true
+		}
+	}
+}
+
+// selected adds the routes of kind the selector key selects.
+func (tg *targeting) selected(kind routes.Kind, key string, s *metav1.LabelSelector) {
+	if s == nil {
+		return
+	}
+	if len(s.MatchLabels) == 0 && len(s.MatchExpressions) == 0 {
+		tg.errs = append(tg.errs, fmt.Errorf("key %q is empty: it would select every %s in namespace %s; give matchLabels or matchExpressions", key, kind, tg.ns))
+		return
+	}
+	sel, err := metav1.LabelSelectorAsSelector(s)
+	if err != nil {
+		tg.errs = append(tg.errs, fmt.Errorf("key %q is not a valid label selector: %w", key, err))
+		return
+	}
+	tg.t.Selectors = append(tg.t.Selectors, routes.Selection{Kind: kind, Namespace: tg.ns, Selector: sel})
+}
+
+// inProgressLabel is the label the plugin sets on a route while a rollout is
+// in progress, nil when it is disabled.
+func (cfg Config) inProgressLabel() (map[string]string, error) {
+	if cfg.DisableInProgressLabel {
+		return nil, nil
+	}
+	key, value := cfg.InProgressLabelKey, cfg.InProgressLabelValue
+	if key == "" {
+		key = defaultInProgressLabelKey
+	}
+	if value == "" {
+		value = defaultInProgressLabelValue
+	}
+	if errs := validation.IsQualifiedName(key); len(errs) > 0 {
+		return nil, fmt.Errorf("key \"inProgressLabelKey\": %q is not a label key: %s", key, strings.Join(errs, "; "))
+	}
+	if errs := validation.IsValidLabelValue(value); len(errs) > 0 {
+		return nil, fmt.Errorf("key \"inProgressLabelValue\": %q is not a label value: %s", value, strings.Join(errs, "; "))
+	}
+	return map[string]string{key: value}, nil
 }
 
 // TakesHeaderRoutes says whether setHeaderRoute rules go on the route: a named

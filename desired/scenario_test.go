@@ -482,7 +482,7 @@ func TestTypedErrors(t *testing.T) {
 	}
 }
 
-// The Result of one call, whole: what the applier sends and the claim it records.
+// The Result of one call, whole: what the writer sends and the claim it records.
 func TestSetWeightResult(t *testing.T) {
 	s := newServer(t, routes.HTTPRoute, gitRules(100, 0)...)
 	s.ownerOf(kubectl, metav1.ManagedFieldsOperationUpdate).rules = true
