@@ -50,6 +50,21 @@ func scribble(r routes.Route) {
 	r.Parents.Refs[0].Name = "changed"
 }
 
+// A Route read from a cached object is the caller's own: changing any part
+// of it a transform could touch leaves the cached object as it was.
+func TestFromUnstructuredSharesNothingWithTheCachedObject(t *testing.T) {
+	u := servedRoute()
+	before := u.DeepCopy()
+	r, err := routes.FromUnstructured(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scribble(r)
+	if diff := cmp.Diff(before.Object, u.Object); diff != "" {
+		t.Errorf("changing the route changed the cached object (-before +after):\n%s", diff)
+	}
+}
+
 // The overlay keeps a written route only until the watch cache has it: an
 // event of an older version keeps it, the event of the write (or a newer
 // one) drops it.
