@@ -130,9 +130,9 @@ func (t *retrying) retryable(ctx, actx context.Context, resp *http.Response, err
 	}
 	switch resp.StatusCode {
 	case http.StatusTooManyRequests:
-		return "429 Too Many Requests", retryAfter(resp)
+		return "429 Too Many Requests", retryAfter(resp, time.Now())
 	case http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return resp.Status, retryAfter(resp)
+		return resp.Status, retryAfter(resp, time.Now())
 	}
 	return "", 0
 }
@@ -207,12 +207,18 @@ func hasResourceVersion(req *http.Request) bool {
 	return err == nil
 }
 
-func retryAfter(resp *http.Response) time.Duration {
-	s, err := strconv.Atoi(resp.Header.Get("Retry-After"))
-	if err != nil || s < 0 {
-		return 0
+// retryAfter is the wait an answer asks for in its Retry-After header: a
+// number of seconds, or an HTTP date (RFC 9110 section 10.2.3) counted from
+// now. It is 0 when the header is absent, unreadable or in the past.
+func retryAfter(resp *http.Response, now time.Time) time.Duration {
+	h := strings.TrimSpace(resp.Header.Get("Retry-After"))
+	if s, err := strconv.Atoi(h); err == nil {
+		return time.Duration(max(s, 0)) * time.Second
 	}
-	return time.Duration(s) * time.Second
+	if at, err := http.ParseTime(h); err == nil && at.After(now) {
+		return at.Sub(now)
+	}
+	return 0
 }
 
 func isCertificateError(err error) bool {

@@ -148,6 +148,53 @@ func TestHonoursRetryAfter(t *testing.T) {
 	}
 }
 
+// Retry-After comes as seconds or as an HTTP date (Envoy and some proxies
+// in front of the apiserver send dates); both are waited for, from the
+// moment the answer came.
+func TestRetryAfterReadsSecondsAndDates(t *testing.T) {
+	now := time.Date(2026, 12, 2, 15, 0, 0, 0, time.UTC)
+	for header, want := range map[string]time.Duration{
+		"2":   2 * time.Second,
+		" 7 ": 7 * time.Second,
+		now.Add(3 * time.Second).Format(http.TimeFormat): 3 * time.Second,
+		"Wed, 02 Dec 2026 15:01:30 GMT":                  90 * time.Second,
+		"Wednesday, 02-Dec-26 15:00:05 GMT":              5 * time.Second, // RFC 850, which HTTP still accepts
+		"Wed Dec  2 15:00:04 2026":                       4 * time.Second, // asctime
+		now.Add(-time.Minute).Format(http.TimeFormat):    0,
+		"-1":   0,
+		"":     0,
+		"soon": 0,
+		"1.5":  0,
+	} {
+		resp := &http.Response{Header: http.Header{"Retry-After": {header}}}
+		if got := retryAfter(resp, now); got != want {
+			t.Errorf("Retry-After %q: waits %s, want %s", header, got, want)
+		}
+	}
+}
+
+// A 429 whose Retry-After is a date two seconds ahead is retried once that
+// date has come (the date has whole seconds, so at least one second later).
+func TestHonoursRetryAfterAsADate(t *testing.T) {
+	s := newServer(t, func(n int, w http.ResponseWriter, _ *http.Request) {
+		if n == 1 {
+			status(429, time.Now().Add(2*time.Second).UTC().Format(http.TimeFormat))(w)
+			return
+		}
+		w.WriteHeader(200)
+	})
+	start := time.Now()
+	resp, err := send(t, context.Background(), testPolicy, get(t, s.URL))
+	elapsed := time.Since(start)
+	t.Logf("429 with Retry-After two seconds ahead as a date answered after %s", elapsed)
+	if err != nil || resp.StatusCode != 200 || s.hits.Load() != 2 {
+		t.Fatalf("got %v, %v after %d attempts", resp, err, s.hits.Load())
+	}
+	if elapsed < time.Second {
+		t.Errorf("retried after %s, before the date of Retry-After", elapsed)
+	}
+}
+
 // A Retry-After past the call's deadline is not waited for: the answer comes
 // back at once.
 func TestRetryAfterPastTheDeadlineGivesUp(t *testing.T) {
