@@ -325,3 +325,48 @@ func TestOneRouteFailingPersistently(t *testing.T) {
 		}
 	}
 }
+
+// A read, not a write, fails for one route of three: the namespace's watch
+// and list are refused (so the watch cache cannot sync and the plugin reads
+// each route with a GET) and so is every GET of route b. The call names b alone and
+// says the others are written; a and c get their weights.
+func TestOneRouteFailingToBeRead(t *testing.T) {
+	ns := namespace(t, standard)
+	for _, name := range []string{"a", "b", "c"} {
+		create(t, standard, ns, routeYAML("v1", "HTTPRoute", name))
+	}
+	rec := faults(t)
+	list := rec.Inject(harness.Fault{Method: "GET", PathEnd: "/namespaces/" + ns + "/httproutes", Watches: true, Do: harness.Answer, Status: 500})
+	read := rec.Inject(harness.Fault{Method: "GET", Path: "/namespaces/" + ns + "/httproutes/b", Do: harness.Answer, Status: 500})
+	p := startPlugin(t, standard)
+	ro := rollout(ns, `{"httpRoutes": [{"name": "a"}, {"name": "b"}, {"name": "c"}]}`)
+	start := time.Now()
+	err := p.SetWeight(ro, 30, nil)
+	t.Logf("list refused %d times, route b's GET %d times; SetWeight(30) answered after %s: %s",
+		list.Hits(), read.Hits(), time.Since(start).Round(time.Millisecond), err.ErrorString)
+	if read.Hits() == 0 {
+		t.Fatal("route b was never read with a GET: the test did not test a failing read")
+	}
+	for _, want := range []string{"1 of 3 routes failed; the others are written and the call is safe to repeat", "HTTPRoute " + ns + "/b", "injected fault: 500"} {
+		if !strings.Contains(err.ErrorString, want) {
+			t.Errorf("error does not say %q", want)
+		}
+	}
+	for _, name := range []string{"a", "c"} {
+		if strings.Contains(err.ErrorString, "HTTPRoute "+ns+"/"+name) {
+			t.Errorf("error names route %s, which was written", name)
+		}
+	}
+	rec.ClearFaults()
+	for name, canary := range map[string]int64{"a": 30, "b": 0, "c": 30} {
+		if w := weights(get(t, standard, "v1", "HTTPRoute", ns, name)); w["0/canary"] != canary {
+			t.Errorf("route %s: canary %d, want %d", name, w["0/canary"], canary)
+		}
+	}
+	if err := p.SetWeight(ro, 30, nil); err.HasError() {
+		t.Fatalf("the repeat, the faults gone: %s", err)
+	}
+	if w := weights(get(t, standard, "v1", "HTTPRoute", ns, "b")); w["0/canary"] != 30 {
+		t.Errorf("after the repeat, route b: canary %d, want 30", w["0/canary"])
+	}
+}

@@ -12,9 +12,10 @@ import (
 
 // The recorder as a fault injector: a Fault picks requests by method and
 // path and does one of the things an apiserver under load, or the network in
-// front of it, does. Watches are never picked (an informer's watch is long
-// lived; a fault is about one request). Faults are checked in the order they
-// were injected; the first that matches and has requests left takes it.
+// front of it, does. Watches are picked only by a fault that says so (an
+// informer's watch is long lived; a fault is about one request). Faults are
+// checked in the order they were injected; the first that matches and has
+// requests left takes it.
 
 // Action is what a fault does to a request.
 type Action string
@@ -35,12 +36,16 @@ const (
 
 // Fault is a fault to inject.
 type Fault struct {
-	// Method ("" any) and Path (a substring of the URL path, "" any) pick
-	// the requests.
-	Method, Path string
+	// Method ("" any), Path (a substring of the URL path, "" any) and
+	// PathEnd (how the URL path ends, "" any: "/httproutes" picks the lists
+	// of a namespace's routes, not the routes) pick the requests.
+	Method, Path, PathEnd string
 	// Times is how many requests get it; 0 is every one that matches.
 	Times int
-	Do    Action
+	// Watches makes the fault pick watches too (a watch cache's first
+	// watch, which with client-go's watch-list is also its list).
+	Watches bool
+	Do      Action
 	// Status and RetryAfter are what Answer answers.
 	Status     int
 	RetryAfter string
@@ -74,11 +79,13 @@ func (r *Recorder) ClearFaults() {
 // faultFor picks the fault for a request and counts it; called with the
 // recorder's lock held.
 func (r *Recorder) faultFor(req *http.Request) *Injected {
-	if q := req.URL.Query().Get("watch"); q == "true" || q == "1" {
-		return nil
-	}
+	q := req.URL.Query().Get("watch")
+	watch := q == "true" || q == "1"
 	for _, f := range r.faults {
-		if f.Method != "" && f.Method != req.Method || !strings.Contains(req.URL.Path, f.Path) {
+		if watch && !f.Watches {
+			continue
+		}
+		if f.Method != "" && f.Method != req.Method || !strings.Contains(req.URL.Path, f.Path) || !strings.HasSuffix(req.URL.Path, f.PathEnd) {
 			continue
 		}
 		if f.Times > 0 && f.Hits() >= f.Times {
