@@ -118,6 +118,7 @@ func plan(ctx context.Context, o *planOptions, ro *v1alpha1.Rollout) (Report, er
 		if c, err = newClusterChecks(&o.conn, o.fieldManager, o.as); err != nil {
 			return Report{}, err
 		}
+		defer c.reader.Close() // its watch caches end with the command
 		in.Reader, in.Ports = c.reader, decode.DynamicServicePorts(c.dyn, ro.Namespace)
 	}
 	r := Report{Plan: preflight.Compute(ctx, in)}
