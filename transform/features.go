@@ -1,0 +1,158 @@
+package transform
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+)
+
+// Need is a Gateway API feature (a name of status.supportedFeatures, as
+// Gateway API's conformance defines it) that a rule needs of the gateway
+// carrying it, and the part of the rule that needs it.
+type Need struct {
+	Feature string
+	// Why names the part of the rule, e.g. "a RequestMirror filter".
+	Why string
+}
+
+func (n Need) String() string { return fmt.Sprintf("%s (%s)", n.Feature, n.Why) }
+
+// Needs says which features beyond HTTPRoute's core a rule of an HTTPRoute
+// needs: extended filters (RequestMirror, a mirror percentage, response
+// header modification, rewrites, redirects with a port, scheme, path or
+// status code, CORS), filters on backendRefs, method and query parameter
+// matches, timeouts and retries. ExtensionRef filters are the
+// implementation's own and need none. Other kinds have no feature names
+// for the parts of their rules, so they need none here. Sorted by feature,
+// each feature once.
+func Needs(kind routes.Kind, rule routes.Rule) []Need {
+	if kind != routes.HTTPRoute {
+		return nil
+	}
+	var out []Need
+	add := func(feature, why string) {
+		if !slices.ContainsFunc(out, func(n Need) bool { return n.Feature == feature }) {
+			out = append(out, Need{Feature: feature, Why: why})
+		}
+	}
+	filters, _ := rule["filters"].([]any)
+	mirrors := 0
+	for _, f := range filters {
+		if m, ok := f.(map[string]any); ok {
+			filterNeeds(m, "", add)
+			if m["type"] == "RequestMirror" {
+				mirrors++
+			}
+		}
+	}
+	if mirrors > 1 {
+		add("HTTPRouteRequestMultipleMirrors", fmt.Sprintf("%d RequestMirror filters", mirrors))
+	}
+	refs, _ := rule["backendRefs"].([]any)
+	for _, r := range refs {
+		ref, _ := r.(map[string]any)
+		fs, _ := ref["filters"].([]any)
+		for _, f := range fs {
+			m, ok := f.(map[string]any)
+			if !ok {
+				continue
+			}
+			if m["type"] == "RequestHeaderModifier" {
+				add("HTTPRouteBackendRequestHeaderModification", "a RequestHeaderModifier filter on a backendRef")
+				continue
+			}
+			filterNeeds(m, " on a backendRef", add)
+		}
+	}
+	matches, _ := rule["matches"].([]any)
+	for _, mt := range matches {
+		m, _ := mt.(map[string]any)
+		if _, ok := m["method"]; ok {
+			add("HTTPRouteMethodMatching", "a method match")
+		}
+		if q, _ := m["queryParams"].([]any); len(q) > 0 {
+			add("HTTPRouteQueryParamMatching", "a query parameter match")
+		}
+	}
+	timeouts, _ := rule["timeouts"].(map[string]any)
+	if _, ok := timeouts["request"]; ok {
+		add("HTTPRouteRequestTimeout", "timeouts.request")
+	}
+	if _, ok := timeouts["backendRequest"]; ok {
+		add("HTTPRouteBackendTimeout", "timeouts.backendRequest")
+	}
+	if _, ok := rule["retry"]; ok {
+		add("HTTPRouteRetry", "retry")
+	}
+	slices.SortFunc(out, func(a, b Need) int {
+		if a.Feature < b.Feature {
+			return -1
+		}
+		if a.Feature > b.Feature {
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// partialMirror says whether a requestMirror mirrors only part of the
+// requests: a percent or fraction below the whole (100 %, which a gateway
+// without percentages does anyway, needs nothing).
+func partialMirror(m map[string]any) bool {
+	if p, ok := m["percent"]; ok && fmt.Sprint(p) != "100" {
+		return true
+	}
+	f, ok := m["fraction"].(map[string]any)
+	if !ok {
+		return false
+	}
+	den, hasDen := f["denominator"]
+	if !hasDen {
+		den = 100
+	}
+	return fmt.Sprint(f["numerator"]) != fmt.Sprint(den)
+}
+
+// filterNeeds adds what one filter of an HTTPRoute needs; where says where
+// it is, for Why.
+func filterNeeds(f map[string]any, where string, add func(feature, why string)) {
+	typ, _ := f["type"].(string)
+	why := "a " + typ + " filter" + where
+	switch typ {
+	case "RequestMirror":
+		add("HTTPRouteRequestMirror", why)
+		m, _ := f["requestMirror"].(map[string]any)
+		if partialMirror(m) {
+			add("HTTPRouteRequestPercentageMirror", why+" with a percentage")
+		}
+	case "ResponseHeaderModifier":
+		add("HTTPRouteResponseHeaderModification", why)
+	case "CORS":
+		add("HTTPRouteCORS", why)
+	case "URLRewrite":
+		m, _ := f["urlRewrite"].(map[string]any)
+		if _, ok := m["hostname"]; ok {
+			add("HTTPRouteHostRewrite", why+" of the hostname")
+		}
+		if _, ok := m["path"]; ok {
+			add("HTTPRoutePathRewrite", why+" of the path")
+		}
+	case "RequestRedirect":
+		m, _ := f["requestRedirect"].(map[string]any)
+		if _, ok := m["port"]; ok {
+			add("HTTPRoutePortRedirect", why+" with a port")
+		}
+		if _, ok := m["scheme"]; ok {
+			add("HTTPRouteSchemeRedirect", why+" with a scheme")
+		}
+		if _, ok := m["path"]; ok {
+			add("HTTPRoutePathRedirect", why+" with a path")
+		}
+		switch code := fmt.Sprint(m["statusCode"]); code {
+		case "303", "307", "308":
+			add("HTTPRoute"+code+"RedirectStatusCode", why+" with status code "+code)
+		}
+	}
+}
