@@ -199,6 +199,9 @@ func render(out io.Writer, format string, r Report) error {
 					fmt.Fprintf(&b, "    %s\n", c)
 				}
 			}
+			for _, u := range rs.Unchecked {
+				fmt.Fprintf(&b, "    not checked: %s\n", u)
+			}
 		}
 	}
 	fmt.Fprintf(&b, "\nchecks: %s\n", strings.Join(r.Checks, "; "))

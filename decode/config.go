@@ -18,6 +18,7 @@ import (
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
 )
 
 // DefaultPluginName is the name the plugin is registered under in Argo
@@ -89,6 +90,10 @@ type Config struct {
 	// of their own with the step's matches) or "filter" (a RequestMirror
 	// filter on the weighted rules).
 	MirrorMode desired.MirrorMode `json:"mirrorMode,omitempty"`
+	// AssumeGatewayFeatures are Gateway API features (supportedFeatures
+	// names) the Rollout's gateways carry whatever their GatewayClasses
+	// publish: the plugin writes what needs them without checking.
+	AssumeGatewayFeatures []string `json:"assumeGatewayFeatures,omitempty"`
 }
 
 // NamedRoute is one entry of httpRoutes, grpcRoutes, tcpRoutes, tlsRoutes or
@@ -129,6 +134,8 @@ type Settings struct {
 	RuleNames map[routes.Ref]string
 	// MirrorMode is desired.MirrorRule or desired.MirrorFilter.
 	MirrorMode desired.MirrorMode
+	// AssumedFeatures is assumeGatewayFeatures.
+	AssumedFeatures []string
 }
 
 // ParseConfig reads and validates the Rollout's config for the plugin
@@ -171,6 +178,7 @@ func (c *Config) fields() map[string]any {
 		"inProgressLabelValue": &c.InProgressLabelValue,
 		"verifyWeight":         &c.VerifyWeight, "verifyWeightSettle": &c.VerifyWeightSettle, "conflictPolicy": &c.ConflictPolicy,
 		"selectedRoutesUseHeaderRoutes": &c.SelectedRoutesUseHeaderRoutes, "mirrorMode": &c.MirrorMode,
+		"assumeGatewayFeatures": &c.AssumeGatewayFeatures,
 	}
 }
 
@@ -279,7 +287,13 @@ func (cfg Config) settings(rolloutNamespace string) (Settings, error) {
 	if err != nil {
 		return Settings{}, err
 	}
-	return Settings{Targets: tg.t, HeaderRoutes: tg.headerRoutes, ListedForHeaderRoutes: tg.listed,
+	for _, f := range cfg.AssumeGatewayFeatures {
+		if !slices.Contains(transform.CheckedFeatures, f) {
+			return Settings{}, fmt.Errorf("key \"assumeGatewayFeatures\": %q is not a feature the plugin checks; the names are Gateway API's supportedFeatures names: %s",
+				f, strings.Join(transform.CheckedFeatures, ", "))
+		}
+	}
+	return Settings{AssumedFeatures: cfg.AssumeGatewayFeatures, Targets: tg.t, HeaderRoutes: tg.headerRoutes, ListedForHeaderRoutes: tg.listed,
 		SelectedHeaderRoutes: cfg.SelectedRoutesUseHeaderRoutes, VerifyWeight: cfg.VerifyWeight, ConflictPolicy: policy,
 		RuleNames: tg.ruleNames.names, MirrorMode: mirrorMode, VerifyWeightSettle: settle, InProgressLabel: label}, nil
 }
@@ -402,6 +416,7 @@ func (s Settings) Env(rollout, fieldManager string, ref routes.Ref) desired.Env 
 		ListedForHeaderRoutes: s.ListedForHeaderRoutes[ref],
 		RuleName:              s.RuleNames[ref],
 		MirrorMode:            s.MirrorMode,
+		AssumedFeatures:       s.AssumedFeatures,
 	}
 }
 

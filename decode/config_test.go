@@ -334,6 +334,15 @@ func TestParseConfig(t *testing.T) {
 			},
 		},
 		{
+			name: "assumeGatewayFeatures",
+			raw:  `{"httpRoute": "web", "assumeGatewayFeatures": ["HTTPRouteRequestMirror"]}`,
+			want: func(*testing.T) Settings {
+				s := oneHTTPRoute()
+				s.AssumedFeatures = []string{"HTTPRouteRequestMirror"}
+				return s
+			},
+		},
+		{
 			name: "verifyWeightSettle",
 			raw:  `{"httpRoute": "web", "verifyWeight": true, "verifyWeightSettle": "2500ms"}`,
 			want: func(*testing.T) Settings {
@@ -479,7 +488,13 @@ func TestParseConfigErrors(t *testing.T) {
 		{
 			name:    "unknown key",
 			rollout: cfgRollout(DefaultPluginName, `{"httpRoute": "web", "headerRoutes": true}`),
-			wantErr: []string{where, `unknown key "headerRoutes"`, "known keys: configMap, conflictPolicy"},
+			wantErr: []string{where, `unknown key "headerRoutes"`, "known keys: assumeGatewayFeatures, configMap, conflictPolicy"},
+		},
+		{
+			name:    "a feature the plugin does not check",
+			rollout: cfgRollout(DefaultPluginName, `{"httpRoute": "web", "assumeGatewayFeatures": ["HTTPRouteRequestMirrors"]}`),
+			wantErr: []string{where, `key "assumeGatewayFeatures": "HTTPRouteRequestMirrors" is not a feature the plugin checks`,
+				"HTTPRouteRequestMirror, HTTPRouteRequestMultipleMirrors"},
 		},
 		{
 			name:    "an unknown mirror mode",

@@ -79,10 +79,6 @@ type Env struct {
 	RuleName string
 	// MirrorMode says how setMirrorRoute steps mirror (default MirrorRule).
 	MirrorMode MirrorMode
-	// Gateways are the route's parents and what their GatewayClasses
-	// publish: a rule the call adds that needs a feature a class lacks is
-	// refused (UnsupportedError). None: nothing is checked.
-	Gateways []Gateway
 	// AssumedFeatures are features the Rollout's config says its gateways
 	// carry whatever their classes publish (assumeGatewayFeatures).
 	AssumedFeatures []string
@@ -122,8 +118,11 @@ type Result struct {
 	Release bool
 	// Changes says what differs from the live route, for the write's log line.
 	Changes []string
-	// Unchecked are the parents that could not say whether they carry what
-	// the call adds: written anyway, as gateways that publish nothing
-	// cannot be asked, and logged.
+	// Needs are the features what the call adds (new or changed added
+	// rules, new mirror filters) needs of the route's gateways.
+	Needs []RuleNeed
+	// Unchecked are the parents that could not say whether they carry
+	// Needs (WithGateways): written anyway, as gateways that publish
+	// nothing cannot be asked, and logged.
 	Unchecked []Unchecked
 }

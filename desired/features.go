@@ -11,35 +11,10 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
 )
 
-// Gateway is one parent of a route as far as what it carries goes: the
-// GatewayClass behind it (of the Gateway, or of the Gateway a ListenerSet
-// belongs to) and the features that class publishes.
-type Gateway struct {
-	Parent routes.ParentRef
-	// Class is the GatewayClass's name; "" when it is not known.
-	Class string
-	// Features is the class's status.supportedFeatures. Publishes says the
-	// class lists any: a class that lists none (a gateway older than Gateway
-	// API v1.4, or one that does not fill it) tells nothing.
-	Features  []string
-	Publishes bool
-	// Unknown says why nothing is known of the parent's features (a Service
-	// parent, a Gateway that is not there, reading it refused); "" when
-	// Class is known.
-	Unknown string
-}
-
-func (g Gateway) String() string {
-	if g.Class == "" {
-		return "parent " + g.Parent.String()
-	}
-	return fmt.Sprintf("GatewayClass %s (of parent %s)", g.Class, g.Parent)
-}
-
 // Unchecked is what a write carries to a gateway that does not say whether
 // it supports it: written as before the check existed, and logged.
 type Unchecked struct {
-	Gateway Gateway
+	Gateway routes.Gateway
 	Needs   []RuleNeed
 }
 
@@ -58,14 +33,21 @@ type RuleNeed struct {
 	transform.Need
 }
 
-func (n RuleNeed) String() string { return fmt.Sprintf("%s needs %s", n.Rule, n.Need) }
-
+// needList says what each rule needs: `rule "m" needs A (why) and B (why)`.
 func needList(needs []RuleNeed) string {
-	parts := make([]string, len(needs))
-	for i, n := range needs {
-		parts[i] = n.String()
+	var rules []string
+	byRule := map[string][]string{}
+	for _, n := range needs {
+		if _, ok := byRule[n.Rule]; !ok {
+			rules = append(rules, n.Rule)
+		}
+		byRule[n.Rule] = append(byRule[n.Rule], n.Need.String())
 	}
-	return strings.Join(parts, ", ")
+	parts := make([]string, len(rules))
+	for i, r := range rules {
+		parts[i] = r + " needs " + strings.Join(byRule[r], " and ")
+	}
+	return strings.Join(parts, "; ")
 }
 
 // UnsupportedError says a call would write, for the Rollout, a rule that
@@ -76,7 +58,7 @@ func needList(needs []RuleNeed) string {
 type UnsupportedError struct {
 	Route   routes.Ref
 	Rollout string
-	Gateway Gateway
+	Gateway routes.Gateway
 	Missing []RuleNeed
 }
 
@@ -93,32 +75,42 @@ func (e *UnsupportedError) Error() string {
 		e.Route, e.Rollout, needList(e.Missing), e.Gateway, strings.Join(features, ", "), strings.Join(features, ", "))
 }
 
-// checkGateways refuses what the call adds (rules and mirror filters the
-// claim records, new or changed) when a parent's class publishes its
-// features and lacks one of them, and says which parents could not be
-// checked. Weights and experiment backendRefs need nothing beyond core.
-func (s state) checkGateways(rules []routes.Rule, claim routes.Claim) ([]Unchecked, error) {
-	needs := s.introduced(rules, claim)
-	if len(needs) == 0 {
-		return nil, nil
+// WithGateways is c with what it adds checked against the route's parents:
+// a call that adds something needing a feature (Result.Needs) reads the
+// parents with gateways, and is refused (UnsupportedError) when a class that
+// publishes its features lacks one the Rollout's config does not assume
+// (Env.AssumedFeatures). Parents that publish nothing go to
+// Result.Unchecked. A call that needs nothing reads no parent.
+func WithGateways(c Call, gateways func(routes.Parents) []routes.Gateway) Call {
+	return checked{call: c, gateways: gateways}
+}
+
+type checked struct {
+	call     Call
+	gateways func(routes.Parents) []routes.Gateway
+}
+
+func (c checked) Desired(live routes.Route, env Env) (Result, error) {
+	res, err := c.call.Desired(live, env)
+	if err != nil || len(res.Needs) == 0 {
+		return res, err
 	}
-	var unchecked []Unchecked
-	for _, g := range s.env.Gateways {
+	for _, g := range c.gateways(live.Parents) {
 		if g.Unknown != "" || !g.Publishes {
-			unchecked = append(unchecked, Unchecked{Gateway: g, Needs: needs})
+			res.Unchecked = append(res.Unchecked, Unchecked{Gateway: g, Needs: res.Needs})
 			continue
 		}
 		var missing []RuleNeed
-		for _, n := range needs {
-			if !slices.Contains(g.Features, n.Feature) && !slices.Contains(s.env.AssumedFeatures, n.Feature) {
+		for _, n := range res.Needs {
+			if !slices.Contains(g.Features, n.Feature) && !slices.Contains(env.AssumedFeatures, n.Feature) {
 				missing = append(missing, n)
 			}
 		}
 		if len(missing) > 0 {
-			return nil, &UnsupportedError{Route: s.live.Ref, Rollout: s.env.Rollout, Gateway: g, Missing: missing}
+			return Result{}, &UnsupportedError{Route: live.Ref, Rollout: env.Rollout, Gateway: g, Missing: missing}
 		}
 	}
-	return unchecked, nil
+	return res, nil
 }
 
 // introduced are the features needed by what the call adds that the live

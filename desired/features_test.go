@@ -15,34 +15,36 @@ var traefikFeatures = []string{"Gateway", "GRPCRoute", "HTTPRoute", "HTTPRouteDe
 	"HTTPRouteMethodMatching", "HTTPRoutePathRedirect", "HTTPRoutePathRewrite", "HTTPRoutePortRedirect", "HTTPRouteQueryParamMatching",
 	"HTTPRouteResponseHeaderModification", "HTTPRouteSchemeRedirect", "ReferenceGrant", "TCPRoute", "TLSRoute"}
 
-func gateway(class string, features ...string) Gateway {
-	return Gateway{Parent: routes.ParentRef{Group: routes.Group, Kind: "Gateway", Namespace: ns, Name: class + "-gw"},
+func gateway(class string, features ...string) routes.Gateway {
+	return routes.Gateway{Parent: routes.ParentRef{Group: routes.Group, Kind: "Gateway", Namespace: ns, Name: class + "-gw"},
 		Class: class, Features: features, Publishes: len(features) > 0}
 }
 
-func behind(gws ...Gateway) func(*Env) {
-	return func(e *Env) { e.Gateways = gws }
+// behind is c on a route whose parents are gws.
+func behind(c Call, gws ...routes.Gateway) Call {
+	return WithGateways(c, func(routes.Parents) []routes.Gateway { return gws })
 }
 
 func TestAGatewayThatLacksMirroringGetsNoMirrorRule(t *testing.T) {
-	traefik := behind(gateway("traefik", traefikFeatures...))
+	traefik := func(c Call) Call { return behind(c, gateway("traefik", traefikFeatures...)) }
+	filterMode := func(e *Env) { e.MirrorMode = MirrorFilter }
 	unsupported := new(*UnsupportedError)
 	weighted := func(stable, canary int64) []routes.Rule {
 		return []routes.Rule{rule("/", backend("stable", stable), backend("canary", canary))}
 	}
 	runScenario(t, routes.HTTPRoute, []step{
 		{create{kubectl, weighted(100, 0)}, expect{owners: []string{kubectl}}},
-		{call{c: setWeight(20), env: traefik}, expect{wrote: true, owners: plugins, labels: inProgress, claims: true, rules: weighted(80, 20)}},
-		{call{c: mirror(50, "/api"), env: traefik}, expect{owners: plugins, labels: inProgress, claims: true, rules: weighted(80, 20), errAs: unsupported,
-			err: []string{"HTTPRoute shop/route: rollout shop/demo: ", `rule "mirror" needs HTTPRouteRequestMirror (a RequestMirror filter), `,
+		{call{c: traefik(setWeight(20))}, expect{wrote: true, owners: plugins, labels: inProgress, claims: true, rules: weighted(80, 20)}},
+		{call{c: traefik(mirror(50, "/api"))}, expect{owners: plugins, labels: inProgress, claims: true, rules: weighted(80, 20), errAs: unsupported,
+			err: []string{"HTTPRoute shop/route: rollout shop/demo: ", `rule "mirror" needs HTTPRouteRequestMirror (a RequestMirror filter) and `,
 				`HTTPRouteRequestPercentageMirror (a RequestMirror filter with a percentage)`,
 				"GatewayClass traefik (of parent Gateway shop/traefik-gw) does not list HTTPRouteRequestMirror, HTTPRouteRequestPercentageMirror in status.supportedFeatures",
 				"nothing was written", "assumeGatewayFeatures"}}},
-		{call{c: mirror(50, "/api"), env: func(e *Env) { traefik(e); e.MirrorMode = MirrorFilter }}, expect{owners: plugins, labels: inProgress, claims: true,
+		{call{c: traefik(mirror(50, "/api")), env: filterMode}, expect{owners: plugins, labels: inProgress, claims: true,
 			rules: weighted(80, 20), errAs: unsupported, err: []string{`rule 0 needs HTTPRouteRequestMirror (a RequestMirror filter)`}}},
-		{call{c: header("X-Canary", "yes"), env: traefik}, expect{wrote: true, owners: plugins, labels: inProgress, claims: true}},
-		{call{c: RemoveManaged{}, env: traefik}, expect{wrote: true, owners: plugins, labels: inProgress, claims: true}},
-		{call{c: setWeight(0), env: traefik}, expect{wrote: true, rules: weighted(100, 0)}},
+		{call{c: traefik(header("X-Canary", "yes"))}, expect{wrote: true, owners: plugins, labels: inProgress, claims: true}},
+		{call{c: traefik(RemoveManaged{})}, expect{wrote: true, owners: plugins, labels: inProgress, claims: true}},
+		{call{c: traefik(setWeight(0))}, expect{wrote: true, rules: weighted(100, 0)}},
 	})
 }
 
@@ -53,13 +55,13 @@ func TestEveryParentMustCarryWhatTheCallAdds(t *testing.T) {
 	base := []routes.Rule{rule("/", backend("stable", 100), backend("canary", 0))}
 	runScenario(t, routes.HTTPRoute, []step{
 		{create{kubectl, base}, expect{owners: []string{kubectl}}},
-		{call{c: mirror(100, "/api"), env: behind(full, noPercent)}, expect{wrote: true, owners: plugins, labels: inProgress, claims: true}},
+		{call{c: behind(mirror(100, "/api"), full, noPercent)}, expect{wrote: true, owners: plugins, labels: inProgress, claims: true}},
 		// The same rule again adds nothing: nothing to check, nothing written.
-		{call{c: mirror(100, "/api"), env: behind(full, gateway("traefik", traefikFeatures...))}, expect{owners: plugins, labels: inProgress, claims: true}},
-		{call{c: mirror(25, "/api"), env: behind(full, noPercent)}, expect{owners: plugins, labels: inProgress, claims: true, errAs: unsupported,
-			err: []string{`rule "mirror" needs HTTPRouteRequestPercentageMirror (a RequestMirror filter with a percentage)`,
+		{call{c: behind(mirror(100, "/api"), full, gateway("traefik", traefikFeatures...))}, expect{owners: plugins, labels: inProgress, claims: true}},
+		{call{c: behind(mirror(25, "/api"), full, noPercent)}, expect{owners: plugins, labels: inProgress, claims: true, errAs: unsupported,
+			err: []string{`rule "mirror" needs HTTPRouteRequestPercentageMirror (a RequestMirror filter with a percentage);`,
 				"GatewayClass nginx (of parent Gateway shop/nginx-gw) does not list HTTPRouteRequestPercentageMirror"}}},
-		{call{c: mirror(25, "/api"), env: func(e *Env) { behind(full, noPercent)(e); e.AssumedFeatures = []string{"HTTPRouteRequestPercentageMirror"} }},
+		{call{c: behind(mirror(25, "/api"), full, noPercent), env: func(e *Env) { e.AssumedFeatures = []string{"HTTPRouteRequestPercentageMirror"} }},
 			expect{wrote: true, owners: plugins, labels: inProgress, claims: true}},
 	})
 }
@@ -67,8 +69,15 @@ func TestEveryParentMustCarryWhatTheCallAdds(t *testing.T) {
 func TestAGatewayThatPublishesNothingIsWrittenAndSaidSo(t *testing.T) {
 	s := newServer(t, routes.HTTPRoute, rule("/", backend("stable", 100), backend("canary", 0)))
 	old := gateway("old")
-	env := Env{Rollout: "shop/demo", FieldManager: plugin, Gateways: []Gateway{old, gateway("envoy", "HTTPRouteRequestMirror")}}
-	res, err := mirror(100, "/api").Desired(s.live(), env)
+	env := Env{Rollout: "shop/demo", FieldManager: plugin}
+	reads := 0
+	parents := func(c Call) Call {
+		return WithGateways(c, func(routes.Parents) []routes.Gateway {
+			reads++
+			return []routes.Gateway{old, gateway("envoy", "HTTPRouteRequestMirror")}
+		})
+	}
+	res, err := parents(mirror(100, "/api")).Desired(s.live(), env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,9 +89,9 @@ func TestAGatewayThatPublishesNothingIsWrittenAndSaidSo(t *testing.T) {
 		`written without checking that it carries rule "mirror" needs HTTPRouteRequestMirror (a RequestMirror filter)`; got != want {
 		t.Errorf("Unchecked says\n%s\nwant\n%s", got, want)
 	}
-	// Weights need nothing of the gateway: nothing to say.
-	res, err = setWeight(10).Desired(s.live(), env)
-	if err != nil || res.Unchecked != nil {
-		t.Errorf("SetWeight: %v, unchecked %v", err, res.Unchecked)
+	// Weights need nothing of the gateway: no parent is read, nothing to say.
+	res, err = parents(setWeight(10)).Desired(s.live(), env)
+	if err != nil || res.Unchecked != nil || reads != 1 {
+		t.Errorf("SetWeight: %v, unchecked %v, parents read %d times, want 1 (by the mirror step)", err, res.Unchecked, reads)
 	}
 }

@@ -93,10 +93,6 @@ func (s state) finish(rules []routes.Rule, changes []string, claim routes.Claim,
 	if err != nil {
 		return Result{}, err
 	}
-	unchecked, err := s.checkGateways(rules, claim)
-	if err != nil {
-		return Result{}, err
-	}
 	claims := maps.Clone(s.claims)
 	claims[s.env.Rollout] = claim
 	noneLeft := len(claims.Rollouts()) == 0
@@ -107,7 +103,7 @@ func (s state) finish(rules []routes.Rule, changes []string, claim routes.Claim,
 		Claim:       claim,
 		Release:     noneLeft && mayRelease,
 		Changes:     append(slices.Clip(changes), takeover...),
-		Unchecked:   unchecked,
+		Needs:       s.introduced(rules, claim),
 	}
 	if !noneLeft {
 		r.Labels = s.env.InProgressLabel

@@ -41,6 +41,10 @@ type Reader interface {
 	// the answer, and reads it only if a call reads the route before the
 	// watch cache has the write. Fresh keeps what it read the same way.
 	Written(a *routes.Answer)
+	// Gateways says which GatewayClass carries each of a route's parents
+	// and what it publishes; a parent that cannot be read is one whose
+	// features are not known (routes.Gateway.Unknown).
+	Gateways(ctx context.Context, parents routes.Parents) []routes.Gateway
 }
 
 // cacheSyncWait bounds how long the calls of the first moments of a watch
@@ -59,6 +63,9 @@ type Cluster struct {
 	mu        sync.Mutex
 	versions  map[routes.Kind]string
 	informers map[informerKey]*namespaceCache
+	// parents are the watch caches of GatewayClasses, Gateways and
+	// ListenerSets (gateways.go).
+	parents map[parentKey]*namespaceCache
 	// ahead is the overlay: per route, the newest version the plugin has
 	// seen beyond its watch cache (the answer to its write, or a fresh
 	// read), until the cache holds it too.
@@ -106,6 +113,7 @@ func NewCluster(client rest.Interface, log *logrus.Entry) *Cluster {
 		client: client, log: log,
 		versions:  map[routes.Kind]string{},
 		informers: map[informerKey]*namespaceCache{},
+		parents:   map[parentKey]*namespaceCache{},
 		ahead:     map[routes.Ref]*routes.Answer{},
 		schemas:   map[string]schemaDoc{},
 	}
@@ -119,6 +127,10 @@ func (c *Cluster) Close() {
 	for key, nc := range c.informers {
 		close(nc.stop)
 		delete(c.informers, key)
+	}
+	for key, nc := range c.parents {
+		close(nc.stop)
+		delete(c.parents, key)
 	}
 }
 
@@ -253,7 +265,7 @@ func (c *Cluster) fresh(ctx context.Context, ref routes.Ref) (routes.Route, erro
 		if err != nil {
 			return routes.Route{}, err
 		}
-		path := append(routesPath(ref.Kind.GVR(version), ref.Namespace), ref.Name)
+		path := append(collection(ref.Kind.GVR(version), ref.Namespace), ref.Name)
 		raw, err := body(c.client.Get().AbsPath(path...).Do(ctx))
 		if NotServed(err) && again {
 			c.forget(ref.Kind, version)
@@ -427,23 +439,30 @@ func (c *Cluster) cacheFor(ctx context.Context, kind routes.Kind, namespace stri
 		c.informers[key] = nc
 	}
 	c.mu.Unlock()
+	return nc.ready(ctx), nil
+}
+
+// ready returns the cache once it has synced; nil while it has not: the
+// first calls wait for it up to cacheSyncWait, unless its list has failed
+// already.
+func (nc *namespaceCache) ready(ctx context.Context) cache.SharedIndexInformer {
 	if nc.informer.HasSynced() {
-		return nc.informer, nil
+		return nc.informer
 	}
 	wait := time.Until(nc.started.Add(cacheSyncWait))
 	if wait <= 0 {
-		return nil, nil
+		return nil
 	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	select {
 	case <-nc.synced:
-		return nc.informer, nil
+		return nc.informer
 	case <-nc.failed:
 	case <-timer.C:
 	case <-ctx.Done():
 	}
-	return nil, nil
+	return nil
 }
 
 // start runs the watch cache of a resource in a namespace until its stop
@@ -454,18 +473,27 @@ func (c *Cluster) start(gvr schema.GroupVersionResource, namespace string) *name
 	// A plain *cache.ListWatch: the reflector streams the initial list
 	// through the watch (WatchList) where the apiserver can, and lists where
 	// it cannot.
-	inf := cache.NewSharedIndexInformerWithOptions(&cache.ListWatch{
+	return c.run(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			return listRoutes(ctx, c.client, gvr, namespace, o)
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			return watchRoutes(ctx, c.client, gvr, namespace, o)
 		},
-	}, &cachedRoute{}, cache.SharedIndexInformerOptions{Indexers: cache.Indexers{}, ObjectDescription: gvr.String()})
-	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { c.caughtUp(obj) },
-		UpdateFunc: func(_, obj any) { c.caughtUp(obj) },
-	})
+	}, &cachedRoute{}, gvr, namespace, "routes", c.caughtUp)
+}
+
+// run runs a watch cache of what lw lists (objects like example) until its
+// stop channel is closed, telling changed about every object it stores;
+// what names the objects in its warnings.
+func (c *Cluster) run(lw cache.ListerWatcher, example runtime.Object, gvr schema.GroupVersionResource, namespace, what string, changed func(any)) *namespaceCache {
+	inf := cache.NewSharedIndexInformerWithOptions(lw, example, cache.SharedIndexInformerOptions{Indexers: cache.Indexers{}, ObjectDescription: gvr.String()})
+	if changed != nil {
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { changed(obj) },
+			UpdateFunc: func(_, obj any) { changed(obj) },
+		})
+	}
 	nc := &namespaceCache{informer: inf, started: time.Now(), stop: make(chan struct{}),
 		synced: make(chan struct{}), failed: make(chan struct{})}
 	log := c.log.WithFields(logrus.Fields{"resource": gvr.Resource, "version": gvr.Version, "namespace": namespace})
@@ -479,10 +507,10 @@ func (c *Cluster) start(gvr schema.GroupVersionResource, namespace string) *name
 		case apierrors.IsResourceExpired(err) || apierrors.IsGone(err) || errors.Is(err, io.EOF):
 			entry.Debug("watch cache restarts its watch")
 		case apierrors.IsForbidden(err) && (n == 1 || n%20 == 0):
-			entry.Warnf("watch cache refused: grant the plugin's ServiceAccount list and watch on %s.%s in namespace %s; until then the plugin reads routes with GETs",
-				gvr.Resource, gvr.Group, namespace)
+			entry.Warnf("watch cache refused: grant the plugin's ServiceAccount list and watch on %s.%s in namespace %s; until then the plugin reads %s with GETs",
+				gvr.Resource, gvr.Group, namespace, what)
 		case n == 1 || n%20 == 0:
-			entry.Warn("watch cache failed; it retries with backoff, and the plugin reads routes with GETs until it has synced")
+			entry.Warnf("watch cache failed; it retries with backoff, and the plugin reads %s with GETs until it has synced", what)
 		default:
 			entry.Debug("watch cache failed again")
 		}

@@ -104,14 +104,9 @@ func body(res rest.Result) ([]byte, error) {
 	return res.Raw()
 }
 
-// routesPath is the path of a kind's routes in a namespace.
-func routesPath(gvr schema.GroupVersionResource, namespace string) []string {
-	return []string{"/apis", gvr.Group, gvr.Version, "namespaces", namespace, gvr.Resource}
-}
-
 // listRoutes LISTs routes with opts and reads every item as a cache keeps it.
 func listRoutes(ctx context.Context, client rest.Interface, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions) (*routeList, error) {
-	raw, err := body(client.Get().AbsPath(routesPath(gvr, namespace)...).VersionedParams(&opts, metav1.ParameterCodec).Do(ctx))
+	raw, err := body(client.Get().AbsPath(collection(gvr, namespace)...).VersionedParams(&opts, metav1.ParameterCodec).Do(ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +130,7 @@ func listRoutes(ctx context.Context, client rest.Interface, gvr schema.GroupVers
 // error event the apiserver's Status.
 func watchRoutes(ctx context.Context, client rest.Interface, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions) (watch.Interface, error) {
 	opts.Watch = true
-	body, err := client.Get().AbsPath(routesPath(gvr, namespace)...).VersionedParams(&opts, metav1.ParameterCodec).Stream(ctx)
+	body, err := client.Get().AbsPath(collection(gvr, namespace)...).VersionedParams(&opts, metav1.ParameterCodec).Stream(ctx)
 	if err != nil {
 		return nil, err
 	}

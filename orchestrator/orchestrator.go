@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -21,6 +22,9 @@ type Orchestrator struct {
 	writer *ssa.Writer
 	log    *logrus.Entry
 	bounds Bounds
+	// said are the parents whose unknown features have been logged: once
+	// each per process.
+	said sync.Map
 }
 
 // Bounds are how much of the apiserver calls take at once, and how long.
@@ -41,9 +45,6 @@ func New(reader kube.Reader, writer *ssa.Writer, log *logrus.Entry, b Bounds) *O
 	}
 	return &Orchestrator{reader: reader, writer: writer, log: log, bounds: b}
 }
-
-// Reader is the reader the orchestrator reads and records writes with.
-func (o *Orchestrator) Reader() kube.Reader { return o.reader }
 
 // Call is one call of the controller on a Rollout's routes.
 type Call struct {
@@ -72,10 +73,11 @@ func (o *Orchestrator) Run(ctx context.Context, c Call) error {
 	}
 	plans := make([]Plan, len(res.Routes))
 	errs := make([]error, len(res.Routes))
+	decide := desired.WithGateways(faulty(c.Decide), func(p routes.Parents) []routes.Gateway { return o.reader.Gateways(ctx, p) })
 	eachAtOnce(len(res.Routes), func(i int) {
 		r := res.Routes[i]
 		env := c.Env(r.Ref)
-		plans[i], errs[i] = o.Plan(r, func(l routes.Route) (desired.Result, error) { return faulty(c.Decide).Desired(l, env) })
+		plans[i], errs[i] = o.Plan(r, func(l routes.Route) (desired.Result, error) { return decide.Desired(l, env) })
 	})
 	if errs := failures(errs); len(errs) > 0 {
 		return fmt.Errorf("nothing was written: %w", errors.Join(append(errs, res.Failed...)...))
@@ -117,4 +119,16 @@ func (o *Orchestrator) write(ctx context.Context, c Call, plans []Plan, unread [
 // slots are the bounds a route of a call holds while it is worked on.
 func (o *Orchestrator) slots() []Slots {
 	return []Slots{NewSlots(o.bounds.WritesPerCall), o.bounds.Routes}
+}
+
+// sayUnchecked logs, once per parent and process, that a route was written
+// with something its gateway could not be asked about.
+func (o *Orchestrator) sayUnchecked(route routes.Ref, unchecked []desired.Unchecked, log *logrus.Entry) {
+	for _, u := range unchecked {
+		if _, said := o.said.LoadOrStore(u.Gateway.String(), true); said {
+			continue
+		}
+		log.WithFields(logrus.Fields{"route": route.String(), "gateway": u.Gateway.String()}).
+			Warn(u.String())
+	}
 }

@@ -64,6 +64,7 @@ func (o *Orchestrator) Write(ctx context.Context, p Plan, log *logrus.Entry) err
 				fields["unstructured"] = unstructured
 			}
 			log.WithFields(fields).Info("applied route")
+			o.sayUnchecked(p.Live.Ref, d.Unchecked, log)
 			if !d.Release {
 				return nil
 			}

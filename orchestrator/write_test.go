@@ -157,6 +157,8 @@ func (r *reader) Fresh(context.Context, routes.Ref) (routes.Route, error) {
 	return liveAt(r.t, r.freshRV, "kubectl", fieldManager), nil
 }
 
+func (r *reader) Gateways(context.Context, routes.Parents) []routes.Gateway { return nil }
+
 func (r *reader) Written(a *routes.Answer) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
@@ -28,6 +29,9 @@ type Files struct {
 	// schemas are the route CRDs' schemas, by kind and version, when the
 	// files hold CRDs; without them the routes have every field.
 	schemas map[routes.Kind]map[string]routes.Schema
+	// parents are the GatewayClasses, Gateways and ListenerSets of the
+	// files: a plan checks what the steps need of them.
+	parents kube.ParentIndex
 }
 
 // ReadFiles reads routes and Services from YAML documents (other kinds are
@@ -96,6 +100,14 @@ func (f *Files) add(namespace string, raw []byte) error {
 		if kind != "" {
 			f.schemas[kind] = schemas
 		}
+	case gvk.Kind == "GatewayClass" || gvk.Kind == "Gateway" || gvk.Kind == "ListenerSet" || gvk.Kind == "XListenerSet":
+		data, err := u.MarshalJSON()
+		if err != nil {
+			return err
+		}
+		if _, err := f.parents.Add(data); err != nil {
+			return fmt.Errorf("%s %s: %w", gvk.Kind, u.GetName(), err)
+		}
 	case gvk.Group == "" && gvk.Kind == "Service":
 		var svc corev1.Service
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &svc); err != nil {
@@ -146,6 +158,12 @@ func (f *Files) ServedVersion(_ context.Context, kind routes.Kind) (string, erro
 		}
 	}
 	return "v1", nil
+}
+
+// Gateways answers from the GatewayClasses, Gateways and ListenerSets of
+// the files: a parent they do not hold is one whose features are not known.
+func (f *Files) Gateways(ctx context.Context, parents routes.Parents) []routes.Gateway {
+	return f.parents.Gateways(ctx, parents)
 }
 
 // Written does nothing: a plan writes nothing.

@@ -71,6 +71,10 @@ type RouteStep struct {
 	Changes   []string `json:"changes,omitempty"`
 	Unchanged bool     `json:"unchanged"`
 	Error     string   `json:"error,omitempty"`
+	// Unchecked are the parents that could not say whether they carry
+	// what the step adds (their classes publish no features, or the input
+	// holds no Gateway or GatewayClass for them): written unchecked.
+	Unchecked []string `json:"unchecked,omitempty"`
 }
 
 // Problem is one thing that would fail.
@@ -118,18 +122,18 @@ func Compute(ctx context.Context, in Input) Plan {
 	ports := experimentPorts(ro, in.Ports)
 	for i, s := range steps {
 		name, calls := stepCalls(ctx, in.PluginName, ro, s, &st, ports)
-		p.run(in, settings, &st, Step{Index: i + 1, Name: name}, calls)
+		p.run(ctx, in, settings, &st, Step{Index: i + 1, Name: name}, calls)
 	}
 	last := state{weight: st.weight, dests: st.dests, live: slices.Clone(st.live)}
 	// All steps done: the canary takes all traffic until it is the stable version.
 	st.dests = nil
-	p.run(in, settings, &st, Step{Name: "promotion: every step done"}, []call{setWeight(ctx, in.PluginName, ro, maxWeight(ro), nil, ports)})
+	p.run(ctx, in, settings, &st, Step{Name: "promotion: every step done"}, []call{setWeight(ctx, in.PluginName, ro, maxWeight(ro), nil, ports)})
 	promoted := promote(ro)
-	p.run(in, settings, &st, Step{Name: "promotion: the new version is stable"}, []call{
+	p.run(ctx, in, settings, &st, Step{Name: "promotion: the new version is stable"}, []call{
 		decoded(ctx, in.PluginName, promoted, decode.Request{Method: decode.RemoveManagedRoutes}, ports),
 		setWeight(ctx, in.PluginName, promoted, 0, nil, ports),
 	})
-	p.run(in, settings, &last, Step{Name: "abort (from the last step)"}, []call{
+	p.run(ctx, in, settings, &last, Step{Name: "abort (from the last step)"}, []call{
 		decoded(ctx, in.PluginName, ro, decode.Request{Method: decode.RemoveManagedRoutes}, ports),
 		setWeight(ctx, in.PluginName, ro, 0, nil, ports),
 	})
@@ -185,7 +189,7 @@ func decoded(ctx context.Context, pluginName string, ro *v1alpha1.Rollout, req d
 
 // run carries out a step's calls on every route and records what they do.
 // As in the plugin, a call that fails on one route writes no route.
-func (p *Plan) run(in Input, settings decode.Settings, st *state, step Step, calls []call) {
+func (p *Plan) run(ctx context.Context, in Input, settings decode.Settings, st *state, step Step, calls []call) {
 	rollout := in.Rollout.Namespace + "/" + in.Rollout.Name
 	routeSteps := make([]RouteStep, len(st.live))
 	for i, live := range st.live {
@@ -199,8 +203,9 @@ func (p *Plan) run(in Input, settings decode.Settings, st *state, step Step, cal
 		}
 		results := make([]desired.Result, len(st.live))
 		failed := false
+		core := desired.WithGateways(c.core, func(parents routes.Parents) []routes.Gateway { return in.Reader.Gateways(ctx, parents) })
 		for i, live := range st.live {
-			r, err := c.core.Desired(live, settings.Env(rollout, in.FieldManager, live.Ref))
+			r, err := core.Desired(live, settings.Env(rollout, in.FieldManager, live.Ref))
 			if err != nil {
 				failed = true
 				routeSteps[i].Error = c.name + ": " + err.Error()
@@ -218,6 +223,11 @@ func (p *Plan) run(in Input, settings decode.Settings, st *state, step Step, cal
 			continue // nothing written
 		}
 		for i, r := range results {
+			for _, u := range r.Unchecked {
+				if !slices.Contains(routeSteps[i].Unchecked, u.String()) {
+					routeSteps[i].Unchecked = append(routeSteps[i].Unchecked, u.String())
+				}
+			}
 			if !r.Unchanged {
 				routeSteps[i].Unchanged = false
 				for _, c := range r.Changes {

@@ -18,6 +18,16 @@ type Need struct {
 
 func (n Need) String() string { return fmt.Sprintf("%s (%s)", n.Feature, n.Why) }
 
+// CheckedFeatures are the features Needs names, sorted.
+var CheckedFeatures = []string{
+	"HTTPRoute303RedirectStatusCode", "HTTPRoute307RedirectStatusCode", "HTTPRoute308RedirectStatusCode",
+	"HTTPRouteBackendRequestHeaderModification", "HTTPRouteBackendTimeout", "HTTPRouteCORS", "HTTPRouteHostRewrite",
+	"HTTPRouteMethodMatching", "HTTPRoutePathRedirect", "HTTPRoutePathRewrite", "HTTPRoutePortRedirect",
+	"HTTPRouteQueryParamMatching", "HTTPRouteRequestMirror", "HTTPRouteRequestMultipleMirrors",
+	"HTTPRouteRequestPercentageMirror", "HTTPRouteRequestTimeout", "HTTPRouteResponseHeaderModification",
+	"HTTPRouteRetry", "HTTPRouteSchemeRedirect",
+}
+
 // Needs says which features beyond HTTPRoute's core a rule of an HTTPRoute
 // needs: extended filters (RequestMirror, a mirror percentage, response
 // header modification, rewrites, redirects with a port, scheme, path or

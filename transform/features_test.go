@@ -6,6 +6,7 @@ import (
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/gateway-api/pkg/features"
 )
 
 func jsonRule(t *testing.T, s string) routes.Rule {
@@ -72,5 +73,31 @@ func TestNeedsNamesWhatARuleAsksOfTheGateway(t *testing.T) {
 				t.Errorf("Needs (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// CheckedFeatures are Gateway API's own names, and exactly the ones Needs
+// can give: the fixture above names each, and Gateway API's feature list
+// (sigs.k8s.io/gateway-api/pkg/features) has each.
+func TestCheckedFeaturesAreGatewayAPIsNames(t *testing.T) {
+	known := features.SetsToNamesSet(features.AllFeatures)
+	for _, f := range CheckedFeatures {
+		if !known.Has(features.FeatureName(f)) {
+			t.Errorf("%s is not a Gateway API feature name", f)
+		}
+	}
+	rule := jsonRule(t, `{"matches":[{"method":"GET","queryParams":[{"name":"q","value":"1"}]}],
+		"filters":[{"type":"ResponseHeaderModifier"},{"type":"URLRewrite","urlRewrite":{"hostname":"h","path":{}}},{"type":"CORS"},
+			{"type":"RequestMirror","requestMirror":{"percent":5}},{"type":"RequestMirror","requestMirror":{}},
+			{"type":"RequestRedirect","requestRedirect":{"scheme":"https","port":443,"path":{},"statusCode":303}},
+			{"type":"RequestRedirect","requestRedirect":{"statusCode":307}},{"type":"RequestRedirect","requestRedirect":{"statusCode":308}}],
+		"backendRefs":[{"name":"canary","filters":[{"type":"RequestHeaderModifier"}]}],
+		"timeouts":{"request":"1s","backendRequest":"1s"},"retry":{}}`)
+	var got []string
+	for _, n := range Needs(routes.HTTPRoute, rule) {
+		got = append(got, n.Feature)
+	}
+	if diff := cmp.Diff(CheckedFeatures, got); diff != "" {
+		t.Errorf("CheckedFeatures against what Needs gives (-listed +given):\n%s", diff)
 	}
 }
