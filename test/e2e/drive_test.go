@@ -119,6 +119,13 @@ type want struct {
 	// released: the plugin has let go of the route: no managedFields entry
 	// of its field manager, no claims annotation, no in-progress label.
 	released bool
+	// logged: a line of the controller's log about the scenario's namespace
+	// contains every one of these strings (SetMirrorRoute and
+	// SetHeaderRoute errors reach only the log).
+	logged []string
+	// gatewayErrors: Traefik answers the requests with errors of its own
+	// (what a rule it cannot carry does); measured and printed, not split.
+	gatewayErrors bool
 
 	// What Traefik must carry, measured with 1,000 requests once the state
 	// above is reached (scenarios with backends only): the weights above,
@@ -432,6 +439,9 @@ func (r *run) await(t *testing.T, st step) time.Duration {
 	err := r.c.Await(context.Background(), within, func() (string, error) {
 		o = r.observe()
 		problems := st.want.mismatches(o)
+		if len(st.want.logged) > 0 && len(r.c.ControllerLog.Find(1, append([]string{r.ns}, st.want.logged...)...)) == 0 {
+			problems = append(problems, fmt.Sprintf("no line of the controller's log contains all of %q", st.want.logged))
+		}
 		if len(problems) == 0 {
 			return "", nil
 		}
@@ -546,6 +556,9 @@ func runScenario(t *testing.T, c *cluster.Cluster, sc scenario) {
 		}
 		if len(sc.backends) > 0 && st.want.weights != nil {
 			r.checkTraffic(t, st, o, began)
+		}
+		if st.want.gatewayErrors {
+			r.checkGatewayErrors(t, st)
 		}
 	}
 }

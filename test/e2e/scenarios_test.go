@@ -422,6 +422,92 @@ steps:
 			},
 		},
 		{
+			// Traefik implements no RequestMirror, and its GatewayClass says so:
+			// the plugin refuses the setMirrorRoute step before any write, the
+			// controller logs the error, the split stays 80/20 with no error
+			// answered; the abort gives the route back.
+			name: "mirror-refused",
+			objects: service("mr-stable", "mr", 80) + service("mr-canary", "mr", 80) +
+				httpRoute("mr", "mr-stable", "mr-canary") +
+				rollout("mr", `
+stableService: mr-stable
+canaryService: mr-canary
+trafficRouting:
+  managedRoutes:
+  - name: mirror
+  plugins:
+    argoproj-labs/gatewayAPI:
+      httpRoute: mr
+steps:
+- setWeight: 20
+- pause: {}
+- setMirrorRoute:
+    name: mirror
+    percentage: 50
+    match:
+    - method:
+        exact: GET
+      path:
+        prefix: /
+- pause: {}`),
+			rollout:  "mr",
+			route:    routeRef{"HTTPRoute", "mr"},
+			backends: backends("mr-stable", "mr-canary"),
+			host:     host("mr"),
+			steps: []step{
+				installed(map[string]int64{"mr-stable": 100, "mr-canary": 0}),
+				{name: "image v2: 80/20, paused", do: img("mr", "v2"),
+					want: want{phase: "Paused", stepIndex: index(1), rules: 1, weights: map[string]int64{"mr-stable": 80, "mr-canary": 20}}},
+				{name: "promote: setMirrorRoute refused, nothing written", do: action{kind: promote},
+					want: want{stepIndex: index(2), rules: 1, weights: map[string]int64{"mr-stable": 80, "mr-canary": 20},
+						logged: []string{"needs HTTPRouteRequestMirror (a RequestMirror filter)", "GatewayClass " + cluster.GatewayClassName,
+							`does not list HTTPRouteRequestMirror, HTTPRouteRequestPercentageMirror in status.supportedFeatures`, "nothing was written"}}},
+				{name: "abort: stable 100, route given back", do: action{kind: abort},
+					want: want{aborted: true, rules: 1, released: true, weights: map[string]int64{"mr-stable": 100, "mr-canary": 0}}},
+			},
+		},
+		{
+			// The same step with assumeGatewayFeatures: the plugin writes the
+			// mirror rule, and Traefik answers 500 to every request it matches
+			// (here: every GET); why the check exists. Promotion removes it.
+			name: "mirror-assumed",
+			objects: service("ma-stable", "ma", 80) + service("ma-canary", "ma", 80) +
+				httpRoute("ma", "ma-stable", "ma-canary") +
+				rollout("ma", `
+stableService: ma-stable
+canaryService: ma-canary
+trafficRouting:
+  managedRoutes:
+  - name: mirror
+  plugins:
+    argoproj-labs/gatewayAPI:
+      httpRoute: ma
+      assumeGatewayFeatures: [HTTPRouteRequestMirror, HTTPRouteRequestPercentageMirror]
+steps:
+- setWeight: 20
+- setMirrorRoute:
+    name: mirror
+    percentage: 50
+    match:
+    - method:
+        exact: GET
+      path:
+        prefix: /
+- pause: {}`),
+			rollout:  "ma",
+			route:    routeRef{"HTTPRoute", "ma"},
+			backends: backends("ma-stable", "ma-canary"),
+			host:     host("ma"),
+			steps: []step{
+				installed(map[string]int64{"ma-stable": 100, "ma-canary": 0}),
+				{name: "image v2: mirror rule written, paused", do: img("ma", "v2"),
+					want: want{phase: "Paused", stepIndex: index(2), rules: 2, gatewayErrors: true}},
+				{name: "promote: mirror rule gone, stable 100", do: action{kind: promote},
+					want: want{phase: "Healthy", promoted: true, rules: 1, released: true,
+						weights: map[string]int64{"ma-stable": 100, "ma-canary": 0}, versions: map[string]int64{"v2": 100}}},
+			},
+		},
+		{
 			// Abort while a header rule and an experiment's backends are on the
 			// route: both go, stable gets everything back.
 			name: "abort-managed",

@@ -264,3 +264,32 @@ func (r *run) checkVerified(t *testing.T, st step, began time.Time, sampler *tra
 		fmt.Sprintf("    the plugin said why: %d x status behind, %d x waiting for the data plane (settle)", behind, settling),
 		fmt.Sprintf("    the %d requests sent right after Verified: %s", len(hits), counts.Describe(v.split)))
 }
+
+// checkGatewayErrors measures what Traefik answers once it carries a rule
+// it cannot (the step's route has one, by assumeGatewayFeatures): it waits
+// (bounded) for the first answer of the gateway's own, then counts
+// measureRequests answers and prints them. No such answer at all fails the
+// step: the reason the plugin refuses such rules would be gone.
+func (r *run) checkGatewayErrors(t *testing.T, st step) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), convergeTimeout)
+	defer cancel()
+	start := time.Now()
+	for {
+		h := r.c.Meter.Do(ctx, r.request(nil))
+		if h.Backend == "" && h.Status >= 500 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Errorf("step %q: in %s Traefik never answered an error of its own; the rule it lacks a feature for is carried after all", st.name, ms(time.Since(start)))
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	hits, err := r.c.Meter.Measure(ctx, r.request(nil), measureRequests)
+	if err != nil {
+		t.Fatalf("step %q: %v", st.name, err)
+	}
+	r.record(t, fmt.Sprintf("%s: %s", st.name, traffic.Count(hits).Describe(nil)),
+		fmt.Sprintf("    first gateway error %s after the step was reached", ms(time.Since(start))))
+}
