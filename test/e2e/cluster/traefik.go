@@ -6,6 +6,7 @@ import (
 	"net"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -100,7 +101,7 @@ func (c *Cluster) startTraefik(assets string) error {
 	if _, err := c.Dynamic.Resource(gatewayGVR).Namespace(GatewayNamespace).Create(ctx, gw, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("creating Gateway %s/%s: %w", GatewayNamespace, GatewayName, err)
 	}
-	return c.Await(ctx, 90*time.Second, func() (string, error) {
+	err = c.Await(ctx, 90*time.Second, func() (string, error) {
 		u, err := c.Dynamic.Resource(gatewayGVR).Namespace(GatewayNamespace).Get(ctx, GatewayName, metav1.GetOptions{})
 		if err != nil {
 			return err.Error(), nil
@@ -111,6 +112,24 @@ func (c *Cluster) startTraefik(assets string) error {
 		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 		return fmt.Sprintf("Gateway %s/%s not Programmed by Traefik yet: %v (see %s)", GatewayNamespace, GatewayName, conds, p.logPath), nil
 	})
+	if err != nil {
+		return err
+	}
+	// What Traefik publishes: the plugin checks steps against it
+	// (docs/gateway-features.md quotes this line).
+	u, err := c.Dynamic.Resource(gatewayClassGVR).Get(ctx, GatewayClassName, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	features, _, _ := unstructured.NestedSlice(u.Object, "status", "supportedFeatures")
+	var names []string
+	for _, f := range features {
+		if m, ok := f.(map[string]any); ok {
+			names = append(names, fmt.Sprint(m["name"]))
+		}
+	}
+	c.printf("GatewayClass %s publishes %d supportedFeatures: %s\n", GatewayClassName, len(names), strings.Join(names, ", "))
+	return nil
 }
 
 // conditionTrue says whether status.conditions has the type with status True
