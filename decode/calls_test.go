@@ -1,6 +1,7 @@
 package decode
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -141,4 +142,45 @@ func mustParse(t *testing.T, ro *v1alpha1.Rollout) Settings {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// While a Rollout is aborted or promoted in full, the controller removes
+// the managed routes and then repeats the current step's header or mirror
+// call: that call does nothing (even a step that could not be carried out),
+// so the abort's SetWeight follows. The config is still read first.
+func TestHeaderAndMirrorCallsDoNothingWhileTheRolloutEnds(t *testing.T) {
+	ro := cfgRollout(DefaultPluginName, `{"httpRoute": "web"}`)
+	ro.Spec.Strategy.Canary.TrafficRouting.ManagedRoutes = []v1alpha1.MangedRoutes{{Name: "mirror"}}
+	pct := int32(250) // refused, were it carried out
+	mirror := Request{Method: SetMirrorRoute, Mirror: &v1alpha1.SetMirrorRoute{Name: "mirror", Percentage: &pct,
+		Match: []v1alpha1.RouteMatch{{Path: &v1alpha1.StringMatch{Prefix: "/"}}}}}
+	header := Request{Method: SetHeaderRoute, Header: &v1alpha1.SetHeaderRoute{Name: "mirror"}}
+	if _, err := Decode(context.Background(), ro, DefaultPluginName, mirror, nil); err == nil {
+		t.Fatal("a mirror step of 250% decoded while the Rollout progresses")
+	}
+	for _, end := range []struct {
+		name string
+		set  func(*v1alpha1.Rollout)
+		say  string
+	}{
+		{"aborted", func(r *v1alpha1.Rollout) { r.Status.Abort = true }, "the Rollout is aborted"},
+		{"promoted in full", func(r *v1alpha1.Rollout) { r.Status.PromoteFull = true }, "the Rollout is promoted in full"},
+	} {
+		r := ro.DeepCopy()
+		end.set(r)
+		for _, req := range []Request{mirror, header} {
+			c, err := Decode(context.Background(), r, DefaultPluginName, req, nil)
+			if err != nil || c.Decide != nil || !strings.HasPrefix(c.Skip, end.say) {
+				t.Errorf("%s, %s: err %v, Decide %v, Skip %q; want nothing to do because %s", end.name, req.Name(), err, c.Decide, c.Skip, end.say)
+			}
+		}
+		if c, err := Decode(context.Background(), r, DefaultPluginName, Request{Method: SetWeight}, nil); err != nil || c.Skip != "" || c.Decide == nil {
+			t.Errorf("%s: SetWeight(0) must still be carried out: err %v, skip %q", end.name, err, c.Skip)
+		}
+		bad := r.DeepCopy()
+		bad.Spec.Strategy.Canary.TrafficRouting.Plugins[DefaultPluginName] = []byte(`{"httpRoute": 1}`)
+		if _, err := Decode(context.Background(), bad, DefaultPluginName, mirror, nil); err == nil {
+			t.Errorf("%s: a bad config is not reported", end.name)
+		}
+	}
 }

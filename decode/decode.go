@@ -70,6 +70,26 @@ type Call struct {
 	// experiment Services' weights come out of stable's share.
 	Split transform.Split
 	Extra []desired.BackendWeight
+	// Skip, when set, says why the call is answered without doing anything
+	// (Decide is nil then).
+	Skip string
+}
+
+// skipWhenEnding says why a header or mirror step's call is to do nothing:
+// while a Rollout is aborted or promoted in full, the controller calls
+// RemoveManagedRoutes and then, in the same reconcile, the current step's
+// SetHeaderRoute or SetMirrorRoute again. Carried out, that call would put
+// the rule back for good (nothing removes it after the abort), or, when the
+// step cannot be carried out, fail the reconcile before the SetWeight that
+// ends the abort.
+func skipWhenEnding(ro *v1alpha1.Rollout) string {
+	switch {
+	case ro.Status.Abort:
+		return "the Rollout is aborted: its header and mirror rules stay removed (the controller repeats the current step's call after removing them)"
+	case ro.Status.PromoteFull:
+		return "the Rollout is promoted in full: its header and mirror rules stay removed (the controller repeats the current step's call after removing them)"
+	}
+	return ""
 }
 
 // Decode turns a Rollout and one call of the controller into a Call, the
@@ -83,6 +103,12 @@ func Decode(ctx context.Context, ro *v1alpha1.Rollout, pluginName string, req Re
 		return Call{}, err
 	}
 	c := Call{Settings: s}
+	switch req.Method {
+	case SetHeaderRoute, SetMirrorRoute:
+		if c.Skip = skipWhenEnding(ro); c.Skip != "" {
+			return c, nil
+		}
+	}
 	switch req.Method {
 	case SetWeight:
 		c.Decide, err = setWeight(ctx, ro, req.Weight, req.Additional, ports)

@@ -265,6 +265,10 @@ func (p *Plugin) run(ro *v1alpha1.Rollout, req decode.Request) (resp types.RpcEr
 		return p.fail(ro, name, err)
 	}
 	rollout := ro.Namespace + "/" + ro.Name
+	if call.Skip != "" {
+		p.log.WithFields(logrus.Fields{"rollout": rollout, "call": name}).Info("nothing to do: " + call.Skip)
+		return types.RpcError{}
+	}
 	err = orch.Run(ctx, orchestrator.Call{
 		Rollout: rollout, Name: name, Decide: call.Decide, Targets: call.Settings.Targets,
 		Env: func(ref routes.Ref) desired.Env { return call.Settings.Env(rollout, p.opts.FieldManager, ref) },

@@ -103,7 +103,11 @@ type call struct {
 // Compute plans every step of the Rollout's canary strategy, then its
 // promotion and, from the last step, an abort.
 func Compute(ctx context.Context, in Input) Plan {
-	ro := in.Rollout
+	// The plan walks the steps from the start: a Rollout read from a
+	// cluster mid-abort or mid-promotion is planned as if it were not (the
+	// plugin does nothing for header and mirror steps then).
+	ro := in.Rollout.DeepCopy()
+	ro.Status.Abort, ro.Status.PromoteFull = false, false
 	p := Plan{Rollout: ro.Namespace + "/" + ro.Name}
 	settings, err := decode.ParseConfig(ro, in.PluginName)
 	if err != nil {
