@@ -9,11 +9,13 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
 )
 
-// What Traefik v3.6's GatewayClass publishes (measured in make e2e): no
+// What Traefik v3.6.12's GatewayClass publishes (make e2e prints it): no
 // RequestMirror.
-var traefikFeatures = []string{"Gateway", "GRPCRoute", "HTTPRoute", "HTTPRouteDestinationPortMatching", "HTTPRouteHostRewrite",
-	"HTTPRouteMethodMatching", "HTTPRoutePathRedirect", "HTTPRoutePathRewrite", "HTTPRoutePortRedirect", "HTTPRouteQueryParamMatching",
-	"HTTPRouteResponseHeaderModification", "HTTPRouteSchemeRedirect", "ReferenceGrant", "TCPRoute", "TLSRoute"}
+var traefikFeatures = []string{"BackendTLSPolicy", "GRPCRoute", "Gateway", "GatewayPort8080", "HTTPRoute", "HTTPRouteBackendProtocolH2C",
+	"HTTPRouteBackendProtocolWebSocket", "HTTPRouteDestinationPortMatching", "HTTPRouteHostRewrite",
+	"HTTPRouteMethodMatching", "HTTPRoutePathRedirect", "HTTPRoutePathRewrite", "HTTPRoutePortRedirect",
+	"HTTPRouteQueryParamMatching", "HTTPRouteResponseHeaderModification", "HTTPRouteSchemeRedirect",
+	"ReferenceGrant", "TLSRoute"}
 
 func gateway(class string, features ...string) routes.Gateway {
 	return routes.Gateway{Parent: routes.ParentRef{Group: routes.Group, Kind: "Gateway", Namespace: ns, Name: class + "-gw"},

@@ -15,11 +15,13 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/test/harness"
 )
 
-// What Traefik v3.6's GatewayClass publishes (make e2e reads it off the
-// real one): no RequestMirror.
-var traefikClassFeatures = []string{"GRPCRoute", "Gateway", "HTTPRoute", "HTTPRouteDestinationPortMatching", "HTTPRouteHostRewrite",
-	"HTTPRouteMethodMatching", "HTTPRoutePathRedirect", "HTTPRoutePathRewrite", "HTTPRoutePortRedirect", "HTTPRouteQueryParamMatching",
-	"HTTPRouteResponseHeaderModification", "HTTPRouteSchemeRedirect", "ReferenceGrant", "TCPRoute", "TLSRoute"}
+// What Traefik v3.6.12's GatewayClass publishes (make e2e prints it: "GatewayClass
+// traefik publishes 18 supportedFeatures"): no RequestMirror.
+var traefikClassFeatures = []string{"BackendTLSPolicy", "GRPCRoute", "Gateway", "GatewayPort8080", "HTTPRoute", "HTTPRouteBackendProtocolH2C",
+	"HTTPRouteBackendProtocolWebSocket", "HTTPRouteDestinationPortMatching", "HTTPRouteHostRewrite",
+	"HTTPRouteMethodMatching", "HTTPRoutePathRedirect", "HTTPRoutePathRewrite", "HTTPRoutePortRedirect",
+	"HTTPRouteQueryParamMatching", "HTTPRouteResponseHeaderModification", "HTTPRouteSchemeRedirect",
+	"ReferenceGrant", "TLSRoute"}
 
 var gatewayClassGVR = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "gatewayclasses"}
 
