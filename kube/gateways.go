@@ -155,7 +155,7 @@ func gatewayOf(ctx context.Context, p routes.ParentRef, get getParent) (*parentO
 	case p.Group == xGroup && p.Kind == "XListenerSet":
 		lsets = xListenerSets
 	case p.Group == "" && p.Kind == "Service":
-		return nil, fmt.Errorf("a Service parent is a mesh's, and a mesh has no GatewayClass to publish its features")
+		return nil, fmt.Errorf("a Service parent belongs to a mesh, which publishes no GatewayClass (an XMesh, which the plugin does not read); not checked")
 	default:
 		return nil, fmt.Errorf("a parent of kind %s.%s, which the plugin does not know", p.Kind, p.Group)
 	}

@@ -143,7 +143,7 @@ func TestGatewaysFindEachParentsClass(t *testing.T) {
 		{Parent: known[2], Class: "older", Features: []string{"HTTPRoute", "HTTPRouteRequestMirror"}, Publishes: true},
 		{Parent: known[3], Class: "silent"},
 		{Parent: unknown[0], Unknown: "reading Gateway locked/gw was refused: grant the plugin's ServiceAccount get, list and watch on gateways.gateway.networking.k8s.io (docs/install.md)"},
-		{Parent: unknown[1], Unknown: "a Service parent is a mesh's, and a mesh has no GatewayClass to publish its features"},
+		{Parent: unknown[1], Unknown: "a Service parent belongs to a mesh, which publishes no GatewayClass (an XMesh, which the plugin does not read); not checked"},
 		{Parent: unknown[2], Unknown: "reading Gateway shop/gone: gone not found"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
