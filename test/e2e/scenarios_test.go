@@ -120,6 +120,37 @@ spec:
 `, name, name, name, name, indent(strings.TrimSpace(canary), 6))
 }
 
+// mirrorObjects are the Services, HTTPRoute and Rollout of a mirror
+// scenario: setWeight 20, then (after pause, if given) a setMirrorRoute
+// step mirroring half of every GET, then a pause; config is more of the
+// plugin's config.
+func mirrorObjects(app, config, pause string) string {
+	if config != "" {
+		config = "\n      " + config
+	}
+	return service(app+"-stable", app, 80) + service(app+"-canary", app, 80) + httpRoute(app, app+"-stable", app+"-canary") +
+		rollout(app, fmt.Sprintf(`
+stableService: %[1]s-stable
+canaryService: %[1]s-canary
+trafficRouting:
+  managedRoutes:
+  - name: mirror
+  plugins:
+    argoproj-labs/gatewayAPI:
+      httpRoute: %[1]s%[2]s
+steps:
+- setWeight: 20
+%[3]s- setMirrorRoute:
+    name: mirror
+    percentage: 50
+    match:
+    - method:
+        exact: GET
+      path:
+        prefix: /
+- pause: {}`, app, config, pause))
+}
+
 func indent(s string, n int) string {
 	pad := strings.Repeat(" ", n)
 	lines := strings.Split(s, "\n")
@@ -426,30 +457,8 @@ steps:
 			// the plugin refuses the setMirrorRoute step before any write, the
 			// controller logs the error, the split stays 80/20 with no error
 			// answered; the abort gives the route back.
-			name: "mirror-refused",
-			objects: service("mr-stable", "mr", 80) + service("mr-canary", "mr", 80) +
-				httpRoute("mr", "mr-stable", "mr-canary") +
-				rollout("mr", `
-stableService: mr-stable
-canaryService: mr-canary
-trafficRouting:
-  managedRoutes:
-  - name: mirror
-  plugins:
-    argoproj-labs/gatewayAPI:
-      httpRoute: mr
-steps:
-- setWeight: 20
-- pause: {}
-- setMirrorRoute:
-    name: mirror
-    percentage: 50
-    match:
-    - method:
-        exact: GET
-      path:
-        prefix: /
-- pause: {}`),
+			name:     "mirror-refused",
+			objects:  mirrorObjects("mr", "", "- pause: {}\n"),
 			rollout:  "mr",
 			route:    routeRef{"HTTPRoute", "mr"},
 			backends: backends("mr-stable", "mr-canary"),
@@ -470,30 +479,8 @@ steps:
 			// The same step with assumeGatewayFeatures: the plugin writes the
 			// mirror rule, and Traefik answers 500 to every request it matches
 			// (here: every GET); why the check exists. Promotion removes it.
-			name: "mirror-assumed",
-			objects: service("ma-stable", "ma", 80) + service("ma-canary", "ma", 80) +
-				httpRoute("ma", "ma-stable", "ma-canary") +
-				rollout("ma", `
-stableService: ma-stable
-canaryService: ma-canary
-trafficRouting:
-  managedRoutes:
-  - name: mirror
-  plugins:
-    argoproj-labs/gatewayAPI:
-      httpRoute: ma
-      assumeGatewayFeatures: [HTTPRouteRequestMirror, HTTPRouteRequestPercentageMirror]
-steps:
-- setWeight: 20
-- setMirrorRoute:
-    name: mirror
-    percentage: 50
-    match:
-    - method:
-        exact: GET
-      path:
-        prefix: /
-- pause: {}`),
+			name:     "mirror-assumed",
+			objects:  mirrorObjects("ma", "assumeGatewayFeatures: [HTTPRouteRequestMirror, HTTPRouteRequestPercentageMirror]", ""),
 			rollout:  "ma",
 			route:    routeRef{"HTTPRoute", "ma"},
 			backends: backends("ma-stable", "ma-canary"),
