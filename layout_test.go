@@ -29,10 +29,11 @@ var allowedImports = map[string][]string{
 	"kube":         {"routes"},
 	"ssa":          {"routes", "kube"},
 	"orchestrator": {"routes", "transform", "desired", "kube", "ssa"},
-	"plugin":       {"routes", "desired", "decode", "kube", "ssa", "orchestrator", "cleanup"},
+	"peers":        {},
+	"plugin":       {"routes", "desired", "decode", "kube", "ssa", "orchestrator", "cleanup", "peers"},
 	"cleanup":      {"routes", "desired", "orchestrator"},
 	"preflight":    {"routes", "desired", "decode", "kube"},
-	"cli":          {"routes", "pingpong", "desired", "decode", "kube", "ssa", "orchestrator", "cleanup", "preflight"},
+	"cli":          {"routes", "pingpong", "desired", "decode", "kube", "ssa", "orchestrator", "cleanup", "preflight", "peers"},
 	".":            {"plugin", "decode", "kube", "ssa", "cli"},
 }
 

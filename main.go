@@ -5,10 +5,13 @@
 package main
 
 import (
+	"cmp"
+	"context"
 	"flag"
 	"fmt"
 	"os"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	rolloutsrpc "github.com/argoproj/argo-rollouts/rollout/trafficrouting/plugin/rpc"
@@ -70,6 +73,7 @@ func main() {
 		cleanupEvery = flag.Duration("cleanup-interval", time.Minute, "how often -cleanup-deleted-rollouts looks; a Rollout must be missing in two looks in a row")
 		showVersion  = flag.Bool("version", false, "print the version and exit")
 		pprofAddr    = flag.String("pprof-addr", "", "serve Go's pprof profiles on this loopback address (e.g. 127.0.0.1:6060) for measuring the plugin; off when empty, and refused on any address but 127.0.0.1 or ::1")
+		peersNS      = flag.String("peers-namespace", "", "namespace of the Leases through which the plugin's processes of one field manager (sharded or restarting controllers) know of each other, the same for all of them; empty: POD_NAMESPACE (the controller's), else the pod's namespace")
 	)
 	flag.Parse()
 	if *showVersion {
@@ -124,7 +128,10 @@ func main() {
 
 	retry := kube.DefaultRetryPolicy
 	retry.RequestTimeout = *reqTimeout
+	host, _ := os.Hostname()
 	impl := plugin.New(plugin.Options{
+		PeersNamespace:      cmp.Or(*peersNS, defaultPeersNamespace(os.Getenv, os.ReadFile)),
+		Identity:            fmt.Sprintf("%s/%d", host, os.Getpid()),
 		FieldManager:        *fieldManager,
 		PluginName:          *pluginName,
 		QPS:                 float32(*qps),
@@ -135,10 +142,52 @@ func main() {
 		CleanupInterval:     cleanupInterval,
 	}, logrus.NewEntry(log).WithFields(logrus.Fields{"plugin": "gatewayapi-ssa", "version": version}))
 
+	go exitWhenOrphaned(os.Getppid, time.Second, func() {
+		log.Info("the Argo Rollouts controller that started the plugin is gone; exiting")
+		closeAndExit(impl)
+	})
 	goplugin.Serve(&goplugin.ServeConfig{
 		HandshakeConfig: handshake,
 		Plugins: map[string]goplugin.Plugin{
 			"RpcTrafficRouterPlugin": &rolloutsrpc.RpcTrafficRouterPlugin{Impl: impl},
 		},
 	})
+	closeAndExit(impl)
+}
+
+// closeAndExit lets go of what the plugin holds in the cluster (its Lease)
+// within the second go-plugin gives a plugin to quit, and exits.
+func closeAndExit(impl *plugin.Plugin) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	impl.Close(ctx)
+	cancel()
+	os.Exit(0)
+}
+
+// exitWhenOrphaned calls exit once the process's parent, the controller
+// that started it, is gone (the process was handed to another parent): no
+// call can reach the plugin any more, and its Lease would keep the
+// controller's next plugin process from writing routes alone.
+func exitWhenOrphaned(ppid func() int, every time.Duration, exit func()) {
+	parent := ppid()
+	for range time.Tick(every) {
+		if ppid() != parent {
+			exit()
+			return
+		}
+	}
+}
+
+// defaultPeersNamespace is the namespace the controller runs in:
+// POD_NAMESPACE (Argo Rollouts' manifests set it), else the pod's service
+// account namespace, else none (every write then carries its
+// resourceVersion).
+func defaultPeersNamespace(getenv func(string) string, read func(string) ([]byte, error)) string {
+	if ns := getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	if b, err := read("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil {
+		return strings.TrimSpace(string(b))
+	}
+	return ""
 }

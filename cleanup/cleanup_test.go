@@ -94,8 +94,8 @@ func TestUndoDryRunReportsAndWritesNothing(t *testing.T) {
 }
 
 // The cleanup itself: one server-side apply puts route web back as before
-// the rollout, then one Update gives up the plugin's ownership and keeps
-// every value.
+// the rollout, then one JSON patch of its managedFields gives up the
+// plugin's ownership and keeps every value.
 func TestUndoPutsTheRouteBack(t *testing.T) {
 	f := newFakeCluster(t, route(t, "web", split{"/", "demo", 30}))
 	c := newCleaner(t, f)
@@ -109,7 +109,7 @@ func TestUndoPutsTheRouteBack(t *testing.T) {
 	if diff := cmp.Diff(want, got, cmp.Comparer(sameError)); diff != "" {
 		t.Errorf("the outcomes (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{"apply shop/web", "update shop/web"}, f.Written()); diff != "" {
+	if diff := cmp.Diff([]string{"apply shop/web", "patch shop/web"}, f.Written()); diff != "" {
 		t.Errorf("the writes (-want +got):\n%s", diff)
 	}
 	after, err := routes.FromUnstructured(f.Route(ns, "web"))

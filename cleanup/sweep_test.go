@@ -46,7 +46,7 @@ func TestSweepUndoesOnlyTheDeletedRollout(t *testing.T) {
 	}
 
 	s.Sweep(ctx, start.Add(sweepInterval))
-	if diff := cmp.Diff([]string{"apply shop/gone", "apply shop/shared", "update shop/gone"}, f.Written()); diff != "" {
+	if diff := cmp.Diff([]string{"apply shop/gone", "apply shop/shared", "patch shop/gone"}, f.Written()); diff != "" {
 		t.Fatalf("the second sweep's writes (-want +got):\n%s", diff)
 	}
 	// Route shared as applied: gone's rule back to 100/0, kept's at 60/40,
@@ -123,7 +123,7 @@ func TestSweepWaitsHalfAnIntervalBeforeUndoing(t *testing.T) {
 		t.Fatalf("a sweep a quarter interval later wrote: %v", w)
 	}
 	s.Sweep(ctx, start.Add(sweepInterval/2))
-	if diff := cmp.Diff([]string{"apply shop/gone", "update shop/gone"}, f.Written()); diff != "" {
+	if diff := cmp.Diff([]string{"apply shop/gone", "patch shop/gone"}, f.Written()); diff != "" {
 		t.Errorf("the sweep half an interval later (-want +got):\n%s", diff)
 	}
 }

@@ -104,6 +104,6 @@ func newCleaner(conn *connection, fieldManager string) (*cleanup.Cleaner, error)
 	}
 	log := quietLog()
 	reader := kube.NewCluster(gw.GatewayV1().RESTClient(), log)
-	orch := orchestrator.New(reader, ssa.NewWriter(gw, dyn, fieldManager, log), log, orchestrator.Bounds{WritesPerCall: 1})
+	orch := orchestrator.New(reader, ssa.NewWriter(gw, dyn, fieldManager, log), nil, log, orchestrator.Bounds{WritesPerCall: 1})
 	return &cleanup.Cleaner{Dynamic: dyn, Versions: reader, Orchestrator: orch, FieldManager: fieldManager, Log: log}, nil
 }

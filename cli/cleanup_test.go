@@ -89,7 +89,7 @@ func TestCleanupUndoesADeletedRolloutsClaim(t *testing.T) {
 	for _, w := range api.Writes() {
 		sent = append(sent, w.Method+" "+w.Path)
 	}
-	if diff := cmp.Diff([]string{"PATCH " + path, "PUT " + path}, sent); diff != "" {
+	if diff := cmp.Diff([]string{"PATCH " + path, "PATCH " + path}, sent); diff != "" {
 		t.Fatalf("the writes (-want +got):\n%s", diff)
 	}
 	apply := api.Writes()[0]

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -19,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -187,6 +189,9 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 	case strings.HasPrefix(path, "/apis/"+routes.Group+"/"):
 		// Discovery of another version: not served.
 		f.notFound(w, schema.GroupResource{}, "")
+	case strings.HasPrefix(path, "/apis/coordination.k8s.io/"):
+		// A user without the plugin's Lease Role.
+		f.status(w, apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "", errors.New("RBAC: no Role for Leases")))
 	case r.Method == http.MethodGet && strings.HasPrefix(path, "/apis/argoproj.io/v1alpha1/namespaces/") && len(parts) == 7 && parts[5] == "rollouts":
 		f.rollout(w, parts[4], parts[6])
 	case r.Method == http.MethodGet && strings.HasPrefix(path, "/api/v1/namespaces/") && len(parts) == 6 && parts[4] == "services":
@@ -298,7 +303,8 @@ func (f *fakeAPI) watch(w http.ResponseWriter, r *http.Request, namespace string
 
 // route serves one route: GET, PATCH (a server-side apply: the applied
 // spec.rules, labels and annotations replace what the field manager applied
-// before; with dryRun, nothing is kept) and PUT (an Update, kept as sent).
+// before; with dryRun, nothing is kept; or a JSON patch), and PUT (an
+// Update, kept as sent).
 func (f *fakeAPI) route(w http.ResponseWriter, r *http.Request, namespace, name string, body []byte) {
 	gr := schema.GroupResource{Group: routes.Group, Resource: "httproutes"}
 	f.mu.Lock()
@@ -308,10 +314,35 @@ func (f *fakeAPI) route(w http.ResponseWriter, r *http.Request, namespace, name 
 		f.notFound(w, gr, name)
 		return
 	}
-	switch r.Method {
-	case http.MethodGet:
+	switch {
+	case r.Method == http.MethodGet:
 		f.answer(w, http.StatusOK, live.Object)
-	case http.MethodPatch:
+	case r.Method == http.MethodPatch && r.Header.Get("Content-Type") == "application/json-patch+json":
+		// The release: tests, then removals of managedFields entries.
+		patch, err := jsonpatch.DecodePatch(body)
+		if err != nil {
+			f.status(w, apierrors.NewBadRequest(err.Error()))
+			return
+		}
+		doc, _ := live.MarshalJSON()
+		out, err := patch.Apply(doc)
+		if err != nil {
+			f.status(w, apierrors.NewInvalid(schema.GroupKind{Group: routes.Group, Kind: "HTTPRoute"}, name, nil))
+			return
+		}
+		patched := &unstructured.Unstructured{}
+		if err := patched.UnmarshalJSON(out); err != nil {
+			f.status(w, apierrors.NewBadRequest(err.Error()))
+			return
+		}
+		if mf := patched.GetManagedFields(); len(mf) == 1 && mf[0].Manager == "" {
+			patched.SetManagedFields(nil) // the list that says "none left"
+		}
+		f.rv++
+		patched.SetResourceVersion(strconv.Itoa(f.rv))
+		f.routes[namespace+"/"+name] = patched
+		f.answer(w, http.StatusOK, patched.Object)
+	case r.Method == http.MethodPatch:
 		applied := &unstructured.Unstructured{}
 		if err := yaml.Unmarshal(body, &applied.Object); err != nil {
 			f.status(w, apierrors.NewBadRequest(err.Error()))
@@ -328,7 +359,7 @@ func (f *fakeAPI) route(w http.ResponseWriter, r *http.Request, namespace, name 
 			f.routes[namespace+"/"+name] = stored
 		}
 		f.answer(w, http.StatusOK, stored.Object)
-	case http.MethodPut:
+	case r.Method == http.MethodPut:
 		updated := &unstructured.Unstructured{}
 		if err := json.Unmarshal(body, &updated.Object); err != nil {
 			f.status(w, apierrors.NewBadRequest(err.Error()))

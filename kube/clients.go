@@ -9,6 +9,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"k8s.io/client-go/dynamic"
 	authorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
+	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/flowcontrol"
@@ -34,13 +35,14 @@ func Config() (*rest.Config, error) {
 
 // Clients are the plugin's clients of one cluster: the gateway clientset
 // (typed applies; its REST client also reads, watches and discovers routes),
-// the dynamic client (Services, the release) and access reviews. No client
-// of every built-in API: the plugin uses two of them, and the rest would cost
-// memory in every process.
+// the dynamic client (Services, the release), access reviews and Leases
+// (package peers). No client of every built-in API: the plugin uses three
+// of them, and the rest would cost memory in every process.
 type Clients struct {
 	Gateway gateway.Interface
 	Dynamic dynamic.Interface
 	Reviews authorizationv1.SelfSubjectAccessReviewInterface
+	Leases  coordinationv1.LeasesGetter
 }
 
 // NewClients builds the clients for a cluster. They share one token bucket
@@ -55,13 +57,14 @@ func NewClients(cfg *rest.Config, policy RetryPolicy, log *logrus.Entry) (Client
 	limiter := cfg.RateLimiter
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return newTransport(rt, limiter, policy, log) })
 	var c Clients
-	var errs [3]error
+	var errs [4]error
 	c.Gateway, errs[0] = gateway.NewForConfig(cfg)
 	c.Dynamic, errs[1] = dynamic.NewForConfig(cfg)
 	authz, err := authorizationv1.NewForConfig(cfg)
 	if errs[2] = err; err == nil {
 		c.Reviews = authz.SelfSubjectAccessReviews()
 	}
+	c.Leases, errs[3] = coordinationv1.NewForConfig(cfg)
 	if err := errors.Join(errs[:]...); err != nil {
 		return Clients{}, fmt.Errorf("building the Kubernetes clients: %w", err)
 	}

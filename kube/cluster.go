@@ -241,7 +241,7 @@ func (c *Cluster) fromCache(store cache.Store, obj any) (routes.Route, error) {
 	}
 	r := c.newest(cr.route, true)
 	if now, ok, err := store.Get(obj); err == nil && ok {
-		if n := now.(*cachedRoute); newer(n.ResourceVersion, r.ResourceVersion) {
+		if n := now.(*cachedRoute); Newer(n.ResourceVersion, r.ResourceVersion) {
 			if n.err != nil {
 				return routes.Route{}, n.err
 			}
@@ -358,7 +358,7 @@ func (c *Cluster) Written(a *routes.Answer) { c.remember(a) }
 func (c *Cluster) remember(a *routes.Answer) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if old, ok := c.ahead[a.Ref]; ok && newer(old.ResourceVersion, a.ResourceVersion) {
+	if old, ok := c.ahead[a.Ref]; ok && Newer(old.ResourceVersion, a.ResourceVersion) {
 		return
 	}
 	c.ahead[a.Ref] = a
@@ -372,7 +372,7 @@ func (c *Cluster) remember(a *routes.Answer) {
 func (c *Cluster) newest(r routes.Route, shared bool) routes.Route {
 	c.mu.Lock()
 	w, ok := c.ahead[r.Ref]
-	if ok && !newer(w.ResourceVersion, r.ResourceVersion) {
+	if ok && !Newer(w.ResourceVersion, r.ResourceVersion) {
 		delete(c.ahead, r.Ref)
 		ok = false
 	}
@@ -405,14 +405,15 @@ func (c *Cluster) caughtUp(obj any) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if w, ok := c.ahead[cr.route.Ref]; ok && !newer(w.ResourceVersion, cr.route.ResourceVersion) {
+	if w, ok := c.ahead[cr.route.Ref]; ok && !Newer(w.ResourceVersion, cr.route.ResourceVersion) {
 		delete(c.ahead, cr.route.Ref)
 	}
 }
 
-// newer compares resourceVersions the way client-go's mutation cache does:
-// as integers where both parse, otherwise the cache wins.
-func newer(a, b string) bool {
+// Newer says resourceVersion a is newer than b, comparing them the way
+// client-go's mutation cache does: as integers where both parse; otherwise
+// it says no (what the cache holds wins).
+func Newer(a, b string) bool {
 	ai, errA := strconv.ParseUint(a, 10, 64)
 	bi, errB := strconv.ParseUint(b, 10, 64)
 	return errA == nil && errB == nil && ai > bi

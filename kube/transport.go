@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -177,11 +178,15 @@ func isWatch(req *http.Request) bool {
 }
 
 // safeToRepeat says whether sending the request again cannot do anything
-// twice: reads, access reviews (which store nothing), and writes that carry a
-// resourceVersion precondition. Every write of the plugin carries one (an
-// apply computed from a read, the release Update): if the first attempt was
-// applied and only its answer was lost, the second fails with a 409 and the
-// orchestrator reads the route again instead of writing twice.
+// twice: reads, access reviews (which store nothing), and the plugin's
+// writes. A write with a resourceVersion precondition (an apply that takes
+// spec.rules, computed from a read): if the first attempt was applied and
+// only its answer was lost, the second fails with a 409 and the
+// orchestrator reads the route again instead of writing twice. An apply
+// that is not forced: applying the same configuration again changes
+// nothing, and conflicts if another manager changed what it sets. A JSON
+// patch that begins with a test (the release): once applied, its test
+// fails.
 func safeToRepeat(req *http.Request) bool {
 	switch req.Method {
 	case http.MethodGet, http.MethodHead:
@@ -189,9 +194,33 @@ func safeToRepeat(req *http.Request) bool {
 	case http.MethodPost:
 		return strings.HasPrefix(req.URL.Path, "/apis/authorization.k8s.io/")
 	case http.MethodPatch, http.MethodPut:
-		return req.GetBody != nil && hasResourceVersion(req)
+		if req.GetBody == nil {
+			return false
+		}
+		switch req.Header.Get("Content-Type") {
+		case "application/apply-patch+yaml":
+			if req.URL.Query().Get("force") != "true" {
+				return true
+			}
+		case "application/json-patch+json":
+			return beginsWithTest(req)
+		}
+		return hasResourceVersion(req)
 	}
 	return false
+}
+
+// beginsWithTest says whether a JSON patch's first operation is a test.
+func beginsWithTest(req *http.Request) bool {
+	body, err := req.GetBody()
+	if err != nil {
+		return false
+	}
+	defer body.Close()
+	var ops []struct {
+		Op string `json:"op"`
+	}
+	return json.NewDecoder(body).Decode(&ops) == nil && len(ops) > 0 && ops[0].Op == "test"
 }
 
 // hasResourceVersion reads the body's metadata.resourceVersion. It reads the

@@ -386,27 +386,37 @@ func TestClientsShareOneTokenBucket(t *testing.T) {
 }
 
 // Only requests that cannot do anything twice are repeated: reads, access
-// reviews, and writes whose body carries a resourceVersion, wherever in the
-// body its metadata stands.
+// reviews, writes whose body carries a resourceVersion, wherever in the
+// body its metadata stands, applies that are not forced, and JSON patches
+// that begin with a test.
 func TestSafeToRepeat(t *testing.T) {
 	for _, tc := range []struct {
 		method, path, body string
 		want               bool
+		contentType        string
 	}{
-		{http.MethodGet, "/apis/gateway.networking.k8s.io/v1/namespaces/shop/httproutes/web", "", true},
-		{http.MethodPost, "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", `{}`, true},
-		{http.MethodPost, "/api/v1/namespaces/shop/services", `{"metadata":{"resourceVersion":"1"}}`, false},
-		{http.MethodPatch, "/apis/x", `{"kind":"HTTPRoute","apiVersion":"v1","metadata":{"name":"web","resourceVersion":"42"},"spec":{"rules":[]}}`, true},
-		{http.MethodPatch, "/apis/x", `{"spec":{"rules":[{"name":"a"}]},"metadata":{"resourceVersion":"42"}}`, true},
-		{http.MethodPut, "/apis/x", `{"apiVersion":"v1","kind":"HTTPRoute","metadata":{"annotations":{"resourceVersion":"no"},"managedFields":[{"manager":"m"}],"resourceVersion":"7"}}`, true},
-		{http.MethodPatch, "/apis/x", `{"kind":"HTTPRoute","metadata":{"name":"web","labels":{"resourceVersion":"1"}},"spec":{}}`, false},
-		{http.MethodPatch, "/apis/x", `{"metadata":{"resourceVersion":""}}`, false},
-		{http.MethodPatch, "/apis/x", `not json`, false},
-		{http.MethodDelete, "/apis/x", ``, false},
+		{http.MethodPatch, "/apis/x?fieldManager=m", `{"kind":"HTTPRoute","metadata":{"name":"web"},"spec":{"rules":[]}}`, true, "application/apply-patch+yaml"},
+		{http.MethodPatch, "/apis/x?fieldManager=m&force=true", `{"kind":"HTTPRoute","metadata":{"name":"web"},"spec":{"rules":[]}}`, false, "application/apply-patch+yaml"},
+		{http.MethodPatch, "/apis/x?fieldManager=m&force=true", `{"kind":"HTTPRoute","metadata":{"name":"web","resourceVersion":"4"}}`, true, "application/apply-patch+yaml"},
+		{http.MethodPatch, "/apis/x", `[{"op":"test","path":"/metadata/managedFields/0","value":{}},{"op":"remove","path":"/metadata/managedFields/0"}]`, true, "application/json-patch+json"},
+		{http.MethodPatch, "/apis/x", `[{"op":"remove","path":"/metadata/managedFields/0"}]`, false, "application/json-patch+json"},
+		{http.MethodGet, "/apis/gateway.networking.k8s.io/v1/namespaces/shop/httproutes/web", "", true, ""},
+		{http.MethodPost, "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", `{}`, true, ""},
+		{http.MethodPost, "/api/v1/namespaces/shop/services", `{"metadata":{"resourceVersion":"1"}}`, false, ""},
+		{http.MethodPatch, "/apis/x", `{"kind":"HTTPRoute","apiVersion":"v1","metadata":{"name":"web","resourceVersion":"42"},"spec":{"rules":[]}}`, true, ""},
+		{http.MethodPatch, "/apis/x", `{"spec":{"rules":[{"name":"a"}]},"metadata":{"resourceVersion":"42"}}`, true, ""},
+		{http.MethodPut, "/apis/x", `{"apiVersion":"v1","kind":"HTTPRoute","metadata":{"annotations":{"resourceVersion":"no"},"managedFields":[{"manager":"m"}],"resourceVersion":"7"}}`, true, ""},
+		{http.MethodPatch, "/apis/x", `{"kind":"HTTPRoute","metadata":{"name":"web","labels":{"resourceVersion":"1"}},"spec":{}}`, false, ""},
+		{http.MethodPatch, "/apis/x", `{"metadata":{"resourceVersion":""}}`, false, ""},
+		{http.MethodPatch, "/apis/x", `not json`, false, ""},
+		{http.MethodDelete, "/apis/x", ``, false, ""},
 	} {
 		req, err := http.NewRequest(tc.method, "http://apiserver"+tc.path, strings.NewReader(tc.body))
 		if err != nil {
 			t.Fatal(err)
+		}
+		if tc.contentType != "" {
+			req.Header.Set("Content-Type", tc.contentType)
 		}
 		if got := safeToRepeat(req); got != tc.want {
 			t.Errorf("%s %s %s: safe to repeat %v, want %v", tc.method, tc.path, tc.body, got, tc.want)

@@ -2,8 +2,11 @@
 // routes, and is the one place that does: it resolves the routes (kube),
 // decides every route's desired state (desired), and only when every
 // decision worked writes the routes that change (ssa), concurrently within
-// the call's and the process's bounds. After an optimistic-lock conflict it
-// reads the route again and decides again, a bounded number of times; when
+// the call's and the process's bounds, one call at a time per route. It
+// chooses how each write is guarded: by field ownership where the plugin
+// owns the rules alone and no other process of its field manager is there
+// (Exclusion, package peers), else by the resourceVersion. After a conflict
+// it reads the route again and decides again, a bounded number of times; when
 // a decision says no Rollout holds anything on a route any more, it gives
 // the plugin's ownership back; and it records every write's answer with the
 // reader (kube.Reader.Written), so the next read of the route starts from

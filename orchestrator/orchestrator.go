@@ -20,6 +20,8 @@ import (
 type Orchestrator struct {
 	reader kube.Reader
 	writer *ssa.Writer
+	peers  Exclusion
+	locks  *routeLocks
 	log    *logrus.Entry
 	bounds Bounds
 	// said are the parents whose unknown features have been logged: once
@@ -38,12 +40,22 @@ type Bounds struct {
 	CallTimeout time.Duration
 }
 
-// New returns an orchestrator that reads with reader and writes with writer.
-func New(reader kube.Reader, writer *ssa.Writer, log *logrus.Entry, b Bounds) *Orchestrator {
+// Exclusion says whether the process may write a route guarded by field
+// ownership alone: whether no other process of its field manager writes
+// routes (package peers), and since when (epoch counts the times the
+// process became the only one). leave is called once that write has ended.
+type Exclusion interface {
+	Enter(ctx context.Context) (alone bool, epoch uint64, leave func(), err error)
+}
+
+// New returns an orchestrator that reads with reader and writes with
+// writer; with peers nil, every write carries its resourceVersion.
+func New(reader kube.Reader, writer *ssa.Writer, peers Exclusion, log *logrus.Entry, b Bounds) *Orchestrator {
 	if b.Routes == nil {
 		b.Routes = NewSlots(b.WritesPerCall)
 	}
-	return &Orchestrator{reader: reader, writer: writer, log: log, bounds: b}
+	keep := max(2*time.Minute, 2*b.CallTimeout)
+	return &Orchestrator{reader: reader, writer: writer, peers: peers, locks: newRouteLocks(keep), log: log, bounds: b}
 }
 
 // Call is one call of the controller on a Rollout's routes.

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/sirupsen/logrus"
 	logtest "github.com/sirupsen/logrus/hooks/test"
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
@@ -84,32 +87,60 @@ func (a *apiserver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var body map[string]any
+	var data []byte
 	if r.Body != nil {
-		data, _ := io.ReadAll(r.Body)
+		data, _ = io.ReadAll(r.Body)
 		_ = json.Unmarshal(data, &body)
 	}
 	code, answer := http.StatusOK, any(a.stored)
-	switch r.Method {
-	case http.MethodPatch:
+	switch {
+	case r.Method == http.MethodPatch && r.Header.Get("Content-Type") == "application/json-patch+json":
+		code, answer = a.release(data)
+	case r.Method == http.MethodPatch:
 		rv, _ := body["metadata"].(map[string]any)["resourceVersion"].(string)
-		a.log = append(a.log, "PATCH at "+rv)
+		switch force := r.URL.Query().Get("force") == "true"; {
+		case rv == "" && !force:
+			a.log = append(a.log, "PATCH owned")
+		case rv != "" && force:
+			a.log = append(a.log, "PATCH at "+rv)
+		default:
+			a.t.Errorf("an apply with resourceVersion %q and force %v: neither guard", rv, force)
+		}
 		a.applies++
 		code, answer = a.patches[min(a.applies, len(a.patches))-1](body)
 		if code == http.StatusOK {
 			a.stored = answer.(map[string]any)
 		}
-	case http.MethodPut:
-		rv, _ := body["metadata"].(map[string]any)["resourceVersion"].(string)
-		a.log = append(a.log, "PUT at "+rv)
-		n, _ := strconv.Atoi(rv)
-		body["metadata"].(map[string]any)["resourceVersion"] = strconv.Itoa(n + 1)
-		a.stored, answer = body, body
-	case http.MethodGet:
+	case r.Method == http.MethodGet:
 		a.log = append(a.log, "GET")
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(answer)
+}
+
+// release applies a JSON patch to the stored route as the apiserver does:
+// its tests, then its operations, and a new resourceVersion; a failed test
+// is a bare 422.
+func (a *apiserver) release(patch []byte) (int, any) {
+	rv, _ := a.stored["metadata"].(map[string]any)["resourceVersion"].(string)
+	a.log = append(a.log, "RELEASE at "+rv)
+	p, err := jsonpatch.DecodePatch(patch)
+	if err != nil {
+		a.t.Fatalf("a JSON patch the apiserver cannot read: %v", err)
+	}
+	doc, _ := json.Marshal(a.stored)
+	out, err := p.Apply(doc)
+	if err != nil {
+		return http.StatusUnprocessableEntity, map[string]any{"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Invalid", "code": 422,
+			"message": "the server rejected our request due to an error in our request"}
+	}
+	var stored map[string]any
+	_ = json.Unmarshal(out, &stored)
+	n, _ := strconv.Atoi(rv)
+	stored["metadata"].(map[string]any)["resourceVersion"] = strconv.Itoa(n + 1)
+	a.stored = stored
+	return http.StatusOK, stored
 }
 
 func (a *apiserver) requests() []string {
@@ -138,10 +169,30 @@ type reader struct {
 	mu      sync.Mutex
 	freshRV int
 	written []string
+	last    *routes.Answer
+	// cacheBehind: Get answers with a version older than any plan's, as
+	// a watch cache that does not follow.
+	cacheBehind bool
+	// rulesChange makes every fresh read's rules differ (one more rule),
+	// as when another manager keeps changing them.
+	rulesChange bool
 }
 
-func (r *reader) Get(context.Context, routes.Ref) (routes.Route, error) {
-	return routes.Route{}, errors.New("not used")
+// Get answers as kube.Cluster does: with the last answer written until the
+// watch cache has it; else with the route as the cache has it, which here
+// follows the apiserver at once (the next version, as Fresh reads it).
+func (r *reader) Get(ctx context.Context, ref routes.Ref) (routes.Route, error) {
+	r.mu.Lock()
+	if r.last != nil {
+		defer r.mu.Unlock()
+		return r.last.Route()
+	}
+	if r.cacheBehind {
+		defer r.mu.Unlock()
+		return liveAt(r.t, 1, "kubectl"), nil
+	}
+	r.mu.Unlock()
+	return r.Fresh(ctx, ref)
 }
 
 func (r *reader) List(context.Context, routes.Kind, string, labels.Selector) ([]routes.Route, error) {
@@ -154,7 +205,12 @@ func (r *reader) Fresh(context.Context, routes.Ref) (routes.Route, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.freshRV++
-	return liveAt(r.t, r.freshRV, "kubectl", fieldManager), nil
+	live := liveAt(r.t, r.freshRV, "kubectl", fieldManager)
+	if r.rulesChange {
+		live.Rules = append(live.Rules, routes.Rule{"name": fmt.Sprintf("r%d", r.freshRV)})
+	}
+	r.last = nil
+	return live, nil
 }
 
 func (r *reader) Gateways(context.Context, routes.Parents) []routes.Gateway { return nil }
@@ -163,15 +219,23 @@ func (r *reader) Written(a *routes.Answer) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.written = append(r.written, a.ResourceVersion)
+	r.last = a
 }
 
-// fixture is an orchestrator against a scenario of the fake apiserver.
+// fixture is an orchestrator against a scenario of the fake apiserver,
+// every write carrying its resourceVersion (no peers).
 func fixture(t *testing.T, freshFrom int, patches ...func(map[string]any) (int, any)) (*Orchestrator, *apiserver, *reader, *logtest.Hook) {
+	t.Helper()
+	return fixtureAmong(t, nil, freshFrom, patches...)
+}
+
+// fixtureAmong is fixture with the process's peers.
+func fixtureAmong(t *testing.T, peers Exclusion, freshFrom int, patches ...func(map[string]any) (int, any)) (*Orchestrator, *apiserver, *reader, *logtest.Hook) {
 	t.Helper()
 	api := &apiserver{t: t, patches: patches}
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
-	cfg := &rest.Config{Host: srv.URL}
+	cfg := &rest.Config{Host: srv.URL, QPS: 1000, Burst: 1000}
 	gw, err := gateway.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -183,7 +247,7 @@ func fixture(t *testing.T, freshFrom int, patches ...func(map[string]any) (int, 
 	logger, hook := logtest.NewNullLogger()
 	logger.SetLevel(logrus.DebugLevel)
 	rd := &reader{t: t, freshRV: freshFrom}
-	o := New(rd, ssa.NewWriter(gw, dyn, fieldManager, logrus.NewEntry(logger)), logrus.NewEntry(logger), Bounds{WritesPerCall: 1})
+	o := New(rd, ssa.NewWriter(gw, dyn, fieldManager, logrus.NewEntry(logger)), peers, logrus.NewEntry(logger), Bounds{WritesPerCall: 1})
 	return o, api, rd, hook
 }
 
@@ -242,11 +306,13 @@ func TestAConflictIsAnsweredByReadingAndDecidingAgain(t *testing.T) {
 	}
 }
 
-// A route that changes under every attempt: the call gives up after
-// ssa.MaxAttempts applies, says so and that it is safe to repeat, and
-// records nothing.
-func TestARouteThatKeepsChangingEndsTheCallAfterMaxAttempts(t *testing.T) {
+// A route whose rules another manager changes before every attempt: each
+// time the orchestrator reads it, decides again, waits its turn (Backoff),
+// reads and decides once more; after ssa.MaxAttempts applies the call gives
+// up, says so and that it is safe to repeat, and records nothing.
+func TestARouteWhoseRulesKeepChangingEndsTheCallAfterMaxAttempts(t *testing.T) {
 	o, api, rd, _ := fixture(t, 7, stale)
+	rd.rulesChange = true
 	d := &decider{}
 	p, err := o.Plan(liveAt(t, 5, "kubectl", fieldManager), d.decide)
 	if err != nil {
@@ -257,8 +323,47 @@ func TestARouteThatKeepsChangingEndsTheCallAfterMaxAttempts(t *testing.T) {
 	if err == nil || err.Error() != want {
 		t.Fatalf("error %v, want %q", err, want)
 	}
-	if n := len(api.requests()); n != ssa.MaxAttempts || len(d.seen) != ssa.MaxAttempts || len(rd.written) != 0 {
-		t.Errorf("%d applies, %d decisions, %d recorded; want %d, %d, 0", n, len(d.seen), len(rd.written), ssa.MaxAttempts, ssa.MaxAttempts)
+	if n, decisions := len(api.requests()), 2*ssa.MaxAttempts; n != ssa.MaxAttempts || len(d.seen) != decisions || len(rd.written) != 0 {
+		t.Errorf("%d applies, %d decisions, %d recorded; want %d, %d, 0", n, len(d.seen), len(rd.written), ssa.MaxAttempts, decisions)
+	}
+}
+
+// A route whose other managers keep writing what the plugin does not write
+// (its labels, say): decided again, the write is the same, so it is sent
+// again at once, guarded by the new resourceVersion, up to
+// ssa.MaxBusyAttempts more times; such a route that changes under every
+// attempt still ends the call, saying why.
+func TestARouteWhoseMetadataKeepsChangingIsWrittenAgainAtOnce(t *testing.T) {
+	o, api, rd, _ := fixture(t, 7, stale, stale, stale, stored(12))
+	d := &decider{}
+	p, err := o.Plan(liveAt(t, 5, "kubectl", fieldManager), d.decide)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := o.Write(ctx(t), p, logrus.NewEntry(logrus.New())); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"PATCH at 5", "PATCH at 8", "PATCH at 9", "PATCH at 10"}, api.requests()); diff != "" {
+		t.Errorf("requests (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"12"}, rd.written); diff != "" {
+		t.Errorf("recorded (-want +got):\n%s", diff)
+	}
+	t.Logf("three conflicts and the write took %s (no Backoff between)", time.Since(start).Round(time.Millisecond))
+
+	o, api, rd, _ = fixture(t, 7, stale)
+	d = &decider{}
+	p, _ = o.Plan(liveAt(t, 5, "kubectl", fieldManager), d.decide)
+	err = o.Write(ctx(t), p, logrus.NewEntry(logrus.New()))
+	want := fmt.Sprintf("HTTPRoute shop/web: the route kept changing under the plugin: %d attempts ended in optimistic-lock conflicts, %d of them after changes only to "+
+		"what the plugin does not write (another manager writing the route more often than the plugin can read and write it); the call is safe to repeat",
+		ssa.MaxBusyAttempts+1, ssa.MaxBusyAttempts)
+	if err == nil || err.Error() != want {
+		t.Fatalf("error %v, want %q", err, want)
+	}
+	if n := len(api.requests()); n != ssa.MaxBusyAttempts+1 || len(rd.written) != 0 {
+		t.Errorf("%d applies, %d recorded; want %d, 0", n, len(rd.written), ssa.MaxBusyAttempts+1)
 	}
 }
 
@@ -282,9 +387,10 @@ func TestAFieldManagerConflictIsNotRetried(t *testing.T) {
 }
 
 // The last write of the last Rollout on a route: the apply, then the
-// release of the plugin's managedFields entry, updating the object the
-// apply stored (no GET between), guarded by its resourceVersion. Both
-// answers are recorded with the reader, and each write has its log line.
+// release of the plugin's managedFields entry from the object the apply
+// stored (no GET between), a JSON patch that tests the entry is as read.
+// Both answers are recorded with the reader, and each write has its log
+// line.
 func TestTheLastWriteReleasesOwnership(t *testing.T) {
 	o, api, rd, hook := fixture(t, 7, stored(6))
 	d := &decider{release: true}
@@ -292,7 +398,7 @@ func TestTheLastWriteReleasesOwnership(t *testing.T) {
 	if err := o.Write(ctx(t), p, o.log); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]string{"PATCH at 5", "PUT at 6"}, api.requests()); diff != "" {
+	if diff := cmp.Diff([]string{"PATCH at 5", "RELEASE at 6"}, api.requests()); diff != "" {
 		t.Errorf("requests (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff([]string{"6", "7"}, rd.written); diff != "" {
@@ -327,7 +433,7 @@ func TestAnUnchangedRouteIsReleasedWithoutAnApply(t *testing.T) {
 	if err := o.Write(ctx(t), p, o.log); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]string{"GET", "PUT at 5"}, api.requests()); diff != "" {
+	if diff := cmp.Diff([]string{"GET", "RELEASE at 5"}, api.requests()); diff != "" {
 		t.Errorf("requests (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff([]string{"6"}, rd.written); diff != "" {
@@ -343,5 +449,219 @@ func TestAnUnchangedRouteThePluginDoesNotOwnSendsNothing(t *testing.T) {
 	})
 	if err := o.Write(ctx(t), p, logrus.NewEntry(logrus.New())); err != nil || len(api.requests()) != 0 {
 		t.Errorf("error %v, requests %v; want none", err, api.requests())
+	}
+}
+
+// exclusion is the process's peers as a scenario says: alone or not, or
+// an error; it counts the writes in flight between Enter and leave.
+type exclusion struct {
+	alone bool
+	epoch uint64 // 1 when zero
+	err   error
+
+	mu             sync.Mutex
+	inFlight, most int
+	entered, left  int
+}
+
+func (e *exclusion) Enter(context.Context) (bool, uint64, func(), error) {
+	if e.err != nil {
+		return false, 0, func() {}, e.err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.entered++
+	e.inFlight++
+	e.most = max(e.most, e.inFlight)
+	return e.alone, max(e.epoch, 1), sync.OnceFunc(func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.left++
+		e.inFlight--
+	}), nil
+}
+
+// ownershipConflict is the apiserver's answer to an apply without force
+// that would change spec.rules, which another manager took meanwhile.
+func ownershipConflict(map[string]any) (int, any) {
+	return http.StatusConflict, map[string]any{"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Conflict", "code": 409,
+		"message": `Apply failed with 1 conflict: conflict with "argocd" using gateway.networking.k8s.io/v1: .spec.rules`,
+		"details": map[string]any{"causes": []any{map[string]any{"reason": "FieldManagerConflict", "message": `conflict with "argocd" using gateway.networking.k8s.io/v1`, "field": ".spec.rules"}}}}
+}
+
+// The plugin owns spec.rules alone and no other process of its field
+// manager is there: once the process has written the route since it became
+// the only one (that first write carries the resourceVersion: a process gone
+// a moment ago may have written after what the cache holds), its applies
+// carry no resourceVersion and are not forced, so others' writes to labels,
+// annotations or hostnames cannot stop them. Each write leaves the peers'
+// gate once its answer is in; a new epoch (another process came and went)
+// starts with a resourceVersion again.
+func TestWritesOfRulesThePluginOwnsAloneAreGuardedByOwnership(t *testing.T) {
+	peers := &exclusion{alone: true}
+	ownedAlone := func(rv int) func(map[string]any) (int, any) {
+		return func(map[string]any) (int, any) { return http.StatusOK, served(rv, fieldManager) }
+	}
+	o, api, rd, hook := fixtureAmong(t, peers, 7, ownedAlone(6), ownedAlone(7), ownedAlone(8))
+	write := func(rv int) {
+		t.Helper()
+		p, _ := o.Plan(liveAt(t, rv, fieldManager), (&decider{}).decide)
+		if err := o.Write(ctx(t), p, o.log); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(5)
+	write(6)
+	peers.epoch = 2
+	write(7)
+	if diff := cmp.Diff([]string{"PATCH at 5", "PATCH owned", "PATCH at 7"}, api.requests()); diff != "" {
+		t.Errorf("requests (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"6", "7", "8"}, rd.written); diff != "" {
+		t.Errorf("recorded (-want +got):\n%s", diff)
+	}
+	if peers.entered != 3 || peers.left != 3 {
+		t.Errorf("entered the gate %d times, left %d; want 3, 3", peers.entered, peers.left)
+	}
+	var guards []string
+	for _, e := range hook.AllEntries() {
+		if e.Message == "applied route" {
+			guards = append(guards, e.Data["guard"].(string))
+		}
+	}
+	if diff := cmp.Diff([]string{"resourceVersion", "ownership", "resourceVersion"}, guards); diff != "" {
+		t.Errorf("the write log lines' guard (-want +got):\n%s", diff)
+	}
+}
+
+// Guarded by the resourceVersion, forced: the first write of a rollout
+// (another manager owns spec.rules too), and any write while another
+// process of the plugin's field manager is there.
+func TestWritesThatOwnershipCannotGuardCarryTheResourceVersion(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		alone    bool
+		managers []string
+	}{
+		{"the first write: kubectl owns the rules too", true, []string{"kubectl", fieldManager}},
+		{"the first write: the plugin owns nothing yet", true, []string{"kubectl"}},
+		{"another process of the plugin is there", false, []string{fieldManager}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			peers := &exclusion{alone: c.alone}
+			o, api, _, _ := fixtureAmong(t, peers, 7, stored(6))
+			p, _ := o.Plan(liveAt(t, 5, c.managers...), (&decider{}).decide)
+			if err := o.Write(ctx(t), p, o.log); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff([]string{"PATCH at 5"}, api.requests()); diff != "" {
+				t.Errorf("requests (-want +got):\n%s", diff)
+			}
+			if peers.inFlight != 0 {
+				t.Errorf("%d writes left in the gate", peers.inFlight)
+			}
+		})
+	}
+}
+
+// Another manager changed spec.rules after the plugin read the route: the
+// apply guarded by ownership conflicts, the route is read again and decided
+// again (the decision reports a change of what the plugin manages), and
+// what is left to write takes the rules back guarded by the new
+// resourceVersion.
+func TestAnOwnershipConflictIsAnsweredByDecidingAgainAndTakingOver(t *testing.T) {
+	ownedAlone := func(map[string]any) (int, any) { return http.StatusOK, served(4, fieldManager) }
+	o, api, rd, _ := fixtureAmong(t, &exclusion{alone: true}, 7, ownedAlone, ownershipConflict, stored(9))
+	first, _ := o.Plan(liveAt(t, 3, fieldManager), (&decider{}).decide)
+	if err := o.Write(ctx(t), first, o.log); err != nil {
+		t.Fatal(err)
+	}
+	d := &decider{}
+	p, _ := o.Plan(liveAt(t, 5, fieldManager), d.decide)
+	if err := o.Write(ctx(t), p, o.log); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"PATCH at 3", "PATCH owned", "PATCH at 8"}, api.requests()); diff != "" {
+		t.Errorf("requests (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"5", "8"}, d.seen); diff != "" {
+		t.Errorf("decided on (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"4", "9"}, rd.written); diff != "" {
+		t.Errorf("recorded (-want +got):\n%s", diff)
+	}
+}
+
+// The process cannot write (its peers have not acknowledged it): nothing
+// is sent, and the error names the route.
+func TestAWriteThePeersDoNotAdmitSendsNothing(t *testing.T) {
+	o, api, _, _ := fixtureAmong(t, &exclusion{err: errors.New("waiting for the plugin's other processes")}, 7, stored(6))
+	p, _ := o.Plan(liveAt(t, 5, fieldManager), (&decider{}).decide)
+	err := o.Write(ctx(t), p, o.log)
+	if err == nil || err.Error() != "HTTPRoute shop/web: waiting for the plugin's other processes" {
+		t.Errorf("error %v", err)
+	}
+	if n := len(api.requests()); n != 0 {
+		t.Errorf("%d requests, want none", n)
+	}
+}
+
+// Two calls of one process decided on the same read of a route (two
+// Rollouts sharing it): they write one after the other, and the second
+// decides again on the first one's answer before it writes, so the first
+// write is not lost although neither carries a resourceVersion.
+func TestTwoCallsOfOneProcessWriteARouteOneAfterTheOther(t *testing.T) {
+	peers := &exclusion{alone: true}
+	ownedAlone := func(rv int) func(map[string]any) (int, any) {
+		return func(map[string]any) (int, any) { return http.StatusOK, served(rv, fieldManager) }
+	}
+	o, api, _, _ := fixtureAmong(t, peers, 7, ownedAlone(6), ownedAlone(7))
+	first, second := &decider{}, &decider{}
+	p1, _ := o.Plan(liveAt(t, 5, fieldManager), first.decide)
+	p2, _ := o.Plan(liveAt(t, 5, fieldManager), second.decide)
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i, p := range []Plan{p1, p2} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = o.Write(ctx(t), p, o.log)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"PATCH at 5", "PATCH owned"}, api.requests()); diff != "" {
+		t.Errorf("requests (-want +got):\n%s", diff)
+	}
+	// Whichever wrote second decided twice: on 5, then on the first's answer, 6.
+	seen := append(append([]string{}, first.seen...), second.seen...)
+	slices.Sort(seen)
+	if diff := cmp.Diff([]string{"5", "5", "6"}, seen); diff != "" {
+		t.Errorf("decided on (-want +got):\n%s", diff)
+	}
+	if peers.most != 1 {
+		t.Errorf("%d writes of the route were in flight at once, want 1", peers.most)
+	}
+}
+
+// After a conflict the next attempt is decided on the version the watch
+// cache brings; a cache that brings none within eventWait is not waited
+// for longer: the route is read fresh.
+func TestAConflictWithACacheThatDoesNotFollowIsAnsweredByAFreshRead(t *testing.T) {
+	o, api, rd, _ := fixture(t, 7, stale, stored(11))
+	rd.cacheBehind = true
+	d := &decider{}
+	p, _ := o.Plan(liveAt(t, 5, "kubectl", fieldManager), d.decide)
+	start := time.Now()
+	if err := o.Write(ctx(t), p, o.log); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took < eventWait {
+		t.Errorf("the retry came after %s, before eventWait (%s)", took, eventWait)
+	}
+	if diff := cmp.Diff([]string{"PATCH at 5", "PATCH at 8"}, api.requests()); diff != "" {
+		t.Errorf("requests (-want +got):\n%s", diff)
 	}
 }

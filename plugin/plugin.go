@@ -23,6 +23,7 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
 	"github.com/gatewayapi-ssa/rollouts-plugin/orchestrator"
+	"github.com/gatewayapi-ssa/rollouts-plugin/peers"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
 )
@@ -51,6 +52,12 @@ type Options struct {
 	// CleanupInterval, when set, makes the plugin undo, that often, the
 	// claims of Rollouts that no longer exist (package cleanup).
 	CleanupInterval time.Duration
+	// PeersNamespace holds the Leases through which the plugin's processes
+	// of one field manager know of each other (package peers); empty: every
+	// write carries its resourceVersion.
+	PeersNamespace string
+	// Identity names the process in its Lease, for people.
+	Identity string
 }
 
 // DefaultCallTimeout is the deadline of a call: a stuck call holds one of the
@@ -73,6 +80,7 @@ type Plugin struct {
 	mu     sync.Mutex
 	dyn    dynamic.Interface
 	reader kube.Reader
+	peers  *peers.Peers
 	orch   *orchestrator.Orchestrator
 	// sweeping is set once the cleanup sweep runs.
 	sweeping bool
@@ -135,9 +143,25 @@ func (p *Plugin) Connect(cfg *rest.Config) error {
 		return err
 	}
 	reader := kube.NewCluster(c.Gateway.GatewayV1().RESTClient(), p.log)
-	p.Use(c.Reviews, c.Gateway, c.Dynamic, reader)
+	pp := peers.Start(c.Leases, peers.Options{Namespace: p.opts.PeersNamespace, FieldManager: p.opts.FieldManager, Identity: p.opts.Identity}, p.log)
+	p.Use(c.Reviews, c.Gateway, c.Dynamic, reader, pp)
 	p.startSweep(c.Dynamic, reader)
 	return nil
+}
+
+// Close stops what the plugin keeps running: it deletes its Lease (package
+// peers), so that the plugin's other processes need not wait for it to go
+// stale, and stops the watch caches.
+func (p *Plugin) Close(ctx context.Context) {
+	p.mu.Lock()
+	pp, reader := p.peers, p.reader
+	p.mu.Unlock()
+	if pp != nil {
+		pp.Stop(ctx)
+	}
+	if r, ok := reader.(interface{ Close() }); ok {
+		r.Close()
+	}
 }
 
 // startSweep starts the cleanup of deleted Rollouts' claims, once, if the
@@ -155,17 +179,26 @@ func (p *Plugin) startSweep(dyn dynamic.Interface, reader kube.Reader) {
 }
 
 // Use sets the clients the plugin reads and writes with (reviews may be nil:
-// no access reviews); a reader it replaces is closed (its watch caches stop).
-func (p *Plugin) Use(reviews authorizationv1.SelfSubjectAccessReviewInterface, gw gateway.Interface, dyn dynamic.Interface, reader kube.Reader) {
+// no access reviews) and its peers (nil: every write carries its
+// resourceVersion); a reader or peers it replaces are stopped.
+func (p *Plugin) Use(reviews authorizationv1.SelfSubjectAccessReviewInterface, gw gateway.Interface, dyn dynamic.Interface, reader kube.Reader, pp *peers.Peers) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if old, ok := p.reader.(interface{ Close() }); ok && p.reader != reader {
 		old.Close()
 	}
+	if p.peers != nil && p.peers != pp {
+		go p.peers.Stop(context.Background())
+	}
 	p.dyn = dyn
 	p.reader = reader
+	p.peers = pp
+	var exclusion orchestrator.Exclusion
+	if pp != nil {
+		exclusion = pp
+	}
 	writer := ssa.NewWriter(gw, dyn, p.opts.FieldManager, p.log).ReviewingAccess(reviews)
-	p.orch = orchestrator.New(reader, writer, p.log, orchestrator.Bounds{
+	p.orch = orchestrator.New(reader, writer, exclusion, p.log, orchestrator.Bounds{
 		WritesPerCall: p.opts.MaxConcurrentWrites, Routes: p.routeSlots, CallTimeout: p.opts.CallTimeout,
 	})
 }

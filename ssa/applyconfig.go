@@ -150,10 +150,13 @@ func fillApplyConfig(live routes.Route, d Want, ac any) error {
 }
 
 // applyObject is what the plugin applies to a route: the route's identity,
-// the resourceVersion it was read at (the precondition), the plugin's labels
-// and annotations and the desired rules.
+// the resourceVersion it was read at (the precondition; none when live has
+// none), the plugin's labels and annotations and the desired rules.
 func applyObject(live routes.Route, d Want) map[string]any {
-	meta := map[string]any{"name": live.Name, "namespace": live.Namespace, "resourceVersion": live.ResourceVersion}
+	meta := map[string]any{"name": live.Name, "namespace": live.Namespace}
+	if live.ResourceVersion != "" {
+		meta["resourceVersion"] = live.ResourceVersion
+	}
 	if d.Labels != nil {
 		meta["labels"] = d.Labels
 	}

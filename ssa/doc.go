@@ -12,17 +12,22 @@
 // filling the types (shape.go). A route whose rules the typed
 // configuration cannot carry exactly (a field of a newer Gateway API) is
 // applied unstructured instead: the same object, field manager, options and
-// resourceVersion, never truncated, and the log line says why. Each apply
-// carries the resourceVersion it was computed from: a concurrent change by
-// anyone turns into an optimistic-lock conflict (IsStale), which the
-// orchestrator answers with a fresh read and a new decision. Release gives
-// up the plugin's managedFields entry with one resourceVersion-guarded
-// Update that keeps every value: the one write that is not an apply. Before
+// guard, never truncated, and the log line says why. An apply is guarded
+// (Guard) by the resourceVersion it was computed from, and forced (a
+// concurrent change by anyone is an optimistic-lock conflict, IsStale), or,
+// where the plugin owns spec.rules alone, by field ownership: not forced, no
+// resourceVersion, so that only another manager's change of the rules stops
+// it (IsOwnershipConflict). The orchestrator chooses the guard, and answers a
+// conflict with a new read and a new decision. Release gives up the
+// plugin's managedFields entry with one JSON patch that tests the entry is
+// as read and keeps every value: the one write that is not an apply. Before
 // a write that starts or ends its ownership of a route, access reviews
 // (ReviewOwnershipChange) check that the plugin may patch, get and update
 // it, so a rollout never stops half-way for want of a permission.
 //
 // Timeouts and retries of the requests themselves (5xx, 429, lost
 // connections) are the transport's, below every client (package kube);
-// they are safe for writes because every write carries its resourceVersion.
+// they are safe for every write of the plugin: one carrying a
+// resourceVersion conflicts once applied, one not forced changes nothing
+// when applied again, and the release's test fails once it is applied.
 package ssa

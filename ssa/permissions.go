@@ -16,13 +16,13 @@ import (
 )
 
 // A rollout's first write on a route makes the plugin an owner of it, and its
-// last gives that ownership back with an Update after the apply. Without
-// update (or get, which the release and every conflict need) the last call
-// would apply the weights and then fail half-way, leaving the plugin owning
-// spec.rules for good. So before a write that starts or ends its ownership,
-// the writer asks the apiserver (SelfSubjectAccessReviews, which store
-// nothing) whether it may patch, get and update the route, and refuses with
-// nothing written if not, naming every verb missing. A review that cannot be
+// last gives that ownership back with a JSON patch of its managedFields
+// after the apply. Without get (which the release and every conflict need)
+// the last call would apply the weights and then fail half-way, leaving the
+// plugin owning spec.rules for good. So before a write that starts or ends
+// its ownership, the writer asks the apiserver (SelfSubjectAccessReviews,
+// which store nothing) whether it may patch and get the route, and refuses
+// with nothing written if not, naming every verb missing. A review that cannot be
 // made decides nothing: the apiserver still judges the write itself.
 //
 // RBAC grants verbs per namespace and resource in practice, so the writer
@@ -34,7 +34,7 @@ import (
 
 // ownershipVerbs are what a rollout on a route takes from its first write to
 // giving ownership back.
-var ownershipVerbs = []string{"patch", "get", "update"}
+var ownershipVerbs = []string{"patch", "get"}
 
 // allowedFor is how long a namespace-wide yes is taken as the answer. A
 // permission taken away meanwhile is still refused by the apiserver on the
@@ -93,7 +93,7 @@ func (a *Writer) ReviewOwnershipChange(ctx context.Context, live routes.Route, r
 	if len(denied) == 0 {
 		return nil
 	}
-	why := "a rollout applies the route (patch), reads it again after a conflict (get) and gives its ownership of spec.rules back when it ends (update); nothing was written"
+	why := "a rollout applies the route (patch), reads it again after a conflict (get) and gives its ownership of spec.rules back when it ends (patch); nothing was written"
 	if len(reasons) > 0 {
 		why += " (" + strings.Join(reasons, "; ") + ")"
 	}

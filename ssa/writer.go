@@ -2,6 +2,7 @@ package ssa
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -12,6 +13,7 @@ import (
 	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	authorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
@@ -28,6 +30,16 @@ const DefaultFieldManager = "argo-rollouts-gatewayapi"
 // retried Update. Between attempts a writer waits a little longer each time
 // (Backoff), with jitter, so writers contending for one route take turns.
 const MaxAttempts = 8
+
+// MaxBusyAttempts bounds the attempts of one write guarded by the
+// resourceVersion whose conflicts came from changes to what it does not
+// write (another manager's labels, annotations, hostnames): the write,
+// decided again, is the same, so it is sent again at once, without Backoff,
+// and these attempts do not count towards MaxAttempts. On a route others
+// write tens of times a second most such attempts conflict (the first write
+// of a rollout, which takes spec.rules from its owner, has no other guard),
+// so the bound is high: the call's deadline ends it first.
+const MaxBusyAttempts = 1000
 
 // Backoff waits before attempt+1, or until ctx ends.
 func Backoff(ctx context.Context, attempt int) error {
@@ -78,13 +90,45 @@ func (a *Writer) ReviewingAccess(reviews authorizationv1.SelfSubjectAccessReview
 	return a
 }
 
-// Apply sends one server-side apply of want for the live route, guarded by
-// the live resourceVersion and forced: the precondition guarantees want was
-// decided from the latest value, so taking ownership loses nobody's change.
-// It returns the apiserver's answer, why it was applied unstructured (empty
-// if typed), and the apiserver's error as it came (IsStale, Explain).
-func (a *Writer) Apply(ctx context.Context, live routes.Route, want Want) (*routes.Answer, string, error) {
-	return apply(ctx, a.client, a.dyn, live, want, metav1.ApplyOptions{FieldManager: a.fieldManager, Force: true})
+// Guard is what keeps an apply from losing a change someone else made
+// after the route was read.
+type Guard int
+
+const (
+	// ByResourceVersion: the apply carries the resourceVersion it was
+	// decided from and is forced. Any change to the route since, by anyone,
+	// makes it fail (IsStale); forcing then loses nobody's change, so it can
+	// take spec.rules from another owner (the first write of a rollout).
+	ByResourceVersion Guard = iota
+	// ByOwnership: the apply carries no resourceVersion and is not forced;
+	// for a route whose spec.rules the plugin owns alone. Another manager
+	// that changed them since has taken that ownership (spec.rules is one
+	// atomic field), so the apply fails with a conflict naming it
+	// (IsOwnershipConflict); a change to anything else (labels, annotations,
+	// hostnames) does not stop it. It cannot see a change by another process
+	// of the plugin's own field manager: only a process that knows it is the
+	// only one (package peers) may use it.
+	ByOwnership
+)
+
+func (g Guard) String() string {
+	if g == ByOwnership {
+		return "ownership"
+	}
+	return "resourceVersion"
+}
+
+// Apply sends one server-side apply of want for the live route under the
+// plugin's field manager, guarded by guard. It returns the apiserver's
+// answer, why it was applied unstructured (empty if typed), and the
+// apiserver's error as it came (IsStale, IsOwnershipConflict, Explain).
+func (a *Writer) Apply(ctx context.Context, live routes.Route, want Want, guard Guard) (*routes.Answer, string, error) {
+	opts := metav1.ApplyOptions{FieldManager: a.fieldManager, Force: true}
+	if guard == ByOwnership {
+		live.ResourceVersion = "" // live is a copy: the caller's keeps its version
+		opts.Force = false
+	}
+	return apply(ctx, a.client, a.dyn, live, want, opts)
 }
 
 // Released is what a release did: the update's answer (nil if it could not
@@ -107,12 +151,15 @@ func (a *Writer) Release(ctx context.Context, current routes.Route, answer *rout
 	return a.release(ctx, current, answer)
 }
 
-// release removes the plugin's managedFields entries and keeps every value:
-// an Update of the object as read, minus those entries, guarded by its
-// resourceVersion. It is the one write that is not an apply; an apply cannot
-// give up a field without deleting its value. The object an apply just
-// stored (its answer, if not nil) is the object to update: reading it again
-// would answer the same; after a conflict the route is read.
+// release removes the plugin's managedFields entries and keeps every value.
+// It is the one write that is not an apply (an apply cannot give up a field
+// without deleting its value): a JSON patch that removes the entries, each
+// after a test that it is still exactly as read. Nothing else of the route
+// is sent, so changes others make meanwhile neither stop it nor get lost;
+// an apply of the plugin's meanwhile (a Rollout starting on the route)
+// changes its entry, fails the test, and the route is read again (at once,
+// up to MaxBusyAttempts times). The object an apply just stored (its
+// answer, if not nil) is the object read first.
 func (a *Writer) release(ctx context.Context, current routes.Route, answer *routes.Answer) (*Released, error) {
 	res := a.dyn.Resource(current.Kind.GVR(current.Version)).Namespace(current.Namespace)
 	for attempt := 1; ; attempt++ {
@@ -137,29 +184,16 @@ func (a *Writer) release(ctx context.Context, current routes.Route, answer *rout
 		if len(claims.Rollouts()) > 0 || !routes.OwnsAnything(live.ManagedFields, a.fieldManager) {
 			return nil, nil // a Rollout started meanwhile, or someone else released it
 		}
-		var keep []metav1.ManagedFieldsEntry
-		var dropped []string
-		for _, e := range live.ManagedFields {
-			if e.Manager == a.fieldManager {
-				dropped = append(dropped, string(e.Operation))
-				continue
-			}
-			keep = append(keep, e)
+		patch, dropped, err := releasePatch(live.ManagedFields, a.fieldManager)
+		if err != nil {
+			return nil, err
 		}
-		if len(keep) == 0 {
-			// An empty list would mean "leave managedFields as they are".
-			keep = []metav1.ManagedFieldsEntry{{}}
-		}
-		u.SetManagedFields(keep)
-		updated, err := res.Update(ctx, u, metav1.UpdateOptions{FieldManager: a.fieldManager})
-		if IsStale(err) && attempt < MaxAttempts {
-			if err := Backoff(ctx, attempt); err != nil {
-				return nil, err
-			}
-			continue
+		updated, err := res.Patch(ctx, current.Name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: a.fieldManager})
+		if failedTest(err) && attempt < MaxBusyAttempts {
+			continue // the plugin's entry changed since it was read: read it again
 		}
 		if err != nil {
-			return nil, kube.Grant(err, "update", current.Kind.GroupResource(), current.Namespace)
+			return nil, kube.Grant(err, "patch", current.Kind.GroupResource(), current.Namespace)
 		}
 		done := &Released{From: live.ResourceVersion, To: updated.GetResourceVersion(), Dropped: dropped}
 		if r, err := routes.FromUnstructuredNoCopy(updated); err == nil {
@@ -167,6 +201,54 @@ func (a *Writer) release(ctx context.Context, current routes.Route, answer *rout
 		}
 		return done, nil
 	}
+}
+
+// releasePatch is the JSON patch that removes manager's managedFields
+// entries, each tested first to be as read, and the operations of the
+// entries it removes. When they are every entry, it tests the whole list
+// and leaves one empty entry: an empty list would mean "leave them as they
+// are".
+func releasePatch(entries []metav1.ManagedFieldsEntry, manager string) ([]byte, []string, error) {
+	type op struct {
+		Op    string `json:"op"`
+		Path  string `json:"path"`
+		Value any    `json:"value,omitempty"`
+	}
+	var ops []op
+	var dropped []string
+	keep := 0
+	for i := len(entries) - 1; i >= 0; i-- { // from the end: a removal shifts what follows
+		e := entries[i]
+		if e.Manager != manager {
+			keep++
+			continue
+		}
+		path := fmt.Sprintf("/metadata/managedFields/%d", i)
+		ops = append(ops, op{Op: "test", Path: path, Value: e}, op{Op: "remove", Path: path})
+		dropped = append([]string{string(e.Operation)}, dropped...)
+	}
+	if keep == 0 {
+		ops = []op{
+			{Op: "test", Path: "/metadata/managedFields", Value: entries},
+			{Op: "replace", Path: "/metadata/managedFields", Value: []metav1.ManagedFieldsEntry{{}}},
+		}
+	}
+	patch, err := json.Marshal(ops)
+	return patch, dropped, err
+}
+
+// failedTest says a JSON patch may have failed one of its tests: the
+// apiserver answers that with a bare 422, no cause given (checked on
+// kube-apiserver 1.34).
+func failedTest(err error) bool {
+	return apierrors.IsInvalid(err)
+}
+
+// IsOwnershipConflict says an apply failed because another manager owns a
+// field it would change: for a ByOwnership apply, someone else changed
+// spec.rules after the route was read.
+func IsOwnershipConflict(err error) bool {
+	return apierrors.IsConflict(err) && apierrors.HasStatusCause(err, metav1.CauseTypeFieldManagerConflict)
 }
 
 // IsStale tells an optimistic-lock conflict (the route changed since it was

@@ -100,7 +100,7 @@ func TestForbiddenWriteNamesRouteAndPermission(t *testing.T) {
 	before := get(t, standard, "v1", "HTTPRoute", ns, "route").GetResourceVersion()
 	e := proc.Plugin.SetWeight(rollout(ns, `{"httpRoute": "route"}`), 30, nil)
 	t.Logf("error: %s", e.ErrorString)
-	for _, want := range []string{"HTTPRoute " + ns + "/route", "forbidden", "patch and update on httproutes.gateway.networking.k8s.io", "nothing was written"} {
+	for _, want := range []string{"HTTPRoute " + ns + "/route", "forbidden", "patch on httproutes.gateway.networking.k8s.io", "nothing was written"} {
 		if !strings.Contains(e.ErrorString, want) {
 			t.Errorf("error %q does not mention %q", e.ErrorString, want)
 		}

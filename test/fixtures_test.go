@@ -159,11 +159,12 @@ func ownsRules(u *unstructured.Unstructured, manager string) bool {
 	return false
 }
 
-// pluginWrites returns the writes the plugin sent (by user agent).
+// pluginWrites returns the writes of routes the plugin sent (by user agent;
+// not its Lease, which it renews every few seconds).
 func pluginWrites(c *harness.Cluster) []harness.Request {
 	var out []harness.Request
 	for _, r := range c.Recorder.Writes() {
-		if strings.HasPrefix(r.UserAgent, "rollouts-gatewayapi-ssa") {
+		if strings.HasPrefix(r.UserAgent, "rollouts-gatewayapi-ssa") && !strings.HasPrefix(r.Path, "/apis/coordination.k8s.io/") {
 			out = append(out, r)
 		}
 	}

@@ -39,8 +39,9 @@ spec:
 // The real plugin walks a canary 0 → 30 → 100 → 0 on every route kind; each
 // change is one server-side apply under the plugin's field manager, which
 // then owns spec.rules; the in-progress label comes and goes with the canary.
-// When the rollout ends the plugin gives its ownership back with one Update
-// that keeps every value (the one write that is not an apply).
+// When the rollout ends the plugin gives its ownership back with one JSON
+// patch of its managedFields entry that keeps every value (the one write
+// that is not an apply).
 func TestWeightWalkOnEveryKind(t *testing.T) {
 	walk := func(t *testing.T, c *harness.Cluster, version, kind string) {
 		ns := namespace(t, c)
@@ -66,8 +67,8 @@ func TestWeightWalkOnEveryKind(t *testing.T) {
 				t.Fatalf("SetWeight(%d): %s", step.weight, err)
 			}
 			if slices.Contains(step.writes, "release") {
-				// The release updates the object the apply answered with; it
-				// does not read the route again.
+				// The release patches the managedFields of the object the
+				// apply answered with; it does not read the route again.
 				for _, r := range c.Recorder.Requests() {
 					if strings.HasPrefix(r.UserAgent, "rollouts-gatewayapi-ssa") && r.Method == http.MethodGet && strings.HasSuffix(r.Path, "/route") {
 						t.Errorf("SetWeight(%d): the release read the route again: GET %s", step.weight, r.Path)
@@ -88,7 +89,7 @@ func TestWeightWalkOnEveryKind(t *testing.T) {
 				switch {
 				case w.IsApply():
 					writes = append(writes, "apply")
-				case w.Method == http.MethodPut:
+				case w.Method == http.MethodPatch && w.ContentType == "application/json-patch+json":
 					writes = append(writes, "release")
 				default:
 					writes = append(writes, w.Method+" "+w.ContentType)

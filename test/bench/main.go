@@ -856,12 +856,16 @@ func addVerbs(ph *phase, reqs []harness.Request, agent string) {
 	}
 }
 
-// verb names what a request does: apply, update, review, get, list, watch,
-// discovery, and the rest by method.
+// verb names what a request does: apply, release, update, review, lease,
+// get, list, watch, discovery, and the rest by method.
 func verb(r harness.Request) string {
 	switch {
 	case strings.HasPrefix(r.Path, "/apis/authorization.k8s.io/"):
 		return "review"
+	case strings.HasPrefix(r.Path, "/apis/coordination.k8s.io/"):
+		return "lease" // the plugin's Lease (package peers), renewed every 5 s whatever the calls
+	case r.Method == http.MethodPatch && r.ContentType == "application/json-patch+json":
+		return "release"
 	case r.IsApply():
 		return "apply"
 	case r.Method == http.MethodPut:

@@ -8,15 +8,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/go-logr/logr"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -44,6 +49,11 @@ const (
 	V1Alpha2Only Channel = "v1alpha2-only"
 )
 
+// ControllerNamespace is the Argo Rollouts controller's namespace in every
+// cluster Start brings up: the plugins StartPlugin starts keep their Leases
+// there (POD_NAMESPACE), as they do under the controller.
+const ControllerNamespace = "argo-rollouts"
+
 // Cluster is a running control plane.
 type Cluster struct {
 	Env     *envtest.Environment
@@ -58,6 +68,8 @@ type Cluster struct {
 	// GatewayCRDs are the Gateway API CRDs installed, as read.
 	GatewayCRDs []*apiextensionsv1.CustomResourceDefinition
 	dir         string
+	// restarted are the kube-apiservers RestartAPIServer started.
+	restarted []*exec.Cmd
 }
 
 // RepoRoot is the repository's top directory.
@@ -122,6 +134,11 @@ func start(crds []*apiextensionsv1.CustomResourceDefinition) (*Cluster, error) {
 	c.Kube = kubernetes.NewForConfigOrDie(cfg)
 	c.Dynamic = dynamic.NewForConfigOrDie(cfg)
 	c.Gateway = gateway.NewForConfigOrDie(cfg)
+	// The controller's namespace, where the plugin's processes keep their
+	// Leases (POD_NAMESPACE, StartPlugin).
+	if _, err := c.Kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ControllerNamespace}}, metav1.CreateOptions{}); err != nil {
+		return nil, errors.Join(err, c.Stop())
+	}
 	if c.Recorder, err = NewRecorder(cfg); err != nil {
 		return nil, errors.Join(err, c.Stop())
 	}
@@ -136,6 +153,9 @@ func start(crds []*apiextensionsv1.CustomResourceDefinition) (*Cluster, error) {
 func (c *Cluster) Stop() error {
 	if c.Recorder != nil {
 		c.Recorder.Close()
+	}
+	for _, cmd := range c.restarted {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	}
 	if c.dir != "" {
 		os.RemoveAll(c.dir)
@@ -369,4 +389,78 @@ func download(moduleAtVersion string) (downloaded, error) {
 		return downloaded{}, fmt.Errorf("go mod download %s: neither directory nor zip: %s %s", moduleAtVersion, m.Error, stderr.Bytes())
 	}
 	return m, nil
+}
+
+// RestartAPIServer stops kube-apiserver at once, as a crash or a node going
+// down does (etcd keeps running), starts it again with the same binary,
+// arguments, certificates and port, and waits until it serves again. It
+// returns how long the apiserver was away. Stop stops the new process.
+func (c *Cluster) RestartAPIServer() (time.Duration, error) {
+	u, err := url.Parse(c.Config.Host)
+	if err != nil {
+		return 0, err
+	}
+	pid, args, env, err := findProcess("kube-apiserver", "--secure-port="+u.Port())
+	if err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return 0, fmt.Errorf("stopping kube-apiserver (pid %d): %w", pid, err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); os.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("kube-apiserver (pid %d) did not stop", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Env = env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return 0, fmt.Errorf("starting kube-apiserver again: %w", err)
+	}
+	c.restarted = append(c.restarted, cmd)
+	go func() { _ = cmd.Wait() }()
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := c.Kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		cancel()
+		if err == nil {
+			return time.Since(start), nil
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("kube-apiserver did not serve again within a minute: %w", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// findProcess finds the process whose command line holds name and arg, and
+// returns its pid, arguments and environment.
+func findProcess(name, arg string) (int, []string, []string, error) {
+	dirs, err := filepath.Glob("/proc/[0-9]*")
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	for _, d := range dirs {
+		raw, err := os.ReadFile(filepath.Join(d, "cmdline"))
+		if err != nil || !bytes.Contains(raw, []byte(name)) || !bytes.Contains(raw, []byte(arg)) {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
+		if filepath.Base(args[0]) != name {
+			continue
+		}
+		envRaw, err := os.ReadFile(filepath.Join(d, "environ"))
+		if err != nil {
+			return 0, nil, nil, err
+		}
+		pid, _ := strconv.Atoi(filepath.Base(d))
+		return pid, args, strings.Split(strings.TrimRight(string(envRaw), "\x00"), "\x00"), nil
+	}
+	return 0, nil, nil, fmt.Errorf("no %s process with %s", name, arg)
 }

@@ -140,6 +140,8 @@ func reasonFor(status int) string {
 		return "ServiceUnavailable"
 	case http.StatusGatewayTimeout:
 		return "Timeout"
+	case http.StatusForbidden:
+		return "Forbidden"
 	}
 	return "InternalError"
 }

@@ -46,11 +46,16 @@ type PluginProcess struct {
 	Plugin rolloutsrpc.TrafficRouterPlugin
 }
 
-// StartPlugin starts the binary with the kubeconfig in its environment and
-// dispenses the traffic router over RPC. logs receives the plugin's stderr.
+// StartPlugin starts the binary with the kubeconfig in its environment, and
+// POD_NAMESPACE as the controller has it (ControllerNamespace, unless the
+// test's environment sets one), and dispenses the traffic router over RPC.
+// logs receives the plugin's stderr.
 func StartPlugin(bin, kubeconfig string, logs io.Writer, args ...string) (*PluginProcess, error) {
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	if os.Getenv("POD_NAMESPACE") == "" {
+		cmd.Env = append(cmd.Env, "POD_NAMESPACE="+ControllerNamespace)
+	}
 	client := goplugin.NewClient(&goplugin.ClientConfig{
 		HandshakeConfig: goplugin.HandshakeConfig{
 			ProtocolVersion:  1,

@@ -1,7 +1,9 @@
 package harness
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -25,6 +27,8 @@ type Request struct {
 	// Fault is what the recorder did to it instead of forwarding it as it
 	// came ("" for nothing).
 	Fault Action
+	// Status is the answer's HTTP status (0 while it has not come).
+	Status int
 }
 
 // IsWrite says whether the request changes state. An access review is a POST
@@ -58,6 +62,7 @@ type Recorder struct {
 	requests []Request
 	before   func(r *http.Request)
 	faults   []*Injected
+	watches  map[*http.Request]context.CancelFunc
 	server   *http.Server
 	closed   chan struct{}
 	close    sync.Once
@@ -89,6 +94,7 @@ func NewRecorder(cfg *rest.Config) (*Recorder, error) {
 			req.Fault = fault.Do
 		}
 		rec.requests = append(rec.requests, req)
+		index := len(rec.requests) - 1
 		before := rec.before
 		if dumpWrites != "" && strings.HasPrefix(r.UserAgent(), pluginUserAgent) && r.Method != http.MethodGet && !isReview(r.URL.Path) && fault == nil {
 			dump(r)
@@ -97,14 +103,66 @@ func NewRecorder(cfg *rest.Config) (*Recorder, error) {
 		if before != nil {
 			before(r)
 		}
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() {
+			rec.mu.Lock()
+			if index < len(rec.requests) && rec.requests[index].Path == req.Path { // not forgotten by a Reset meanwhile
+				rec.requests[index].Status = sw.status
+			}
+			rec.mu.Unlock()
+		}()
 		if fault != nil {
-			rec.inflict(fault, proxy, w, r)
+			rec.inflict(fault, proxy, sw, r)
 			return
 		}
-		proxy.ServeHTTP(w, r)
+		if isWatch(r) {
+			ctx, cancel := context.WithCancel(r.Context())
+			r = r.WithContext(ctx)
+			rec.mu.Lock()
+			if rec.watches == nil {
+				rec.watches = map[*http.Request]context.CancelFunc{}
+			}
+			rec.watches[r] = cancel
+			rec.mu.Unlock()
+			defer func() {
+				rec.mu.Lock()
+				delete(rec.watches, r)
+				rec.mu.Unlock()
+				cancel()
+			}()
+		}
+		proxy.ServeHTTP(sw, r)
 	})}
 	go rec.server.Serve(ln)
 	return rec, nil
+}
+
+// statusWriter keeps the status of the answer it writes.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController flush (watches).
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Hijack hands the connection over (faults that hang up).
+func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return w.ResponseWriter.(http.Hijacker).Hijack()
 }
 
 // dumpWrites, when set (env RECORDER_DUMP_WRITES), is a file the recorder
@@ -128,6 +186,27 @@ func dump(r *http.Request) {
 	}
 	defer f.Close()
 	fmt.Fprintf(f, "%s %s %s\n", r.Method, r.URL.Path, body)
+}
+
+// CutWatches breaks the watches in flight whose path contains path, as a
+// network failure or an apiserver going away does: their clients see the
+// connection end in the middle of the stream. It returns how many it cut.
+func (r *Recorder) CutWatches(path string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for req, cancel := range r.watches {
+		if strings.Contains(req.URL.Path, path) {
+			cancel()
+			n++
+		}
+	}
+	return n
+}
+
+func isWatch(r *http.Request) bool {
+	q := r.URL.Query().Get("watch")
+	return q == "true" || q == "1"
 }
 
 // Close stops the proxy, and lets go of the requests it holds.
