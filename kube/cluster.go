@@ -102,6 +102,9 @@ type namespaceCache struct {
 	synced, failed chan struct{}
 	failOnce       sync.Once
 	errors         atomic.Int32
+	// fresh says whether the cache may be read (freshness.go); nil for the
+	// caches of Gateways and their classes.
+	fresh *freshness
 }
 
 // NewCluster returns a Reader for the cluster behind client, a REST client
@@ -448,6 +451,9 @@ func (c *Cluster) cacheFor(ctx context.Context, kind routes.Kind, namespace stri
 // already.
 func (nc *namespaceCache) ready(ctx context.Context) cache.SharedIndexInformer {
 	if nc.informer.HasSynced() {
+		if nc.fresh != nil && !nc.fresh.current(nc.informer.LastSyncResourceVersion()) {
+			return nil // its watch broke: read from the apiserver until it has listed again
+		}
 		return nc.informer
 	}
 	wait := time.Until(nc.started.Add(cacheSyncWait))
@@ -474,14 +480,24 @@ func (c *Cluster) start(gvr schema.GroupVersionResource, namespace string) *name
 	// A plain *cache.ListWatch: the reflector streams the initial list
 	// through the watch (WatchList) where the apiserver can, and lists where
 	// it cannot.
-	return c.run(&cache.ListWatch{
+	fresh := &freshness{log: c.log.WithFields(logrus.Fields{"resource": gvr.Resource, "version": gvr.Version, "namespace": namespace})}
+	nc := c.run(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return listRoutes(ctx, c.client, gvr, namespace, o)
+			l, err := listRoutes(ctx, c.client, gvr, namespace, o)
+			if err == nil && o.Continue == "" {
+				fresh.listed(l.ResourceVersion)
+			}
+			return l, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return watchRoutes(ctx, c.client, gvr, namespace, o)
+			if fresh.mustList() && (o.SendInitialEvents == nil || !*o.SendInitialEvents) {
+				return nil, errListFirst(gvr)
+			}
+			return watchRoutes(ctx, c.client, gvr, namespace, o, fresh)
 		},
 	}, &cachedRoute{}, gvr, namespace, "routes", c.caughtUp)
+	nc.fresh = fresh
+	return nc
 }
 
 // run runs a watch cache of what lw lists (objects like example) until its

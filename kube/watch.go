@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync/atomic"
+	"time"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -127,15 +129,19 @@ func listRoutes(ctx context.Context, client rest.Interface, gvr schema.GroupVers
 
 // watchRoutes starts a watch of routes with opts; its events carry
 // cachedRoutes (bookmarks too: a cachedRoute with only metadata), and an
-// error event the apiserver's Status.
-func watchRoutes(ctx context.Context, client rest.Interface, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions) (watch.Interface, error) {
+// error event the apiserver's Status. fresh (nil: none) is told how the
+// watch ends, of its errors and of the end of its initial events.
+func watchRoutes(ctx context.Context, client rest.Interface, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions, fresh *freshness) (watch.Interface, error) {
 	opts.Watch = true
 	body, err := client.Get().AbsPath(collection(gvr, namespace)...).VersionedParams(&opts, metav1.ParameterCodec).Stream(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return watch.NewStreamWatcher(&eventDecoder{body: body, frames: routes.NewFrames(body)},
-		apierrors.NewClientErrorReporter(http.StatusInternalServerError, http.MethodGet, "ClientWatchDecoding")), nil
+	d := &eventDecoder{body: body, frames: routes.NewFrames(body), fresh: fresh, started: time.Now()}
+	if opts.TimeoutSeconds != nil {
+		d.timeout = time.Duration(*opts.TimeoutSeconds) * time.Second
+	}
+	return watch.NewStreamWatcher(d, apierrors.NewClientErrorReporter(http.StatusInternalServerError, http.MethodGet, "ClientWatchDecoding")), nil
 }
 
 // eventDecoder reads a watch stream of JSON events. An event of a route is
@@ -143,11 +149,34 @@ func watchRoutes(ctx context.Context, client rest.Interface, gvr schema.GroupVer
 // the pass cannot read, an error, a route Decode reads the long way) is read
 // part by part.
 type eventDecoder struct {
-	body   io.ReadCloser
-	frames *routes.Frames
+	body    io.ReadCloser
+	frames  *routes.Frames
+	fresh   *freshness
+	started time.Time
+	timeout time.Duration
+	stopped atomic.Bool
 }
 
+// initialEventsEnd is the annotation of the bookmark that ends a watch's
+// initial events (a list streamed through the watch).
+const initialEventsEnd = "k8s.io/initial-events-end"
+
 func (d *eventDecoder) Decode() (watch.EventType, runtime.Object, error) {
+	t, obj, err := d.decode()
+	if d.fresh != nil {
+		switch {
+		case err != nil && !d.stopped.Load():
+			d.fresh.ended(err, time.Since(d.started), d.timeout)
+		case t == watch.Error:
+			d.fresh.breaks(apierrors.FromObject(obj))
+		case t == watch.Bookmark && obj.(*cachedRoute).Annotations[initialEventsEnd] == "true":
+			d.fresh.listed(obj.(*cachedRoute).ResourceVersion)
+		}
+	}
+	return t, obj, err
+}
+
+func (d *eventDecoder) decode() (watch.EventType, runtime.Object, error) {
 	frame, err := d.frames.Next()
 	if err != nil {
 		return "", nil, err
@@ -185,4 +214,9 @@ func (d *eventDecoder) Decode() (watch.EventType, runtime.Object, error) {
 	return "", nil, fmt.Errorf("a watch event of unknown type %q", parts.Type)
 }
 
-func (d *eventDecoder) Close() { d.body.Close() }
+// Close is the watch being stopped by its reader: the end it causes is no
+// break.
+func (d *eventDecoder) Close() {
+	d.stopped.Store(true)
+	d.body.Close()
+}
