@@ -2,17 +2,22 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
+	"github.com/sirupsen/logrus"
+	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/cleanup"
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
 	"github.com/gatewayapi-ssa/rollouts-plugin/orchestrator"
+	"github.com/gatewayapi-ssa/rollouts-plugin/peers"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
 )
@@ -36,6 +41,7 @@ func runCleanup(args []string, out, errOut io.Writer) int {
 	force := fs.Bool("force", false, "undo also values another manager changed since the plugin set them (default: report them and leave the route)")
 	dryRun := fs.Bool("dry-run", false, "say what would change, write nothing")
 	timeout := fs.Duration("timeout", time.Minute, "deadline of the whole command")
+	peersNS := fs.String("peers-namespace", "argo-rollouts", "namespace of the plugin's Leases (the controller's): the command keeps one while it writes, so that the controller's plugin writes those routes guarded by their resourceVersion meanwhile; empty: keep none")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -46,11 +52,12 @@ func runCleanup(args []string, out, errOut io.Writer) int {
 	rollout := fs.Arg(0)
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	c, err := newCleaner(conn, *fieldManager)
+	c, stop, err := newCleaner(conn, *fieldManager, *peersNS, errOut)
 	if err != nil {
 		fmt.Fprintln(errOut, err)
 		return 1
 	}
+	defer stop()
 	if exists, err := c.Exists(ctx, rollout); err != nil {
 		fmt.Fprintln(errOut, err)
 		return 1
@@ -93,17 +100,37 @@ func runCleanup(args []string, out, errOut io.Writer) int {
 	return 0
 }
 
-func newCleaner(conn *connection, fieldManager string) (*cleanup.Cleaner, error) {
+// newCleaner builds the cleaner; with peersNS, it keeps a Lease among the
+// plugin's processes there (package peers) until stop, and says on errOut
+// why when it cannot.
+func newCleaner(conn *connection, fieldManager, peersNS string, errOut io.Writer) (c *cleanup.Cleaner, stop func(), err error) {
 	dyn, cfg, err := conn.dynamic()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	gw, gwErr := gateway.NewForConfig(cfg)
-	if gwErr != nil {
-		return nil, fmt.Errorf("building the Kubernetes clients: %w", gwErr)
+	coordination, leasesErr := coordinationv1.NewForConfig(cfg)
+	if err := errors.Join(gwErr, leasesErr); err != nil {
+		return nil, nil, fmt.Errorf("building the Kubernetes clients: %w", err)
 	}
 	log := quietLog()
 	reader := kube.NewCluster(gw.GatewayV1().RESTClient(), log)
-	orch := orchestrator.New(reader, ssa.NewWriter(gw, dyn, fieldManager, log), nil, log, orchestrator.Bounds{WritesPerCall: 1})
-	return &cleanup.Cleaner{Dynamic: dyn, Versions: reader, Orchestrator: orch, FieldManager: fieldManager, Log: log}, nil
+	stop = func() {}
+	var exclusion orchestrator.Exclusion
+	if peersNS != "" {
+		warn := logrus.New()
+		warn.SetOutput(errOut)
+		warn.SetLevel(logrus.WarnLevel)
+		warn.SetFormatter(&logrus.TextFormatter{DisableTimestamp: true})
+		host, _ := os.Hostname()
+		pp := peers.Start(coordination, peers.Options{Namespace: peersNS, FieldManager: fieldManager, Identity: fmt.Sprintf("cleanup %s/%d", host, os.Getpid())}, logrus.NewEntry(warn))
+		exclusion = pp
+		stop = func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			pp.Stop(ctx)
+		}
+	}
+	orch := orchestrator.New(reader, ssa.NewWriter(gw, dyn, fieldManager, log), exclusion, log, orchestrator.Bounds{WritesPerCall: 1})
+	return &cleanup.Cleaner{Dynamic: dyn, Versions: reader, Orchestrator: orch, FieldManager: fieldManager, Log: log}, stop, nil
 }

@@ -23,7 +23,7 @@ const undoneDemo = "rule 0 Service shop/stable 70→100; rule 0 Service shop/can
 // instead, and writes nothing: the Rollout's controller would put it all back.
 func TestCleanupRefusesARolloutThatExists(t *testing.T) {
 	api := newFakeAPI(t, midCanaryRoute, rolloutObject("demo"))
-	code, out, errOut := runCLI(t, "cleanup", "--kubeconfig", api.kubeconfig, "shop/demo")
+	code, out, errOut := runCLI(t, "cleanup", "--kubeconfig", api.kubeconfig, "--peers-namespace=", "shop/demo")
 	if code != 1 || out != "" {
 		t.Errorf("cleanup of an existing Rollout: exit %d, stdout %q; want 1 and nothing", code, out)
 	}
@@ -41,7 +41,7 @@ func TestCleanupRefusesARolloutThatExists(t *testing.T) {
 func TestCleanupWhenTheRolloutCannotBeRead(t *testing.T) {
 	api := newFakeAPI(t, midCanaryRoute)
 	api.rolloutsAnswer = http.StatusInternalServerError
-	code, out, errOut := runCLI(t, "cleanup", "--kubeconfig", api.kubeconfig, "shop/demo")
+	code, out, errOut := runCLI(t, "cleanup", "--kubeconfig", api.kubeconfig, "--peers-namespace=", "shop/demo")
 	if code != 1 || out != "" {
 		t.Errorf("exit %d, stdout %q; want 1 and nothing", code, out)
 	}
@@ -57,7 +57,7 @@ func TestCleanupWhenTheRolloutCannotBeRead(t *testing.T) {
 // route, what would change, and writes nothing.
 func TestCleanupDryRun(t *testing.T) {
 	api := newFakeAPI(t, midCanaryRoute)
-	code, out, errOut := runCLI(t, "cleanup", "--kubeconfig", api.kubeconfig, "--dry-run", "shop/demo")
+	code, out, errOut := runCLI(t, "cleanup", "--kubeconfig", api.kubeconfig, "--peers-namespace=", "--dry-run", "shop/demo")
 	if code != 0 || errOut != "" {
 		t.Errorf("cleanup --dry-run: exit %d, stderr %q; want 0 and nothing", code, errOut)
 	}
@@ -76,7 +76,7 @@ func TestCleanupDryRun(t *testing.T) {
 // nothing to do.
 func TestCleanupUndoesADeletedRolloutsClaim(t *testing.T) {
 	api := newFakeAPI(t, midCanaryRoute)
-	code, out, errOut := runCLI(t, "cleanup", "--kubeconfig", api.kubeconfig, "-n", "shop", "shop/demo")
+	code, out, errOut := runCLI(t, "cleanup", "--kubeconfig", api.kubeconfig, "--peers-namespace=", "-n", "shop", "shop/demo")
 	if code != 0 || errOut != "" {
 		t.Errorf("cleanup: exit %d, stderr %q; want 0 and nothing", code, errOut)
 	}
@@ -122,7 +122,7 @@ func TestCleanupUndoesADeletedRolloutsClaim(t *testing.T) {
 		t.Errorf("annotations after the cleanup (-want +got):\n%s", diff)
 	}
 
-	code, out, _ = runCLI(t, "cleanup", "--kubeconfig", api.kubeconfig, "shop/demo")
+	code, out, _ = runCLI(t, "cleanup", "--kubeconfig", api.kubeconfig, "--peers-namespace=", "shop/demo")
 	if code != 0 || out != "no route carries a claim of Rollout shop/demo: nothing to do\n" {
 		t.Errorf("cleanup again: exit %d, %q; want 0 and nothing to do", code, out)
 	}
@@ -149,4 +149,27 @@ func specRules(t *testing.T, route string) any {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// The command keeps a Lease among the plugin's processes while it writes,
+// so that the controller's plugin writes those routes guarded by their
+// resourceVersion meanwhile. A user without the Lease Role is told so, and
+// the cleanup goes on, every write guarded by its resourceVersion.
+func TestCleanupWithoutTheLeaseRoleSaysSoAndCleansUp(t *testing.T) {
+	api := newFakeAPI(t, midCanaryRoute)
+	code, out, errOut := runCLI(t, "cleanup", "--kubeconfig", api.kubeconfig, "shop/demo")
+	if code != 0 || !strings.Contains(out, "undone:") {
+		t.Errorf("cleanup: exit %d, %q; want 0 and the route undone", code, out)
+	}
+	for _, want := range []string{"cannot keep a Lease in namespace argo-rollouts", "grant the plugin's ServiceAccount get, list, watch, create, patch and delete on leases.coordination.k8s.io"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr does not say %q:\n%s", want, errOut)
+		}
+	}
+	for _, w := range api.Writes() {
+		if strings.Contains(w.Query, "fieldManager") && w.Method == http.MethodPatch && strings.Contains(w.Path, "httproutes") &&
+			strings.Contains(w.Body, `"kind"`) && !strings.Contains(w.Body, "resourceVersion") {
+			t.Errorf("an apply without a resourceVersion while the command keeps no Lease: %s", w.Body)
+		}
+	}
 }
