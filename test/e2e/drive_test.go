@@ -68,6 +68,9 @@ const (
 	setImage
 	promote
 	abort
+	// restartController kills the Argo Rollouts controller (and its plugin
+	// process) and starts it again.
+	restartController
 )
 
 // action is what a user does: change the image, or promote/abort as
@@ -85,6 +88,8 @@ func (a action) String() string {
 		return "promote"
 	case abort:
 		return "abort"
+	case restartController:
+		return "kill and restart the controller"
 	}
 	return "wait"
 }
@@ -391,6 +396,11 @@ func (r *run) do(t *testing.T, a action) {
 		err = r.c.Promote(ctx, r.ns, r.sc.rollout)
 	case abort:
 		err = r.c.Abort(ctx, r.ns, r.sc.rollout)
+	case restartController:
+		var away time.Duration
+		if away, err = r.c.RestartRolloutsController(); err == nil {
+			t.Logf("the controller (with its plugin) was killed and is healthy again after %s", away.Round(time.Millisecond))
+		}
 	}
 	if err != nil {
 		t.Fatal(err)

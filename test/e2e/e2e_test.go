@@ -82,3 +82,9 @@ func TestScenarios(t *testing.T) {
 		})
 	}
 }
+
+// TestControllerRestartMidExperiment walks restartScenario alone, after
+// TestScenarios: it kills the controller they all share.
+func TestControllerRestartMidExperiment(t *testing.T) {
+	runScenario(t, theCluster, restartScenario())
+}

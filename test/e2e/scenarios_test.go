@@ -611,3 +611,61 @@ func pingPongSteps(app string) []step {
 				versions: map[string]int64{"v3": 100}}},
 	}
 }
+
+// restartScenario: the controller killed in the middle of an experiment step
+// (its plugin process dies with it, its Lease left behind) and started
+// again: the new plugin process finds what the old one added on the route
+// (the claims) and ends the experiment exactly. It kills the controller
+// that every scenario shares, so it runs by itself, after them
+// (TestControllerRestartMidExperiment).
+func restartScenario() scenario {
+	return scenario{
+		// The controller killed in the middle of an experiment step (its
+		// plugin process dies with it, its Lease left behind) and started
+		// again: the new plugin process finds what the old one added on
+		// the route (the claims) and ends the experiment exactly.
+		name: "experiment-restart",
+		objects: service("exr-stable", "exr", 80) + service("exr-canary", "exr", 80) +
+			httpRoute("exr", "exr-stable", "exr-canary") +
+			rollout("exr", `
+stableService: exr-stable
+canaryService: exr-canary
+trafficRouting:
+  plugins:
+    argoproj-labs/gatewayAPI:
+      httpRoute: exr
+steps:
+- setWeight: 10
+- experiment:
+    duration: 60s
+    templates:
+    - name: baseline
+      specRef: stable
+      service:
+        name: exr-baseline
+      weight: 5
+    - name: experiment
+      specRef: canary
+      service:
+        name: exr-experiment
+      weight: 25
+- pause: {}`),
+		rollout:  "exr",
+		route:    routeRef{"HTTPRoute", "exr"},
+		backends: append(backends("exr-stable", "exr-canary"), experimentBackends("exr-baseline", "exr-experiment")...),
+		host:     host("exr"),
+		steps: []step{
+			installed(map[string]int64{"exr-stable": 100, "exr-canary": 0}),
+			{name: "image v2: experiment running, 60/10/5/25", do: img("exr", "v2"),
+				want: want{stepIndex: index(1), weights: map[string]int64{"exr-stable": 60, "exr-canary": 10, "exr-baseline": 5, "exr-experiment": 25}}},
+			{name: "controller killed and restarted mid-experiment: still 60/10/5/25", do: action{kind: restartController},
+				want: want{stepIndex: index(1), weights: map[string]int64{"exr-stable": 60, "exr-canary": 10, "exr-baseline": 5, "exr-experiment": 25},
+					versions: map[string]int64{"v1": 65, "v2": 35}}},
+			{name: "experiment ended after the restart: its backends gone, 90/10", within: 3 * time.Minute,
+				want: want{phase: "Paused", stepIndex: index(2), weights: map[string]int64{"exr-stable": 90, "exr-canary": 10}}},
+			{name: "promote: stable 100, the plugin owns nothing", do: action{kind: promote},
+				want: want{phase: "Healthy", promoted: true, released: true, weights: map[string]int64{"exr-stable": 100, "exr-canary": 0},
+					versions: map[string]int64{"v2": 100}}},
+		},
+	}
+}

@@ -120,6 +120,8 @@ type Cluster struct {
 	logs     []*os.File
 	// pluginArgs are Options.PluginArgs.
 	pluginArgs []string
+	// controllerBin is the Argo Rollouts controller's binary.
+	controllerBin string
 }
 
 // Measure records and prints how long a phase took since since.
@@ -463,25 +465,61 @@ func (c *Cluster) startRolloutsController(assets string) error {
 		return err
 	}
 	// It copies file:// plugins to ./plugin-bin/<name>: a working directory of its own.
-	wd := filepath.Join(c.Dir, "rollouts-controller")
-	if err := os.MkdirAll(wd, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(c.Dir, "rollouts-controller"), 0o755); err != nil {
 		return err
 	}
+	c.controllerBin = filepath.Join(assets, "rollouts-controller")
+	return c.runRolloutsController()
+}
+
+// runRolloutsController starts the Argo Rollouts controller and waits until
+// it is healthy.
+func (c *Cluster) runRolloutsController() error {
 	ports, err := freePorts(2)
 	if err != nil {
 		return err
 	}
 	metricsPort, healthzPort := ports[0], ports[1]
-	ctrl, err := c.start("rollouts-controller", filepath.Join(assets, "rollouts-controller"), []string{
+	ctrl, err := c.start("rollouts-controller", c.controllerBin, []string{
 		"--leader-elect=false",
 		"--metricsPort=" + strconv.Itoa(metricsPort),
 		"--healthzPort=" + strconv.Itoa(healthzPort),
 		"--loglevel=info",
-	}, []string{"KUBECONFIG=" + c.Kubeconfig, "POD_NAMESPACE=" + RolloutsNamespace}, wd, c.ControllerLog)
+	}, []string{"KUBECONFIG=" + c.Kubeconfig, "POD_NAMESPACE=" + RolloutsNamespace}, filepath.Join(c.Dir, "rollouts-controller"), c.ControllerLog)
 	if err != nil {
 		return err
 	}
 	return waitHealthy(ctrl, fmt.Sprintf("http://127.0.0.1:%d/healthz", healthzPort), 90*time.Second)
+}
+
+// RestartRolloutsController kills the Argo Rollouts controller outright
+// (SIGKILL to its process group: its plugin process dies with it, as when
+// the controller's container is killed) and starts it again, and returns
+// once it is healthy. It returns how long the controller was away.
+func (c *Cluster) RestartRolloutsController() (time.Duration, error) {
+	start := time.Now()
+	c.mu.Lock()
+	var ctrl *proc
+	kept := c.procs[:0]
+	for _, p := range c.procs {
+		if p.name == "rollouts-controller" && !p.exited() {
+			ctrl = p
+			continue
+		}
+		kept = append(kept, p)
+	}
+	c.procs = kept
+	c.mu.Unlock()
+	if ctrl == nil {
+		return 0, fmt.Errorf("no Argo Rollouts controller running")
+	}
+	_ = syscall.Kill(-ctrl.cmd.Process.Pid, syscall.SIGKILL)
+	<-ctrl.done
+	fmt.Fprintf(ctrl.logFile, "# killed (SIGKILL to its process group) at %s; started again below\n", time.Now().Format(time.RFC3339Nano))
+	if err := c.runRolloutsController(); err != nil {
+		return 0, err
+	}
+	return time.Since(start), nil
 }
 
 // pluginEntry is the plugin's entry in argo-rollouts-config.
