@@ -35,7 +35,7 @@ import (
 // fakeAPI is an apiserver for the commands' tests, on 127.0.0.1: discovery
 // of gateway.networking.k8s.io/v1 (HTTPRoutes only; every other version of
 // the group is not served), its OpenAPI document (every field), GET, LIST
-// and watch of HTTPRoutes, server-side apply (PATCH) and Update (PUT) of
+// and watch of HTTPRoutes, server-side apply and JSON patch (PATCH) of
 // them, GET of Rollouts and Services, ReferenceGrants (none) and
 // SelfSubjectAccessReviews (allowed). It records every request it gets.
 type fakeAPI struct {
@@ -301,10 +301,9 @@ func (f *fakeAPI) watch(w http.ResponseWriter, r *http.Request, namespace string
 	}
 }
 
-// route serves one route: GET, PATCH (a server-side apply: the applied
+// route serves one route: GET, and PATCH: a server-side apply (the applied
 // spec.rules, labels and annotations replace what the field manager applied
-// before; with dryRun, nothing is kept; or a JSON patch), and PUT (an
-// Update, kept as sent).
+// before; with dryRun, nothing is kept), or a JSON patch (the release).
 func (f *fakeAPI) route(w http.ResponseWriter, r *http.Request, namespace, name string, body []byte) {
 	gr := schema.GroupResource{Group: routes.Group, Resource: "httproutes"}
 	f.mu.Lock()
@@ -359,23 +358,6 @@ func (f *fakeAPI) route(w http.ResponseWriter, r *http.Request, namespace, name 
 			f.routes[namespace+"/"+name] = stored
 		}
 		f.answer(w, http.StatusOK, stored.Object)
-	case r.Method == http.MethodPut:
-		updated := &unstructured.Unstructured{}
-		if err := json.Unmarshal(body, &updated.Object); err != nil {
-			f.status(w, apierrors.NewBadRequest(err.Error()))
-			return
-		}
-		if updated.GetResourceVersion() != live.GetResourceVersion() {
-			f.status(w, apierrors.NewConflict(gr, name, fmt.Errorf("the object has been modified")))
-			return
-		}
-		if mf := updated.GetManagedFields(); len(mf) == 1 && mf[0].Manager == "" {
-			updated.SetManagedFields(nil) // the list that says "none left"
-		}
-		f.rv++
-		updated.SetResourceVersion(strconv.Itoa(f.rv))
-		f.routes[namespace+"/"+name] = updated
-		f.answer(w, http.StatusOK, updated.Object)
 	default:
 		f.t.Errorf("the fake apiserver does not serve %s of a route", r.Method)
 		f.status(w, apierrors.NewMethodNotSupported(gr, r.Method))

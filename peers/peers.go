@@ -307,20 +307,21 @@ func (p *Peers) run() {
 	acknowledging := make(chan struct{})
 	go func() {
 		defer close(acknowledging)
-		tick := time.NewTicker(p.renewEvery())
-		defer tick.Stop()
-		for {
-			select {
-			case <-p.stop:
-				return
-			case <-tick.C:
-			case <-p.seen:
-			}
-			p.acknowledge(ctx)
-			p.wakeAll()
-		}
+		p.every(p.seen, func() { p.acknowledge(ctx) })
 	}()
 	defer func() { <-acknowledging }()
+	p.every(nil, func() {
+		if err := p.publish(ctx); err != nil {
+			p.log.WithError(err).Warn("could not renew this process's Lease")
+		}
+		p.collect(ctx)
+		p.confirmSolo(ctx)
+	})
+}
+
+// every runs do at every renewal period and whenever now has something,
+// then wakes the callers waiting in Enter, until Stop.
+func (p *Peers) every(now <-chan struct{}, do func()) {
 	tick := time.NewTicker(p.renewEvery())
 	defer tick.Stop()
 	for {
@@ -328,12 +329,9 @@ func (p *Peers) run() {
 		case <-p.stop:
 			return
 		case <-tick.C:
+		case <-now:
 		}
-		if err := p.publish(ctx); err != nil {
-			p.log.WithError(err).Warn("could not renew this process's Lease")
-		}
-		p.collect(ctx)
-		p.confirmSolo(ctx)
+		do()
 		p.wakeAll()
 	}
 }

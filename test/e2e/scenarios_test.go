@@ -361,51 +361,9 @@ steps:
 						weights: map[string]int64{"missing-stable": 100, "missing-canary": 0}}},
 			},
 		},
-		{
-			// The GKE case: an experiment with baseline and canary templates
-			// that take weight next to the canary, then end.
-			name: "experiment",
-			objects: service("exp-stable", "exp", 80) + service("exp-canary", "exp", 80) +
-				httpRoute("exp", "exp-stable", "exp-canary") +
-				rollout("exp", `
-stableService: exp-stable
-canaryService: exp-canary
-trafficRouting:
-  plugins:
-    argoproj-labs/gatewayAPI:
-      httpRoute: exp
-steps:
-- setWeight: 10
-- experiment:
-    duration: 30s
-    templates:
-    - name: baseline
-      specRef: stable
-      service:
-        name: exp-baseline
-      weight: 5
-    - name: experiment
-      specRef: canary
-      service:
-        name: exp-experiment
-      weight: 25
-- pause: {}`),
-			rollout:  "exp",
-			route:    routeRef{"HTTPRoute", "exp"},
-			backends: append(backends("exp-stable", "exp-canary"), experimentBackends("exp-baseline", "exp-experiment")...),
-			host:     host("exp"),
-			steps: []step{
-				installed(map[string]int64{"exp-stable": 100, "exp-canary": 0}),
-				{name: "image v2: experiment running, 60/10/5/25", do: img("exp", "v2"),
-					want: want{stepIndex: index(1), weights: map[string]int64{"exp-stable": 60, "exp-canary": 10, "exp-baseline": 5, "exp-experiment": 25},
-						versions: map[string]int64{"v1": 65, "v2": 35}}},
-				{name: "experiment ended: its backends gone, 90/10", within: 3 * time.Minute,
-					want: want{phase: "Paused", stepIndex: index(2), weights: map[string]int64{"exp-stable": 90, "exp-canary": 10}}},
-				{name: "promote: stable 100", do: action{kind: promote},
-					want: want{phase: "Healthy", promoted: true, weights: map[string]int64{"exp-stable": 100, "exp-canary": 0},
-						versions: map[string]int64{"v2": 100}}},
-			},
-		},
+		// The GKE case: an experiment with baseline and canary templates
+		// that take weight next to the canary, then end.
+		experimentScenario("experiment", "exp", false),
 		{
 			// setCanaryScale first: while the canary has no available pod, Argo
 			// Rollouts calls RemoveManagedRoutes on every reconcile, so a header
@@ -618,54 +576,67 @@ func pingPongSteps(app string) []step {
 // (the claims) and ends the experiment exactly. It kills the controller
 // that every scenario shares, so it runs by itself, after them
 // (TestControllerRestartMidExperiment).
-func restartScenario() scenario {
+func restartScenario() scenario { return experimentScenario("experiment-restart", "exr", true) }
+
+// experimentScenario: setWeight 10, then an experiment with baseline (5)
+// and canary (25) templates → 60/10/5/25, ended → 90/10, promoted → 100/0;
+// with restart, the controller is killed and started again while the
+// experiment runs (which then lasts 60 s instead of 30).
+func experimentScenario(name, app string, restart bool) scenario {
+	duration := "30s"
+	if restart {
+		duration = "60s"
+	}
+	stable, canary, baseline, experiment := app+"-stable", app+"-canary", app+"-baseline", app+"-experiment"
+	running := map[string]int64{stable: 60, canary: 10, baseline: 5, experiment: 25}
+	steps := []step{
+		installed(map[string]int64{stable: 100, canary: 0}),
+		{name: "image v2: experiment running, 60/10/5/25", do: img(app, "v2"),
+			want: want{stepIndex: index(1), weights: running, versions: map[string]int64{"v1": 65, "v2": 35}}},
+	}
+	ended := "experiment ended: its backends gone, 90/10"
+	if restart {
+		steps = append(steps, step{name: "controller killed and restarted mid-experiment: still 60/10/5/25", do: action{kind: restartController},
+			want: want{stepIndex: index(1), weights: running, versions: map[string]int64{"v1": 65, "v2": 35}}})
+		ended = "experiment ended after the restart: its backends gone, 90/10"
+	}
+	steps = append(steps,
+		step{name: ended, within: 3 * time.Minute,
+			want: want{phase: "Paused", stepIndex: index(2), weights: map[string]int64{stable: 90, canary: 10}}},
+		step{name: "promote: stable 100, the plugin owns nothing", do: action{kind: promote},
+			want: want{phase: "Healthy", promoted: true, released: true, weights: map[string]int64{stable: 100, canary: 0},
+				versions: map[string]int64{"v2": 100}}})
 	return scenario{
-		// The controller killed in the middle of an experiment step (its
-		// plugin process dies with it, its Lease left behind) and started
-		// again: the new plugin process finds what the old one added on
-		// the route (the claims) and ends the experiment exactly.
-		name: "experiment-restart",
-		objects: service("exr-stable", "exr", 80) + service("exr-canary", "exr", 80) +
-			httpRoute("exr", "exr-stable", "exr-canary") +
-			rollout("exr", `
-stableService: exr-stable
-canaryService: exr-canary
+		name: name,
+		objects: service(stable, app, 80) + service(canary, app, 80) +
+			httpRoute(app, stable, canary) +
+			rollout(app, fmt.Sprintf(`
+stableService: %s
+canaryService: %s
 trafficRouting:
   plugins:
     argoproj-labs/gatewayAPI:
-      httpRoute: exr
+      httpRoute: %s
 steps:
 - setWeight: 10
 - experiment:
-    duration: 60s
+    duration: %s
     templates:
     - name: baseline
       specRef: stable
       service:
-        name: exr-baseline
+        name: %s
       weight: 5
     - name: experiment
       specRef: canary
       service:
-        name: exr-experiment
+        name: %s
       weight: 25
-- pause: {}`),
-		rollout:  "exr",
-		route:    routeRef{"HTTPRoute", "exr"},
-		backends: append(backends("exr-stable", "exr-canary"), experimentBackends("exr-baseline", "exr-experiment")...),
-		host:     host("exr"),
-		steps: []step{
-			installed(map[string]int64{"exr-stable": 100, "exr-canary": 0}),
-			{name: "image v2: experiment running, 60/10/5/25", do: img("exr", "v2"),
-				want: want{stepIndex: index(1), weights: map[string]int64{"exr-stable": 60, "exr-canary": 10, "exr-baseline": 5, "exr-experiment": 25}}},
-			{name: "controller killed and restarted mid-experiment: still 60/10/5/25", do: action{kind: restartController},
-				want: want{stepIndex: index(1), weights: map[string]int64{"exr-stable": 60, "exr-canary": 10, "exr-baseline": 5, "exr-experiment": 25},
-					versions: map[string]int64{"v1": 65, "v2": 35}}},
-			{name: "experiment ended after the restart: its backends gone, 90/10", within: 3 * time.Minute,
-				want: want{phase: "Paused", stepIndex: index(2), weights: map[string]int64{"exr-stable": 90, "exr-canary": 10}}},
-			{name: "promote: stable 100, the plugin owns nothing", do: action{kind: promote},
-				want: want{phase: "Healthy", promoted: true, released: true, weights: map[string]int64{"exr-stable": 100, "exr-canary": 0},
-					versions: map[string]int64{"v2": 100}}},
-		},
+- pause: {}`, stable, canary, app, duration, baseline, experiment)),
+		rollout:  app,
+		route:    routeRef{"HTTPRoute", app},
+		backends: append(backends(stable, canary), experimentBackends(baseline, experiment)...),
+		host:     host(app),
+		steps:    steps,
 	}
 }
