@@ -60,17 +60,25 @@ type Cluster struct {
 	client rest.Interface
 	log    *logrus.Entry
 
-	mu        sync.Mutex
-	versions  map[routes.Kind]string
-	informers map[informerKey]*namespaceCache
+	mu          sync.Mutex
+	versions    map[routes.Kind]string
+	discovering map[routes.Kind]*discovery
+	informers   map[informerKey]*namespaceCache
 	// parents are the watch caches of GatewayClasses, Gateways and
 	// ListenerSets (gateways.go).
 	parents map[parentKey]*namespaceCache
 	// ahead is the overlay: per route, the newest version the plugin has
 	// seen beyond its watch cache (the answer to its write, or a fresh
 	// read), until the cache holds it too.
-	ahead  map[routes.Ref]*routes.Answer
-	closed bool
+	ahead map[routes.Ref]*routes.Answer
+	// used are the routes a call has read: their watch caches keep them
+	// whole; of every other route only what a selector reads (slim). whole
+	// holds the routes read fresh while their cache entry is still slim,
+	// until an event of theirs brings them whole.
+	used      map[routes.Ref]bool
+	whole     map[routes.Ref]routes.Route
+	labelSets labelSets
+	closed    bool
 
 	// schemaMu serializes reading the OpenAPI documents; schemas holds what
 	// they said, per version.
@@ -114,10 +122,12 @@ type namespaceCache struct {
 func NewCluster(client rest.Interface, log *logrus.Entry) *Cluster {
 	return &Cluster{
 		client: client, log: log,
-		versions:  map[routes.Kind]string{},
+		versions: map[routes.Kind]string{}, discovering: map[routes.Kind]*discovery{},
 		informers: map[informerKey]*namespaceCache{},
 		parents:   map[parentKey]*namespaceCache{},
 		ahead:     map[routes.Ref]*routes.Answer{},
+		used:      map[routes.Ref]bool{},
+		whole:     map[routes.Ref]routes.Route{},
 		schemas:   map[string]schemaDoc{},
 	}
 }
@@ -143,20 +153,53 @@ func (c *Cluster) Close() {
 // asks again: a CRD upgrade needs no restart.
 func (c *Cluster) ServedVersion(ctx context.Context, kind routes.Kind) (string, error) {
 	c.mu.Lock()
-	v, ok := c.versions[kind]
-	c.mu.Unlock()
-	if ok {
+	if v, ok := c.versions[kind]; ok {
+		c.mu.Unlock()
 		return v, nil
 	}
+	// Calls that start together (a hundred Rollouts on a fresh process)
+	// wait for one discovery.
+	d, asking := c.discovering[kind]
+	if !asking {
+		d = &discovery{done: make(chan struct{})}
+		c.discovering[kind] = d
+	}
+	c.mu.Unlock()
+	if asking {
+		select {
+		case <-d.done:
+			return d.version, d.err
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
+	d.version, d.err = c.discover(ctx, kind)
+	c.mu.Lock()
+	if d.err == nil {
+		c.versions[kind] = d.version
+	}
+	delete(c.discovering, kind)
+	c.mu.Unlock()
+	close(d.done)
+	return d.version, d.err
+}
+
+// discovery is one discovery of a kind's served version, which calls asking
+// at the same time wait for.
+type discovery struct {
+	done    chan struct{}
+	version string
+	err     error
+}
+
+// discover asks which supported version of kind the cluster serves.
+func (c *Cluster) discover(ctx context.Context, kind routes.Kind) (string, error) {
 	for _, version := range kind.Versions() {
 		served, err := c.serves(ctx, version, kind)
 		if err != nil {
 			return "", fmt.Errorf("discovering the served versions of %s: %w", kind, err)
 		}
 		if served {
-			c.mu.Lock()
-			c.versions[kind] = version
-			c.mu.Unlock()
 			return version, nil
 		}
 	}
@@ -214,6 +257,7 @@ func (c *Cluster) Get(ctx context.Context, ref routes.Ref) (routes.Route, error)
 }
 
 func (c *Cluster) get(ctx context.Context, ref routes.Ref) (routes.Route, error) {
+	c.use(ref)
 	inf, err := c.cacheFor(ctx, ref.Kind, ref.Namespace)
 	if err != nil {
 		return routes.Route{}, err
@@ -226,32 +270,62 @@ func (c *Cluster) get(ctx context.Context, ref routes.Ref) (routes.Route, error)
 		// A route created a moment ago may not have reached the cache yet.
 		return c.fresh(ctx, ref)
 	}
-	return c.fromCache(inf.GetIndexer(), obj)
+	r, slim, err := c.fromCache(inf.GetIndexer(), obj)
+	if !slim {
+		return r, err
+	}
+	// The cache keeps only the identity of a route no call had used: read
+	// it whole, once.
+	if r, err = c.fresh(ctx, ref); err == nil {
+		c.keepWhole(r)
+	}
+	return r, err
+}
+
+// use records that a call reads the route: its watch cache keeps it whole
+// from its next event on.
+func (c *Cluster) use(ref routes.Ref) {
+	c.mu.Lock()
+	c.used[ref] = true
+	c.mu.Unlock()
+}
+
+// keeps says whether a watch cache keeps the route whole.
+func (c *Cluster) keeps(ref routes.Ref) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.used[ref]
 }
 
 // fromCache is the caller's own copy of what a watch cache holds (obj, read
-// from store), or of what the plugin wrote after it.
+// from store), or of what the plugin wrote or read fresh after it; slim
+// when the cache holds only what a selector reads and nothing newer is
+// known: the caller reads the route fresh.
 //
 // The watch can bring in the plugin's write between reading obj and looking
 // at the overlay: the informer stores the event, then caughtUp drops the
 // answer, and the overlay no longer has anything newer than obj. So store is
 // read again after the overlay: it holds the write then, since the informer
 // stores an event before it tells caughtUp.
-func (c *Cluster) fromCache(store cache.Store, obj any) (routes.Route, error) {
+func (c *Cluster) fromCache(store cache.Store, obj any) (r routes.Route, slim bool, err error) {
 	cr := obj.(*cachedRoute)
 	if cr.err != nil {
-		return routes.Route{}, cr.err
+		return routes.Route{}, false, cr.err
 	}
-	r := c.newest(cr.route, true)
+	r, slim = c.newest(cr.whole(), cr.slim(), true)
 	if now, ok, err := store.Get(obj); err == nil && ok {
-		if n := now.(*cachedRoute); Newer(n.ResourceVersion, r.ResourceVersion) {
+		if n := now.(*cachedRoute); Newer(n.resourceVersion, r.ResourceVersion) {
 			if n.err != nil {
-				return routes.Route{}, n.err
+				return routes.Route{}, false, n.err
 			}
-			return n.route.DeepCopy(), nil
+			if n.slim() {
+				r, slim = c.newest(n.whole(), true, true)
+				return r, slim, nil
+			}
+			return n.route.DeepCopy(), false, nil
 		}
 	}
-	return r, nil
+	return r, slim, nil
 }
 
 // Fresh reads a route with a GET. An answer that the apiserver does not serve
@@ -296,27 +370,40 @@ func (c *Cluster) List(ctx context.Context, kind routes.Kind, namespace string, 
 		return nil, err
 	}
 	var out []routes.Route
+	slim := false
 	if inf != nil {
 		for _, o := range inf.GetIndexer().List() {
-			if !selector.Matches(labels.Set(labelsOf(o))) {
+			if !selector.Matches(labelsOf(o)) {
 				continue
 			}
-			r, err := c.fromCache(inf.GetIndexer(), o)
+			c.use(o.(*cachedRoute).ref)
+			r, isSlim, err := c.fromCache(inf.GetIndexer(), o)
 			if err != nil {
 				return nil, err
 			}
+			slim = slim || isSlim
 			out = append(out, r)
 		}
-	} else {
+	}
+	if inf == nil || slim {
+		// No cache, or one that keeps only the identity of routes no call
+		// had used: one LIST reads the selected routes whole.
 		list, err := c.list(ctx, kind, namespace, selector)
 		if err != nil {
 			return nil, err
 		}
+		out = out[:0]
 		for i := range list.Items {
 			if err := list.Items[i].err; err != nil {
 				return nil, err
 			}
-			out = append(out, c.newest(list.Items[i].route, false))
+			r := list.Items[i].whole()
+			c.use(r.Ref)
+			if inf != nil {
+				c.keepWhole(r)
+			}
+			r, _ = c.newest(r, false, false)
+			out = append(out, r)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
@@ -333,7 +420,13 @@ func (c *Cluster) List(ctx context.Context, kind routes.Kind, namespace string, 
 }
 
 // labelsOf are the labels of what a watch cache holds.
-func labelsOf(obj any) map[string]string { return obj.(*cachedRoute).route.Labels }
+func labelsOf(obj any) labels.Labels {
+	cr := obj.(*cachedRoute)
+	if cr.route != nil {
+		return labels.Set(cr.route.Labels)
+	}
+	return cr.labels
+}
 
 // list LISTs the routes, discovering the version again if the apiserver no
 // longer serves the one the reader knows.
@@ -343,7 +436,7 @@ func (c *Cluster) list(ctx context.Context, kind routes.Kind, namespace string, 
 		if err != nil {
 			return nil, err
 		}
-		list, err := listRoutes(ctx, c.client, kind.GVR(version), namespace, metav1.ListOptions{LabelSelector: selector.String()})
+		list, err := listRoutes(ctx, c.client, kind.GVR(version), namespace, metav1.ListOptions{LabelSelector: selector.String()}, nil)
 		if NotServed(err) && again {
 			c.forget(kind, version)
 			continue
@@ -371,19 +464,22 @@ func (c *Cluster) remember(a *routes.Answer) {
 // fresh) when the cache has not caught up with it yet, so an unchanged route
 // is not written twice and a changed one is not taken for unchanged. A shared
 // route (what the cache holds) is copied; one that is not is the caller's.
-// An answer that cannot be read is forgotten: the cache's route it is.
-func (c *Cluster) newest(r routes.Route, shared bool) routes.Route {
+// An answer that cannot be read is forgotten: the cache's route it is. A
+// slim route (what the cache holds of a route no call had used) is answered
+// with the whole route read fresh since, if any; else it stays slim.
+func (c *Cluster) newest(r routes.Route, slim, shared bool) (routes.Route, bool) {
 	c.mu.Lock()
 	w, ok := c.ahead[r.Ref]
 	if ok && !Newer(w.ResourceVersion, r.ResourceVersion) {
 		delete(c.ahead, r.Ref)
 		ok = false
 	}
+	whole, hasWhole := c.whole[r.Ref]
 	c.mu.Unlock()
 	if ok {
 		written, err := w.Route()
 		if err == nil {
-			return written.DeepCopy() // the answer's route is shared, never changed
+			return written.DeepCopy(), false // the answer's route is shared, never changed
 		}
 		c.mu.Lock()
 		if c.ahead[r.Ref] == w {
@@ -391,10 +487,26 @@ func (c *Cluster) newest(r routes.Route, shared bool) routes.Route {
 		}
 		c.mu.Unlock()
 	}
-	if shared {
-		return r.DeepCopy()
+	if slim {
+		if hasWhole && !Newer(r.ResourceVersion, whole.ResourceVersion) {
+			return whole.DeepCopy(), false
+		}
+		return r, true
 	}
-	return r
+	if shared {
+		return r.DeepCopy(), false
+	}
+	return r, false
+}
+
+// keepWhole keeps a route read fresh whose cache entry is slim, until an
+// event of the route brings it whole into the cache.
+func (c *Cluster) keepWhole(r routes.Route) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.whole[r.Ref]; !ok || !Newer(old.ResourceVersion, r.ResourceVersion) {
+		c.whole[r.Ref] = r.DeepCopy()
+	}
 }
 
 // caughtUp forgets the overlay's route once the watch cache holds that
@@ -408,8 +520,11 @@ func (c *Cluster) caughtUp(obj any) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if w, ok := c.ahead[cr.route.Ref]; ok && !Newer(w.ResourceVersion, cr.route.ResourceVersion) {
-		delete(c.ahead, cr.route.Ref)
+	if w, ok := c.ahead[cr.ref]; ok && !Newer(w.ResourceVersion, cr.resourceVersion) {
+		delete(c.ahead, cr.ref)
+	}
+	if cr.route != nil {
+		delete(c.whole, cr.ref)
 	}
 }
 
@@ -481,9 +596,10 @@ func (c *Cluster) start(gvr schema.GroupVersionResource, namespace string) *name
 	// through the watch (WatchList) where the apiserver can, and lists where
 	// it cannot.
 	fresh := &freshness{log: c.log.WithFields(logrus.Fields{"resource": gvr.Resource, "version": gvr.Version, "namespace": namespace})}
+	keep := &keeping{uses: c.keeps, labels: &c.labelSets}
 	nc := c.run(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			l, err := listRoutes(ctx, c.client, gvr, namespace, o)
+			l, err := listRoutes(ctx, c.client, gvr, namespace, o, keep)
 			if err == nil && o.Continue == "" {
 				fresh.listed(l.ResourceVersion)
 			}
@@ -493,7 +609,7 @@ func (c *Cluster) start(gvr schema.GroupVersionResource, namespace string) *name
 			if fresh.mustList() && (o.SendInitialEvents == nil || !*o.SendInitialEvents) {
 				return nil, errListFirst(gvr)
 			}
-			return watchRoutes(ctx, c.client, gvr, namespace, o, fresh)
+			return watchRoutes(ctx, c.client, gvr, namespace, o, fresh, keep)
 		},
 	}, &cachedRoute{}, gvr, namespace, "routes", c.caughtUp)
 	nc.fresh = fresh

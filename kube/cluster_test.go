@@ -2,10 +2,15 @@ package kube
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/google/go-cmp/cmp"
@@ -122,7 +127,7 @@ func TestAReadRacingTheWatchEventOfTheWriteSeesTheWrite(t *testing.T) {
 	}
 	c.caughtUp(event)
 
-	got, err := c.fromCache(store, listed)
+	got, _, err := c.fromCache(store, listed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,8 +135,9 @@ func TestAReadRacingTheWatchEventOfTheWriteSeesTheWrite(t *testing.T) {
 		t.Errorf("the call read resourceVersion %s, after the plugin wrote 8", got.ResourceVersion)
 	}
 	want := event.route.DeepCopy()
+	wantPtr := &want
 	scribble(got)
-	if diff := cmp.Diff(want, event.route); diff != "" {
+	if diff := cmp.Diff(wantPtr, event.route); diff != "" {
 		t.Errorf("changing what the call read changed the cache (-before +after):\n%s", diff)
 	}
 }
@@ -169,7 +175,7 @@ func TestAFreshReadIsAheadOfAStaleCache(t *testing.T) {
 	}
 	want := fresh.DeepCopy()
 	scribble(fresh) // the caller's own: the overlay keeps its own copy
-	got, err := c.fromCache(store, store.List()[0])
+	got, _, err := c.fromCache(store, store.List()[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +201,7 @@ func TestTheOverlayKeepsTheNewerOfTwoAnswers(t *testing.T) {
 	}
 	c.Written(answer("9"))
 	c.Written(answer("8"))
-	if got := c.newest(cached, true).ResourceVersion; got != "9" {
+	if got := newestOf(c, cached).ResourceVersion; got != "9" {
 		t.Errorf("after the answers of 9 and then 8, a read gives %s; want 9", got)
 	}
 }
@@ -238,12 +244,12 @@ func TestWrittenOverlayHandsOutCopies(t *testing.T) {
 	want := cached.DeepCopy()
 	want.ResourceVersion = "8"
 
-	first := c.newest(cached, true)
+	first := newestOf(c, cached)
 	if diff := cmp.Diff(want, first); diff != "" {
 		t.Fatalf("newest (-want +got):\n%s", diff)
 	}
 	scribble(first)
-	if diff := cmp.Diff(want, c.newest(cached, true)); diff != "" {
+	if diff := cmp.Diff(want, newestOf(c, cached)); diff != "" {
 		t.Errorf("a caller's change reached the next caller (-want +got):\n%s", diff)
 	}
 }
@@ -263,7 +269,7 @@ func TestAnUnreadableAnswerIsForgotten(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Written(answer)
-	if diff := cmp.Diff(cached, c.newest(cached, true)); diff != "" {
+	if diff := cmp.Diff(cached, newestOf(c, cached)); diff != "" {
 		t.Errorf("newest (-cache +got):\n%s", diff)
 	}
 	if _, kept := c.ahead[cached.Ref]; kept {
@@ -292,7 +298,7 @@ func TestResourceVersionOf(t *testing.T) {
 // cached is what a watch cache keeps of the served object u.
 func cached(t *testing.T, u *unstructured.Unstructured) *cachedRoute {
 	t.Helper()
-	cr, err := toCache(jsonOf(t, u))
+	cr, err := toCache(jsonOf(t, u), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,10 +319,10 @@ func TestWatchCacheKeepsWhatThePluginReads(t *testing.T) {
 	if err := store.Add(kept); err != nil {
 		t.Fatal(err)
 	}
-	if kept.GetName() != "web" || kept.GetNamespace() != wtNS || kept.GetResourceVersion() != "7" {
-		t.Errorf("keys: %s/%s at %s", kept.GetNamespace(), kept.GetName(), kept.GetResourceVersion())
+	if kept.GetObjectMeta().GetName() != "web" || kept.GetObjectMeta().GetNamespace() != wtNS || kept.GetObjectMeta().GetResourceVersion() != "7" {
+		t.Errorf("keys: %s/%s at %s", kept.GetObjectMeta().GetNamespace(), kept.GetObjectMeta().GetName(), kept.GetObjectMeta().GetResourceVersion())
 	}
-	first, err := c.fromCache(store, kept)
+	first, _, err := c.fromCache(store, kept)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,21 +330,67 @@ func TestWatchCacheKeepsWhatThePluginReads(t *testing.T) {
 		t.Errorf("read from the cache (-served +cached):\n%s", diff)
 	}
 	scribble(first)
-	second, _ := c.fromCache(store, kept)
+	second, _, _ := c.fromCache(store, kept)
 	if diff := cmp.Diff(want, second); diff != "" {
 		t.Errorf("a caller's change reached the cache (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(want, kept.DeepCopyObject().(*cachedRoute).route); diff != "" {
+	if diff := cmp.Diff(&want, kept.DeepCopyObject().(*cachedRoute).route); diff != "" {
 		t.Errorf("DeepCopyObject (-want +got):\n%s", diff)
 	}
 
 	bad := servedRoute()
 	bad.Object["spec"] = map[string]any{"rules": "not a list"}
 	unreadable := cached(t, bad)
-	if unreadable.GetName() != "web" || unreadable.GetNamespace() != wtNS {
-		t.Errorf("an unreadable route is kept as %s/%s", unreadable.GetNamespace(), unreadable.GetName())
+	if unreadable.GetObjectMeta().GetName() != "web" || unreadable.GetObjectMeta().GetNamespace() != wtNS {
+		t.Errorf("an unreadable route is kept as %s/%s", unreadable.GetObjectMeta().GetNamespace(), unreadable.GetObjectMeta().GetName())
 	}
-	if _, err := c.fromCache(cache.NewStore(cache.MetaNamespaceKeyFunc), unreadable); err == nil || !strings.Contains(err.Error(), "spec.rules") {
+	if _, _, err := c.fromCache(cache.NewStore(cache.MetaNamespaceKeyFunc), unreadable); err == nil || !strings.Contains(err.Error(), "spec.rules") {
 		t.Errorf("reading an unreadable cached route: %v", err)
+	}
+}
+
+// newestOf is newest of a whole route the cache holds.
+func newestOf(c *Cluster, r routes.Route) routes.Route {
+	out, _ := c.newest(r, false, true)
+	return out
+}
+
+// A hundred calls that need a kind's served version at once (Rollouts
+// starting on a fresh process) wait for one discovery.
+func TestCallsStartingTogetherShareOneDiscovery(t *testing.T) {
+	var asked atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/apis/gateway.networking.k8s.io/v1" {
+			http.NotFound(w, r)
+			return
+		}
+		asked.Add(1)
+		time.Sleep(50 * time.Millisecond)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"gateway.networking.k8s.io/v1","resources":[{"name":"httproutes","namespaced":true,"kind":"HTTPRoute","verbs":["get"]}]}`)
+	}))
+	t.Cleanup(srv.Close)
+	gw, err := gateway.NewForConfig(&rest.Config{Host: srv.URL, QPS: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewCluster(gw.GatewayV1().RESTClient(), logrus.NewEntry(logrus.New()))
+	var wg sync.WaitGroup
+	errs := make([]error, 100)
+	for i := range 100 {
+		wg.Go(func() {
+			var v string
+			v, errs[i] = c.ServedVersion(context.Background(), routes.HTTPRoute)
+			if errs[i] == nil && v != "v1" {
+				errs[i] = fmt.Errorf("version %q", v)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if n := asked.Load(); n != 1 {
+		t.Errorf("%d discoveries for 100 calls at once, want 1", n)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -26,20 +27,50 @@ import (
 
 // cachedRoute is what a watch cache keeps of a route: the Route the plugin
 // reads, made once when the event arrives, so a call copies it instead of
-// reading the whole served object again. Its ObjectMeta holds only what the
-// informer keys and orders it by (and, for a bookmark, the annotation that
-// ends a watch's initial events). A route Decode cannot read is kept with
-// the reason, which reading it answers.
+// reading the whole served object again. The informer keys and orders it by
+// ref and resourceVersion, through GetObjectMeta (a bookmark also has the
+// annotation that ends a watch's initial events): no ObjectMeta is kept in
+// each entry. A route Decode cannot read is kept with the reason, which
+// reading it answers.
 type cachedRoute struct {
-	metav1.ObjectMeta
-	route routes.Route
-	err   error
+	ref             routes.Ref
+	resourceVersion string
+	annotations     map[string]string // a bookmark's
+	// route is nil for a slim entry: what the cache keeps of a route no
+	// call has used (Cluster.used), of which a namespace may hold
+	// thousands: its identity (ref, version, resourceVersion and labels),
+	// what a label selector reads.
+	route   *routes.Route
+	err     error
+	version string
+	labels  labelPairs // a slim entry's
+}
+
+// GetObjectMeta is what the informer reads of the entry (meta.Accessor).
+func (c *cachedRoute) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Name: c.ref.Name, Namespace: c.ref.Namespace, ResourceVersion: c.resourceVersion, Annotations: c.annotations}
+}
+
+// slim says the entry keeps only the route's identity.
+func (c *cachedRoute) slim() bool { return c.route == nil && c.err == nil }
+
+// whole is the route an entry keeps: all of it, or, slim, its identity.
+func (c *cachedRoute) whole() routes.Route {
+	if c.route != nil {
+		return *c.route
+	}
+	return routes.Route{Ref: c.ref, Version: c.version, ResourceVersion: c.resourceVersion, Labels: c.labels.asMap()}
 }
 
 func (c *cachedRoute) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
 
 func (c *cachedRoute) DeepCopyObject() runtime.Object {
-	return &cachedRoute{ObjectMeta: *c.ObjectMeta.DeepCopy(), route: c.route.DeepCopy(), err: c.err}
+	out := &cachedRoute{ref: c.ref, resourceVersion: c.resourceVersion, annotations: maps.Clone(c.annotations), err: c.err, version: c.version, labels: c.labels}
+	if c.route != nil {
+		r := c.route.DeepCopy()
+		out.route = &r
+	}
+	return out
 }
 
 // keys is the identity of a served object, read when nothing else of it can be.
@@ -52,28 +83,47 @@ type keys struct {
 	} `json:"metadata"`
 }
 
-// cacheEntry is what a watch cache keeps of a route read.
-func cacheEntry(r routes.Route) *cachedRoute {
-	return &cachedRoute{ObjectMeta: metav1.ObjectMeta{Name: r.Name, Namespace: r.Namespace, ResourceVersion: r.ResourceVersion}, route: r}
+// keeping says what a watch cache keeps of each route: whole the routes
+// uses says a call uses (nil: every route), and of the others what a label
+// selector reads (slimEntry), their labels shared through labels.
+type keeping struct {
+	uses   func(routes.Ref) bool
+	labels *labelSets
+}
+
+// whole says whether the cache keeps the route whole.
+func (k *keeping) whole(ref routes.Ref) bool { return k == nil || k.uses == nil || k.uses(ref) }
+
+// cacheEntry is what a watch cache keeps of a route read (keeping).
+func cacheEntry(r routes.Route, k *keeping) *cachedRoute {
+	if !k.whole(r.Ref) {
+		return k.slimEntry(routes.Identity{Ref: r.Ref, Version: r.Version, ResourceVersion: r.ResourceVersion, Labels: r.Labels})
+	}
+	return &cachedRoute{ref: r.Ref, resourceVersion: r.ResourceVersion, route: &r}
+}
+
+// slimEntry is what a watch cache keeps of a route no call uses.
+func (k *keeping) slimEntry(id routes.Identity) *cachedRoute {
+	return &cachedRoute{ref: id.Ref, resourceVersion: id.ResourceVersion, version: id.Version, labels: k.labels.of(id.Labels)}
 }
 
 // bookmark is a watch's bookmark event as the informer reads it.
 func bookmark(resourceVersion string, annotations map[string]string) *cachedRoute {
-	return &cachedRoute{ObjectMeta: metav1.ObjectMeta{ResourceVersion: resourceVersion, Annotations: annotations}}
+	return &cachedRoute{resourceVersion: resourceVersion, annotations: annotations}
 }
 
-// toCache reads a served route into what a watch cache keeps.
-func toCache(data []byte) (*cachedRoute, error) {
+// toCache reads a served route into what a watch cache keeps (cacheEntry).
+func toCache(data []byte, k *keeping) (*cachedRoute, error) {
 	r, err := routes.Decode(data)
 	if err == nil {
-		return cacheEntry(r), nil
+		return cacheEntry(r, k), nil
 	}
-	var k keys
-	if kerr := sigsjson.UnmarshalCaseSensitivePreserveInts(data, &k); kerr != nil {
+	var id keys
+	if kerr := sigsjson.UnmarshalCaseSensitivePreserveInts(data, &id); kerr != nil {
 		return nil, fmt.Errorf("reading a served route: %w", err)
 	}
-	m := k.Metadata
-	return &cachedRoute{ObjectMeta: metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, ResourceVersion: m.ResourceVersion}, err: err}, nil
+	m := id.Metadata
+	return &cachedRoute{ref: routes.Ref{Namespace: m.Namespace, Name: m.Name}, resourceVersion: m.ResourceVersion, err: err}, nil
 }
 
 // routeList is a LIST's answer as a watch cache keeps it.
@@ -106,8 +156,9 @@ func body(res rest.Result) ([]byte, error) {
 	return res.Raw()
 }
 
-// listRoutes LISTs routes with opts and reads every item as a cache keeps it.
-func listRoutes(ctx context.Context, client rest.Interface, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions) (*routeList, error) {
+// listRoutes LISTs routes with opts and reads every item as a cache keeps
+// it (keeping; nil: every route whole).
+func listRoutes(ctx context.Context, client rest.Interface, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions, k *keeping) (*routeList, error) {
 	raw, err := body(client.Get().AbsPath(collection(gvr, namespace)...).VersionedParams(&opts, metav1.ParameterCodec).Do(ctx))
 	if err != nil {
 		return nil, err
@@ -118,7 +169,7 @@ func listRoutes(ctx context.Context, client rest.Interface, gvr schema.GroupVers
 	}
 	out := &routeList{ListMeta: l.Metadata, Items: make([]cachedRoute, 0, len(l.Items))}
 	for _, item := range l.Items {
-		cr, err := toCache(item)
+		cr, err := toCache(item, k)
 		if err != nil {
 			return nil, err
 		}
@@ -130,14 +181,16 @@ func listRoutes(ctx context.Context, client rest.Interface, gvr schema.GroupVers
 // watchRoutes starts a watch of routes with opts; its events carry
 // cachedRoutes (bookmarks too: a cachedRoute with only metadata), and an
 // error event the apiserver's Status. fresh (nil: none) is told how the
-// watch ends, of its errors and of the end of its initial events.
-func watchRoutes(ctx context.Context, client rest.Interface, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions, fresh *freshness) (watch.Interface, error) {
+// watch ends, of its errors and of the end of its initial events; k says
+// what it keeps of each route (keeping).
+func watchRoutes(ctx context.Context, client rest.Interface, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions, fresh *freshness, k *keeping) (watch.Interface, error) {
 	opts.Watch = true
 	body, err := client.Get().AbsPath(collection(gvr, namespace)...).VersionedParams(&opts, metav1.ParameterCodec).Stream(ctx)
 	if err != nil {
 		return nil, err
 	}
-	d := &eventDecoder{body: body, frames: routes.NewFrames(body), fresh: fresh, started: time.Now()}
+	d := &eventDecoder{body: body, frames: routes.NewFrames(body), fresh: fresh, keep: k, started: time.Now(),
+		initial: opts.SendInitialEvents != nil && *opts.SendInitialEvents}
 	if opts.TimeoutSeconds != nil {
 		d.timeout = time.Duration(*opts.TimeoutSeconds) * time.Second
 	}
@@ -149,9 +202,13 @@ func watchRoutes(ctx context.Context, client rest.Interface, gvr schema.GroupVer
 // the pass cannot read, an error, a route Decode reads the long way) is read
 // part by part.
 type eventDecoder struct {
-	body    io.ReadCloser
-	frames  *routes.Frames
-	fresh   *freshness
+	body   io.ReadCloser
+	frames *routes.Frames
+	fresh  *freshness
+	keep   *keeping
+	// initial: the watch is sending its initial events (a list streamed
+	// through the watch), until the bookmark that ends them.
+	initial bool
 	started time.Time
 	timeout time.Duration
 	stopped atomic.Bool
@@ -163,14 +220,17 @@ const initialEventsEnd = "k8s.io/initial-events-end"
 
 func (d *eventDecoder) Decode() (watch.EventType, runtime.Object, error) {
 	t, obj, err := d.decode()
+	if t == watch.Bookmark && obj.(*cachedRoute).annotations[initialEventsEnd] == "true" {
+		d.initial = false
+	}
 	if d.fresh != nil {
 		switch {
 		case err != nil && !d.stopped.Load():
 			d.fresh.ended(err, time.Since(d.started), d.timeout)
 		case t == watch.Error:
 			d.fresh.breaks(apierrors.FromObject(obj))
-		case t == watch.Bookmark && obj.(*cachedRoute).Annotations[initialEventsEnd] == "true":
-			d.fresh.listed(obj.(*cachedRoute).ResourceVersion)
+		case t == watch.Bookmark && obj.(*cachedRoute).annotations[initialEventsEnd] == "true":
+			d.fresh.listed(obj.(*cachedRoute).resourceVersion)
 		}
 	}
 	return t, obj, err
@@ -181,11 +241,25 @@ func (d *eventDecoder) decode() (watch.EventType, runtime.Object, error) {
 	if err != nil {
 		return "", nil, err
 	}
+	if d.initial && d.keep != nil && d.keep.uses != nil {
+		// A watch's initial events are mostly of routes no call uses yet
+		// (a namespace may hold thousands): the identity first, and of
+		// such a route nothing more is read. Later events are mostly the
+		// plugin's own writes, of routes it uses: read whole at once.
+		if id, ok := routes.DecodeEventIdentity(frame); ok {
+			switch {
+			case id.Type == string(watch.Bookmark):
+				return watch.Bookmark, bookmark(id.ResourceVersion, id.Annotations), nil
+			case !d.keep.uses(id.Ref):
+				return watch.EventType(id.Type), d.keep.slimEntry(id), nil
+			}
+		}
+	}
 	if ev, ok := routes.DecodeEvent(frame); ok {
 		if ev.Type == string(watch.Bookmark) {
 			return watch.Bookmark, bookmark(ev.ResourceVersion, ev.Annotations), nil
 		}
-		return watch.EventType(ev.Type), cacheEntry(ev.Route), nil
+		return watch.EventType(ev.Type), cacheEntry(ev.Route, d.keep), nil
 	}
 	var parts struct {
 		Type   watch.EventType `json:"type"`
@@ -196,7 +270,7 @@ func (d *eventDecoder) decode() (watch.EventType, runtime.Object, error) {
 	}
 	switch parts.Type {
 	case watch.Added, watch.Modified, watch.Deleted:
-		cr, err := toCache(parts.Object)
+		cr, err := toCache(parts.Object, d.keep)
 		return parts.Type, cr, err
 	case watch.Bookmark:
 		var k keys

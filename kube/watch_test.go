@@ -8,7 +8,9 @@ import (
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
 )
 
@@ -50,30 +52,72 @@ func TestWatchStreamDecodesEveryEvent(t *testing.T) {
 				}
 				return obj
 			}
-			if diff := cmp.Diff(want, next(watch.Added).(*cachedRoute).route); diff != "" {
+			if diff := cmp.Diff(&want, next(watch.Added).(*cachedRoute).route); diff != "" {
 				t.Errorf("ADDED (-Decode +event):\n%s", diff)
 			}
 			if got := next(watch.Modified).(*cachedRoute).route.Labels["app"]; got != `we}]b"{[` {
 				t.Errorf("the label with braces and quotes read as %q", got)
 			}
 			bad := next(watch.Modified).(*cachedRoute)
-			if bad.err == nil || bad.Name != "web" || bad.ResourceVersion != "7" {
-				t.Errorf("an unreadable route: kept as %s at %s with error %v", bad.Name, bad.ResourceVersion, bad.err)
+			if bad.err == nil || bad.ref.Name != "web" || bad.resourceVersion != "7" {
+				t.Errorf("an unreadable route: kept as %s at %s with error %v", bad.ref.Name, bad.resourceVersion, bad.err)
 			}
 			bookmark := next(watch.Bookmark).(*cachedRoute)
-			if bookmark.ResourceVersion != "500" || bookmark.Annotations[metav1.InitialEventsAnnotationKey] != "true" {
-				t.Errorf("bookmark %+v", bookmark.ObjectMeta)
+			if bookmark.resourceVersion != "500" || bookmark.annotations[metav1.InitialEventsAnnotationKey] != "true" {
+				t.Errorf("bookmark %+v", bookmark)
 			}
 			if st := next(watch.Error).(*metav1.Status); st.Code != 410 || st.Reason != metav1.StatusReasonExpired {
 				t.Errorf("error event %+v", st)
 			}
-			if diff := cmp.Diff(want, next(watch.Deleted).(*cachedRoute).route); diff != "" {
+			if diff := cmp.Diff(&want, next(watch.Deleted).(*cachedRoute).route); diff != "" {
 				t.Errorf("DELETED (-Decode +event):\n%s", diff)
 			}
 			if _, _, err := d.Decode(); err != io.EOF {
 				t.Errorf("after the last event: %v, want EOF", err)
 			}
 		})
+	}
+}
+
+// A watch cache keeps of a route no call uses only its identity: in the
+// initial events the rest of such a route is not even read (an unreadable
+// spec included), and what is kept is what a label selector reads; a route
+// a call uses is kept whole, and a bookmark is read either way.
+func TestWatchStreamKeepsOnlyTheIdentityOfRoutesNoCallUses(t *testing.T) {
+	served := string(jsonOf(t, servedRoute()))
+	unreadable := strings.Replace(served, `"rules":[`, `"rules":["not an object",`, 1)
+	stream := `{"type":"ADDED","object":` + served + "}\n" +
+		`{"type":"MODIFIED","object":` + unreadable + "}\n" +
+		`{"type":"BOOKMARK","object":{"kind":"HTTPRoute","apiVersion":"gateway.networking.k8s.io/v1","metadata":{"resourceVersion":"500","annotations":{"k8s.io/initial-events-end":"true"}}}}` + "\n" +
+		`{"type":"ADDED","object":` + strings.Replace(served, `"name":"web"`, `"name":"used"`, 1) + "}\n" +
+		`{"type":"MODIFIED","object":` + served + "}\n"
+	used := routes.Ref{Kind: routes.HTTPRoute, Namespace: wtNS, Name: "used"}
+	d := &eventDecoder{body: io.NopCloser(nil), frames: routes.NewFrames(strings.NewReader(stream)),
+		keep: &keeping{uses: func(r routes.Ref) bool { return r == used }, labels: &labelSets{}}, initial: true}
+	wantSlim := &cachedRoute{resourceVersion: "7",
+		ref: routes.Ref{Kind: routes.HTTPRoute, Namespace: wtNS, Name: "web"}, version: "v1", labels: labelPairs{"app", "web"}}
+	for _, want := range []watch.EventType{watch.Added, watch.Modified} {
+		typ, obj, err := d.Decode()
+		if err != nil || typ != want {
+			t.Fatalf("%s: %s, %v", want, typ, err)
+		}
+		if diff := cmp.Diff(wantSlim, obj, cmp.AllowUnexported(cachedRoute{}), cmpopts.IgnoreFields(cachedRoute{}, "err")); diff != "" {
+			t.Errorf("%s of a route no call uses (-want +got):\n%s", want, diff)
+		}
+		wantSlim.resourceVersion = "7" // the unreadable one is served at the same version
+	}
+	if typ, obj, err := d.Decode(); err != nil || typ != watch.Bookmark || obj.(*cachedRoute).resourceVersion != "500" {
+		t.Errorf("bookmark: %s %+v %v", typ, obj, err)
+	}
+	typ, obj, err := d.Decode()
+	if err != nil || typ != watch.Added || obj.(*cachedRoute).route == nil || obj.(*cachedRoute).route.Ref != used {
+		t.Errorf("the route a call uses: %s %+v %v; want it whole", typ, obj, err)
+	}
+	// After the initial events a route is read whole first (they are
+	// mostly the plugin's own writes), and kept slim if no call uses it.
+	typ, obj, err = d.Decode()
+	if diff := cmp.Diff(wantSlim, obj, cmp.AllowUnexported(cachedRoute{}), cmpopts.IgnoreFields(cachedRoute{}, "err")); err != nil || typ != watch.Modified || diff != "" {
+		t.Errorf("a later event of a route no call uses: %s, %v (-want +got):\n%s", typ, err, diff)
 	}
 }
 
@@ -89,5 +133,26 @@ func TestWatchStreamRefusesWhatIsNotAnEvent(t *testing.T) {
 		if typ, obj, err := d.Decode(); err == nil || err == io.EOF {
 			t.Errorf("%s: %s %T, %v; want an error", name, typ, obj, err)
 		}
+	}
+}
+
+// The labels of slim entries: a selector reads them as it reads a map, and
+// entries with the same labels share one slice.
+func TestSlimEntriesShareTheirLabels(t *testing.T) {
+	sets := &labelSets{}
+	a := sets.of(map[string]string{"app": "web", "tier": "front"})
+	b := sets.of(map[string]string{"tier": "front", "app": "web"})
+	if &a[0] != &b[0] {
+		t.Error("two entries with the same labels do not share them")
+	}
+	sel, err := labels.Parse("app=web,tier in (front,back),!canary")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sel.Matches(a) || sel.Matches(sets.of(map[string]string{"app": "web", "tier": "front", "canary": "x"})) || sel.Matches(labelPairs(nil)) {
+		t.Error("a selector reads the pairs otherwise than a map")
+	}
+	if diff := cmp.Diff(map[string]string{"app": "web", "tier": "front"}, a.asMap()); diff != "" {
+		t.Errorf("asMap (-want +got):\n%s", diff)
 	}
 }

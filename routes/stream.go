@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	sigsjson "sigs.k8s.io/json"
 )
 
@@ -92,4 +93,56 @@ func DecodeEvent(frame []byte) (ev Event, ok bool) {
 		return Event{Type: e.Type, ResourceVersion: e.Object.Metadata.ResourceVersion, Annotations: annotations}, ok
 	}
 	return Event{}, false
+}
+
+// Identity is what a watch event says of the route it is about, and no
+// more: what a cache keeps of a route nobody uses (its name, version and
+// labels), read without reading the rest of the object.
+type Identity struct {
+	Type            string
+	Ref             Ref
+	Version         string
+	ResourceVersion string
+	Labels          map[string]string
+	// Annotations are a bookmark's (the end of a watch's initial events).
+	Annotations map[string]string
+}
+
+// DecodeEventIdentity reads the type of a watch event and the identity of
+// its object, skipping its spec, status and the rest of its metadata. ok is
+// false for what it cannot read exactly (as DecodeEvent).
+func DecodeEventIdentity(frame []byte) (Identity, bool) {
+	var e struct {
+		Type   string `json:"type"`
+		Object struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+			Metadata   struct {
+				Name            string         `json:"name"`
+				Namespace       string         `json:"namespace"`
+				ResourceVersion string         `json:"resourceVersion"`
+				Labels          map[string]any `json:"labels"`
+				Annotations     map[string]any `json:"annotations"`
+			} `json:"metadata"`
+		} `json:"object"`
+	}
+	if sigsjson.UnmarshalCaseSensitivePreserveInts(frame, &e) != nil {
+		return Identity{}, false
+	}
+	m := e.Object.Metadata
+	id := Identity{Type: e.Type, ResourceVersion: m.ResourceVersion}
+	var ok bool
+	switch e.Type {
+	case "ADDED", "MODIFIED", "DELETED":
+		gv, err := schema.ParseGroupVersion(e.Object.APIVersion)
+		kind := Kind(e.Object.Kind)
+		if err != nil || gv.Group != Group || kind.Resource() == "" {
+			return Identity{}, false
+		}
+		id.Ref, id.Version = Ref{Kind: kind, Namespace: m.Namespace, Name: m.Name}, gv.Version
+		id.Labels, ok = stringMap(m.Labels)
+	case "BOOKMARK":
+		id.Annotations, ok = stringMap(m.Annotations)
+	}
+	return id, ok
 }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -366,6 +367,62 @@ func TestBackToBackStepsWriteEveryRoute(t *testing.T) {
 		got := weights(get(t, standard, "v1", "HTTPRoute", ns, fmt.Sprintf("route-%02d", i)))
 		if want := map[string]int64{"0/stable": 70, "0/canary": 30}; !cmp.Equal(want, got) {
 			t.Errorf("route-%02d after the last step, SetWeight(30): %v", i, got)
+		}
+	}
+}
+
+// A namespace that holds many routes no Rollout selects (one namespace for
+// all of a gateway's routes): the plugin's watch cache keeps only the
+// identity and labels of those, and reads the routes a call uses whole,
+// once: by one LIST of the selector for the selected routes, by one GET for
+// a route named. After that, a step reads nothing and an unchanged call
+// sends nothing.
+func TestRoutesNoCallUsesAreReadWholeOnceWhenUsed(t *testing.T) {
+	ns := namespace(t, standard)
+	for i := range 200 {
+		create(t, standard, ns, routeYAML("v1", "HTTPRoute", fmt.Sprintf("other-%03d", i)))
+	}
+	for i := range 3 {
+		name := fmt.Sprintf("selected-%d", i)
+		create(t, standard, ns, strings.Replace(routeYAML("v1", "HTTPRoute", name), "  name: "+name, "  name: "+name+"\n  labels: {canary-of: demo}", 1))
+	}
+	create(t, standard, ns, routeYAML("v1", "HTTPRoute", "named"))
+	p := startPlugin(t, standard)
+	bySelector := rollout(ns, `{"httpRouteSelector": {"matchLabels": {"canary-of": "demo"}}}`)
+	byName := rollout(ns, `{"httpRoute": "named"}`)
+	byName.Name = "named"
+	reads := func(from int) (gets, selectorLists int) {
+		for _, r := range standard.Recorder.RequestsSince(from) {
+			switch {
+			case !strings.HasPrefix(r.UserAgent, "rollouts-gatewayapi-ssa") || r.Method != http.MethodGet || !strings.Contains(r.Path, "/namespaces/"+ns+"/httproutes"):
+			case strings.HasSuffix(r.Path, "/httproutes") && strings.Contains(r.Query, "labelSelector") && !strings.Contains(r.Query, "watch"):
+				selectorLists++
+			case !strings.HasSuffix(r.Path, "/httproutes"):
+				gets++
+			}
+		}
+		return gets, selectorLists
+	}
+	for i, step := range []struct {
+		weight              int32
+		gets, selectorLists int
+		writes              int
+	}{
+		{10, 1, 1, 4}, // the first: the selected routes by one LIST, the named one by one GET
+		{20, 0, 0, 4},
+		{20, 0, 0, 0}, // unchanged: nothing sent
+	} {
+		standard.Recorder.Reset()
+		for _, ro := range []*v1alpha1.Rollout{bySelector, byName} {
+			if err := p.SetWeight(ro, step.weight, nil); err.HasError() {
+				t.Fatalf("step %d, %s: %s", i, ro.Name, err.ErrorString)
+			}
+		}
+		gets, lists := reads(0)
+		writes := len(pluginWrites(standard))
+		t.Logf("SetWeight(%d) on both Rollouts: %d GETs of a route, %d LISTs of the selector, %d writes", step.weight, gets, lists, writes)
+		if gets != step.gets || lists != step.selectorLists || writes != step.writes {
+			t.Errorf("SetWeight(%d): %d GETs, %d LISTs, %d writes; want %d, %d, %d", step.weight, gets, lists, writes, step.gets, step.selectorLists, step.writes)
 		}
 	}
 }
