@@ -13,7 +13,7 @@ export ENVTEST_K8S_VERSION ENVTEST_ETCD_VERSION
 BIN ?= bin/rollouts-gatewayapi-ssa
 GO ?= go
 
-.PHONY: all build release test unit compat demo demo-plugin envtest-assets bench bench-micro vet lint clean fuzz
+.PHONY: all build release test unit compat demo demo-plugin envtest-assets bench bench-scale bench-micro vet lint clean fuzz
 
 all: build
 
@@ -92,6 +92,11 @@ dev-cluster:
 ## BENCHFLAGS adds flags of test/bench, e.g. BENCHFLAGS="-profile /tmp/prof" for CPU and allocation profiles.
 bench:
 	@assets=$$(bash hack/envtest-assets.sh) && KUBEBUILDER_ASSETS="$$assets" $(GO) run ./test/bench $(BENCHFLAGS)
+
+## bench-scale: the scale table of docs/performance.md: one Rollout over 200 and 1,000 routes, 100 Rollouts × 10 routes at once,
+## and one Rollout over 50 routes beside 10,000 routes nobody selects (in its namespace; in 100 others). BENCHFLAGS as for bench
+bench-scale:
+	@assets=$$(bash hack/envtest-assets.sh) && KUBEBUILDER_ASSETS="$$assets" $(GO) run ./test/bench -scale $(BENCHFLAGS)
 
 ## bench-micro: benchmarks of the pure transforms
 bench-micro:

@@ -35,6 +35,7 @@ import (
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -76,6 +77,7 @@ func main() {
 		install     = flag.String("install", "download", "how the file the plugin runs from is written, which sets how much of it the kernel maps (peak RSS); the plugin runs from a file: "+describe(installWhat))
 		bareWatch   = flag.Bool("bare-watch", false, "the bare client also watches its routes and decodes the events, as the plugin's cache does")
 		aa          = flag.String("aa", "", "calibration: the plugin rows' steady steps are the bare client's too, so a ratio row shows what two equal sides come to; where the calibrated side's steps run, by mode: "+describe(aaWhat))
+		scale       = flag.Bool("scale", false, "the scale table (make bench-scale): one Rollout over 200 and over 1,000 routes, 100 Rollouts × 10 routes at once, and one Rollout over 50 routes beside 10,000 other HTTPRoutes in its namespace, and beside 10,000 other routes of every kind in 100 other namespaces; -routes, -together, -together-routes and -defaults-routes are then set, and -runs defaults to 10")
 		profileBare = flag.Bool("profile-bare", false, "with -profile: the extra steps are the bare client's, not the plugin's, so kube-apiserver's profile can be set beside the plugin's (with -aa, in the calibrated side's namespace)")
 	)
 	flag.Parse()
@@ -95,9 +97,15 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bench: -aa: %q is none of %v\n", *aa, modes(aaWhat))
 		os.Exit(2)
 	}
+	if *scale {
+		*routeCounts, *together, *eachRoutes, *defaultsN = "200,1000", 100, 10, 0
+		if !flagSet("runs") {
+			*runs = 10
+		}
+	}
 	start := time.Now()
 	if err := run(config{
-		counts: parseCounts(*routeCounts), runs: *runs, together: *together, eachRoutes: *eachRoutes, defaultsRoutes: *defaultsN, bareWatch: *bareWatch, profileBare: *profileBare, aa: *aa,
+		counts: parseCounts(*routeCounts), runs: *runs, together: *together, eachRoutes: *eachRoutes, defaultsRoutes: *defaultsN, bareWatch: *bareWatch, profileBare: *profileBare, aa: *aa, scale: *scale,
 		qps: *qps, burst: *burst, bin: *bin, profileDir: *profileDir, profileSeconds: *profileSecs, keepLogs: *keepLogs, stepsOut: *stepsOut, pin: *pinCPUs, install: *install,
 	}); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -106,7 +114,15 @@ func main() {
 	fmt.Printf("\nmake bench took %s\n", time.Since(start).Round(time.Second))
 }
 
+// flagSet says whether the flag was given on the command line.
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
 type config struct {
+	scale                      bool
 	counts                     []int
 	runs, together, eachRoutes int
 	defaultsRoutes             int
@@ -139,6 +155,11 @@ type scenario struct {
 	routes, rollouts int
 	args             []string
 	profile          bool
+	// others are routes no Rollout selects, created beside the Rollout's
+	// before the plugin starts: HTTPRoutes in its namespace, or, with
+	// otherNamespaces, routes of every kind spread over that many other
+	// namespaces.
+	others, otherNamespaces int
 	// backToBack runs the plugin's steady steps one right after the other,
 	// with no bare client in between: what the token bucket allows. Its first
 	// and last steps come after refill, as Argo Rollouts' steps come after a
@@ -207,6 +228,11 @@ func run(cfg config) error {
 	}
 	if cfg.defaultsRoutes > 0 {
 		scenarios = append(scenarios, scenario{label: fmt.Sprintf("%d (default flags: steady steps back to back, first and last after 4 s)", cfg.defaultsRoutes), routes: cfg.defaultsRoutes, rollouts: 1, backToBack: true})
+	}
+	if cfg.scale {
+		scenarios = append(scenarios,
+			scenario{label: "50, beside 10,000 other HTTPRoutes in its namespace", routes: 50, rollouts: 1, args: lifted, others: 10000},
+			scenario{label: "50, beside 10,000 other routes (every kind) in 100 other namespaces", routes: 50, rollouts: 1, args: lifted, others: 10000, otherNamespaces: 100})
 	}
 	b := &bench{c: c, bare: bare, bareWatch: cfg.bareWatch, profileBare: cfg.profileBare, aa: cfg.aa, bin: bin, dir: dir, runs: cfg.runs, profileDir: cfg.profileDir, profileSeconds: cfg.profileSeconds}
 	var results []result
@@ -283,6 +309,13 @@ func (b *bench) scenario(id int, s scenario) (result, error) {
 		if err := b.createRoutes(ctx, ns, s); err != nil {
 			return res, err
 		}
+	}
+	if s.others > 0 {
+		t0 := time.Now()
+		if err := b.createOthers(ctx, id, pluginNS, s); err != nil {
+			return res, err
+		}
+		fmt.Fprintf(os.Stderr, "bench: %d other routes created in %s\n", s.others, time.Since(t0).Round(time.Second))
 	}
 	args := slices.Clone(s.args)
 	var pprofAddr string
@@ -612,6 +645,63 @@ func (b *bench) createRoutes(ctx context.Context, ns string, s scenario) error {
 		}
 	}
 	return nil
+}
+
+// createOthers creates the scenario's routes no Rollout selects: HTTPRoutes
+// in ns, or routes of every kind in turn over otherNamespaces namespaces of
+// their own, each like a Rollout's route but for the selector label.
+func (b *bench) createOthers(ctx context.Context, id int, ns string, s scenario) error {
+	namespaces := []string{ns}
+	if s.otherNamespaces > 0 {
+		namespaces = nil
+		for k := range s.otherNamespaces {
+			other := fmt.Sprintf("bench-%d-other-%d", id, k)
+			if _, err := b.c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: other}}, metav1.CreateOptions{}); err != nil {
+				return err
+			}
+			namespaces = append(namespaces, other)
+		}
+	}
+	kinds := []string{"HTTPRoute"}
+	if s.otherNamespaces > 0 {
+		kinds = []string{"HTTPRoute", "GRPCRoute", "TCPRoute", "TLSRoute", "UDPRoute"}
+	}
+	errs := make([]error, s.others)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 2*inFlight)
+	for i := range s.others {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			route := otherRoute(namespaces[i%len(namespaces)], kinds[i%len(kinds)], i)
+			gvr := schema.GroupVersionResource{Group: routesGVR.Group, Version: "v1", Resource: strings.ToLower(route.GetKind()) + "s"}
+			_, errs[i] = b.c.Dynamic.Resource(gvr).Namespace(route.GetNamespace()).Create(ctx, route, metav1.CreateOptions{FieldManager: "kubectl-create"})
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// otherRoute is a route of kind no Rollout selects: one rule to stable and
+// canary, as a Rollout's route before its first step.
+func otherRoute(ns, kind string, i int) *unstructured.Unstructured {
+	name := fmt.Sprintf("other-%05d", i)
+	spec := map[string]any{
+		"parentRefs": []any{map[string]any{"name": "gw"}},
+		"rules": []any{map[string]any{"backendRefs": []any{
+			map[string]any{"name": "stable", "port": int64(80), "weight": int64(100)},
+			map[string]any{"name": "canary", "port": int64(80), "weight": int64(0)},
+		}}},
+	}
+	switch kind {
+	case "HTTPRoute", "GRPCRoute", "TLSRoute":
+		spec["hostnames"] = []any{name + ".example.com"}
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": routesGVR.Group + "/v1", "kind": kind,
+		"metadata": map[string]any{"name": name, "namespace": ns, "labels": map[string]any{"app": "other"}},
+		"spec":     spec,
+	}}
 }
 
 func routeName(rollout, i int) string { return fmt.Sprintf("ro-%d-route-%03d", rollout, i) }
