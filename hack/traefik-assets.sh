@@ -6,8 +6,11 @@
 #   traefik   github.com/traefik/traefik/v3 v$E2E_TRAEFIK_VERSION/cmd/traefik, built in a
 #             throwaway module that copies that module's replace and exclude directives
 #
-# Traefik v3.6.x only: v3.7 cannot be built from the module proxy alone (a nested
-# module missing from its zip). Cold, on 2 cores: about 12 minutes, 245 MB.
+# Traefik v3.6.x only: v3.7.13 cannot be built from the module proxy here. Its
+# nested module github.com/traefik/traefik/dynamic/ext is missing from its zip
+# and is not served, and even with that module supplied, the proxy refuses 15
+# module versions v3.7.13 requires (checked 2026-12-03; docs/e2e.md).
+# Cold, on 2 cores: about 12 minutes, 245 MB.
 set -euo pipefail
 
 TRAEFIK_VERSION="${E2E_TRAEFIK_VERSION:-3.6.12}"
