@@ -13,7 +13,7 @@ export ENVTEST_K8S_VERSION ENVTEST_ETCD_VERSION
 BIN ?= bin/rollouts-gatewayapi-ssa
 GO ?= go
 
-.PHONY: all build release test unit compat demo demo-plugin envtest-assets bench bench-scale bench-micro vet lint clean fuzz
+.PHONY: all build release test unit compat demo demo-plugin envtest-assets bench bench-scale bench-ratio bench-micro vet lint clean fuzz
 
 all: build
 
@@ -97,6 +97,12 @@ bench:
 ## and one Rollout over 50 routes beside 10,000 routes nobody selects (in its namespace; in 100 others). BENCHFLAGS as for bench
 bench-scale:
 	@assets=$$(bash hack/envtest-assets.sh) && KUBEBUILDER_ASSETS="$$assets" $(GO) run ./test/bench -scale $(BENCHFLAGS)
+
+## bench-ratio: the paired ratio at 50 and 200 routes over 5 runs, each run right followed by a calibration run (the bare
+## client on both sides), then a summary: each run's ratio, the means and sds, and whether the target (mean ≤ 1.20) is met.
+## About 25 minutes (a row of 40 steps: about 50 s at 50 routes, 105 s at 200; 20 rows). BENCHFLAGS as for bench
+bench-ratio:
+	@assets=$$(bash hack/envtest-assets.sh) && KUBEBUILDER_ASSETS="$$assets" $(GO) run ./test/bench -routes 50,200 -together 0 -defaults-routes 0 -repeat 5 $(BENCHFLAGS)
 
 ## bench-micro: benchmarks of the pure transforms
 bench-micro:

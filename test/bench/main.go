@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -79,6 +80,7 @@ func main() {
 		aa          = flag.String("aa", "", "calibration: the plugin rows' steady steps are the bare client's too, so a ratio row shows what two equal sides come to; where the calibrated side's steps run, by mode: "+describe(aaWhat))
 		scale       = flag.Bool("scale", false, "the scale table (make bench-scale): one Rollout over 200 and over 1,000 routes, 100 Rollouts × 10 routes at once, and one Rollout over 50 routes beside 10,000 other HTTPRoutes in its namespace, and beside 10,000 other routes of every kind in 100 other namespaces; -routes, -together, -together-routes and -defaults-routes are then set, and -runs defaults to 10")
 		profileBare = flag.Bool("profile-bare", false, "with -profile: the extra steps are the bare client's, not the plugin's, so kube-apiserver's profile can be set beside the plugin's (with -aa, in the calibrated side's namespace)")
+		repeat      = flag.Int("repeat", 1, "runs of each route count of -routes (one Rollout each): with more than 1, every run of a route count is followed by a calibration run of it (-aa unwatched: the bare client on both sides), each on namespaces of its own, run after run, and a summary table gives each run's paired ratio, their mean and standard deviation beside the calibration's, and whether the target is met; the usual table shows the first run, and the -together, -defaults-routes and -scale rows run once, after the first run")
 	)
 	flag.Parse()
 	if *drainURL != "" {
@@ -93,6 +95,10 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bench: -install: %q is none of %v\n", *install, modes(installWhat))
 		os.Exit(2)
 	}
+	if *repeat < 1 {
+		fmt.Fprintf(os.Stderr, "bench: -repeat: %d is not a number of runs\n", *repeat)
+		os.Exit(2)
+	}
 	if _, ok := aaWhat[*aa]; *aa != "" && !ok {
 		fmt.Fprintf(os.Stderr, "bench: -aa: %q is none of %v\n", *aa, modes(aaWhat))
 		os.Exit(2)
@@ -105,7 +111,7 @@ func main() {
 	}
 	start := time.Now()
 	if err := run(config{
-		counts: parseCounts(*routeCounts), runs: *runs, together: *together, eachRoutes: *eachRoutes, defaultsRoutes: *defaultsN, bareWatch: *bareWatch, profileBare: *profileBare, aa: *aa, scale: *scale,
+		counts: parseCounts(*routeCounts), runs: *runs, repeat: *repeat, together: *together, eachRoutes: *eachRoutes, defaultsRoutes: *defaultsN, bareWatch: *bareWatch, profileBare: *profileBare, aa: *aa, scale: *scale,
 		qps: *qps, burst: *burst, bin: *bin, profileDir: *profileDir, profileSeconds: *profileSecs, keepLogs: *keepLogs, stepsOut: *stepsOut, pin: *pinCPUs, install: *install,
 	}); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -125,6 +131,7 @@ type config struct {
 	scale                      bool
 	counts                     []int
 	runs, together, eachRoutes int
+	repeat                     int
 	defaultsRoutes             int
 	bareWatch, profileBare     bool
 	aa                         string
@@ -165,6 +172,14 @@ type scenario struct {
 	// and last steps come after refill, as Argo Rollouts' steps come after a
 	// pause or an analysis.
 	backToBack bool
+	// aa is the -aa calibration of this scenario's steady steps ("": none);
+	// it is the bench-wide -aa but in the calibration runs of -repeat.
+	aa string
+	// run is which run of its route count the scenario is, from 1, with
+	// -repeat (0: not repeated); calibration says it is the calibration run
+	// beside it.
+	run         int
+	calibration bool
 }
 
 var routesGVR = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "httproutes"}
@@ -217,34 +232,24 @@ func run(cfg config) error {
 	if err != nil {
 		return err
 	}
-	lifted := []string{fmt.Sprintf("-kubeClientQPS=%d", cfg.qps), fmt.Sprintf("-kubeClientBurst=%d", cfg.burst)}
-	var scenarios []scenario
-	largest := slices.Max(cfg.counts)
-	for _, n := range cfg.counts {
-		scenarios = append(scenarios, scenario{label: strconv.Itoa(n), routes: n, rollouts: 1, args: lifted, profile: cfg.profileDir != "" && n == largest})
-	}
-	if cfg.together > 0 {
-		scenarios = append(scenarios, scenario{label: fmt.Sprintf("%d×%d", cfg.together, cfg.eachRoutes), routes: cfg.eachRoutes, rollouts: cfg.together, args: lifted})
-	}
-	if cfg.defaultsRoutes > 0 {
-		scenarios = append(scenarios, scenario{label: fmt.Sprintf("%d (default flags: steady steps back to back, first and last after 4 s)", cfg.defaultsRoutes), routes: cfg.defaultsRoutes, rollouts: 1, backToBack: true})
-	}
-	if cfg.scale {
-		scenarios = append(scenarios,
-			scenario{label: "50, beside 10,000 other HTTPRoutes in its namespace", routes: 50, rollouts: 1, args: lifted, others: 10000},
-			scenario{label: "50, beside 10,000 other routes (every kind) in 100 other namespaces", routes: 50, rollouts: 1, args: lifted, others: 10000, otherNamespaces: 100})
-	}
-	b := &bench{c: c, bare: bare, bareWatch: cfg.bareWatch, profileBare: cfg.profileBare, aa: cfg.aa, bin: bin, dir: dir, runs: cfg.runs, profileDir: cfg.profileDir, profileSeconds: cfg.profileSeconds}
+	b := &bench{c: c, bare: bare, bareWatch: cfg.bareWatch, profileBare: cfg.profileBare, bin: bin, dir: dir, runs: cfg.runs, profileDir: cfg.profileDir, profileSeconds: cfg.profileSeconds}
 	var results []result
-	for i, s := range scenarios {
+	for i, s := range plan(cfg) {
 		fmt.Fprintf(os.Stderr, "bench: %s routes × %d Rollout(s)\n", s.label, s.rollouts)
+		t0 := time.Now()
 		r, err := b.scenario(i, s)
 		if err != nil {
 			return fmt.Errorf("%s routes: %w", s.label, err)
 		}
+		fmt.Fprintf(os.Stderr, "bench: %s routes took %s\n", s.label, time.Since(t0).Round(time.Second))
 		results = append(results, r)
 	}
-	printTable(os.Stdout, cfg, results)
+	first, later := byRun(results)
+	printTable(os.Stdout, cfg, first)
+	if cfg.repeat > 1 {
+		printShort(os.Stdout, later)
+		printSummary(os.Stdout, ratioRows(results))
+	}
 	if cfg.stepsOut != "" {
 		if err := writeSteps(cfg.stepsOut, results); err != nil {
 			return err
@@ -258,11 +263,61 @@ func run(cfg config) error {
 	return nil
 }
 
+// plan is the scenarios of a bench in the order they run: one Rollout over
+// each route count of -routes, then the Rollouts at once (-together), the
+// default flags (-defaults-routes) and -scale's rows. With -repeat, the route
+// counts run run after run, each with its calibration (repeated), and the
+// other rows once, after the first run.
+func plan(cfg config) []scenario {
+	lifted := []string{fmt.Sprintf("-kubeClientQPS=%d", cfg.qps), fmt.Sprintf("-kubeClientBurst=%d", cfg.burst)}
+	var counts, once []scenario
+	largest := slices.Max(cfg.counts)
+	for _, n := range cfg.counts {
+		counts = append(counts, scenario{label: strconv.Itoa(n), routes: n, rollouts: 1, args: lifted, aa: cfg.aa, profile: cfg.profileDir != "" && n == largest})
+	}
+	if cfg.together > 0 {
+		once = append(once, scenario{label: fmt.Sprintf("%d×%d", cfg.together, cfg.eachRoutes), routes: cfg.eachRoutes, rollouts: cfg.together, args: lifted, aa: cfg.aa})
+	}
+	if cfg.defaultsRoutes > 0 {
+		once = append(once, scenario{label: fmt.Sprintf("%d (default flags: steady steps back to back, first and last after 4 s)", cfg.defaultsRoutes), routes: cfg.defaultsRoutes, rollouts: 1, backToBack: true, aa: cfg.aa})
+	}
+	if cfg.scale {
+		once = append(once,
+			scenario{label: "50, beside 10,000 other HTTPRoutes in its namespace", routes: 50, rollouts: 1, args: lifted, others: 10000, aa: cfg.aa},
+			scenario{label: "50, beside 10,000 other routes (every kind) in 100 other namespaces", routes: 50, rollouts: 1, args: lifted, others: 10000, otherNamespaces: 100, aa: cfg.aa})
+	}
+	runs := repeated(counts, cfg.repeat)
+	return slices.Concat(slices.Concat(runs[:1]...), once, slices.Concat(runs[1:]...))
+}
+
+// repeated is the scenarios of each run, run after run. With repeat 1 it is
+// the scenarios as they are; with more, every run has each scenario, its run
+// numbered, right followed by its calibration: the same scenario with -aa
+// unwatched, the bare client on both sides, so that the two meet the same
+// moments of the machine. Only the first run profiles, and not in its
+// calibration.
+func repeated(scenarios []scenario, repeat int) [][]scenario {
+	if repeat <= 1 {
+		return [][]scenario{scenarios}
+	}
+	runs := make([][]scenario, repeat)
+	for i := range runs {
+		for _, s := range scenarios {
+			s.run, s.profile = i+1, s.profile && i == 0
+			cal := s
+			s.label = fmt.Sprintf("%s (run %d of %d)", s.label, s.run, repeat)
+			cal.label = fmt.Sprintf("%s (calibration: -aa unwatched, run %d of %d)", cal.label, cal.run, repeat)
+			cal.aa, cal.calibration, cal.profile = "unwatched", true, false
+			runs[i] = append(runs[i], s, cal)
+		}
+	}
+	return runs
+}
+
 type bench struct {
 	c              *harness.Cluster
 	bare           gateway.Interface
 	bareWatch      bool
-	aa             string // -aa
 	profileBare    bool
 	bin, dir       string
 	runs           int
@@ -410,16 +465,16 @@ func (b *bench) scenario(id int, s scenario) (result, error) {
 	res.steady.changes = s.routes * s.rollouts // every steady step changes every route
 	profiledNS, profiledRVs := bareNS, bareRVs
 	steady := func(weight int32) error { return measure(&res.steady, weight) }
-	if b.aa != "" {
+	if s.aa != "" {
 		ns := pluginNS
-		if b.aa != "watched" {
+		if s.aa != "watched" {
 			ns = fmt.Sprintf("bench-%d-aa", id)
 			if err := b.createRoutes(ctx, ns, s); err != nil {
 				return res, err
 			}
 		}
-		if strings.HasPrefix(b.aa, "drained-") {
-			stop, err := b.drain(ns, b.aa)
+		if strings.HasPrefix(s.aa, "drained-") {
+			stop, err := b.drain(ns, s.aa)
 			if err != nil {
 				return res, err
 			}
@@ -1289,6 +1344,9 @@ func printTable(w io.Writer, cfg config, results []result) {
 	if what, ok := aaWhat[cfg.aa]; ok {
 		fmt.Fprintf(w, "-aa %s: the plugin rows' steady steps are the bare client's, %s.\n\n", cfg.aa, what)
 	}
+	if slices.ContainsFunc(results, func(r result) bool { return r.s.calibration }) {
+		fmt.Fprintf(w, "Rows of a calibration run (-repeat) run with -aa unwatched: their plugin rows' steady steps are the bare client's, %s.\n\n", aaWhat["unwatched"])
+	}
 	fmt.Fprintln(w, "| routes | who | step ms median / max (min–max) | requests per route per step | first step, per route | last step, per route | unchanged call | CPU s per step: plugin / apiserver+etcd | peak RSS |")
 	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 	for _, r := range results {
@@ -1309,12 +1367,7 @@ func printTable(w io.Writer, cfg config, results []result) {
 			pairedRatio(r.steady.ms, r.bareSteady.ms), plo, phi)
 	}
 	fmt.Fprintln(w)
-	for _, r := range results {
-		if r.steady.short > 0 {
-			fmt.Fprintf(w, "WRONG, %s routes: %d of %d steady steps answered done with fewer applies than the %d routes they change\n",
-				r.s.label, r.steady.short, r.steady.calls, r.steady.changes)
-		}
-	}
+	printShort(w, results)
 	for _, r := range results {
 		fmt.Fprintf(w, "%s routes: the call before the first step (nothing to change; it starts the watch cache): %s requests in all, %.0f ms; plugin memory at the end: %s\n",
 			r.s.label, verbsTotal(r.warm.requests), median(r.warm.ms), r.memory)
@@ -1324,6 +1377,150 @@ func printTable(w io.Writer, cfg config, results []result) {
 			fmt.Fprintf(w, "profile, %s routes: %s\n", r.s.label, r.profileNote)
 		}
 	}
+}
+
+// printShort says which rows' steady steps answered done having applied
+// fewer routes than they change.
+func printShort(w io.Writer, results []result) {
+	for _, r := range results {
+		if r.steady.short > 0 {
+			fmt.Fprintf(w, "WRONG, %s routes: %d of %d steady steps answered done with fewer applies than the %d routes they change\n",
+				r.s.label, r.steady.short, r.steady.calls, r.steady.changes)
+		}
+	}
+}
+
+// byRun splits results into those of the usual table (every row but the
+// second and later runs of -repeat) and the later runs.
+func byRun(results []result) (first, later []result) {
+	for _, r := range results {
+		if r.s.run > 1 {
+			later = append(later, r)
+		} else {
+			first = append(first, r)
+		}
+	}
+	return first, later
+}
+
+// The target of the paired ratio: its mean over targetRuns runs at most
+// targetRatio at each of targetRoutes.
+const (
+	targetRatio = 1.20
+	targetRuns  = 5
+)
+
+var targetRoutes = []int{50, 200}
+
+// ratioRow is one route count's paired ratios with -repeat, run by run: the
+// plugin's over the bare client's, and its calibration's (bare over bare).
+type ratioRow struct {
+	routes              int
+	plugin, calibration []float64
+}
+
+// ratioRows gathers the paired ratio of every run of -repeat by route count,
+// the counts in the order they ran.
+func ratioRows(results []result) []ratioRow {
+	var rows []ratioRow
+	for _, r := range results {
+		if r.s.run == 0 {
+			continue
+		}
+		i := slices.IndexFunc(rows, func(row ratioRow) bool { return row.routes == r.s.routes })
+		if i < 0 {
+			rows, i = append(rows, ratioRow{routes: r.s.routes}), len(rows)
+		}
+		ratio := pairedRatio(r.steady.ms, r.bareSteady.ms)
+		if r.s.calibration {
+			rows[i].calibration = append(rows[i].calibration, ratio)
+		} else {
+			rows[i].plugin = append(rows[i].plugin, ratio)
+		}
+	}
+	return rows
+}
+
+// meanSD is the mean of xs and their sample standard deviation (over n − 1;
+// NaN with fewer than two).
+func meanSD(xs []float64) (mean, sd float64) {
+	n := float64(len(xs))
+	for _, x := range xs {
+		mean += x
+	}
+	mean /= n
+	var squares float64
+	for _, x := range xs {
+		squares += (x - mean) * (x - mean)
+	}
+	return mean, math.Sqrt(squares / (n - 1))
+}
+
+// ratios prints each run's ratio, 2 decimals.
+func ratios(xs []float64) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = fmt.Sprintf("%.2f", x)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// meanAndSD prints the mean of xs with their standard deviation in brackets
+// ("—" for fewer than two).
+func meanAndSD(xs []float64) string {
+	mean, sd := meanSD(xs)
+	if len(xs) < 2 {
+		return fmt.Sprintf("%.2f (—)", mean)
+	}
+	return fmt.Sprintf("%.2f (%.2f)", mean, sd)
+}
+
+// printSummary prints the paired ratio of each run of -repeat beside its
+// calibration's, by route count, and whether the target is met.
+func printSummary(w io.Writer, rows []ratioRow) {
+	fmt.Fprint(w, "\nThe paired ratio of every run (-repeat), each run right followed by a calibration run of the same route count: the bare\n"+
+		"client on both sides (-aa unwatched), what two equal sides come to on this machine at that moment. sd: the sample standard\n"+
+		"deviation between runs.\n\n")
+	fmt.Fprintln(w, "| routes | paired ratio per run: plugin / bare | mean (sd) | calibration per run: bare / bare | mean (sd) | plugin mean − calibration mean |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- |")
+	for _, r := range rows {
+		p, _ := meanSD(r.plugin)
+		c, _ := meanSD(r.calibration)
+		fmt.Fprintf(w, "| %d | %s | %s | %s | %s | %+.2f |\n", r.routes, ratios(r.plugin), meanAndSD(r.plugin), ratios(r.calibration), meanAndSD(r.calibration), p-c)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, targetLine())
+	for _, r := range rows {
+		fmt.Fprintln(w, verdict(r))
+	}
+}
+
+// targetLine states the target.
+func targetLine() string {
+	counts := make([]string, len(targetRoutes))
+	for i, n := range targetRoutes {
+		counts[i] = strconv.Itoa(n)
+	}
+	return fmt.Sprintf("target: mean paired ratio ≤ %.2f at %s routes over %d runs", targetRatio, strings.Join(counts, " and "), targetRuns)
+}
+
+// verdict says in words whether a route count's runs meet the target: the
+// mean as printed (2 decimals) at most targetRatio, over at least targetRuns
+// runs. It judges nothing at a route count the target does not name, nor
+// over fewer runs; a figure never fails the bench.
+func verdict(r ratioRow) string {
+	mean, _ := meanSD(r.plugin)
+	cal, _ := meanSD(r.calibration)
+	figures := fmt.Sprintf("mean paired ratio %.2f over %d runs (calibration, two equal sides: %.2f)", mean, len(r.plugin), cal)
+	switch {
+	case !slices.Contains(targetRoutes, r.routes):
+		return fmt.Sprintf("%d routes: no target at this route count; %s", r.routes, figures)
+	case len(r.plugin) < targetRuns:
+		return fmt.Sprintf("%d routes: not judged, the target asks for %d runs; %s", r.routes, targetRuns, figures)
+	case math.Round(mean*100)/100 <= targetRatio:
+		return fmt.Sprintf("%d routes: met, %.2f ≤ %.2f; %s", r.routes, mean, targetRatio, figures)
+	}
+	return fmt.Sprintf("%d routes: not met, %.2f > %.2f; %s", r.routes, mean, targetRatio, figures)
 }
 
 // writeSteps writes each row's steady steps, round by round, as JSON lines.

@@ -2,10 +2,15 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // Steps that all cost the same leave no room: the interval is the ratio.
@@ -124,6 +129,151 @@ func TestInstallPluginWritesAnExecutableCopy(t *testing.T) {
 		}
 		if _, err := installPlugin(src, dir, mode); err == nil {
 			t.Errorf("-install %s over an installed copy: no error; want it refused, not overwritten", mode)
+		}
+	}
+}
+
+// The mean and the sample standard deviation (over n − 1): 1.1, 1.2 and 1.3
+// give 1.2 and 0.1; one run has no spread to give.
+func TestMeanSDIsTheMeanAndTheSampleStandardDeviation(t *testing.T) {
+	mean, sd := meanSD([]float64{1.1, 1.2, 1.3})
+	if math.Abs(mean-1.2) > 1e-12 || math.Abs(sd-0.1) > 1e-12 {
+		t.Errorf("meanSD(1.1, 1.2, 1.3) = %v, %v; want 1.2, 0.1", mean, sd)
+	}
+	mean, sd = meanSD([]float64{1, 2, 3, 4})
+	if mean != 2.5 || math.Abs(sd-math.Sqrt(5.0/3)) > 1e-12 {
+		t.Errorf("meanSD(1, 2, 3, 4) = %v, %v; want 2.5, %v", mean, sd, math.Sqrt(5.0/3))
+	}
+	if mean, sd = meanSD([]float64{1.3}); mean != 1.3 || !math.IsNaN(sd) {
+		t.Errorf("meanSD(1.3) = %v, %v; want 1.3, NaN", mean, sd)
+	}
+}
+
+// With -repeat, every run of a route count is right followed by its
+// calibration (-aa unwatched), run after run, each a scenario of its own (and
+// so namespaces of its own); the rows that run once come after the first
+// run; only the first run's plugin scenario profiles.
+func TestPlanInterleavesEachRunWithItsCalibration(t *testing.T) {
+	cfg := config{counts: []int{50, 200}, repeat: 3, together: 10, eachRoutes: 20, aa: "", profileDir: "/tmp/prof"}
+	want := []string{
+		`50 (run 1 of 3) | aa "" | profile false`,
+		`50 (calibration: -aa unwatched, run 1 of 3) | aa "unwatched" | profile false`,
+		`200 (run 1 of 3) | aa "" | profile true`,
+		`200 (calibration: -aa unwatched, run 1 of 3) | aa "unwatched" | profile false`,
+		`10×20 | aa "" | profile false`,
+		`50 (run 2 of 3) | aa "" | profile false`,
+		`50 (calibration: -aa unwatched, run 2 of 3) | aa "unwatched" | profile false`,
+		`200 (run 2 of 3) | aa "" | profile false`,
+		`200 (calibration: -aa unwatched, run 2 of 3) | aa "unwatched" | profile false`,
+		`50 (run 3 of 3) | aa "" | profile false`,
+		`50 (calibration: -aa unwatched, run 3 of 3) | aa "unwatched" | profile false`,
+		`200 (run 3 of 3) | aa "" | profile false`,
+		`200 (calibration: -aa unwatched, run 3 of 3) | aa "unwatched" | profile false`,
+	}
+	if diff := cmp.Diff(want, describePlan(plan(cfg))); diff != "" {
+		t.Errorf("plan with -repeat 3 (-want +got):\n%s", diff)
+	}
+}
+
+// Without -repeat the plan is the rows as they always were, each with the
+// bench-wide -aa.
+func TestPlanWithoutRepeatRunsEachRowOnce(t *testing.T) {
+	cfg := config{counts: []int{1, 50}, repeat: 1, together: 10, eachRoutes: 20, defaultsRoutes: 50, aa: "watched"}
+	want := []string{
+		`1 | aa "watched" | profile false`,
+		`50 | aa "watched" | profile false`,
+		`10×20 | aa "watched" | profile false`,
+		`50 (default flags: steady steps back to back, first and last after 4 s) | aa "watched" | profile false`,
+	}
+	if diff := cmp.Diff(want, describePlan(plan(cfg))); diff != "" {
+		t.Errorf("plan without -repeat (-want +got):\n%s", diff)
+	}
+}
+
+// describePlan is each scenario's label, calibration and profiling, in order.
+func describePlan(scenarios []scenario) []string {
+	var out []string
+	for _, s := range scenarios {
+		out = append(out, fmt.Sprintf("%s | aa %q | profile %v", s.label, s.aa, s.profile))
+	}
+	return out
+}
+
+// Each repeated run's paired ratio lands in its route count's row, the
+// plugin's and the calibration's apart; rows that ran once are left out.
+func TestRatioRowsGathersEachRunsPairedRatioByRouteCount(t *testing.T) {
+	steps := func(plugin, bare float64) (phase, phase) {
+		return phase{ms: []float64{plugin, plugin, plugin}}, phase{ms: []float64{bare, bare, bare}}
+	}
+	res := func(s scenario, plugin, bare float64) result {
+		r := result{s: s}
+		r.steady, r.bareSteady = steps(plugin, bare)
+		return r
+	}
+	results := []result{
+		res(scenario{routes: 50, run: 1}, 120, 100),
+		res(scenario{routes: 50, run: 1, calibration: true}, 100, 100),
+		res(scenario{routes: 200, run: 1}, 110, 100),
+		res(scenario{routes: 200, run: 1, calibration: true}, 90, 100),
+		res(scenario{routes: 20, rollouts: 10}, 150, 100),
+		res(scenario{routes: 50, run: 2}, 130, 100),
+		res(scenario{routes: 50, run: 2, calibration: true}, 105, 100),
+		res(scenario{routes: 200, run: 2}, 100, 100),
+		res(scenario{routes: 200, run: 2, calibration: true}, 102, 100),
+	}
+	want := []ratioRow{
+		{routes: 50, plugin: []float64{1.2, 1.3}, calibration: []float64{1, 1.05}},
+		{routes: 200, plugin: []float64{1.1, 1}, calibration: []float64{0.9, 1.02}},
+	}
+	if diff := cmp.Diff(want, ratioRows(results), cmp.AllowUnexported(ratioRow{})); diff != "" {
+		t.Errorf("ratio rows (-want +got):\n%s", diff)
+	}
+}
+
+// The summary prints each run's paired ratio, their mean and standard
+// deviation, the calibration's beside them and the difference of the means,
+// then the target and, per route count, whether it is met.
+func TestPrintSummary(t *testing.T) {
+	rows := []ratioRow{
+		{routes: 10, plugin: []float64{1.3, 1.1}, calibration: []float64{1, 1.04}},
+		{routes: 50, plugin: []float64{1.1, 1.2, 1.3, 1.1, 1.3}, calibration: []float64{1, 1.1, 1, 0.9, 1}},
+	}
+	var got strings.Builder
+	printSummary(&got, rows)
+	want := `
+The paired ratio of every run (-repeat), each run right followed by a calibration run of the same route count: the bare
+client on both sides (-aa unwatched), what two equal sides come to on this machine at that moment. sd: the sample standard
+deviation between runs.
+
+| routes | paired ratio per run: plugin / bare | mean (sd) | calibration per run: bare / bare | mean (sd) | plugin mean − calibration mean |
+| --- | --- | --- | --- | --- | --- |
+| 10 | 1.30, 1.10 | 1.20 (0.14) | 1.00, 1.04 | 1.02 (0.03) | +0.18 |
+| 50 | 1.10, 1.20, 1.30, 1.10, 1.30 | 1.20 (0.10) | 1.00, 1.10, 1.00, 0.90, 1.00 | 1.00 (0.07) | +0.20 |
+
+target: mean paired ratio ≤ 1.20 at 50 and 200 routes over 5 runs
+10 routes: no target at this route count; mean paired ratio 1.20 over 2 runs (calibration, two equal sides: 1.02)
+50 routes: met, 1.20 ≤ 1.20; mean paired ratio 1.20 over 5 runs (calibration, two equal sides: 1.00)
+`
+	if diff := cmp.Diff(want, got.String()); diff != "" {
+		t.Errorf("summary (-want +got):\n%s", diff)
+	}
+}
+
+// The target is judged on the mean as printed, at the route counts it names
+// and over the runs it asks for, never more than said in words.
+func TestVerdictSaysWhetherTheTargetIsMet(t *testing.T) {
+	five := func(x float64) []float64 { return []float64{x, x, x, x, x} }
+	for _, c := range []struct {
+		row  ratioRow
+		want string
+	}{
+		{ratioRow{routes: 200, plugin: five(1.204), calibration: five(1.01)}, "200 routes: met, 1.20 ≤ 1.20; mean paired ratio 1.20 over 5 runs (calibration, two equal sides: 1.01)"},
+		{ratioRow{routes: 200, plugin: five(1.206), calibration: five(1.01)}, "200 routes: not met, 1.21 > 1.20; mean paired ratio 1.21 over 5 runs (calibration, two equal sides: 1.01)"},
+		{ratioRow{routes: 50, plugin: []float64{1.1, 1.1}, calibration: []float64{1, 1}}, "50 routes: not judged, the target asks for 5 runs; mean paired ratio 1.10 over 2 runs (calibration, two equal sides: 1.00)"},
+		{ratioRow{routes: 10, plugin: five(1.5), calibration: five(1)}, "10 routes: no target at this route count; mean paired ratio 1.50 over 5 runs (calibration, two equal sides: 1.00)"},
+	} {
+		if got := verdict(c.row); got != c.want {
+			t.Errorf("verdict(%v)\n got %s\nwant %s", c.row, got, c.want)
 		}
 	}
 }
