@@ -1,42 +1,58 @@
 package routes
 
 import (
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	sigsjson "sigs.k8s.io/json"
 )
 
 // What a route's managedFields say about who owns what. The apiserver records
 // ownership of the atomic spec.rules list as one field, so "owns spec.rules"
 // is all or nothing; see DESIGN.md §2.
 
-// fieldSet decodes a managedFields entry's field set, the nested "f:..." map
-// the apiserver records; nil when there is none or it does not parse.
-func fieldSet(e metav1.ManagedFieldsEntry) map[string]any {
+// fieldSet is what the plugin reads of a managedFields entry's field set
+// (the nested "f:..." object the apiserver records): the keys under
+// f:metadata's f:labels and f:annotations, and whether f:spec holds f:rules.
+// Decoding into it skips the rest of the set instead of building a map of
+// every field, as a decode into map[string]any would.
+type fieldSet struct {
+	Metadata struct {
+		Labels      map[string]struct{} `json:"f:labels"`
+		Annotations map[string]struct{} `json:"f:annotations"`
+	} `json:"f:metadata"`
+	Spec struct {
+		Rules *struct{} `json:"f:rules"`
+	} `json:"f:spec"`
+}
+
+// readFieldSet decodes an entry's field set; false when there is none or it
+// does not parse. Keys are matched case-sensitively, as the apiserver
+// writes them.
+func readFieldSet(e metav1.ManagedFieldsEntry) (fieldSet, bool) {
+	var fields fieldSet
 	if e.FieldsV1 == nil {
-		return nil
+		return fields, false
 	}
-	var fields map[string]any
-	if json.Unmarshal(e.FieldsV1.GetRawBytes(), &fields) != nil {
-		return nil
+	if sigsjson.UnmarshalCaseSensitivePreserveInts(e.FieldsV1.GetRawBytes(), &fields) != nil {
+		return fields, false
 	}
-	return fields
+	return fields, true
 }
 
 // appliedFields returns the field set the manager owns through Apply.
-func appliedFields(entries []metav1.ManagedFieldsEntry, manager string) map[string]any {
+func appliedFields(entries []metav1.ManagedFieldsEntry, manager string) fieldSet {
 	for _, e := range entries {
 		if e.Manager != manager || e.Operation != metav1.ManagedFieldsOperationApply {
 			continue
 		}
-		if fields := fieldSet(e); fields != nil {
+		if fields, ok := readFieldSet(e); ok {
 			return fields
 		}
 	}
-	return nil
+	return fieldSet{}
 }
 
 // Owned is what one manager owns through Apply that the plugin reads: its
@@ -50,8 +66,7 @@ type Owned struct {
 // OwnedBy reads what the manager owns through Apply.
 func OwnedBy(entries []metav1.ManagedFieldsEntry, manager string) Owned {
 	fields := appliedFields(entries, manager)
-	meta, _ := fields["f:metadata"].(map[string]any)
-	return Owned{Labels: metadataKeys(meta, "f:labels"), Annotations: metadataKeys(meta, "f:annotations"), Rules: holdsRules(fields)}
+	return Owned{Labels: fieldKeys(fields.Metadata.Labels), Annotations: fieldKeys(fields.Metadata.Annotations), Rules: fields.Spec.Rules != nil}
 }
 
 // OwnedLabels lists the label keys the manager owns through Apply.
@@ -64,8 +79,8 @@ func OwnedAnnotations(entries []metav1.ManagedFieldsEntry, manager string) []str
 	return OwnedBy(entries, manager).Annotations
 }
 
-func metadataKeys(meta map[string]any, field string) []string {
-	set, _ := meta[field].(map[string]any)
+// fieldKeys lists the names of a field set's "f:<name>" keys, sorted.
+func fieldKeys(set map[string]struct{}) []string {
 	var keys []string
 	for k := range set {
 		if key, ok := strings.CutPrefix(k, "f:"); ok {
@@ -74,13 +89,6 @@ func metadataKeys(meta map[string]any, field string) []string {
 	}
 	sort.Strings(keys)
 	return keys
-}
-
-// holdsRules says whether a field set includes spec.rules.
-func holdsRules(fields map[string]any) bool {
-	spec, _ := fields["f:spec"].(map[string]any)
-	_, ok := spec["f:rules"]
-	return ok
 }
 
 // OwnsRules says whether the manager owns spec.rules through Apply.
@@ -93,7 +101,10 @@ func OwnsRules(entries []metav1.ManagedFieldsEntry, manager string) bool {
 func RulesOwners(entries []metav1.ManagedFieldsEntry, except string) []string {
 	var out []string
 	for _, e := range entries {
-		if e.Manager == except || !holdsRules(fieldSet(e)) {
+		if e.Manager == except {
+			continue
+		}
+		if fields, ok := readFieldSet(e); !ok || fields.Spec.Rules == nil {
 			continue
 		}
 		if e.Operation == metav1.ManagedFieldsOperationApply {

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,7 +23,6 @@ import (
 	gwv1a2ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1alpha2"
 	gwv1b1ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1beta1"
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
-	gwscheme "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned/scheme"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
@@ -101,9 +101,8 @@ func apply(ctx context.Context, client gateway.Interface, dyn dynamic.Interface,
 		// into the typed object: the plugin reads its resourceVersion, and
 		// the route or the whole object (routes.Answer) only when something
 		// needs them.
-		patch := opts.ToPatchOptions()
-		res := req.Namespace(live.Namespace).Resource(live.Kind.Resource()).Name(live.Name).
-			VersionedParams(&patch, gwscheme.ParameterCodec).Do(ctx)
+		req = req.Namespace(live.Namespace).Resource(live.Kind.Resource()).Name(live.Name)
+		res := patchParams(req, opts.ToPatchOptions()).Do(ctx)
 		if err := res.Error(); err != nil {
 			return nil, "", err // the apiserver's Status, as Into reads it
 		}
@@ -306,4 +305,23 @@ func pruneEmpty(v any) any {
 		return out
 	}
 	return v
+}
+
+// patchParams sets a patch's query parameters as the typed client's
+// ParameterCodec writes them from the options (TestPatchParamsAsTheCodec),
+// without the codec's conversion by reflection on every write.
+func patchParams(req *rest.Request, o metav1.PatchOptions) *rest.Request {
+	for _, d := range o.DryRun {
+		req = req.Param("dryRun", d)
+	}
+	if o.Force != nil {
+		req = req.Param("force", strconv.FormatBool(*o.Force))
+	}
+	if o.FieldManager != "" {
+		req = req.Param("fieldManager", o.FieldManager)
+	}
+	if o.FieldValidation != "" {
+		req = req.Param("fieldValidation", o.FieldValidation)
+	}
+	return req
 }

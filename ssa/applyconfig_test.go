@@ -2,10 +2,15 @@ package ssa
 
 import (
 	"errors"
+	"net/url"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
 	gwv1ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
+	gwscheme "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned/scheme"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
@@ -100,5 +105,27 @@ func TestEveryKindAndVersionHasAnApply(t *testing.T) {
 			gwv1ac.HTTPBackendRef().WithName("stable").WithPort(80).WithWeight(100))))
 	if diff := cmp.Diff(want, ac); diff != "" {
 		t.Errorf("apply configuration (-want +got):\n%s", diff)
+	}
+}
+
+// TestPatchParamsAsTheCodec holds patchParams to the query the typed
+// client's ParameterCodec writes for the same options, for every option a
+// write can carry.
+func TestPatchParamsAsTheCodec(t *testing.T) {
+	force, noForce := true, false
+	for _, o := range []metav1.PatchOptions{
+		{FieldManager: "rollouts-gatewayapi-ssa"},
+		{FieldManager: "rollouts-gatewayapi-ssa", Force: &force},
+		{FieldManager: "rollouts-gatewayapi-ssa", Force: &noForce, DryRun: []string{metav1.DryRunAll}, FieldValidation: "Strict"},
+		{},
+	} {
+		base := func() *rest.Request {
+			return rest.NewRequestWithClient(&url.URL{Scheme: "https", Host: "apiserver"}, "/apis/gateway.networking.k8s.io/v1", rest.ClientContentConfig{GroupVersion: schema.GroupVersion{Group: "gateway.networking.k8s.io", Version: "v1"}}, nil).
+				Verb("PATCH").Namespace("shop").Resource("httproutes").Name("web")
+		}
+		want := base().VersionedParams(&o, gwscheme.ParameterCodec).URL().String()
+		if got := patchParams(base(), o).URL().String(); got != want {
+			t.Errorf("options %+v:\n got %s\nwant %s", o, got, want)
+		}
 	}
 }
