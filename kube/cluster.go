@@ -62,7 +62,7 @@ type Cluster struct {
 
 	mu          sync.Mutex
 	versions    map[routes.Kind]string
-	discovering map[routes.Kind]*discovery
+	discoveries Flights[routes.Kind, string]
 	informers   map[informerKey]*namespaceCache
 	// parents are the watch caches of GatewayClasses, Gateways and
 	// ListenerSets (gateways.go).
@@ -122,7 +122,7 @@ type namespaceCache struct {
 func NewCluster(client rest.Interface, log *logrus.Entry) *Cluster {
 	return &Cluster{
 		client: client, log: log,
-		versions: map[routes.Kind]string{}, discovering: map[routes.Kind]*discovery{},
+		versions:  map[routes.Kind]string{},
 		informers: map[informerKey]*namespaceCache{},
 		parents:   map[parentKey]*namespaceCache{},
 		ahead:     map[routes.Ref]*routes.Answer{},
@@ -153,43 +153,22 @@ func (c *Cluster) Close() {
 // asks again: a CRD upgrade needs no restart.
 func (c *Cluster) ServedVersion(ctx context.Context, kind routes.Kind) (string, error) {
 	c.mu.Lock()
-	if v, ok := c.versions[kind]; ok {
-		c.mu.Unlock()
+	v, ok := c.versions[kind]
+	c.mu.Unlock()
+	if ok {
 		return v, nil
 	}
 	// Calls that start together (a hundred Rollouts on a fresh process)
 	// wait for one discovery.
-	d, asking := c.discovering[kind]
-	if !asking {
-		d = &discovery{done: make(chan struct{})}
-		c.discovering[kind] = d
-	}
-	c.mu.Unlock()
-	if asking {
-		select {
-		case <-d.done:
-			return d.version, d.err
-		case <-ctx.Done():
-			return "", ctx.Err()
+	return c.discoveries.Do(ctx, kind, func() (string, error) {
+		v, err := c.discover(ctx, kind)
+		if err == nil {
+			c.mu.Lock()
+			c.versions[kind] = v
+			c.mu.Unlock()
 		}
-	}
-	d.version, d.err = c.discover(ctx, kind)
-	c.mu.Lock()
-	if d.err == nil {
-		c.versions[kind] = d.version
-	}
-	delete(c.discovering, kind)
-	c.mu.Unlock()
-	close(d.done)
-	return d.version, d.err
-}
-
-// discovery is one discovery of a kind's served version, which calls asking
-// at the same time wait for.
-type discovery struct {
-	done    chan struct{}
-	version string
-	err     error
+		return v, err
+	})
 }
 
 // discover asks which supported version of kind the cluster serves.

@@ -49,13 +49,7 @@ type accessKey struct{ namespace, resource, verb string }
 type accessAnswers struct {
 	mu      sync.Mutex
 	allowed map[accessKey]time.Time // until when
-	asking  map[accessKey]*asked
-}
-
-type asked struct {
-	done    chan struct{}
-	allowed bool
-	err     error
+	asking  kube.Flights[accessKey, bool]
 }
 
 // ReviewOwnershipChange refuses a write that starts or ends the plugin's
@@ -111,32 +105,19 @@ func (a *Writer) namespaceAllows(ctx context.Context, attrs authzv1.ResourceAttr
 		c.mu.Unlock()
 		return true, nil
 	}
-	q, waiting := c.asking[key]
-	if !waiting {
-		q = &asked{done: make(chan struct{})}
-		if c.asking == nil {
-			c.asking, c.allowed = map[accessKey]*asked{}, map[accessKey]time.Time{}
-		}
-		c.asking[key] = q
-	}
 	c.mu.Unlock()
-	if waiting {
-		select {
-		case <-q.done:
-			return q.allowed, q.err
-		case <-ctx.Done():
-			return false, ctx.Err()
+	return c.asking.Do(ctx, key, func() (bool, error) {
+		allowed, _, err := a.review(ctx, attrs)
+		if err == nil && allowed {
+			c.mu.Lock()
+			if c.allowed == nil {
+				c.allowed = map[accessKey]time.Time{}
+			}
+			c.allowed[key] = time.Now().Add(allowedFor)
+			c.mu.Unlock()
 		}
-	}
-	q.allowed, _, q.err = a.review(ctx, attrs)
-	c.mu.Lock()
-	delete(c.asking, key)
-	if q.err == nil && q.allowed {
-		c.allowed[key] = time.Now().Add(allowedFor)
-	}
-	c.mu.Unlock()
-	close(q.done)
-	return q.allowed, q.err
+		return allowed, err
+	})
 }
 
 // review asks the apiserver once.
