@@ -33,16 +33,11 @@ func Decode(data []byte) (Route, error) {
 // annotations are read as any, so that a value that is not a string sends
 // the object the long way, as it does not decode the same into a string.
 type served struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-	Metadata   struct {
-		Name            string                      `json:"name"`
-		Namespace       string                      `json:"namespace"`
-		ResourceVersion string                      `json:"resourceVersion"`
-		Generation      int64                       `json:"generation"`
-		Labels          map[string]any              `json:"labels"`
-		Annotations     map[string]any              `json:"annotations"`
-		ManagedFields   []metav1.ManagedFieldsEntry `json:"managedFields"`
+	servedType
+	Metadata struct {
+		servedName
+		Generation    int64                       `json:"generation"`
+		ManagedFields []metav1.ManagedFieldsEntry `json:"managedFields"`
 	} `json:"metadata"`
 	Spec struct {
 		Rules      []any `json:"rules"`
@@ -51,6 +46,33 @@ type served struct {
 	Status struct {
 		Parents []any `json:"parents"`
 	} `json:"status"`
+}
+
+// servedType is a served object's apiVersion and kind.
+type servedType struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+}
+
+// servedName is what names a served object and what a selector reads of
+// it.
+type servedName struct {
+	Name            string         `json:"name"`
+	Namespace       string         `json:"namespace"`
+	ResourceVersion string         `json:"resourceVersion"`
+	Labels          map[string]any `json:"labels"`
+	Annotations     map[string]any `json:"annotations"`
+}
+
+// ref is the route the object is, and its version; ok is false for an
+// object that is no route kind of the group.
+func (t servedType) ref(m servedName) (ref Ref, version string, ok bool) {
+	gv, err := schema.ParseGroupVersion(t.APIVersion)
+	kind := Kind(t.Kind)
+	if err != nil || gv.Group != Group || kind.Resource() == "" {
+		return Ref{}, "", false
+	}
+	return Ref{Kind: kind, Namespace: m.Namespace, Name: m.Name}, gv.Version, true
 }
 
 // decodeFast is the one pass; ok is false for anything it does not read
@@ -68,23 +90,22 @@ func decodeFast(data []byte) (Route, bool) {
 // route is the Route s holds; ok is false for anything FromUnstructured
 // would read otherwise.
 func (s *served) route() (Route, bool) {
-	gv, err := schema.ParseGroupVersion(s.APIVersion)
-	kind := Kind(s.Kind)
-	if err != nil || gv.Group != Group || kind.Resource() == "" {
-		return Route{}, false
-	}
-	labels, ok := stringMap(s.Metadata.Labels)
-	if !ok {
-		return Route{}, false
-	}
-	annotations, ok := stringMap(s.Metadata.Annotations)
-	if !ok {
-		return Route{}, false
-	}
 	m := s.Metadata
+	ref, version, ok := s.ref(m.servedName)
+	if !ok {
+		return Route{}, false
+	}
+	labels, ok := stringMap(m.Labels)
+	if !ok {
+		return Route{}, false
+	}
+	annotations, ok := stringMap(m.Annotations)
+	if !ok {
+		return Route{}, false
+	}
 	r := Route{
-		Ref:             Ref{Kind: kind, Namespace: m.Namespace, Name: m.Name},
-		Version:         gv.Version,
+		Ref:             ref,
+		Version:         version,
 		ResourceVersion: m.ResourceVersion,
 		Generation:      m.Generation,
 		Labels:          labels,

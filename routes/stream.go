@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	sigsjson "sigs.k8s.io/json"
 )
 
@@ -115,15 +114,8 @@ func DecodeEventIdentity(frame []byte) (Identity, bool) {
 	var e struct {
 		Type   string `json:"type"`
 		Object struct {
-			APIVersion string `json:"apiVersion"`
-			Kind       string `json:"kind"`
-			Metadata   struct {
-				Name            string         `json:"name"`
-				Namespace       string         `json:"namespace"`
-				ResourceVersion string         `json:"resourceVersion"`
-				Labels          map[string]any `json:"labels"`
-				Annotations     map[string]any `json:"annotations"`
-			} `json:"metadata"`
+			servedType
+			Metadata servedName `json:"metadata"`
 		} `json:"object"`
 	}
 	if sigsjson.UnmarshalCaseSensitivePreserveInts(frame, &e) != nil {
@@ -134,12 +126,9 @@ func DecodeEventIdentity(frame []byte) (Identity, bool) {
 	var ok bool
 	switch e.Type {
 	case "ADDED", "MODIFIED", "DELETED":
-		gv, err := schema.ParseGroupVersion(e.Object.APIVersion)
-		kind := Kind(e.Object.Kind)
-		if err != nil || gv.Group != Group || kind.Resource() == "" {
+		if id.Ref, id.Version, ok = e.Object.ref(m); !ok {
 			return Identity{}, false
 		}
-		id.Ref, id.Version = Ref{Kind: kind, Namespace: m.Namespace, Name: m.Name}, gv.Version
 		id.Labels, ok = stringMap(m.Labels)
 	case "BOOKMARK":
 		id.Annotations, ok = stringMap(m.Annotations)
