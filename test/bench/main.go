@@ -80,6 +80,7 @@ func main() {
 		aa          = flag.String("aa", "", "calibration: the plugin rows' steady steps are the bare client's too, so a ratio row shows what two equal sides come to; where the calibrated side's steps run, by mode: "+describe(aaWhat))
 		scale       = flag.Bool("scale", false, "the scale table (make bench-scale): one Rollout over 200 and over 1,000 routes, 100 Rollouts × 10 routes at once, and one Rollout over 50 routes beside 10,000 other HTTPRoutes in its namespace, and beside 10,000 other routes of every kind in 100 other namespaces; -routes, -together, -together-routes and -defaults-routes are then set, and -runs defaults to 10")
 		profileBare = flag.Bool("profile-bare", false, "with -profile: the extra steps are the bare client's, not the plugin's, so kube-apiserver's profile can be set beside the plugin's (with -aa, in the calibrated side's namespace)")
+		instr       = flag.Bool("instructions", false, "run the plugin under valgrind's callgrind and count the instructions it executes during the steady steps (needs valgrind; the plugin runs some 50 times slower, so the time columns are not its own): a figure of the plugin's CPU work that the machine's speed does not move")
 		repeat      = flag.Int("repeat", 1, "runs of each route count of -routes (one Rollout each): with more than 1, every run of a route count is followed by a calibration run of it (-aa unwatched: the bare client on both sides), each on namespaces of its own, run after run, and a summary table gives each run's paired ratio, their mean and standard deviation beside the calibration's, and whether the target is met; the usual table shows the first run, and the -together, -defaults-routes and -scale rows run once, after the first run")
 	)
 	flag.Parse()
@@ -112,7 +113,7 @@ func main() {
 	start := time.Now()
 	if err := run(config{
 		counts: parseCounts(*routeCounts), runs: *runs, repeat: *repeat, together: *together, eachRoutes: *eachRoutes, defaultsRoutes: *defaultsN, bareWatch: *bareWatch, profileBare: *profileBare, aa: *aa, scale: *scale,
-		qps: *qps, burst: *burst, bin: *bin, profileDir: *profileDir, profileSeconds: *profileSecs, keepLogs: *keepLogs, stepsOut: *stepsOut, pin: *pinCPUs, install: *install,
+		qps: *qps, burst: *burst, bin: *bin, profileDir: *profileDir, profileSeconds: *profileSecs, keepLogs: *keepLogs, stepsOut: *stepsOut, pin: *pinCPUs, install: *install, instructions: *instr,
 	}); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -139,6 +140,7 @@ type config struct {
 	bin, profileDir            string
 	profileSeconds             int
 	keepLogs, pin              bool
+	instructions               bool
 	stepsOut, install          string
 }
 
@@ -205,6 +207,11 @@ func run(cfg config) error {
 			return err
 		}
 	}
+	if cfg.instructions {
+		if bin, err = callgrindWrapper(bin, dir); err != nil {
+			return err
+		}
+	}
 	var serverCPUs, clientCPUs []int
 	if cfg.pin {
 		if serverCPUs, clientCPUs, err = splitCPUs(); err != nil {
@@ -232,7 +239,7 @@ func run(cfg config) error {
 	if err != nil {
 		return err
 	}
-	b := &bench{c: c, bare: bare, bareWatch: cfg.bareWatch, profileBare: cfg.profileBare, bin: bin, dir: dir, runs: cfg.runs, profileDir: cfg.profileDir, profileSeconds: cfg.profileSeconds}
+	b := &bench{c: c, bare: bare, bareWatch: cfg.bareWatch, profileBare: cfg.profileBare, bin: bin, dir: dir, runs: cfg.runs, instructions: cfg.instructions, profileDir: cfg.profileDir, profileSeconds: cfg.profileSeconds}
 	var results []result
 	for i, s := range plan(cfg) {
 		fmt.Fprintf(os.Stderr, "bench: %s routes × %d Rollout(s)\n", s.label, s.rollouts)
@@ -321,6 +328,7 @@ type bench struct {
 	profileBare    bool
 	bin, dir       string
 	runs           int
+	instructions   bool
 	profileDir     string
 	profileSeconds int
 }
@@ -348,6 +356,7 @@ type result struct {
 	warm, first, last, same  phase
 	steady, bareSteady       phase
 	pluginCPU                float64 // seconds per steady call
+	pluginInstructions       float64 // per steady call, with -instructions
 	serverCPU, bareServerCPU float64 // kube-apiserver + etcd seconds per steady call
 	peakRSS                  float64 // MiB
 	memory                   string  // RssAnon and RssFile at the end
@@ -490,6 +499,16 @@ func (b *bench) scenario(id int, s scenario) (result, error) {
 		profiledNS, profiledRVs = ns, rvs
 	}
 	var pluginCPU, serverCPU, bareServerCPU float64
+	// The instructions are counted over the whole loop: the plugin's steps,
+	// the events of its writes it takes in after them, and what it does
+	// while the bare client's steps run (next to nothing: it watches only
+	// its own namespace).
+	count := &instructions{pid: pid, dir: b.dir}
+	if b.instructions {
+		if err := count.start(); err != nil {
+			return res, err
+		}
+	}
 	if s.backToBack {
 		pause = 0
 	}
@@ -535,6 +554,13 @@ func (b *bench) scenario(id int, s scenario) (result, error) {
 		}
 	}
 	pause = settle
+	if b.instructions {
+		n, err := count.stop()
+		if err != nil {
+			return res, err
+		}
+		res.pluginInstructions = float64(n) / float64(b.runs)
+	}
 	res.pluginCPU = pluginCPU / float64(b.runs)
 	res.serverCPU = serverCPU / float64(b.runs)
 	res.bareServerCPU = bareServerCPU / float64(b.runs)
@@ -1371,6 +1397,12 @@ func printTable(w io.Writer, cfg config, results []result) {
 	for _, r := range results {
 		fmt.Fprintf(w, "%s routes: the call before the first step (nothing to change; it starts the watch cache): %s requests in all, %.0f ms; plugin memory at the end: %s\n",
 			r.s.label, verbsTotal(r.warm.requests), median(r.warm.ms), r.memory)
+	}
+	for _, r := range results {
+		if r.pluginInstructions > 0 {
+			fmt.Fprintf(w, "%s routes: the plugin executed %.0f instructions per steady step, %.0f per route (callgrind, -instructions; the times above are under it)\n",
+				r.s.label, r.pluginInstructions, r.pluginInstructions/float64(r.s.routes*r.s.rollouts))
+		}
 	}
 	for _, r := range results {
 		if r.profileNote != "" {

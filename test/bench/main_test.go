@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -275,5 +277,60 @@ func TestVerdictSaysWhetherTheTargetIsMet(t *testing.T) {
 		if got := verdict(c.row); got != c.want {
 			t.Errorf("verdict(%v)\n got %s\nwant %s", c.row, got, c.want)
 		}
+	}
+}
+
+// Three times the work counts about three times the instructions, counted
+// as the bench counts the plugin's: under callgrindWrapper's script,
+// between start and stop.
+func TestInstructionsCountTheWorkBetweenStartAndStop(t *testing.T) {
+	if _, err := exec.LookPath("valgrind"); err != nil {
+		t.Skip("valgrind is not installed")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "work")
+	if out, err := exec.Command("go", "build", "-o", bin, "./testdata/work").CombinedOutput(); err != nil {
+		t.Fatalf("building the worker: %v: %s", err, out)
+	}
+	script, err := callgrindWrapper(bin, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(script)
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); cmd.Wait() }()
+	lines := bufio.NewScanner(stdout)
+	next := func() string {
+		if !lines.Scan() {
+			t.Fatalf("the worker ended: %v (valgrind's log is in %s)", lines.Err(), dir)
+		}
+		return lines.Text()
+	}
+	if got := next(); got != "ready" {
+		t.Fatalf("the worker said %q; want ready", got)
+	}
+	count := &instructions{pid: cmd.Process.Pid, dir: dir}
+	measure := func(n int) uint64 {
+		if err := count.start(); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintln(stdin, n)
+		if got := next(); !strings.HasPrefix(got, "done") {
+			t.Fatalf("the worker said %q; want done", got)
+		}
+		total, err := count.stop()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return total
+	}
+	once, thrice := measure(20000), measure(60000)
+	t.Logf("%d instructions for 20,000 hashes, %d for 60,000", once, thrice)
+	if r := float64(thrice) / float64(once); r < 2.7 || r > 3.3 {
+		t.Errorf("%d instructions for 20,000 hashes, %d for 60,000: ratio %.2f; want about 3", once, thrice, r)
 	}
 }
