@@ -23,7 +23,11 @@ import (
 // script's process (exec), so the plugin's pid is valgrind's, which
 // callgrind_control addresses. Go's asynchronous preemption signals trip
 // callgrind's signal bookkeeping (an assertion in valgrind 3.19), so they
-// are turned off; the goroutines still yield at function calls.
+// are turned off; the goroutines still yield at function calls. valgrind
+// runs one thread at a time: a Go thread spinning for work then spins for
+// its whole time slice, which the count would take in (runs of one build
+// differed by half), so the plugin runs on one P (GOMAXPROCS=1), where no
+// thread spins.
 func callgrindWrapper(bin, dir string) (string, error) {
 	if _, err := exec.LookPath("valgrind"); err != nil {
 		return "", fmt.Errorf("-instructions needs valgrind (Debian: apt-get install valgrind): %w", err)
@@ -32,7 +36,7 @@ func callgrindWrapper(bin, dir string) (string, error) {
 		return "", fmt.Errorf("-instructions needs callgrind_control (Debian's valgrind package has it): %w", err)
 	}
 	path := filepath.Join(dir, "plugin-under-callgrind.sh")
-	script := fmt.Sprintf("#!/bin/sh\nGODEBUG=asyncpreemptoff=1 exec valgrind --tool=callgrind --log-file=%q --callgrind-out-file=%q %q \"$@\"\n",
+	script := fmt.Sprintf("#!/bin/sh\nGODEBUG=asyncpreemptoff=1 GOMAXPROCS=1 exec valgrind --tool=callgrind --log-file=%q --callgrind-out-file=%q %q \"$@\"\n",
 		filepath.Join(dir, "callgrind-%p.log"), filepath.Join(dir, "callgrind-%p.out"), bin)
 	return path, os.WriteFile(path, []byte(script), 0o700)
 }

@@ -382,6 +382,11 @@ func (b *bench) scenario(id int, s scenario) (result, error) {
 		fmt.Fprintf(os.Stderr, "bench: %d other routes created in %s\n", s.others, time.Since(t0).Round(time.Second))
 	}
 	args := slices.Clone(s.args)
+	if b.instructions {
+		// Some 50 times slower under callgrind, a call over many routes
+		// would pass the default deadline.
+		args = append(args, "-call-timeout=10m")
+	}
 	var pprofAddr string
 	if s.profile {
 		port, err := freePort()
