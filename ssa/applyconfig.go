@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/features"
 	"k8s.io/client-go/rest"
 	applyrequest "k8s.io/client-go/util/apply"
@@ -85,14 +84,24 @@ func (k kindApply) encode(obj map[string]any) ([]byte, bool) {
 // the route's rules exactly (a field a newer Gateway API added, which the
 // typed apply would delete), it applies the same object unstructured, with
 // the same options, and says why in unstructured.
-func apply(ctx context.Context, client gateway.Interface, dyn dynamic.Interface, live routes.Route, d Want, opts metav1.ApplyOptions) (answer *routes.Answer, unstructuredWhy string, err error) {
-	k, ok := applies[kindVersion{live.Kind, live.Version}]
+func (a *Writer) apply(ctx context.Context, live routes.Route, d Want, opts metav1.ApplyOptions) (answer *routes.Answer, unstructuredWhy string, err error) {
+	kv := kindVersion{live.Kind, live.Version}
+	k, ok := applies[kv]
 	if !ok {
 		return nil, "", fmt.Errorf("writing %s in version %s is not supported", live.Kind, live.Version)
 	}
 	obj := applyObject(live, d)
+	if body, ok := k.encode(obj); ok {
+		if s, ok := a.sender(kv, k); ok {
+			raw, err := s.apply(ctx, live.Ref, body, opts.ToPatchOptions())
+			if err != nil {
+				return nil, "", err
+			}
+			return answerOf(live.Ref, raw)
+		}
+	}
 	var unrep *UnrepresentableError
-	req, err := k.request(client, obj)
+	req, err := k.request(a.client, obj)
 	if !errors.As(err, &unrep) {
 		if err != nil {
 			return nil, "", err
@@ -107,17 +116,13 @@ func apply(ctx context.Context, client gateway.Interface, dyn dynamic.Interface,
 			return nil, "", err // the apiserver's Status, as Into reads it
 		}
 		raw, _ := res.Raw()
-		answer, err := routes.AnswerOf(live.Ref, raw)
-		if err != nil {
-			return nil, "", fmt.Errorf("reading the apiserver's answer: %w", err)
-		}
-		return answer, "", nil
+		return answerOf(live.Ref, raw)
 	}
 	plain, err := plainJSON(obj)
 	if err != nil {
 		return nil, "", err
 	}
-	u, err := dyn.Resource(live.Kind.GVR(live.Version)).Namespace(live.Namespace).Apply(ctx, live.Name, &unstructured.Unstructured{Object: plain}, opts)
+	u, err := a.dyn.Resource(live.Kind.GVR(live.Version)).Namespace(live.Namespace).Apply(ctx, live.Name, &unstructured.Unstructured{Object: plain}, opts)
 	if err != nil {
 		return nil, unrep.Reason, err
 	}
@@ -126,6 +131,31 @@ func apply(ctx context.Context, client gateway.Interface, dyn dynamic.Interface,
 		return nil, unrep.Reason, fmt.Errorf("reading the apiserver's answer: %w", err)
 	}
 	return routes.Answered(stored, u), unrep.Reason, nil
+}
+
+// answerOf is the apiserver's answer raw to a typed apply of the route ref.
+func answerOf(ref routes.Ref, raw []byte) (*routes.Answer, string, error) {
+	answer, err := routes.AnswerOf(ref, raw)
+	if err != nil {
+		return nil, "", fmt.Errorf("reading the apiserver's answer: %w", err)
+	}
+	return answer, "", nil
+}
+
+// sender is the sender of the kind's group version (send.go), made once;
+// false when the client is no REST client of client-go's (a fake).
+func (a *Writer) sender(kv kindVersion, k kindApply) (*sender, bool) {
+	a.sendersMu.Lock()
+	defer a.sendersMu.Unlock()
+	if s, ok := a.senders[kv]; ok {
+		return s, s != nil
+	}
+	s, ok := senderFor(k.client(a.client), routes.Group)
+	if a.senders == nil {
+		a.senders = map[kindVersion]*sender{}
+	}
+	a.senders[kv] = s
+	return s, ok
 }
 
 // request is the typed apply of obj: its JSON written straight (encode), or

@@ -13,7 +13,7 @@ import (
 // resourceVersion): the apiserver validates it (schema, CEL, limits,
 // admission) and stores nothing.
 func (a *Writer) DryRun(ctx context.Context, live routes.Route, d Want) error {
-	_, _, err := apply(ctx, a.client, a.dyn, live, d, metav1.ApplyOptions{FieldManager: a.fieldManager, Force: true, DryRun: []string{metav1.DryRunAll}})
+	_, _, err := a.apply(ctx, live, d, metav1.ApplyOptions{FieldManager: a.fieldManager, Force: true, DryRun: []string{metav1.DryRunAll}})
 	if err != nil {
 		return routes.About(live.Ref, Explain(ctx, err, live.Ref, "patch"))
 	}

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -71,6 +72,9 @@ type Writer struct {
 	access       accessAnswers
 	fieldManager string
 	log          *logrus.Entry
+
+	sendersMu sync.Mutex
+	senders   map[kindVersion]*sender // send.go
 }
 
 // NewWriter returns a Writer that writes as fieldManager.
@@ -128,7 +132,7 @@ func (a *Writer) Apply(ctx context.Context, live routes.Route, want Want, guard 
 		live.ResourceVersion = "" // live is a copy: the caller's keeps its version
 		opts.Force = false
 	}
-	return apply(ctx, a.client, a.dyn, live, want, opts)
+	return a.apply(ctx, live, want, opts)
 }
 
 // Released is what a release did: the update's answer (nil if it could not

@@ -1,0 +1,173 @@
+package ssa
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+)
+
+// The plugin's applies are sent straight with net/http, through the same
+// http.Client, transport and token bucket as every other request of the
+// REST client (TLS, credentials, user agent, the plugin's retries), but past
+// client-go's rest.Request: that builds the URL with path.Join and a second
+// time for its metrics, copies its headers and query, and reads the answer
+// with io.ReadAll, about a quarter of what the plugin allocated per route
+// written (docs/performance.md). What a write sends and how its answer
+// reads are the same: TestSenderAsTheRESTClient sends both ways and
+// compares.
+
+// sender sends applies of one group version.
+type sender struct {
+	client  *http.Client
+	prefix  string // the group version's URL, without a trailing slash
+	limiter flowcontrol.RateLimiter
+	group   string
+}
+
+// senderFor is a sender of rc's group version; false if rc is no REST
+// client of client-go's (a fake in a test), whose requests then go the usual
+// way.
+func senderFor(rc rest.Interface, group string) (*sender, bool) {
+	c, ok := rc.(*rest.RESTClient)
+	if !ok || c == nil || c.Client == nil {
+		return nil, false
+	}
+	u := c.Get().URL() // the server and the group version's path
+	return &sender{client: c.Client, prefix: strings.TrimSuffix(u.String(), "/"), limiter: c.GetRateLimiter(), group: group}, true
+}
+
+// apply sends body, a server-side apply of the route ref in its JSON form,
+// with the query parameters of opts, and returns the apiserver's answer, or
+// its refusal as client-go gives it (a StatusError from the Status it
+// answered with, else a generic error of the status code).
+func (s *sender) apply(ctx context.Context, ref routes.Ref, body []byte, opts metav1.PatchOptions) ([]byte, error) {
+	if s.limiter != nil {
+		if err := s.limiter.Wait(ctx); err != nil {
+			return nil, fmt.Errorf("client rate limiter Wait returned an error: %w", err)
+		}
+	}
+	resource := ref.Kind.Resource()
+	u := s.prefix + "/namespaces/" + url.PathEscape(ref.Namespace) + "/" + resource + "/" + url.PathEscape(ref.Name) + "?" + query(opts)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPatch, u, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header = http.Header{
+		"Content-Type": {string(types.ApplyYAMLPatchType)},
+		"Accept":       {"application/json, */*"},
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return nil, err // a *url.Error, as client-go returns it
+	}
+	defer resp.Body.Close()
+	raw, err := readBody(resp)
+	if err != nil {
+		return nil, fmt.Errorf("unexpected error when reading response body. Please retry. Original error: %w", err)
+	}
+	warn(resp.Header)
+	if resp.StatusCode < http.StatusOK || resp.StatusCode > http.StatusPartialContent {
+		return nil, s.refusal(resp, raw, ref)
+	}
+	return raw, nil
+}
+
+// query is opts as the typed client's ParameterCodec writes them, in the
+// order url.Values.Encode gives (keys sorted).
+func query(o metav1.PatchOptions) string {
+	v := url.Values{}
+	for _, d := range o.DryRun {
+		v.Add("dryRun", d)
+	}
+	if o.FieldManager != "" {
+		v.Set("fieldManager", o.FieldManager)
+	}
+	if o.FieldValidation != "" {
+		v.Set("fieldValidation", o.FieldValidation)
+	}
+	if o.Force != nil {
+		v.Set("force", strconv.FormatBool(*o.Force))
+	}
+	return v.Encode()
+}
+
+// bodies holds buffers that answers are read into; an answer is then copied
+// out at its size, as it may be kept (routes.Answer).
+var bodies = sync.Pool{New: func() any { return bytes.NewBuffer(make([]byte, 0, 16<<10)) }}
+
+func readBody(resp *http.Response) ([]byte, error) {
+	if n := resp.ContentLength; n >= 0 && n < 64<<20 {
+		raw := make([]byte, n)
+		_, err := io.ReadFull(resp.Body, raw)
+		return raw, err
+	}
+	buf := bodies.Get().(*bytes.Buffer)
+	defer bodies.Put(buf)
+	buf.Reset()
+	if _, err := buf.ReadFrom(resp.Body); err != nil {
+		return nil, err
+	}
+	return bytes.Clone(buf.Bytes()), nil
+}
+
+// refusal is the error client-go's Result gives for the answer raw with a
+// status code outside 200–206: the apiserver's Status as a StatusError when
+// the answer is one that failed, else a generic error naming the code, the
+// verb and the route, with a text answer as its message.
+func (s *sender) refusal(resp *http.Response, raw []byte, ref routes.Ref) error {
+	var status metav1.Status
+	if json.Unmarshal(raw, &status) == nil && status.Kind == "Status" && status.Status == metav1.StatusFailure {
+		return apierrors.FromObject(&status)
+	}
+	const maxText = 2048 // client-go's cap on an unstructured answer in an error
+	text := raw
+	if len(text) > maxText {
+		text = text[:maxText]
+	}
+	message := "unknown"
+	if isText(resp.Header.Get("Content-Type")) {
+		message = strings.TrimSpace(string(text))
+	}
+	retryAfter, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+	gr := schema.GroupResource{Group: s.group, Resource: ref.Kind.Resource()}
+	return apierrors.NewGenericServerResponse(resp.StatusCode, http.MethodPatch, gr, ref.Name, message, retryAfter, true)
+}
+
+func isText(contentType string) bool {
+	if contentType == "" {
+		return true
+	}
+	media, _, err := mime.ParseMediaType(contentType)
+	return err == nil && strings.HasPrefix(media, "text/")
+}
+
+// warn hands the answer's warnings to client-go's default handler, as a
+// request through rest.Request does.
+func warn(h http.Header) {
+	values := h["Warning"]
+	if len(values) == 0 {
+		return
+	}
+	warnings, _ := utilnet.ParseWarningHeaders(values)
+	for _, w := range warnings {
+		rest.WarningLogger{}.HandleWarningHeader(w.Code, w.Agent, w.Text)
+	}
+}
