@@ -33,6 +33,10 @@ import (
 type Reader interface {
 	Get(ctx context.Context, ref routes.Ref) (routes.Route, error)
 	Fresh(ctx context.Context, ref routes.Ref) (routes.Route, error)
+	// ResourceVersion is the newest resourceVersion of the route the reader
+	// holds (what Get would answer with), "" if it holds none or cannot
+	// tell without a request; it copies nothing.
+	ResourceVersion(ctx context.Context, ref routes.Ref) string
 	List(ctx context.Context, kind routes.Kind, namespace string, selector labels.Selector) ([]routes.Route, error)
 	// ServedVersion is the API version the plugin reads and writes kind in.
 	ServedVersion(ctx context.Context, kind routes.Kind) (string, error)
@@ -259,6 +263,27 @@ func (c *Cluster) get(ctx context.Context, ref routes.Ref) (routes.Route, error)
 		c.keepWhole(r)
 	}
 	return r, err
+}
+
+// ResourceVersion is the newest resourceVersion of the route that the
+// watch cache or a write's answer holds, "" when the cache cannot be read
+// (not synced, its watch broken) or holds nothing of the route.
+func (c *Cluster) ResourceVersion(ctx context.Context, ref routes.Ref) string {
+	inf, err := c.cacheFor(ctx, ref.Kind, ref.Namespace)
+	if err != nil || inf == nil {
+		return ""
+	}
+	obj, exists, err := inf.GetIndexer().GetByKey(ref.Namespace + "/" + ref.Name)
+	if err != nil || !exists {
+		return ""
+	}
+	rv := obj.(*cachedRoute).resourceVersion
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if a, ok := c.ahead[ref]; ok && Newer(a.ResourceVersion, rv) {
+		rv = a.ResourceVersion
+	}
+	return rv
 }
 
 // use records that a call reads the route: its watch cache keeps it whole

@@ -228,6 +228,9 @@ func (o *Orchestrator) replanOnNextEvent(ctx context.Context, p Plan) (Plan, err
 // replanIfNewer decides again when the reader knows a newer version of the
 // route than the plan was decided from.
 func (o *Orchestrator) replanIfNewer(ctx context.Context, p Plan) (Plan, error) {
+	if rv := o.reader.ResourceVersion(ctx, p.Live.Ref); rv != "" && !kube.Newer(rv, p.Live.ResourceVersion) {
+		return p, nil // known without a copy of the route
+	}
 	live, err := o.reader.Get(ctx, p.Live.Ref)
 	if err != nil {
 		return Plan{}, routes.About(p.Live.Ref, ssa.Explain(ctx, err, p.Live.Ref, "get"))

@@ -199,6 +199,9 @@ func (r *reader) List(context.Context, routes.Kind, string, labels.Selector) ([]
 	return nil, errors.New("not used")
 }
 
+// ResourceVersion cannot tell: Get decides, as it answers.
+func (r *reader) ResourceVersion(context.Context, routes.Ref) string { return "" }
+
 func (r *reader) ServedVersion(context.Context, routes.Kind) (string, error) { return "v1", nil }
 
 func (r *reader) Fresh(context.Context, routes.Ref) (routes.Route, error) {

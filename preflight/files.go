@@ -133,6 +133,11 @@ func (f *Files) withSchema(r routes.Route) routes.Route {
 	return r
 }
 
+// ResourceVersion is the route's as read, "" if the files hold none.
+func (f *Files) ResourceVersion(_ context.Context, ref routes.Ref) string {
+	return f.routes[ref].ResourceVersion
+}
+
 // Fresh is Get.
 func (f *Files) Fresh(ctx context.Context, ref routes.Ref) (routes.Route, error) {
 	return f.Get(ctx, ref)
