@@ -44,10 +44,23 @@ type cachedRoute struct {
 	err     error
 	version string
 	labels  labelPairs // a slim entry's
+	// meta is what GetObjectMeta answers for a whole entry, made with it:
+	// the informer reads an entry's key and version some eight times per
+	// event, and a slim entry, of which there may be thousands, makes it
+	// anew each time instead.
+	meta *metav1.ObjectMeta
 }
 
 // GetObjectMeta is what the informer reads of the entry (meta.Accessor).
+// The answer is read, never changed.
 func (c *cachedRoute) GetObjectMeta() metav1.Object {
+	if c.meta != nil {
+		return c.meta
+	}
+	return c.objectMeta()
+}
+
+func (c *cachedRoute) objectMeta() *metav1.ObjectMeta {
 	return &metav1.ObjectMeta{Name: c.ref.Name, Namespace: c.ref.Namespace, ResourceVersion: c.resourceVersion, Annotations: c.annotations}
 }
 
@@ -69,6 +82,7 @@ func (c *cachedRoute) DeepCopyObject() runtime.Object {
 	if c.route != nil {
 		r := c.route.DeepCopy()
 		out.route = &r
+		out.meta = out.objectMeta()
 	}
 	return out
 }
@@ -99,7 +113,9 @@ func cacheEntry(r routes.Route, k *keeping) *cachedRoute {
 	if !k.whole(r.Ref) {
 		return k.slimEntry(routes.Identity{Ref: r.Ref, Version: r.Version, ResourceVersion: r.ResourceVersion, Labels: r.Labels})
 	}
-	return &cachedRoute{ref: r.Ref, resourceVersion: r.ResourceVersion, route: &r}
+	c := &cachedRoute{ref: r.Ref, resourceVersion: r.ResourceVersion, route: &r}
+	c.meta = c.objectMeta()
+	return c
 }
 
 // slimEntry is what a watch cache keeps of a route no call uses.
