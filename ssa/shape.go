@@ -3,7 +3,6 @@ package ssa
 import (
 	"encoding"
 	"encoding/json"
-	"maps"
 	"math"
 	"reflect"
 	"slices"
@@ -168,7 +167,8 @@ func (s *shape) encode(buf []byte, v any) ([]byte, bool) {
 			return buf, false
 		}
 		buf = append(buf, '{')
-		for i, k := range slices.Sorted(maps.Keys(t)) {
+		var on [16]string
+		for i, k := range sortedKeys(t, on[:0]) {
 			if i > 0 {
 				buf = append(buf, ',')
 			}
@@ -201,7 +201,8 @@ func (s *shape) encodeObject(buf []byte, m map[string]any) ([]byte, bool) {
 	buf = append(buf, '{')
 	first := true
 	ok := true
-	for _, k := range slices.Sorted(maps.Keys(m)) {
+	var on [16]string
+	for _, k := range sortedKeys(m, on[:0]) {
 		e := m[k]
 		f := s.elem
 		if s.kind == reflect.Struct {
@@ -224,6 +225,16 @@ func (s *shape) encodeObject(buf []byte, m map[string]any) ([]byte, bool) {
 		}
 	}
 	return append(buf, '}'), true
+}
+
+// sortedKeys is m's keys in order, appended to keys: an object's fields fit
+// in an array on the caller's stack.
+func sortedKeys[V any](m map[string]V, keys []string) []string {
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // encodeList is encode of a list (a null in it, which would come back as
