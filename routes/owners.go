@@ -1,6 +1,8 @@
 package routes
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -91,9 +93,38 @@ func fieldKeys(set map[string]struct{}) []string {
 	return keys
 }
 
-// OwnsRules says whether the manager owns spec.rules through Apply.
+// rulesSet is what ownsRules reads of a field set: whether f:spec holds
+// f:rules, with nothing of f:metadata (OwnsRules and RulesOwners are asked
+// on every write).
+type rulesSet struct {
+	Spec struct {
+		Rules *struct{} `json:"f:rules"`
+	} `json:"f:spec"`
+}
+
+// ownsRules says whether the entry's field set holds spec.rules; false when
+// it has none or it does not parse. A set whose JSON does not name f:rules
+// anywhere is not parsed.
+func ownsRules(e metav1.ManagedFieldsEntry) bool {
+	if e.FieldsV1 == nil || !bytes.Contains(e.FieldsV1.GetRawBytes(), []byte(`"f:rules"`)) {
+		return false
+	}
+	var fields rulesSet
+	return sigsjson.UnmarshalCaseSensitivePreserveInts(e.FieldsV1.GetRawBytes(), &fields) == nil && fields.Spec.Rules != nil
+}
+
+// OwnsRules says whether the manager owns spec.rules through Apply: what
+// OwnedBy says of it, read without the label and annotation keys.
 func OwnsRules(entries []metav1.ManagedFieldsEntry, manager string) bool {
-	return OwnedBy(entries, manager).Rules
+	for _, e := range entries {
+		if e.Manager != manager || e.Operation != metav1.ManagedFieldsOperationApply {
+			continue
+		}
+		if e.FieldsV1 != nil && json.Valid(e.FieldsV1.GetRawBytes()) {
+			return ownsRules(e) // the entry OwnedBy reads: the first that parses
+		}
+	}
+	return false
 }
 
 // RulesOwners lists the other managers that own spec.rules, as
@@ -104,7 +135,7 @@ func RulesOwners(entries []metav1.ManagedFieldsEntry, except string) []string {
 		if e.Manager == except {
 			continue
 		}
-		if fields, ok := readFieldSet(e); !ok || fields.Spec.Rules == nil {
+		if !ownsRules(e) {
 			continue
 		}
 		if e.Operation == metav1.ManagedFieldsOperationApply {

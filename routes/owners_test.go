@@ -50,6 +50,21 @@ func TestOwnedByReadsTheFirstFieldSetThatParses(t *testing.T) {
 	}
 }
 
+// OwnsRules, read without the label and annotation keys, says what OwnedBy
+// says of spec.rules, for every manager: the first entry that parses
+// decides ("not json" is passed over), and one without f:rules is not
+// parsed at all.
+func TestOwnsRulesAsOwnedBy(t *testing.T) {
+	for _, manager := range []string{"kubectl-client-side-apply", "argocd-controller", "rollouts-gatewayapi-ssa", "hpa-like", "kubectl-edit", "no-fields", "nobody"} {
+		if got, want := OwnsRules(ownedEntries, manager), OwnedBy(ownedEntries, manager).Rules; got != want {
+			t.Errorf("OwnsRules(%s) = %v; OwnedBy says %v", manager, got, want)
+		}
+	}
+	if !OwnsRules(ownedEntries, "rollouts-gatewayapi-ssa") {
+		t.Error("the plugin owns spec.rules")
+	}
+}
+
 func TestRulesOwnersNamesOtherManagersExactly(t *testing.T) {
 	// f:Rules is not f:rules: field names are matched as the apiserver writes them.
 	want := []string{"kubectl-edit (Update, gateway.networking.k8s.io/v1)"}
