@@ -66,7 +66,9 @@ func (t *retrying) RoundTrip(req *http.Request) (*http.Response, error) {
 	start := time.Now()
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, t.policy.RequestTimeout)
-		r := req.Clone(actx)
+		// A shallow copy: nothing below changes a request's headers or URL
+		// (a RoundTripper must not), and each attempt gets its own body.
+		r := req.WithContext(actx)
 		if attempt > 1 && req.GetBody != nil {
 			body, err := req.GetBody()
 			if err != nil {
