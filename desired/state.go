@@ -143,11 +143,54 @@ func sameRules(live, desired []routes.Rule) bool {
 		return false
 	}
 	for i := range live {
-		if !reflect.DeepEqual(map[string]any(live[i]), map[string]any(desired[i])) {
+		if !equalJSON(map[string]any(live[i]), map[string]any(desired[i])) {
 			return false
 		}
 	}
 	return true
+}
+
+// equalJSON is reflect.DeepEqual of two values in their JSON form (maps,
+// lists, strings, numbers, booleans, nil), without the allocations
+// DeepEqual makes to walk maps; any other type is left to DeepEqual.
+func equalJSON(a, b any) bool {
+	switch x := a.(type) {
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok || (x == nil) != (y == nil) || len(x) != len(y) {
+			return false
+		}
+		for k, xv := range x {
+			yv, ok := y[k]
+			if !ok || !equalJSON(xv, yv) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		y, ok := b.([]any)
+		if !ok || (x == nil) != (y == nil) || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !equalJSON(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	case string:
+		y, ok := b.(string)
+		return ok && x == y
+	case int64:
+		y, ok := b.(int64)
+		return ok && x == y
+	case bool:
+		y, ok := b.(bool)
+		return ok && x == y
+	case nil:
+		return b == nil
+	}
+	return reflect.DeepEqual(a, b)
 }
 
 // sameKeys says whether live holds every wanted key with its value and the
