@@ -10,7 +10,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -35,23 +34,11 @@ var handshake = goplugin.HandshakeConfig{
 	MagicCookieValue: "trafficrouter",
 }
 
-// defaultGCPercent is the plugin's garbage collection target when GOGC is
-// not set: the heap may grow to 1.5 × what is live between collections,
-// not Go's 2 ×. The plugin's live heap is small (about 4 MiB, most of it
-// package initialisation, plus 4–5 KiB per route in the watch caches), so
-// Go's default doubles mostly what never goes away. Measured with make bench
-// over 200 routes (docs/performance.md): peak RSS 43.3 MiB instead of
-// 45.8–46.6, for about 15 % more of the plugin's own CPU per step (the
-// plugin's CPU is about a tenth of the apiserver's).
-const defaultGCPercent = 50
-
-// gcPercent is the GC target to set: defaultGCPercent, unless GOGC is set
-// in the environment (the Go runtime has read it then, and it stays).
-func gcPercent(getenv func(string) string) (int, bool) {
-	if getenv("GOGC") != "" {
-		return 0, false
-	}
-	return defaultGCPercent, true
+// tunesGC says whether the plugin sets its GC percent itself (gc.go): not
+// when GOGC is set in the environment (the Go runtime has read it then, and
+// it stays).
+func tunesGC(getenv func(string) string) bool {
+	return getenv("GOGC") == ""
 }
 
 func main() {
@@ -80,8 +67,8 @@ func main() {
 		fmt.Println(version)
 		return
 	}
-	if percent, ok := gcPercent(os.Getenv); ok {
-		debug.SetGCPercent(percent)
+	if tunesGC(os.Getenv) {
+		tuneGC()
 	}
 
 	log := logrus.New()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,14 +12,47 @@ func env(vars map[string]string) func(string) string {
 	return func(k string) string { return vars[k] }
 }
 
-// The plugin collects garbage at 50 % unless GOGC says otherwise.
-func TestGCPercentIsFiftyUnlessGOGCIsSet(t *testing.T) {
-	if p, ok := gcPercent(env(nil)); !ok || p != 50 {
-		t.Errorf("without GOGC: %d, %v; want 50, true", p, ok)
+// The plugin sets its GC percent itself unless GOGC says otherwise.
+func TestGCIsTunedUnlessGOGCIsSet(t *testing.T) {
+	if !tunesGC(env(nil)) {
+		t.Error("without GOGC the plugin does not tune its GC")
 	}
-	for _, v := range []string{"100", "off", "200"} {
-		if p, ok := gcPercent(env(map[string]string{"GOGC": v})); ok {
-			t.Errorf("with GOGC=%s: set to %d; want GOGC left as it is", v, p)
+	for _, v := range []string{"100", "off", "200", "50"} {
+		if tunesGC(env(map[string]string{"GOGC": v})) {
+			t.Errorf("with GOGC=%s the plugin tunes its GC; want GOGC left as it is", v)
+		}
+	}
+}
+
+// The heap may grow to the budget: Go's default while little is live, 50 %
+// once two thirds of the budget are live, in between what reaches it.
+func TestGCPercentSpendsTheHeapBudget(t *testing.T) {
+	const mib = 1 << 20
+	for live, want := range map[uint64]int{
+		0:        100,
+		4 * mib:  100, // a plugin over a few hundred routes
+		6 * mib:  100, // half the budget: twice that is the budget
+		7 * mib:  71,
+		8 * mib:  50, // two thirds: 1.5 times that is the budget
+		10 * mib: 50, // 10,000 routes cached: as at 50
+		60 * mib: 50,
+	} {
+		if got := gcPercentFor(live); got != want {
+			t.Errorf("%d MiB live: GC percent %d; want %d", live/mib, got, want)
+		}
+	}
+}
+
+// After every collection the tuner runs again.
+func TestAfterEachGCRunsAfterEveryCollection(t *testing.T) {
+	runs := make(chan struct{}, 10)
+	afterEachGC(func() { runs <- struct{}{} })
+	for i := range 3 {
+		runtime.GC()
+		select {
+		case <-runs:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("collection %d: the function did not run", i+1)
 		}
 	}
 }
