@@ -102,26 +102,35 @@ type rulesSet struct {
 	} `json:"f:spec"`
 }
 
-// ownsRules says whether the entry's field set holds spec.rules; false when
-// it has none or it does not parse. A set whose JSON does not name f:rules
-// anywhere is not parsed.
-func ownsRules(e metav1.ManagedFieldsEntry) bool {
-	if e.FieldsV1 == nil || !bytes.Contains(e.FieldsV1.GetRawBytes(), []byte(`"f:rules"`)) {
-		return false
+// ownsRules says whether the entry's field set holds spec.rules, and
+// whether it parses at all. A set whose JSON does not name f:rules
+// anywhere is not parsed: checkParses says whether to check that it is
+// JSON (else parses is false for it).
+func ownsRules(e metav1.ManagedFieldsEntry, checkParses bool) (owns, parses bool) {
+	if e.FieldsV1 == nil {
+		return false, false
+	}
+	raw := e.FieldsV1.GetRawBytes()
+	if !bytes.Contains(raw, []byte(`"f:rules"`)) {
+		return false, checkParses && json.Valid(raw)
 	}
 	var fields rulesSet
-	return sigsjson.UnmarshalCaseSensitivePreserveInts(e.FieldsV1.GetRawBytes(), &fields) == nil && fields.Spec.Rules != nil
+	if sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &fields) != nil {
+		return false, false
+	}
+	return fields.Spec.Rules != nil, true
 }
 
 // OwnsRules says whether the manager owns spec.rules through Apply: what
-// OwnedBy says of it, read without the label and annotation keys.
+// OwnedBy says of it (the first of its Apply entries that parses), read
+// without the label and annotation keys.
 func OwnsRules(entries []metav1.ManagedFieldsEntry, manager string) bool {
 	for _, e := range entries {
 		if e.Manager != manager || e.Operation != metav1.ManagedFieldsOperationApply {
 			continue
 		}
-		if e.FieldsV1 != nil && json.Valid(e.FieldsV1.GetRawBytes()) {
-			return ownsRules(e) // the entry OwnedBy reads: the first that parses
+		if owns, parses := ownsRules(e, true); parses {
+			return owns
 		}
 	}
 	return false
@@ -135,7 +144,7 @@ func RulesOwners(entries []metav1.ManagedFieldsEntry, except string) []string {
 		if e.Manager == except {
 			continue
 		}
-		if !ownsRules(e) {
+		if owns, _ := ownsRules(e, false); !owns {
 			continue
 		}
 		if e.Operation == metav1.ManagedFieldsOperationApply {
