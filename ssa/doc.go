@@ -9,7 +9,9 @@
 // back exactly as served (defaults included). Where the configuration's
 // types vouch that they carry the object exactly, its JSON is written
 // straight from the object, as the configuration would encode it, without
-// filling the types (shape.go). A route whose rules the typed
+// filling the types (shape.go), and sent with net/http through the REST
+// client's own http.Client and token bucket, past client-go's rest.Request
+// (send.go). A route whose rules the typed
 // configuration cannot carry exactly (a field of a newer Gateway API) is
 // applied unstructured instead: the same object, field manager, options and
 // guard, never truncated, and the log line says why. An apply is guarded
