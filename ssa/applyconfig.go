@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/url"
 	"reflect"
 	"slices"
 	"strconv"
@@ -91,7 +92,8 @@ func (a *Writer) apply(ctx context.Context, live routes.Route, d Want, opts meta
 		return nil, "", fmt.Errorf("writing %s in version %s is not supported", live.Kind, live.Version)
 	}
 	obj := applyObject(live, d)
-	if body, ok := k.encode(obj); ok {
+	body, encoded := k.encode(obj)
+	if encoded {
 		if s, ok := a.sender(kv, k); ok {
 			raw, err := s.apply(ctx, live.Ref, body, opts.ToPatchOptions())
 			if err != nil {
@@ -101,7 +103,7 @@ func (a *Writer) apply(ctx context.Context, live routes.Route, d Want, opts meta
 		}
 	}
 	var unrep *UnrepresentableError
-	req, err := k.request(a.client, obj)
+	req, err := k.request(a.client, obj, body, encoded)
 	if !errors.As(err, &unrep) {
 		if err != nil {
 			return nil, "", err
@@ -150,7 +152,7 @@ func (a *Writer) sender(kv kindVersion, k kindApply) (*sender, bool) {
 	if s, ok := a.senders[kv]; ok {
 		return s, s != nil
 	}
-	s, ok := senderFor(k.client(a.client), routes.Group)
+	s, ok := senderFor(k.client(a.client))
 	if a.senders == nil {
 		a.senders = map[kindVersion]*sender{}
 	}
@@ -158,11 +160,12 @@ func (a *Writer) sender(kv kindVersion, k kindApply) (*sender, bool) {
 	return s, ok
 }
 
-// request is the typed apply of obj: its JSON written straight (encode), or
-// else the typed configuration filled by the full round trip, which refuses
-// rules the types cannot carry exactly (UnrepresentableError).
-func (k kindApply) request(client gateway.Interface, obj map[string]any) (*rest.Request, error) {
-	if body, ok := k.encode(obj); ok {
+// request is the typed apply of obj: body, its JSON written straight, when
+// encode wrote it (encoded), or else the typed configuration filled by the
+// full round trip, which refuses rules the types cannot carry exactly
+// (UnrepresentableError).
+func (k kindApply) request(client gateway.Interface, obj map[string]any, body []byte, encoded bool) (*rest.Request, error) {
+	if encoded {
 		return k.client(client).Patch(types.ApplyYAMLPatchType).Body(body), nil
 	}
 	ac := k.newConfig()
@@ -341,17 +344,29 @@ func pruneEmpty(v any) any {
 // ParameterCodec writes them from the options (TestPatchParamsAsTheCodec),
 // without the codec's conversion by reflection on every write.
 func patchParams(req *rest.Request, o metav1.PatchOptions) *rest.Request {
-	for _, d := range o.DryRun {
-		req = req.Param("dryRun", d)
-	}
-	if o.Force != nil {
-		req = req.Param("force", strconv.FormatBool(*o.Force))
-	}
-	if o.FieldManager != "" {
-		req = req.Param("fieldManager", o.FieldManager)
-	}
-	if o.FieldValidation != "" {
-		req = req.Param("fieldValidation", o.FieldValidation)
+	for name, values := range patchQuery(o) {
+		for _, v := range values {
+			req = req.Param(name, v)
+		}
 	}
 	return req
+}
+
+// patchQuery is the query parameters of a patch with the options o, for
+// patchParams and for the applies sent straight (send.go).
+func patchQuery(o metav1.PatchOptions) url.Values {
+	q := url.Values{}
+	for _, d := range o.DryRun {
+		q.Add("dryRun", d)
+	}
+	if o.Force != nil {
+		q.Set("force", strconv.FormatBool(*o.Force))
+	}
+	if o.FieldManager != "" {
+		q.Set("fieldManager", o.FieldManager)
+	}
+	if o.FieldValidation != "" {
+		q.Set("fieldValidation", o.FieldValidation)
+	}
+	return q
 }

@@ -39,19 +39,18 @@ type sender struct {
 	client  *http.Client
 	prefix  string // the group version's URL, without a trailing slash
 	limiter flowcontrol.RateLimiter
-	group   string
 }
 
 // senderFor is a sender of rc's group version; false if rc is no REST
 // client of client-go's (a fake in a test), whose requests then go the usual
 // way.
-func senderFor(rc rest.Interface, group string) (*sender, bool) {
+func senderFor(rc rest.Interface) (*sender, bool) {
 	c, ok := rc.(*rest.RESTClient)
 	if !ok || c == nil || c.Client == nil {
 		return nil, false
 	}
 	u := c.Get().URL() // the server and the group version's path
-	return &sender{client: c.Client, prefix: strings.TrimSuffix(u.String(), "/"), limiter: c.GetRateLimiter(), group: group}, true
+	return &sender{client: c.Client, prefix: strings.TrimSuffix(u.String(), "/"), limiter: c.GetRateLimiter()}, true
 }
 
 // apply sends body, a server-side apply of the route ref in its JSON form,
@@ -65,7 +64,7 @@ func (s *sender) apply(ctx context.Context, ref routes.Ref, body []byte, opts me
 		}
 	}
 	resource := ref.Kind.Resource()
-	u := s.prefix + "/namespaces/" + url.PathEscape(ref.Namespace) + "/" + resource + "/" + url.PathEscape(ref.Name) + "?" + query(opts)
+	u := s.prefix + "/namespaces/" + url.PathEscape(ref.Namespace) + "/" + resource + "/" + url.PathEscape(ref.Name) + "?" + patchQuery(opts).Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPatch, u, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
@@ -85,28 +84,9 @@ func (s *sender) apply(ctx context.Context, ref routes.Ref, body []byte, opts me
 	}
 	warn(resp.Header)
 	if resp.StatusCode < http.StatusOK || resp.StatusCode > http.StatusPartialContent {
-		return nil, s.refusal(resp, raw, ref)
+		return nil, refusal(resp, raw, ref)
 	}
 	return raw, nil
-}
-
-// query is opts as the typed client's ParameterCodec writes them, in the
-// order url.Values.Encode gives (keys sorted).
-func query(o metav1.PatchOptions) string {
-	v := url.Values{}
-	for _, d := range o.DryRun {
-		v.Add("dryRun", d)
-	}
-	if o.FieldManager != "" {
-		v.Set("fieldManager", o.FieldManager)
-	}
-	if o.FieldValidation != "" {
-		v.Set("fieldValidation", o.FieldValidation)
-	}
-	if o.Force != nil {
-		v.Set("force", strconv.FormatBool(*o.Force))
-	}
-	return v.Encode()
 }
 
 // bodies holds buffers that answers are read into; an answer is then copied
@@ -132,7 +112,7 @@ func readBody(resp *http.Response) ([]byte, error) {
 // status code outside 200–206: the apiserver's Status as a StatusError when
 // the answer is one that failed, else a generic error naming the code, the
 // verb and the route, with a text answer as its message.
-func (s *sender) refusal(resp *http.Response, raw []byte, ref routes.Ref) error {
+func refusal(resp *http.Response, raw []byte, ref routes.Ref) error {
 	var status metav1.Status
 	if json.Unmarshal(raw, &status) == nil && status.Kind == "Status" && status.Status == metav1.StatusFailure {
 		return apierrors.FromObject(&status)
@@ -147,7 +127,7 @@ func (s *sender) refusal(resp *http.Response, raw []byte, ref routes.Ref) error 
 		message = strings.TrimSpace(string(text))
 	}
 	retryAfter, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
-	gr := schema.GroupResource{Group: s.group, Resource: ref.Kind.Resource()}
+	gr := schema.GroupResource{Group: routes.Group, Resource: ref.Kind.Resource()}
 	return apierrors.NewGenericServerResponse(resp.StatusCode, http.MethodPatch, gr, ref.Name, message, retryAfter, true)
 }
 
