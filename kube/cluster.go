@@ -241,19 +241,16 @@ func (c *Cluster) Get(ctx context.Context, ref routes.Ref) (routes.Route, error)
 
 func (c *Cluster) get(ctx context.Context, ref routes.Ref) (routes.Route, error) {
 	c.use(ref)
-	inf, err := c.cacheFor(ctx, ref.Kind, ref.Namespace)
+	store, obj, err := c.cached(ctx, ref)
 	if err != nil {
 		return routes.Route{}, err
 	}
-	if inf == nil {
+	if obj == nil {
+		// Not cached, or a route created a moment ago that has not
+		// reached the cache yet.
 		return c.fresh(ctx, ref)
 	}
-	obj, exists, err := inf.GetIndexer().GetByKey(ref.Namespace + "/" + ref.Name)
-	if err != nil || !exists {
-		// A route created a moment ago may not have reached the cache yet.
-		return c.fresh(ctx, ref)
-	}
-	r, slim, err := c.fromCache(inf.GetIndexer(), obj)
+	r, slim, err := c.fromCache(store, obj)
 	if !slim {
 		return r, err
 	}
@@ -265,16 +262,27 @@ func (c *Cluster) get(ctx context.Context, ref routes.Ref) (routes.Route, error)
 	return r, err
 }
 
+// cached is the watch cache of the route's kind and namespace and its entry
+// of the route; obj is nil when the cache cannot be read yet (not synced,
+// its watch broken) or holds nothing of the route.
+func (c *Cluster) cached(ctx context.Context, ref routes.Ref) (store cache.Store, obj any, err error) {
+	inf, err := c.cacheFor(ctx, ref.Kind, ref.Namespace)
+	if err != nil || inf == nil {
+		return nil, nil, err
+	}
+	obj, exists, err := inf.GetIndexer().GetByKey(ref.Namespace + "/" + ref.Name)
+	if err != nil || !exists {
+		return nil, nil, nil
+	}
+	return inf.GetIndexer(), obj, nil
+}
+
 // ResourceVersion is the newest resourceVersion of the route that the
 // watch cache or a write's answer holds, "" when the cache cannot be read
 // (not synced, its watch broken) or holds nothing of the route.
 func (c *Cluster) ResourceVersion(ctx context.Context, ref routes.Ref) string {
-	inf, err := c.cacheFor(ctx, ref.Kind, ref.Namespace)
-	if err != nil || inf == nil {
-		return ""
-	}
-	obj, exists, err := inf.GetIndexer().GetByKey(ref.Namespace + "/" + ref.Name)
-	if err != nil || !exists {
+	_, obj, err := c.cached(ctx, ref)
+	if err != nil || obj == nil {
 		return ""
 	}
 	rv := obj.(*cachedRoute).resourceVersion
