@@ -3,6 +3,8 @@ package desired
 import (
 	"reflect"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // equalJSON answers as reflect.DeepEqual does on every pair of these
@@ -30,27 +32,12 @@ func TestEqualJSONAsDeepEqual(t *testing.T) {
 	}
 }
 
-// deepCopyOf copies maps and lists of JSON values.
+// deepCopyOf copies maps and lists of JSON values; a value of another
+// type (which DeepCopyJSONValue refuses) is its own copy here.
 func deepCopyOf(v any) any {
-	switch t := v.(type) {
-	case map[string]any:
-		if t == nil {
-			return t
-		}
-		out := map[string]any{}
-		for k, e := range t {
-			out[k] = deepCopyOf(e)
-		}
-		return out
-	case []any:
-		if t == nil {
-			return t
-		}
-		out := make([]any, len(t))
-		for i, e := range t {
-			out[i] = deepCopyOf(e)
-		}
-		return out
+	switch v.(type) {
+	case map[string]any, []any:
+		return runtime.DeepCopyJSONValue(v)
 	}
 	return v
 }
