@@ -93,7 +93,7 @@ func fieldKeys(set map[string]struct{}) []string {
 	return keys
 }
 
-// rulesSet is what ownsRules reads of a field set: whether f:spec holds
+// rulesSet is what holdsRules reads of a field set: whether f:spec holds
 // f:rules, with nothing of f:metadata (OwnsRules and RulesOwners are asked
 // on every write).
 type rulesSet struct {
@@ -102,18 +102,35 @@ type rulesSet struct {
 	} `json:"f:spec"`
 }
 
-// ownsRules says whether the entry's field set holds spec.rules, and
-// whether it parses at all. A set whose JSON does not name f:rules
-// anywhere is not parsed: checkParses says whether to check that it is
-// JSON (else parses is false for it).
-func ownsRules(e metav1.ManagedFieldsEntry, checkParses bool) (owns, parses bool) {
+// rulesKey is what a field set holding spec.rules names somewhere: a set
+// without it is not parsed to find out.
+var rulesKey = []byte(`"f:rules"`)
+
+// holdsRules says whether the entry's field set holds spec.rules; a set
+// that does not parse holds nothing.
+func holdsRules(e metav1.ManagedFieldsEntry) bool {
+	if e.FieldsV1 == nil || !bytes.Contains(e.FieldsV1.GetRawBytes(), rulesKey) {
+		return false
+	}
+	holds, _ := parseRules(e.FieldsV1.GetRawBytes())
+	return holds
+}
+
+// readsRules is holdsRules, and whether the field set parses at all: a set
+// that does not name f:rules is only checked to be JSON.
+func readsRules(e metav1.ManagedFieldsEntry) (holds, parses bool) {
 	if e.FieldsV1 == nil {
 		return false, false
 	}
 	raw := e.FieldsV1.GetRawBytes()
-	if !bytes.Contains(raw, []byte(`"f:rules"`)) {
-		return false, checkParses && json.Valid(raw)
+	if !bytes.Contains(raw, rulesKey) {
+		return false, json.Valid(raw)
 	}
+	return parseRules(raw)
+}
+
+// parseRules reads whether a field set holds spec.rules.
+func parseRules(raw []byte) (holds, parses bool) {
 	var fields rulesSet
 	if sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &fields) != nil {
 		return false, false
@@ -129,8 +146,8 @@ func OwnsRules(entries []metav1.ManagedFieldsEntry, manager string) bool {
 		if e.Manager != manager || e.Operation != metav1.ManagedFieldsOperationApply {
 			continue
 		}
-		if owns, parses := ownsRules(e, true); parses {
-			return owns
+		if holds, parses := readsRules(e); parses {
+			return holds
 		}
 	}
 	return false
@@ -144,7 +161,7 @@ func RulesOwners(entries []metav1.ManagedFieldsEntry, except string) []string {
 		if e.Manager == except {
 			continue
 		}
-		if owns, _ := ownsRules(e, false); !owns {
+		if !holdsRules(e) {
 			continue
 		}
 		if e.Operation == metav1.ManagedFieldsOperationApply {
