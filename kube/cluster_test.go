@@ -394,3 +394,66 @@ func TestCallsStartingTogetherShareOneDiscovery(t *testing.T) {
 		t.Errorf("%d discoveries for 100 calls at once, want 1", n)
 	}
 }
+
+// ResourceVersion is what a call checks before it writes a route it decided
+// on (has anything newer come?): the newer of what the watch cache holds
+// and what the plugin's own writes answered, read without a request; ""
+// when the cache cannot say.
+func TestResourceVersionReadsTheCacheAndTheWritesWithoutARequest(t *testing.T) {
+	const collection = "/apis/" + routes.Group + "/v1/namespaces/" + wtNS + "/httproutes"
+	served := func(name string) map[string]any {
+		u := servedRoute() // resourceVersion 7
+		u.SetName(name)
+		return u.Object
+	}
+	api := &parentServer{refused: "locked", served: map[string]int{}, objects: map[string][]map[string]any{
+		collection: {served("web"), served("shop")},
+	}}
+	srv := httptest.NewServer(api)
+	defer srv.Close()
+	gw, err := gateway.NewForConfig(&rest.Config{Host: srv.URL, QPS: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewCluster(gw.GatewayV1().RESTClient(), logrus.NewEntry(logrus.New()))
+	defer c.Close()
+	c.versions[routes.HTTPRoute] = "v1" // discovered already
+	ctx := context.Background()
+	ref := func(namespace, name string) routes.Ref {
+		return routes.Ref{Kind: routes.HTTPRoute, Namespace: namespace, Name: name}
+	}
+	written := func(name, rv string) {
+		u := servedRoute()
+		u.SetName(name)
+		a, err := routes.AnswerOf(ref(wtNS, name), answerJSON(t, u, rv))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Written(a)
+	}
+
+	if got := c.ResourceVersion(ctx, ref(wtNS, "web")); got != "7" {
+		t.Fatalf("the cache holds web at 7; ResourceVersion says %q", got)
+	}
+	before := api.requests()
+	written("web", "8")  // ahead of the cache
+	written("shop", "5") // behind it (an answer the watch has passed)
+	for _, tc := range []struct {
+		ref  routes.Ref
+		want string
+	}{
+		{ref(wtNS, "web"), "8"},
+		{ref(wtNS, "shop"), "7"},
+		{ref(wtNS, "gone"), ""},
+	} {
+		if got := c.ResourceVersion(ctx, tc.ref); got != tc.want {
+			t.Errorf("%s: ResourceVersion %q, want %q", tc.ref.Name, got, tc.want)
+		}
+	}
+	if n := api.requests() - before; n != 0 {
+		t.Errorf("reading resourceVersions from a synced cache sent %d requests, want 0", n)
+	}
+	if got := c.ResourceVersion(ctx, ref("locked", "web")); got != "" {
+		t.Errorf("a namespace whose cache cannot list: ResourceVersion %q, want \"\"", got)
+	}
+}
