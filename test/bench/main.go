@@ -356,6 +356,7 @@ type result struct {
 	warm, first, last, same  phase
 	steady, bareSteady       phase
 	pluginCPU                float64 // seconds per steady call
+	pluginSysCPU             float64 // of which in the kernel (system time)
 	pluginInstructions       float64 // per steady call, with -instructions
 	serverCPU, bareServerCPU float64 // kube-apiserver + etcd seconds per steady call
 	peakRSS                  float64 // MiB
@@ -503,7 +504,7 @@ func (b *bench) scenario(id int, s scenario) (result, error) {
 		// watched, the plugin as it reads the events of someone else's writes.
 		profiledNS, profiledRVs = ns, rvs
 	}
-	var pluginCPU, serverCPU, bareServerCPU float64
+	var pluginCPU, pluginSysCPU, serverCPU, bareServerCPU float64
 	// The instructions are counted over the whole loop: the plugin's steps,
 	// the events of its writes it takes in after them, and what it does
 	// while the bare client's steps run (next to nothing: it watches only
@@ -533,9 +534,10 @@ func (b *bench) scenario(id int, s scenario) (result, error) {
 		weight := int32(20 + 10*(i%2))
 		sides := []func() error{
 			func() error {
-				before, srv := cpuSeconds(pid), cpuOf(servers)
+				before, beforeSys, srv := cpuSeconds(pid), systemSeconds(pid), cpuOf(servers)
 				err := steady(weight)
 				pluginCPU += cpuSeconds(pid) - before
+				pluginSysCPU += systemSeconds(pid) - beforeSys
 				serverCPU += cpuOf(servers) - srv
 				return err
 			},
@@ -567,6 +569,7 @@ func (b *bench) scenario(id int, s scenario) (result, error) {
 		res.pluginInstructions = float64(n) / float64(b.runs)
 	}
 	res.pluginCPU = pluginCPU / float64(b.runs)
+	res.pluginSysCPU = pluginSysCPU / float64(b.runs)
 	res.serverCPU = serverCPU / float64(b.runs)
 	res.bareServerCPU = bareServerCPU / float64(b.runs)
 	weight := int32(20 + 10*((b.runs-1)%2))
@@ -1076,19 +1079,34 @@ func verb(r harness.Request) string {
 
 // cpuSeconds is the user and system CPU time of a process so far.
 func cpuSeconds(pid int) float64 {
+	u, s := cpuTimes(pid)
+	return u + s
+}
+
+// systemSeconds is the system CPU time of a process so far: the kernel's
+// work for it (its syscalls: sockets, futexes), which callgrind's count of
+// the instructions it executes (-instructions) leaves out.
+func systemSeconds(pid int) float64 {
+	_, s := cpuTimes(pid)
+	return s
+}
+
+// cpuTimes is the user and the system CPU time of a process so far, in
+// seconds (0, 0 when it cannot be read).
+func cpuTimes(pid int) (user, system float64) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0
+		return 0, 0
 	}
 	// The fields after the command name, which is in parentheses: utime and
 	// stime are the 12th and 13th, in clock ticks of 1/100 s.
 	fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
 	if len(fields) < 13 {
-		return 0
+		return 0, 0
 	}
 	u, _ := strconv.ParseFloat(fields[11], 64)
 	s, _ := strconv.ParseFloat(fields[12], 64)
-	return (u + s) / 100
+	return u / 100, s / 100
 }
 
 func cpuOf(pids []int) float64 {
@@ -1400,8 +1418,8 @@ func printTable(w io.Writer, cfg config, results []result) {
 	fmt.Fprintln(w)
 	printShort(w, results)
 	for _, r := range results {
-		fmt.Fprintf(w, "%s routes: the call before the first step (nothing to change; it starts the watch cache): %s requests in all, %.0f ms; plugin memory at the end: %s\n",
-			r.s.label, verbsTotal(r.warm.requests), median(r.warm.ms), r.memory)
+		fmt.Fprintf(w, "%s routes: the call before the first step (nothing to change; it starts the watch cache): %s requests in all, %.0f ms; plugin CPU per steady step %.3f s, of it system (kernel) %.3f s; plugin memory at the end: %s\n",
+			r.s.label, verbsTotal(r.warm.requests), median(r.warm.ms), r.pluginCPU, r.pluginSysCPU, r.memory)
 	}
 	for _, r := range results {
 		if r.pluginInstructions > 0 {
