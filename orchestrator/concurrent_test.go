@@ -66,6 +66,48 @@ func TestPerRoute(t *testing.T) {
 	}
 }
 
+// Many routes over few slots: every route runs once, on a worker that
+// goes on to the next route after one that panicked or failed, and each
+// route's error stays in its place.
+func TestPerRouteManyRoutesFewSlots(t *testing.T) {
+	names := make([]string, 50)
+	for i := range names {
+		names[i] = fmt.Sprintf("r%02d", i)
+	}
+	var ran [50]atomic.Int32
+	var p peak
+	errs := perRoute(context.Background(), refsNamed(names...), []Slots{NewSlots(3), NewSlots(16)}, func(i int) error {
+		p.enter()
+		defer p.leave()
+		ran[i].Add(1)
+		switch i % 10 {
+		case 3:
+			panic(fmt.Sprintf("boom %d", i))
+		case 7:
+			return fmt.Errorf("refused %d", i)
+		}
+		return nil
+	})
+	for i := range ran {
+		if n := ran[i].Load(); n != 1 {
+			t.Errorf("route %d ran %d times", i, n)
+		}
+		var want string
+		switch i % 10 {
+		case 3:
+			want = fmt.Sprintf("HTTPRoute ns/r%02d: internal error: boom %d", i, i)
+		case 7:
+			want = fmt.Sprintf("refused %d", i)
+		}
+		if got := fmt.Sprint(errs[i]); (want == "" && errs[i] != nil) || (want != "" && got != want) {
+			t.Errorf("route %d: error %v, want %q", i, errs[i], want)
+		}
+	}
+	if m := p.most.Load(); m > 3 {
+		t.Errorf("%d ran at once, limit 3", m)
+	}
+}
+
 // Calls running at the same time share the process's bound: four calls of
 // four routes, each allowed four at once, never run more than the process's
 // three together.
