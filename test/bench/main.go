@@ -257,6 +257,9 @@ func run(cfg config) error {
 		printShort(os.Stdout, later)
 		printSummary(os.Stdout, ratioRows(results))
 	}
+	if cfg.repeat > 1 || cfg.scale {
+		printGrowth(os.Stdout, growthRows(results))
+	}
 	if cfg.stepsOut != "" {
 		if err := writeSteps(cfg.stepsOut, results); err != nil {
 			return err
@@ -1576,6 +1579,96 @@ func verdict(r ratioRow) string {
 		return fmt.Sprintf("%d routes: met, %.2f ≤ %.2f; %s", r.routes, mean, targetRatio, figures)
 	}
 	return fmt.Sprintf("%d routes: not met, %.2f > %.2f; %s", r.routes, mean, targetRatio, figures)
+}
+
+// The aim of the step's growth: the step over targetGrowthTo routes at most
+// targetGrowth × the step over targetGrowthFrom (linear would be 5 ×), the
+// mean over targetRuns runs.
+const (
+	targetGrowth     = 5.5
+	targetGrowthFrom = 200
+	targetGrowthTo   = 1000
+)
+
+// growthRow is how the step grows from a run's smallest route count to a
+// larger one: the median step at to over the median step at from, the
+// plugin's and the bare client's of the same run, run by run.
+type growthRow struct {
+	from, to     int
+	plugin, bare []float64
+}
+
+// growthRows gathers, run by run (each run of -repeat; the one run without),
+// the growth of the step from the smallest route count of the run's
+// one-Rollout rows to each larger one. Calibration runs and the rows that
+// run once (-together, -defaults-routes, the rows beside 10,000 other
+// routes) are left out.
+func growthRows(results []result) []growthRow {
+	type medians struct{ plugin, bare float64 }
+	byRun := map[int]map[int]medians{}
+	var runs []int
+	for _, r := range results {
+		s := r.s
+		if s.calibration || s.rollouts != 1 || s.others > 0 || s.backToBack {
+			continue
+		}
+		if byRun[s.run] == nil {
+			byRun[s.run], runs = map[int]medians{}, append(runs, s.run)
+		}
+		byRun[s.run][s.routes] = medians{median(r.steady.ms), median(r.bareSteady.ms)}
+	}
+	var rows []growthRow
+	for _, run := range runs {
+		counts := slices.Sorted(maps.Keys(byRun[run]))
+		from := byRun[run][counts[0]]
+		for _, to := range counts[1:] {
+			i := slices.IndexFunc(rows, func(g growthRow) bool { return g.from == counts[0] && g.to == to })
+			if i < 0 {
+				rows, i = append(rows, growthRow{from: counts[0], to: to}), len(rows)
+			}
+			m := byRun[run][to]
+			rows[i].plugin = append(rows[i].plugin, m.plugin/from.plugin)
+			rows[i].bare = append(rows[i].bare, m.bare/from.bare)
+		}
+	}
+	return rows
+}
+
+// printGrowth prints how the step grew with the routes, run by run, the
+// plugin's beside the bare client's, and whether the aim is met.
+func printGrowth(w io.Writer, rows []growthRow) {
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprint(w, "\nHow the step grows with the routes, run by run: the median step over the larger route count over the median step over the\n"+
+		"smaller (linear: their ratio), the plugin's beside the bare client's in the same run. sd: the sample standard deviation between runs.\n\n")
+	fmt.Fprintln(w, "| routes | plugin per run | mean (sd) | bare client per run | mean (sd) |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- | --- |")
+	for _, g := range rows {
+		fmt.Fprintf(w, "| %d → %d | %s | %s | %s | %s |\n", g.from, g.to, ratios(g.plugin), meanAndSD(g.plugin), ratios(g.bare), meanAndSD(g.bare))
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "aim: the %d-route step at most %.1f × the %d-route step, the mean over %d runs\n", targetGrowthTo, targetGrowth, targetGrowthFrom, targetRuns)
+	for _, g := range rows {
+		if g.from == targetGrowthFrom && g.to == targetGrowthTo {
+			fmt.Fprintln(w, growthVerdict(g))
+		}
+	}
+}
+
+// growthVerdict says in words whether the runs meet the aim: the mean as
+// printed (2 decimals) at most targetGrowth, over at least targetRuns runs.
+func growthVerdict(g growthRow) string {
+	mean, _ := meanSD(g.plugin)
+	bare, _ := meanSD(g.bare)
+	figures := fmt.Sprintf("mean %.2f × over %d runs (the bare client's: %.2f ×)", mean, len(g.plugin), bare)
+	switch {
+	case len(g.plugin) < targetRuns:
+		return fmt.Sprintf("%d → %d routes: not judged, the aim asks for %d runs; %s", g.from, g.to, targetRuns, figures)
+	case math.Round(mean*100)/100 <= targetGrowth:
+		return fmt.Sprintf("%d → %d routes: met; %s", g.from, g.to, figures)
+	}
+	return fmt.Sprintf("%d → %d routes: not met; %s", g.from, g.to, figures)
 }
 
 // writeSteps writes each row's steady steps, round by round, as JSON lines.
