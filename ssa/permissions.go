@@ -100,13 +100,16 @@ func (a *Writer) ReviewOwnershipChange(ctx context.Context, live routes.Route, r
 func (a *Writer) namespaceAllows(ctx context.Context, attrs authzv1.ResourceAttributes) (bool, error) {
 	key := accessKey{attrs.Namespace, attrs.Resource, attrs.Verb}
 	c := &a.access
-	c.mu.Lock()
-	if until, ok := c.allowed[key]; ok && time.Now().Before(until) {
-		c.mu.Unlock()
+	if c.remembers(key) {
 		return true, nil
 	}
-	c.mu.Unlock()
 	return c.asking.Do(ctx, key, func() (bool, error) {
+		// The review of a route that missed the yes just before another
+		// route's review remembered it, and that started its own after
+		// that review ended: the yes is there now.
+		if c.remembers(key) {
+			return true, nil
+		}
 		allowed, _, err := a.review(ctx, attrs)
 		if err == nil && allowed {
 			c.mu.Lock()
@@ -118,6 +121,15 @@ func (a *Writer) namespaceAllows(ctx context.Context, attrs authzv1.ResourceAttr
 		}
 		return allowed, err
 	})
+}
+
+// remembers says a namespace-wide yes for key is remembered and not older
+// than allowedFor.
+func (c *accessAnswers) remembers(key accessKey) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	until, ok := c.allowed[key]
+	return ok && time.Now().Before(until)
 }
 
 // review asks the apiserver once.
