@@ -156,15 +156,15 @@ func (c *Cluster) Close() {
 // version the apiserver stops serving is forgotten (forget), so the next call
 // asks again: a CRD upgrade needs no restart.
 func (c *Cluster) ServedVersion(ctx context.Context, kind routes.Kind) (string, error) {
-	c.mu.Lock()
-	v, ok := c.versions[kind]
-	c.mu.Unlock()
-	if ok {
-		return v, nil
+	discovered := func() (string, bool) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		v, ok := c.versions[kind]
+		return v, ok
 	}
 	// Calls that start together (a hundred Rollouts on a fresh process)
 	// wait for one discovery.
-	return c.discoveries.Do(ctx, kind, func() (string, error) {
+	return c.discoveries.Do(ctx, kind, discovered, func() (string, error) {
 		v, err := c.discover(ctx, kind)
 		if err == nil {
 			c.mu.Lock()

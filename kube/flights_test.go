@@ -23,7 +23,7 @@ func TestFlightsShareOneAskAtATime(t *testing.T) {
 	started := make(chan struct{})
 	go func() { // the first caller: its ask holds the flight open
 		close(started)
-		f.Do(context.Background(), "q", ask)
+		f.Do(context.Background(), "q", nothing, ask)
 	}()
 	<-started
 	for !flying(&f, "q") {
@@ -32,14 +32,14 @@ func TestFlightsShareOneAskAtATime(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := f.Do(ctx, "q", ask); !errors.Is(err, context.Canceled) {
+	if _, err := f.Do(ctx, "q", nothing, ask); !errors.Is(err, context.Canceled) {
 		t.Errorf("a waiter whose context ended got %v, want context.Canceled", err)
 	}
 
 	var wg sync.WaitGroup
 	got := make([]int, 20)
 	for i := range got {
-		wg.Go(func() { got[i], _ = f.Do(context.Background(), "q", ask) })
+		wg.Go(func() { got[i], _ = f.Do(context.Background(), "q", nothing, ask) })
 	}
 	for waiting(&f, "q") < 21 { // the 20 and the one whose context ended
 		time.Sleep(time.Millisecond)
@@ -56,11 +56,34 @@ func TestFlightsShareOneAskAtATime(t *testing.T) {
 	}
 
 	failing := errors.New("no answer")
-	if _, err := f.Do(context.Background(), "q", func() (int, error) { asks.Add(1); return 0, failing }); !errors.Is(err, failing) {
+	if _, err := f.Do(context.Background(), "q", nothing, func() (int, error) { asks.Add(1); return 0, failing }); !errors.Is(err, failing) {
 		t.Errorf("the call after the answer got %v, want its own ask's error", err)
 	}
 	if n := asks.Load(); n != 2 {
 		t.Errorf("%d asks, want the call after the answer to ask again (2)", n)
+	}
+}
+
+// nothing is a caller that remembers no answer.
+func nothing() (int, bool) { return 0, false }
+
+// A remembered answer is the answer, with no ask. A call that missed it and
+// then found no flight to join (the flight that remembered it ended in
+// between) looks again before it asks, and takes what is remembered now.
+func TestFlightsLookAgainBeforeAsking(t *testing.T) {
+	var f Flights[string, int]
+	asked := false
+	ask := func() (int, error) { asked = true; return 0, errors.New("asked") }
+	if v, err := f.Do(context.Background(), "q", func() (int, bool) { return 7, true }, ask); v != 7 || err != nil || asked {
+		t.Errorf("with an answer remembered: %d, %v, asked %v; want 7 and no ask", v, err, asked)
+	}
+	looks := 0
+	rememberedSince := func() (int, bool) { // nothing at the first look, the answer at the second
+		looks++
+		return 42, looks > 1
+	}
+	if v, err := f.Do(context.Background(), "q", rememberedSince, ask); v != 42 || err != nil || asked || looks != 2 {
+		t.Errorf("remembered between the two looks: %d, %v, asked %v, %d looks; want 42, no ask, 2 looks", v, err, asked, looks)
 	}
 }
 

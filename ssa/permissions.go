@@ -100,16 +100,11 @@ func (a *Writer) ReviewOwnershipChange(ctx context.Context, live routes.Route, r
 func (a *Writer) namespaceAllows(ctx context.Context, attrs authzv1.ResourceAttributes) (bool, error) {
 	key := accessKey{attrs.Namespace, attrs.Resource, attrs.Verb}
 	c := &a.access
-	if c.remembers(key) {
-		return true, nil
+	remembered := func() (bool, bool) {
+		yes := c.remembers(key)
+		return yes, yes
 	}
-	return c.asking.Do(ctx, key, func() (bool, error) {
-		// The review of a route that missed the yes just before another
-		// route's review remembered it, and that started its own after
-		// that review ended: the yes is there now.
-		if c.remembers(key) {
-			return true, nil
-		}
+	return c.asking.Do(ctx, key, remembered, func() (bool, error) {
 		allowed, _, err := a.review(ctx, attrs)
 		if err == nil && allowed {
 			c.mu.Lock()
