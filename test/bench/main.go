@@ -537,10 +537,12 @@ func (b *bench) scenario(id int, s scenario) (result, error) {
 		weight := int32(20 + 10*(i%2))
 		sides := []func() error{
 			func() error {
-				before, beforeSys, srv := cpuSeconds(pid), systemSeconds(pid), cpuOf(servers)
+				user, system := cpuTimes(pid)
+				srv := cpuOf(servers)
 				err := steady(weight)
-				pluginCPU += cpuSeconds(pid) - before
-				pluginSysCPU += systemSeconds(pid) - beforeSys
+				userAfter, systemAfter := cpuTimes(pid)
+				pluginCPU += userAfter + systemAfter - user - system
+				pluginSysCPU += systemAfter - system
 				serverCPU += cpuOf(servers) - srv
 				return err
 			},
@@ -1086,16 +1088,10 @@ func cpuSeconds(pid int) float64 {
 	return u + s
 }
 
-// systemSeconds is the system CPU time of a process so far: the kernel's
+// cpuTimes is the user and the system CPU time of a process so far, in
+// seconds (0, 0 when it cannot be read). The system time is the kernel's
 // work for it (its syscalls: sockets, futexes), which callgrind's count of
 // the instructions it executes (-instructions) leaves out.
-func systemSeconds(pid int) float64 {
-	_, s := cpuTimes(pid)
-	return s
-}
-
-// cpuTimes is the user and the system CPU time of a process so far, in
-// seconds (0, 0 when it cannot be read).
 func cpuTimes(pid int) (user, system float64) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -1605,28 +1601,28 @@ type growthRow struct {
 // routes) are left out.
 func growthRows(results []result) []growthRow {
 	type medians struct{ plugin, bare float64 }
-	byRun := map[int]map[int]medians{}
+	steps := map[int]map[int]medians{} // run → route count → median steps
 	var runs []int
 	for _, r := range results {
 		s := r.s
 		if s.calibration || s.rollouts != 1 || s.others > 0 || s.backToBack {
 			continue
 		}
-		if byRun[s.run] == nil {
-			byRun[s.run], runs = map[int]medians{}, append(runs, s.run)
+		if steps[s.run] == nil {
+			steps[s.run], runs = map[int]medians{}, append(runs, s.run)
 		}
-		byRun[s.run][s.routes] = medians{median(r.steady.ms), median(r.bareSteady.ms)}
+		steps[s.run][s.routes] = medians{median(r.steady.ms), median(r.bareSteady.ms)}
 	}
 	var rows []growthRow
 	for _, run := range runs {
-		counts := slices.Sorted(maps.Keys(byRun[run]))
-		from := byRun[run][counts[0]]
+		counts := slices.Sorted(maps.Keys(steps[run]))
+		from := steps[run][counts[0]]
 		for _, to := range counts[1:] {
 			i := slices.IndexFunc(rows, func(g growthRow) bool { return g.from == counts[0] && g.to == to })
 			if i < 0 {
 				rows, i = append(rows, growthRow{from: counts[0], to: to}), len(rows)
 			}
-			m := byRun[run][to]
+			m := steps[run][to]
 			rows[i].plugin = append(rows[i].plugin, m.plugin/from.plugin)
 			rows[i].bare = append(rows[i].bare, m.bare/from.bare)
 		}
