@@ -61,7 +61,7 @@ const (
 
 func main() {
 	var (
-		routeCounts = flag.String("routes", "1,10,50,200", "route counts, one Rollout each")
+		routeCounts = flag.String("routes", "1,10,50,200", "route counts, one Rollout each (\"\": none, for -interleave alone)")
 		runs        = flag.Int("runs", 40, "steady SetWeight steps per route count (plugin and bare client each)")
 		together    = flag.Int("together", 10, "Rollouts calling at once in the concurrent scenario (0: skip it)")
 		eachRoutes  = flag.Int("together-routes", 20, "routes of each Rollout in the concurrent scenario")
@@ -78,9 +78,11 @@ func main() {
 		install     = flag.String("install", "download", "how the file the plugin runs from is written, which sets how much of it the kernel maps (peak RSS); the plugin runs from a file: "+describe(installWhat))
 		bareWatch   = flag.Bool("bare-watch", false, "the bare client also watches its routes and decodes the events, as the plugin's cache does")
 		aa          = flag.String("aa", "", "calibration: the plugin rows' steady steps are the bare client's too, so a ratio row shows what two equal sides come to; where the calibrated side's steps run, by mode: "+describe(aaWhat))
-		scale       = flag.Bool("scale", false, "the scale table (make bench-scale): one Rollout over 200 and over 1,000 routes, 100 Rollouts × 10 routes at once, and one Rollout over 50 routes beside 10,000 other HTTPRoutes in its namespace, and beside 10,000 other routes of every kind in 100 other namespaces; -routes, -together, -together-routes and -defaults-routes are then set, and -runs defaults to 10")
+		scale       = flag.Bool("scale", false, "the scale table (make bench-scale): one Rollout over 200 and over 1,000 routes, 100 Rollouts × 10 routes at once, and one Rollout over 50 routes beside 10,000 other HTTPRoutes in its namespace, and beside 10,000 other routes of every kind in 100 other namespaces, then how the step grows from 200 to 1,000 routes, interleaved; -routes, -together, -together-routes and -defaults-routes are then set, -runs defaults to 10 and -interleave to 200,1000")
 		profileBare = flag.Bool("profile-bare", false, "with -profile: the extra steps are the bare client's, not the plugin's, so kube-apiserver's profile can be set beside the plugin's (with -aa, in the calibrated side's namespace)")
 		instr       = flag.Bool("instructions", false, "run the plugin under valgrind's callgrind and count the instructions it executes during the steady steps (needs valgrind; the plugin runs some 50 times slower, so the time columns are not its own): a figure of the plugin's CPU work that the machine's speed does not move")
+		interleave  = flag.String("interleave", "", "FROM,TO: how the step grows from FROM to TO routes, measured interleaved: one plugin serves a Rollout over each count, and every round steps both, and the bare client over both, in an order drawn for the round, run after the other rows (-scale: 200,1000)")
+		ilRounds    = flag.Int("interleave-rounds", 20, "rounds of -interleave")
 		repeat      = flag.Int("repeat", 1, "runs of each route count of -routes (one Rollout each): with more than 1, every run of a route count is followed by a calibration run of it (-aa unwatched: the bare client on both sides), each on namespaces of its own, run after run, and a summary table gives each run's paired ratio, their mean and standard deviation beside the calibration's, and whether the target is met; the usual table shows the first run, and the -together, -defaults-routes and -scale rows run once, after the first run")
 	)
 	flag.Parse()
@@ -106,13 +108,20 @@ func main() {
 	}
 	if *scale {
 		*routeCounts, *together, *eachRoutes, *defaultsN = "200,1000", 100, 10, 0
+		if !flagSet("interleave") {
+			*interleave = "200,1000"
+		}
 		if !flagSet("runs") {
 			*runs = 10
 		}
 	}
+	if n := len(parseCounts("-interleave", *interleave)); n != 0 && n != 2 {
+		fmt.Fprintf(os.Stderr, "bench: -interleave: %q is not two route counts\n", *interleave)
+		os.Exit(2)
+	}
 	start := time.Now()
 	if err := run(config{
-		counts: parseCounts(*routeCounts), runs: *runs, repeat: *repeat, together: *together, eachRoutes: *eachRoutes, defaultsRoutes: *defaultsN, bareWatch: *bareWatch, profileBare: *profileBare, aa: *aa, scale: *scale,
+		counts: parseCounts("-routes", *routeCounts), interleave: parseCounts("-interleave", *interleave), interleaveRounds: *ilRounds, runs: *runs, repeat: *repeat, together: *together, eachRoutes: *eachRoutes, defaultsRoutes: *defaultsN, bareWatch: *bareWatch, profileBare: *profileBare, aa: *aa, scale: *scale,
 		qps: *qps, burst: *burst, bin: *bin, profileDir: *profileDir, profileSeconds: *profileSecs, keepLogs: *keepLogs, stepsOut: *stepsOut, pin: *pinCPUs, install: *install, instructions: *instr,
 	}); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -131,6 +140,8 @@ func flagSet(name string) bool {
 type config struct {
 	scale                      bool
 	counts                     []int
+	interleave                 []int // "from" and "to" of -interleave, or none
+	interleaveRounds           int
 	runs, together, eachRoutes int
 	repeat                     int
 	defaultsRoutes             int
@@ -144,12 +155,16 @@ type config struct {
 	stepsOut, install          string
 }
 
-func parseCounts(s string) []int {
+// parseCounts reads the route counts of a flag; "" is none.
+func parseCounts(name, s string) []int {
+	if strings.TrimSpace(s) == "" {
+		return nil
+	}
 	var out []int
 	for _, f := range strings.Split(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 1 {
-			fmt.Fprintf(os.Stderr, "bench: -routes: %q is not a route count\n", f)
+			fmt.Fprintf(os.Stderr, "bench: %s: %q is not a route count\n", name, f)
 			os.Exit(2)
 		}
 		out = append(out, n)
@@ -251,8 +266,20 @@ func run(cfg config) error {
 		fmt.Fprintf(os.Stderr, "bench: %s routes took %s\n", s.label, time.Since(t0).Round(time.Second))
 		results = append(results, r)
 	}
+	var grown interleaved
+	if len(cfg.interleave) == 2 {
+		from, to := cfg.interleave[0], cfg.interleave[1]
+		fmt.Fprintf(os.Stderr, "bench: %d and %d routes, interleaved, %d rounds\n", from, to, cfg.interleaveRounds)
+		t0 := time.Now()
+		if grown, err = b.interleave(len(results), from, to, cfg.interleaveRounds, lifted(cfg)); err != nil {
+			return fmt.Errorf("%d and %d routes, interleaved: %w", from, to, err)
+		}
+		fmt.Fprintf(os.Stderr, "bench: %d and %d routes, interleaved, took %s\n", from, to, time.Since(t0).Round(time.Second))
+	}
 	first, later := byRun(results)
-	printTable(os.Stdout, cfg, first)
+	if len(first) > 0 {
+		printTable(os.Stdout, cfg, first)
+	}
 	if cfg.repeat > 1 {
 		printShort(os.Stdout, later)
 		printSummary(os.Stdout, ratioRows(results))
@@ -260,6 +287,7 @@ func run(cfg config) error {
 	if cfg.repeat > 1 || cfg.scale {
 		printGrowth(os.Stdout, growthRows(results))
 	}
+	printInterleaved(os.Stdout, grown)
 	if cfg.stepsOut != "" {
 		if err := writeSteps(cfg.stepsOut, results); err != nil {
 			return err
@@ -273,28 +301,34 @@ func run(cfg config) error {
 	return nil
 }
 
+// lifted are the plugin's flags that lift its client's rate limits to the
+// bench's -qps and -burst.
+func lifted(cfg config) []string {
+	return []string{fmt.Sprintf("-kubeClientQPS=%d", cfg.qps), fmt.Sprintf("-kubeClientBurst=%d", cfg.burst)}
+}
+
 // plan is the scenarios of a bench in the order they run: one Rollout over
 // each route count of -routes, then the Rollouts at once (-together), the
 // default flags (-defaults-routes) and -scale's rows. With -repeat, the route
 // counts run run after run, each with its calibration (repeated), and the
 // other rows once, after the first run.
 func plan(cfg config) []scenario {
-	lifted := []string{fmt.Sprintf("-kubeClientQPS=%d", cfg.qps), fmt.Sprintf("-kubeClientBurst=%d", cfg.burst)}
+	args := lifted(cfg)
 	var counts, once []scenario
-	largest := slices.Max(cfg.counts)
 	for _, n := range cfg.counts {
-		counts = append(counts, scenario{label: strconv.Itoa(n), routes: n, rollouts: 1, args: lifted, aa: cfg.aa, profile: cfg.profileDir != "" && n == largest})
+		largest := slices.Max(cfg.counts)
+		counts = append(counts, scenario{label: strconv.Itoa(n), routes: n, rollouts: 1, args: args, aa: cfg.aa, profile: cfg.profileDir != "" && n == largest})
 	}
 	if cfg.together > 0 {
-		once = append(once, scenario{label: fmt.Sprintf("%d×%d", cfg.together, cfg.eachRoutes), routes: cfg.eachRoutes, rollouts: cfg.together, args: lifted, aa: cfg.aa})
+		once = append(once, scenario{label: fmt.Sprintf("%d×%d", cfg.together, cfg.eachRoutes), routes: cfg.eachRoutes, rollouts: cfg.together, args: args, aa: cfg.aa})
 	}
 	if cfg.defaultsRoutes > 0 {
 		once = append(once, scenario{label: fmt.Sprintf("%d (default flags: steady steps back to back, first and last after 4 s)", cfg.defaultsRoutes), routes: cfg.defaultsRoutes, rollouts: 1, backToBack: true, aa: cfg.aa})
 	}
 	if cfg.scale {
 		once = append(once,
-			scenario{label: "50, beside 10,000 other HTTPRoutes in its namespace", routes: 50, rollouts: 1, args: lifted, others: 10000, aa: cfg.aa},
-			scenario{label: "50, beside 10,000 other routes (every kind) in 100 other namespaces", routes: 50, rollouts: 1, args: lifted, others: 10000, otherNamespaces: 100, aa: cfg.aa})
+			scenario{label: "50, beside 10,000 other HTTPRoutes in its namespace", routes: 50, rollouts: 1, args: args, others: 10000, aa: cfg.aa},
+			scenario{label: "50, beside 10,000 other routes (every kind) in 100 other namespaces", routes: 50, rollouts: 1, args: args, others: 10000, otherNamespaces: 100, aa: cfg.aa})
 	}
 	runs := repeated(counts, cfg.repeat)
 	return slices.Concat(slices.Concat(runs[:1]...), once, slices.Concat(runs[1:]...))
@@ -1575,96 +1609,6 @@ func verdict(r ratioRow) string {
 		return fmt.Sprintf("%d routes: met, %.2f ≤ %.2f; %s", r.routes, mean, targetRatio, figures)
 	}
 	return fmt.Sprintf("%d routes: not met, %.2f > %.2f; %s", r.routes, mean, targetRatio, figures)
-}
-
-// The aim of the step's growth: the step over targetGrowthTo routes at most
-// targetGrowth × the step over targetGrowthFrom (linear would be 5 ×), the
-// mean over targetRuns runs.
-const (
-	targetGrowth     = 5.5
-	targetGrowthFrom = 200
-	targetGrowthTo   = 1000
-)
-
-// growthRow is how the step grows from a run's smallest route count to a
-// larger one: the median step at to over the median step at from, the
-// plugin's and the bare client's of the same run, run by run.
-type growthRow struct {
-	from, to     int
-	plugin, bare []float64
-}
-
-// growthRows gathers, run by run (each run of -repeat; the one run without),
-// the growth of the step from the smallest route count of the run's
-// one-Rollout rows to each larger one. Calibration runs and the rows that
-// run once (-together, -defaults-routes, the rows beside 10,000 other
-// routes) are left out.
-func growthRows(results []result) []growthRow {
-	type medians struct{ plugin, bare float64 }
-	steps := map[int]map[int]medians{} // run → route count → median steps
-	var runs []int
-	for _, r := range results {
-		s := r.s
-		if s.calibration || s.rollouts != 1 || s.others > 0 || s.backToBack {
-			continue
-		}
-		if steps[s.run] == nil {
-			steps[s.run], runs = map[int]medians{}, append(runs, s.run)
-		}
-		steps[s.run][s.routes] = medians{median(r.steady.ms), median(r.bareSteady.ms)}
-	}
-	var rows []growthRow
-	for _, run := range runs {
-		counts := slices.Sorted(maps.Keys(steps[run]))
-		from := steps[run][counts[0]]
-		for _, to := range counts[1:] {
-			i := slices.IndexFunc(rows, func(g growthRow) bool { return g.from == counts[0] && g.to == to })
-			if i < 0 {
-				rows, i = append(rows, growthRow{from: counts[0], to: to}), len(rows)
-			}
-			m := steps[run][to]
-			rows[i].plugin = append(rows[i].plugin, m.plugin/from.plugin)
-			rows[i].bare = append(rows[i].bare, m.bare/from.bare)
-		}
-	}
-	return rows
-}
-
-// printGrowth prints how the step grew with the routes, run by run, the
-// plugin's beside the bare client's, and whether the aim is met.
-func printGrowth(w io.Writer, rows []growthRow) {
-	if len(rows) == 0 {
-		return
-	}
-	fmt.Fprint(w, "\nHow the step grows with the routes, run by run: the median step over the larger route count over the median step over the\n"+
-		"smaller (linear: their ratio), the plugin's beside the bare client's in the same run. sd: the sample standard deviation between runs.\n\n")
-	fmt.Fprintln(w, "| routes | plugin per run | mean (sd) | bare client per run | mean (sd) |")
-	fmt.Fprintln(w, "| --- | --- | --- | --- | --- |")
-	for _, g := range rows {
-		fmt.Fprintf(w, "| %d → %d | %s | %s | %s | %s |\n", g.from, g.to, ratios(g.plugin), meanAndSD(g.plugin), ratios(g.bare), meanAndSD(g.bare))
-	}
-	fmt.Fprintln(w)
-	fmt.Fprintf(w, "aim: the %d-route step at most %.1f × the %d-route step, the mean over %d runs\n", targetGrowthTo, targetGrowth, targetGrowthFrom, targetRuns)
-	for _, g := range rows {
-		if g.from == targetGrowthFrom && g.to == targetGrowthTo {
-			fmt.Fprintln(w, growthVerdict(g))
-		}
-	}
-}
-
-// growthVerdict says in words whether the runs meet the aim: the mean as
-// printed (2 decimals) at most targetGrowth, over at least targetRuns runs.
-func growthVerdict(g growthRow) string {
-	mean, _ := meanSD(g.plugin)
-	bare, _ := meanSD(g.bare)
-	figures := fmt.Sprintf("mean %.2f × over %d runs (the bare client's: %.2f ×)", mean, len(g.plugin), bare)
-	switch {
-	case len(g.plugin) < targetRuns:
-		return fmt.Sprintf("%d → %d routes: not judged, the aim asks for %d runs; %s", g.from, g.to, targetRuns, figures)
-	case math.Round(mean*100)/100 <= targetGrowth:
-		return fmt.Sprintf("%d → %d routes: met; %s", g.from, g.to, figures)
-	}
-	return fmt.Sprintf("%d → %d routes: not met; %s", g.from, g.to, figures)
 }
 
 // writeSteps writes each row's steady steps, round by round, as JSON lines.

@@ -232,58 +232,6 @@ func TestRatioRowsGathersEachRunsPairedRatioByRouteCount(t *testing.T) {
 	}
 }
 
-// Each run's step grows from its smallest route count to each larger one,
-// the plugin's and the bare client's apart; calibration runs and the rows
-// that ran once are left out.
-func TestGrowthRowsGathersEachRunsGrowth(t *testing.T) {
-	res := func(s scenario, plugin, bare float64) result {
-		r := result{s: s}
-		r.steady.ms, r.bareSteady.ms = []float64{plugin, plugin * 2, plugin / 2}, []float64{bare, bare * 2, bare / 2}
-		return r
-	}
-	results := []result{
-		res(scenario{routes: 200, rollouts: 1, run: 1}, 100, 90),
-		res(scenario{routes: 200, rollouts: 1, run: 1, calibration: true}, 1, 1),
-		res(scenario{routes: 1000, rollouts: 1, run: 1}, 550, 450),
-		res(scenario{routes: 1000, rollouts: 1, run: 1, calibration: true}, 1, 1),
-		res(scenario{routes: 10, rollouts: 100, run: 0}, 7, 7),
-		res(scenario{routes: 50, rollouts: 1, others: 10000}, 7, 7),
-		res(scenario{routes: 50, rollouts: 1, backToBack: true}, 7, 7),
-		res(scenario{routes: 200, rollouts: 1, run: 2}, 200, 100),
-		res(scenario{routes: 1000, rollouts: 1, run: 2}, 1000, 600),
-	}
-	want := []growthRow{{from: 200, to: 1000, plugin: []float64{5.5, 5}, bare: []float64{5, 6}}}
-	if diff := cmp.Diff(want, growthRows(results), cmp.AllowUnexported(growthRow{})); diff != "" {
-		t.Errorf("growth rows (-want +got):\n%s", diff)
-	}
-	var got strings.Builder
-	printGrowth(&got, []growthRow{
-		{from: 200, to: 1000, plugin: []float64{5.3, 5.24, 6.5, 4.8, 5.7}, bare: []float64{5, 5, 6, 4.6, 5.9}},
-		{from: 10, to: 50, plugin: []float64{4}, bare: []float64{5}},
-	})
-	wantText := `
-How the step grows with the routes, run by run: the median step over the larger route count over the median step over the
-smaller (linear: their ratio), the plugin's beside the bare client's in the same run. sd: the sample standard deviation between runs.
-
-| routes | plugin per run | mean (sd) | bare client per run | mean (sd) |
-| --- | --- | --- | --- | --- |
-| 200 → 1000 | 5.30, 5.24, 6.50, 4.80, 5.70 | 5.51 (0.64) | 5.00, 5.00, 6.00, 4.60, 5.90 | 5.30 (0.62) |
-| 10 → 50 | 4.00 | 4.00 (—) | 5.00 | 5.00 (—) |
-
-aim: the 1000-route step at most 5.5 × the 200-route step, the mean over 5 runs
-200 → 1000 routes: not met; mean 5.51 × over 5 runs (the bare client's: 5.30 ×)
-`
-	if diff := cmp.Diff(wantText, got.String()); diff != "" {
-		t.Errorf("growth (-want +got):\n%s", diff)
-	}
-	if v := growthVerdict(growthRow{from: 200, to: 1000, plugin: []float64{5.5, 5.5, 5.5, 5.5, 5.5}}); !strings.HasPrefix(v, "200 → 1000 routes: met;") {
-		t.Errorf("five runs at 5.5 ×: %s", v)
-	}
-	if v := growthVerdict(growthRow{from: 200, to: 1000, plugin: []float64{5}}); !strings.HasPrefix(v, "200 → 1000 routes: not judged") {
-		t.Errorf("one run: %s", v)
-	}
-}
-
 // The summary prints each run's paired ratio, their mean and standard
 // deviation, the calibration's beside them and the difference of the means,
 // then the target and, per route count, whether it is met.
