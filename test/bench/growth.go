@@ -7,13 +7,9 @@ import (
 	"maps"
 	"math"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/gatewayapi-ssa/rollouts-plugin/test/harness"
 )
 
 // interleaved is how the step grew from one route count to a larger one,
@@ -68,72 +64,53 @@ func (b *bench) interleave(id, from, to, rounds int, args []string) (interleaved
 		}
 		bareRVs[k] = rvs
 	}
-	logPath := filepath.Join(b.dir, fmt.Sprintf("plugin-%d.log", id))
-	logs, err := os.Create(logPath)
+	p, logPath, stop, err := b.startPlugin(id, args)
 	if err != nil {
 		return res, err
 	}
-	defer logs.Close()
-	p, err := harness.StartPlugin(b.bin, b.c.Kubeconfig, logs, args...)
-	if err != nil {
-		return res, err
-	}
-	defer p.Stop()
+	defer stop()
 	pid, servers := p.Pid(), serverPids()
-	pluginStep := func(k int, weight int32) error {
-		start := time.Now()
-		if e := p.Plugin.SetWeight(rollout(pluginNS[k], "ro-0"), weight, nil); e.HasError() {
-			return fmt.Errorf("SetWeight(%d) over %d routes: %s (plugin log: %s)", weight, counts[k], e.ErrorString, logPath)
-		}
-		res.plugin[k] = append(res.plugin[k], msSince(start))
-		time.Sleep(settle)
-		return nil
+	// A step of each side over counts[k] routes: its ms, the settle after
+	// it not counted.
+	steps := [2]func(k int, weight int32) (float64, error){
+		func(k int, weight int32) (float64, error) {
+			start := time.Now()
+			if e := p.Plugin.SetWeight(rollout(pluginNS[k], "ro-0"), weight, nil); e.HasError() {
+				return 0, fmt.Errorf("SetWeight(%d) over %d routes: %s (plugin log: %s)", weight, counts[k], e.ErrorString, logPath)
+			}
+			return msSince(start), nil
+		},
+		func(k int, weight int32) (float64, error) {
+			return b.bareStep(ctx, bareNS[k], scenario{routes: counts[k], rollouts: 1}, weight, bareRVs[k])
+		},
 	}
-	bareStep := func(k int, weight int32) error {
-		ms, err := b.bareStep(ctx, bareNS[k], scenario{routes: counts[k], rollouts: 1}, weight, bareRVs[k])
-		if err == nil {
-			res.bare[k] = append(res.bare[k], ms)
-			time.Sleep(settle)
-		}
-		return err
-	}
+	const pluginSide, bareSide = 0, 1
 	for k := range counts {
 		for _, weight := range []int32{0, 10} {
-			if err := pluginStep(k, weight); err != nil {
+			if _, err := steps[pluginSide](k, weight); err != nil {
 				return res, err
 			}
+			time.Sleep(settle)
 		}
 	}
-	res.plugin = [2][]float64{}
-	// cpu wraps a step: the CPU it and its settle took, added to the sums.
-	cpu := func(k int, plain bool, step func(int, int32) error, weight int32) error {
-		plugin, srv := cpuSeconds(pid), cpuOf(servers)
-		err := step(k, weight)
-		side := 0
-		if plain {
-			side = 1
-		} else {
-			res.pluginCPU[k] += cpuSeconds(pid) - plugin
-		}
-		res.serverCPU[side][k] += cpuOf(servers) - srv
-		return err
-	}
-	type step struct {
-		k     int
-		plain bool
-	}
-	order := []step{{0, false}, {1, false}, {0, true}, {1, true}}
+	ms := [2]*[2][]float64{pluginSide: &res.plugin, bareSide: &res.bare}
+	type step struct{ side, k int }
+	order := []step{{pluginSide, 0}, {pluginSide, 1}, {bareSide, 0}, {bareSide, 1}}
 	for i := range rounds {
 		weight := int32(20 + 10*(i%2))
 		rand.Shuffle(len(order), func(a, c int) { order[a], order[c] = order[c], order[a] })
 		for _, s := range order {
-			run := pluginStep
-			if s.plain {
-				run = bareStep
-			}
-			if err := cpu(s.k, s.plain, run, weight); err != nil {
+			plugin, srv := cpuSeconds(pid), cpuOf(servers)
+			took, err := steps[s.side](s.k, weight)
+			if err != nil {
 				return res, err
 			}
+			time.Sleep(settle)
+			ms[s.side][s.k] = append(ms[s.side][s.k], took)
+			if s.side == pluginSide {
+				res.pluginCPU[s.k] += cpuSeconds(pid) - plugin
+			}
+			res.serverCPU[s.side][s.k] += cpuOf(servers) - srv
 		}
 	}
 	return res, nil

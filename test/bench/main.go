@@ -315,8 +315,11 @@ func lifted(cfg config) []string {
 func plan(cfg config) []scenario {
 	args := lifted(cfg)
 	var counts, once []scenario
+	largest := 0
+	if len(cfg.counts) > 0 {
+		largest = slices.Max(cfg.counts)
+	}
 	for _, n := range cfg.counts {
-		largest := slices.Max(cfg.counts)
 		counts = append(counts, scenario{label: strconv.Itoa(n), routes: n, rollouts: 1, args: args, aa: cfg.aa, profile: cfg.profileDir != "" && n == largest})
 	}
 	if cfg.together > 0 {
@@ -434,17 +437,11 @@ func (b *bench) scenario(id int, s scenario) (result, error) {
 		pprofAddr = fmt.Sprintf("127.0.0.1:%d", port)
 		args = append(args, "-pprof-addr="+pprofAddr)
 	}
-	logPath := filepath.Join(b.dir, fmt.Sprintf("plugin-%d.log", id))
-	logs, err := os.Create(logPath)
+	p, logPath, stop, err := b.startPlugin(id, args)
 	if err != nil {
 		return res, err
 	}
-	defer logs.Close()
-	p, err := harness.StartPlugin(b.bin, b.c.Kubeconfig, logs, args...)
-	if err != nil {
-		return res, err
-	}
-	defer p.Stop()
+	defer stop()
 	pid := p.Pid()
 	servers := serverPids()
 	rollouts := make([]*v1alpha1.Rollout, s.rollouts)
@@ -638,6 +635,21 @@ func (b *bench) scenario(id int, s scenario) (result, error) {
 	res.peakRSS = peakRSS(pid)
 	res.memory = memoryNow(pid)
 	return res, nil
+}
+
+// startPlugin starts the plugin binary with args, its log in the bench's
+// directory, named for the scenario id; stop stops it and closes the log.
+func (b *bench) startPlugin(id int, args []string) (p *harness.PluginProcess, logPath string, stop func(), err error) {
+	logPath = filepath.Join(b.dir, fmt.Sprintf("plugin-%d.log", id))
+	logs, err := os.Create(logPath)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	if p, err = harness.StartPlugin(b.bin, b.c.Kubeconfig, logs, args...); err != nil {
+		logs.Close()
+		return nil, "", nil, err
+	}
+	return p, logPath, func() { p.Stop(); logs.Close() }, nil
 }
 
 // aaWhat are the calibrations -aa runs, each with where it runs the
