@@ -47,7 +47,7 @@ func (Undo) decide(s state) (Result, error) {
 			continue // an experiment backend (removed below), or a ref someone removed
 		}
 		if b := rules[i].BackendRefs()[j]; b.Weight() != want {
-			changes = append(changes, transform.Change{Rule: i, Backend: target, From: b.Weight(), To: want}.String())
+			changes = append(changes, transform.Change{Rule: i, Backend: b.Target(live.Namespace), From: b.Weight(), To: want}.String())
 			b.SetWeight(want)
 		}
 	}

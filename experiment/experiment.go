@@ -68,7 +68,7 @@ func Apply(route routes.Route, rules []routes.Rule, in Input, claimed []routes.A
 	wanted := map[routes.ObjectRef]Destination{}
 	for _, d := range in.Destinations {
 		target := routes.ServiceRef(in.RolloutNamespace, d.Service)
-		if target == in.Stable || target == in.Canary {
+		if target == in.Stable.Backend() || target == in.Canary.Backend() {
 			return nil, nil, nil, fmt.Errorf("experiment %s is the stable or canary Service; give the experiment its own Service", target)
 		}
 		wanted[target] = d
@@ -76,19 +76,21 @@ func Apply(route routes.Route, rules []routes.Rule, in Input, claimed []routes.A
 
 	var changes []string
 	var kept []routes.AddedBackend
-	have := map[int]map[routes.ObjectRef]bool{}
+	// have maps each weighted rule's Services with a backendRef the plugin
+	// keeps to that backendRef's target.
+	have := map[int]map[routes.ObjectRef]routes.ObjectRef{}
 	for _, b := range claimed {
 		target := b.Target()
 		i := locate(rules, ns, b, weighted, related)
-		ours := i >= 0 && rules[i].CountRefs(ns, target) > b.Others
-		_, stillWanted := wanted[target]
+		ours := i >= 0 && rules[i].CountRefs(ns, target) > b.Others && lastOf(rules[i], ns, target) >= 0
+		_, stillWanted := wanted[target.Backend()]
 		if ours && stillWanted && weighted[i] {
 			b.Rule, b.RuleName = i, rules[i].Name()
 			kept = append(kept, b)
 			if have[i] == nil {
-				have[i] = map[routes.ObjectRef]bool{}
+				have[i] = map[routes.ObjectRef]routes.ObjectRef{}
 			}
-			have[i][target] = true
+			have[i][target.Backend()] = target
 			continue
 		}
 		if ours && removeLast(rules[i], ns, target) {
@@ -103,10 +105,10 @@ func Apply(route routes.Route, rules []routes.Rule, in Input, claimed []routes.A
 		}
 		for _, d := range in.Destinations {
 			target := routes.ServiceRef(in.RolloutNamespace, d.Service)
-			if have[i][target] {
-				b := routes.BackendRef(rules[i].BackendRefs()[rules[i].LastRef(ns, target)])
+			if kept, ok := have[i][target]; ok {
+				b := routes.BackendRef(rules[i].BackendRefs()[lastOf(rules[i], ns, kept)])
 				if b.Weight() != d.Weight {
-					changes = append(changes, fmt.Sprintf("rule %d %s %d→%d", i, target, b.Weight(), d.Weight))
+					changes = append(changes, fmt.Sprintf("rule %d %s %d→%d", i, kept, b.Weight(), d.Weight))
 					b.SetWeight(d.Weight)
 				}
 				continue
@@ -115,7 +117,11 @@ func Apply(route routes.Route, rules []routes.Rule, in Input, claimed []routes.A
 			if err != nil {
 				return nil, nil, nil, fmt.Errorf("rule %d: %w", i, err)
 			}
-			ref := map[string]any{"group": "", "kind": "Service", "name": d.Service, "port": int64(port), "weight": d.Weight}
+			// The experiment's backend is named as the canary's is: a
+			// Service, or its ServiceImport where the route reaches the
+			// canary through one.
+			target = likeCanary(rules[i], ns, in.Canary, target)
+			ref := map[string]any{"group": target.Group, "kind": target.Kind, "name": d.Service, "port": int64(port), "weight": d.Weight}
 			if in.RolloutNamespace != ns {
 				// A cross-namespace backendRef needs a ReferenceGrant in the Services' namespace.
 				ref["namespace"] = in.RolloutNamespace
@@ -123,7 +129,7 @@ func Apply(route routes.Route, rules []routes.Rule, in Input, claimed []routes.A
 			others := rules[i].CountRefs(ns, target)
 			refs, _ := rules[i]["backendRefs"].([]any)
 			rules[i]["backendRefs"] = append(refs, ref)
-			added = append(added, routes.AddedBackend{Rule: i, RuleName: rules[i].Name(), Kind: "Service", Namespace: target.Namespace, Name: d.Service, Others: others})
+			added = append(added, routes.AddedBackend{Rule: i, RuleName: rules[i].Name(), Group: target.Group, Kind: target.Kind, Namespace: target.Namespace, Name: d.Service, Others: others})
 			changes = append(changes, fmt.Sprintf("rule %d + %s weight %d", i, target, d.Weight))
 		}
 		if n := len(rules[i].BackendRefs()); n > maxBackendRefs {
@@ -172,8 +178,32 @@ func locate(rules []routes.Rule, ns string, b routes.AddedBackend, weighted, rel
 	return found
 }
 
+// likeCanary is service (a Service) named as the rule names the canary: as
+// the ServiceImport of the same group when the canary's backendRef is one.
+func likeCanary(rule routes.Rule, ns string, canary, service routes.ObjectRef) routes.ObjectRef {
+	if j := rule.LastRef(ns, canary); j >= 0 {
+		if c := rule.BackendRefs()[j].Target(ns); c.IsServiceImport() {
+			return routes.ObjectRef{Group: c.Group, Kind: c.Kind, Namespace: service.Namespace, Name: service.Name}
+		}
+	}
+	return service
+}
+
+// lastOf is the index of the rule's last backendRef that names target
+// exactly (a ServiceImport is not its Service here: the claim records which
+// the plugin added), or -1.
+func lastOf(rule routes.Rule, ns string, target routes.ObjectRef) int {
+	refs := rule.BackendRefs()
+	for j := len(refs) - 1; j >= 0; j-- {
+		if refs[j].Target(ns) == target {
+			return j
+		}
+	}
+	return -1
+}
+
 func removeLast(rule routes.Rule, ns string, target routes.ObjectRef) bool {
-	j := rule.LastRef(ns, target)
+	j := lastOf(rule, ns, target)
 	if j < 0 {
 		return false
 	}
@@ -191,7 +221,7 @@ func removeLast(rule routes.Rule, ns string, target routes.ObjectRef) bool {
 func portFor(rule routes.Rule, ns string, kind routes.Kind, in Input, d Destination) (int32, error) {
 	var stablePort int64 = -1
 	for _, b := range rule.BackendRefs() {
-		if b.Target(ns) == in.Stable {
+		if b.Target(ns).Backend() == in.Stable.Backend() {
 			if p, ok := b["port"].(int64); ok {
 				stablePort = p
 			}

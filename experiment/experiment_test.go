@@ -875,3 +875,91 @@ func genRules(shape []byte, crossNamespace bool) func() []routes.Rule {
 	}
 	return func() []routes.Rule { return routes.CopyRules(out) }
 }
+
+// importRef is a backendRef to the ServiceImport of group for a Service, as
+// served.
+func importRef(group, name string, port, weight int64) map[string]any {
+	return map[string]any{"group": group, "kind": "ServiceImport", "name": name, "port": port, "weight": weight}
+}
+
+// On a route that reaches stable and canary through ServiceImports (GKE's
+// multi-cluster Gateways, the Multi-Cluster Services API), an experiment's
+// Services are added as ServiceImports of the canary's group, recorded as
+// such, and removed exactly; a Service of the same name someone else put in
+// the rule stays.
+func TestApplyOnServiceImportRoutes(t *testing.T) {
+	const gke = "net.gke.io"
+	imported := func(ruleIndex int, ruleName, name string) routes.AddedBackend {
+		b := added(ruleIndex, ruleName, name)
+		b.Group, b.Kind = gke, "ServiceImport"
+		return b
+	}
+	live := rules(
+		rule("", "/", importRef(gke, "web-stable", 8080, 80), importRef(gke, "web-canary", 8080, 20)),
+		rule("", "/mixed", ref("web-stable", 8080, 80), importRef("multicluster.x-k8s.io", "web-canary", 8080, 20)),
+		rule("", "/local", ref("web-stable", 8080, 80), ref("web-canary", 8080, 20)),
+	)
+	in := input(dest(baseline, 5), dest(expCanary, 5))
+	got, record, changes, err := Apply(route(rolloutNS, live), live, in, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := rules(
+		rule("", "/", importRef(gke, "web-stable", 8080, 80), importRef(gke, "web-canary", 8080, 20), importRef(gke, baseline, 8080, 5), importRef(gke, expCanary, 8080, 5)),
+		rule("", "/mixed", ref("web-stable", 8080, 80), importRef("multicluster.x-k8s.io", "web-canary", 8080, 20),
+			importRef("multicluster.x-k8s.io", baseline, 8080, 5), importRef("multicluster.x-k8s.io", expCanary, 8080, 5)),
+		rule("", "/local", ref("web-stable", 8080, 80), ref("web-canary", 8080, 20), ref(baseline, 8080, 5), ref(expCanary, 8080, 5)),
+	)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("rules (-want +got):\n%s", diff)
+	}
+	mcs := func(name string) routes.AddedBackend {
+		b := added(1, "", name)
+		b.Group, b.Kind = "multicluster.x-k8s.io", "ServiceImport"
+		return b
+	}
+	wantRecord := []routes.AddedBackend{imported(0, "", baseline), imported(0, "", expCanary), mcs(baseline), mcs(expCanary), added(2, "", baseline), added(2, "", expCanary)}
+	if diff := cmp.Diff(wantRecord, record); diff != "" {
+		t.Errorf("record (-want +got):\n%s", diff)
+	}
+	wantChanges := []string{
+		"rule 0 + ServiceImport.net.gke.io shop/" + baseline + " weight 5", "rule 0 + ServiceImport.net.gke.io shop/" + expCanary + " weight 5",
+		"rule 1 + ServiceImport.multicluster.x-k8s.io shop/" + baseline + " weight 5", "rule 1 + ServiceImport.multicluster.x-k8s.io shop/" + expCanary + " weight 5",
+		"rule 2 + Service shop/" + baseline + " weight 5", "rule 2 + Service shop/" + expCanary + " weight 5",
+	}
+	if diff := cmp.Diff(wantChanges, changes); diff != "" {
+		t.Errorf("changes (-want +got):\n%s", diff)
+	}
+
+	// A weight changes in place; then the experiment ends while another
+	// owner has added a Service of the experiment's name to rule 0, after
+	// the plugin's ServiceImport: only the plugin's ServiceImports leave.
+	in = input(dest(baseline, 10), dest(expCanary, 5))
+	got, record, changes, err = Apply(route(rolloutNS, got), got, in, record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(wantRecord, record); diff != "" {
+		t.Errorf("record after the weight change (-want +got):\n%s", diff)
+	}
+	if want := []string{"rule 0 ServiceImport.net.gke.io shop/" + baseline + " 5→10", "rule 1 ServiceImport.multicluster.x-k8s.io shop/" + baseline + " 5→10",
+		"rule 2 Service shop/" + baseline + " 5→10"}; !cmp.Equal(want, changes) {
+		t.Errorf("changes after the weight change: %q, want %q", changes, want)
+	}
+	foreign := ref(baseline, 8080, 1)
+	got[0]["backendRefs"] = append(got[0]["backendRefs"].([]any), foreign)
+	got, record, _, err = Apply(route(rolloutNS, got), got, input(), record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = rules(
+		rule("", "/", importRef(gke, "web-stable", 8080, 80), importRef(gke, "web-canary", 8080, 20), foreign),
+		live[1], live[2],
+	)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("rules after the experiment (-want +got):\n%s", diff)
+	}
+	if len(record) != 0 {
+		t.Errorf("record after the experiment: %v, want none", record)
+	}
+}

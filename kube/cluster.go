@@ -49,6 +49,9 @@ type Reader interface {
 	// and what it publishes; a parent that cannot be read is one whose
 	// features are not known (routes.Gateway.Unknown).
 	Gateways(ctx context.Context, parents routes.Parents) []routes.Gateway
+	// ServiceImported says whether the cluster has a ServiceImport (ref is
+	// one of routes.serviceImportGroups).
+	ServiceImported(ctx context.Context, ref routes.ObjectRef) (bool, error)
 }
 
 // cacheSyncWait bounds how long the calls of the first moments of a watch
@@ -64,10 +67,13 @@ type Cluster struct {
 	client rest.Interface
 	log    *logrus.Entry
 
-	mu          sync.Mutex
-	versions    map[routes.Kind]string
-	discoveries Flights[routes.Kind, string]
-	informers   map[informerKey]*namespaceCache
+	mu       sync.Mutex
+	versions map[routes.Kind]string
+	// importVersions are the preferred versions of the ServiceImport
+	// groups asked about (imports.go).
+	importVersions map[string]string
+	discoveries    Flights[routes.Kind, string]
+	informers      map[informerKey]*namespaceCache
 	// parents are the watch caches of GatewayClasses, Gateways and
 	// ListenerSets (gateways.go).
 	parents map[parentKey]*namespaceCache
@@ -126,13 +132,14 @@ type namespaceCache struct {
 func NewCluster(client rest.Interface, log *logrus.Entry) *Cluster {
 	return &Cluster{
 		client: client, log: log,
-		versions:  map[routes.Kind]string{},
-		informers: map[informerKey]*namespaceCache{},
-		parents:   map[parentKey]*namespaceCache{},
-		ahead:     map[routes.Ref]*routes.Answer{},
-		used:      map[routes.Ref]bool{},
-		whole:     map[routes.Ref]routes.Route{},
-		schemas:   map[string]schemaDoc{},
+		versions:       map[routes.Kind]string{},
+		importVersions: map[string]string{},
+		informers:      map[informerKey]*namespaceCache{},
+		parents:        map[parentKey]*namespaceCache{},
+		ahead:          map[routes.Ref]*routes.Answer{},
+		used:           map[routes.Ref]bool{},
+		whole:          map[routes.Ref]routes.Route{},
+		schemas:        map[string]schemaDoc{},
 	}
 }
 

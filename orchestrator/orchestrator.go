@@ -85,7 +85,8 @@ func (o *Orchestrator) Run(ctx context.Context, c Call) error {
 	}
 	plans := make([]Plan, len(res.Routes))
 	errs := make([]error, len(res.Routes))
-	decide := desired.WithGateways(faulty(c.Decide), func(p routes.Parents) []routes.Gateway { return o.reader.Gateways(ctx, p) })
+	decide := desired.WithImports(desired.WithGateways(faulty(c.Decide), func(p routes.Parents) []routes.Gateway { return o.reader.Gateways(ctx, p) }),
+		func(ref routes.ObjectRef) (bool, error) { return o.reader.ServiceImported(ctx, ref) })
 	eachAtOnce(len(res.Routes), func(i int) {
 		r := res.Routes[i]
 		env := c.Env(r.Ref)

@@ -199,6 +199,10 @@ func (r *reader) List(context.Context, routes.Kind, string, labels.Selector) ([]
 	return nil, errors.New("not used")
 }
 
+func (r *reader) ServiceImported(context.Context, routes.ObjectRef) (bool, error) {
+	return false, errors.New("not used")
+}
+
 // ResourceVersion cannot tell: Get decides, as it answers.
 func (r *reader) ResourceVersion(context.Context, routes.Ref) string { return "" }
 

@@ -21,11 +21,13 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
-// Files is a Reader over routes (and Services) read from YAML files, for a
-// plan that needs no cluster.
+// Files is a Reader over routes (and Services and ServiceImports) read from
+// YAML files, for a plan that needs no cluster.
 type Files struct {
 	routes   map[routes.Ref]routes.Route
 	services map[string][]corev1.ServicePort // "<namespace>/<name>"
+	// imports are the ServiceImports of the files.
+	imports map[routes.ObjectRef]bool
 	// schemas are the route CRDs' schemas, by kind and version, when the
 	// files hold CRDs; without them the routes have every field.
 	schemas map[routes.Kind]map[string]routes.Schema
@@ -37,7 +39,8 @@ type Files struct {
 // ReadFiles reads routes and Services from YAML documents (other kinds are
 // skipped). A route without a namespace is in namespace.
 func ReadFiles(namespace string, docs ...io.Reader) (*Files, error) {
-	f := &Files{routes: map[routes.Ref]routes.Route{}, services: map[string][]corev1.ServicePort{}, schemas: map[routes.Kind]map[string]routes.Schema{}}
+	f := &Files{routes: map[routes.Ref]routes.Route{}, services: map[string][]corev1.ServicePort{}, schemas: map[routes.Kind]map[string]routes.Schema{},
+		imports: map[routes.ObjectRef]bool{}}
 	if err := f.Read(namespace, docs...); err != nil {
 		return nil, err
 	}
@@ -114,8 +117,15 @@ func (f *Files) add(namespace string, raw []byte) error {
 			return fmt.Errorf("reading Service %s/%s: %w", u.GetNamespace(), u.GetName(), err)
 		}
 		f.services[svc.Namespace+"/"+svc.Name] = svc.Spec.Ports
+	case gvk.Kind == "ServiceImport":
+		f.imports[routes.ObjectRef{Group: gvk.Group, Kind: gvk.Kind, Namespace: u.GetNamespace(), Name: u.GetName()}] = true
 	}
 	return nil
+}
+
+// ServiceImported answers from the ServiceImports of the files.
+func (f *Files) ServiceImported(_ context.Context, ref routes.ObjectRef) (bool, error) {
+	return f.imports[ref], nil
 }
 
 // Get returns the route as read.

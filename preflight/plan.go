@@ -207,7 +207,8 @@ func (p *Plan) run(ctx context.Context, in Input, settings decode.Settings, st *
 		}
 		results := make([]desired.Result, len(st.live))
 		failed := false
-		core := desired.WithGateways(c.core, func(parents routes.Parents) []routes.Gateway { return in.Reader.Gateways(ctx, parents) })
+		core := desired.WithImports(desired.WithGateways(c.core, func(parents routes.Parents) []routes.Gateway { return in.Reader.Gateways(ctx, parents) }),
+			func(ref routes.ObjectRef) (bool, error) { return in.Reader.ServiceImported(ctx, ref) })
 		for i, live := range st.live {
 			r, err := core.Desired(live, settings.Env(rollout, in.FieldManager, live.Ref))
 			if err != nil {

@@ -188,34 +188,48 @@ func (r Rule) BackendRefs() []BackendRef {
 	return out
 }
 
-// LastRef is the index of the rule's last backendRef pointing at target, or
-// -1. The plugin appends what it adds, so its own ref is the last one.
+// LastRef is the index of the rule's last backendRef to target's backend
+// (ObjectRef.Backend), or -1. The plugin appends what it adds, so its own
+// ref is the last one.
 func (r Rule) LastRef(namespace string, target ObjectRef) int {
 	refs := r.BackendRefs()
 	for j := len(refs) - 1; j >= 0; j-- {
-		if refs[j].Target(namespace) == target {
+		if refs[j].Target(namespace).Backend() == target.Backend() {
 			return j
 		}
 	}
 	return -1
 }
 
-// CopyRef returns a deep copy of the rule's first backendRef pointing at
-// target: the one a rule the plugin generates from this rule sends to.
+// CopyRef returns a deep copy of the rule's first backendRef to target's
+// backend: the one a rule the plugin generates from this rule sends to, with
+// its group and kind (a ServiceImport stays one).
 func (r Rule) CopyRef(namespace string, target ObjectRef) (BackendRef, bool) {
 	for _, b := range r.BackendRefs() {
-		if b.Target(namespace) == target {
+		if b.Target(namespace).Backend() == target.Backend() {
 			return runtime.DeepCopyJSONValue(map[string]any(b)).(map[string]any), true
 		}
 	}
 	return nil, false
 }
 
-// CountRefs is how many of the rule's backendRefs point at target.
+// RefsTo lists the targets of the rule's backendRefs to target's backend, as
+// they name it (a Service, its ServiceImport).
+func (r Rule) RefsTo(namespace string, target ObjectRef) []ObjectRef {
+	var out []ObjectRef
+	for _, b := range r.BackendRefs() {
+		if t := b.Target(namespace); t.Backend() == target.Backend() {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// CountRefs is how many of the rule's backendRefs go to target's backend.
 func (r Rule) CountRefs(namespace string, target ObjectRef) int {
 	n := 0
 	for _, b := range r.BackendRefs() {
-		if b.Target(namespace) == target {
+		if b.Target(namespace).Backend() == target.Backend() {
 			n++
 		}
 	}
@@ -265,8 +279,9 @@ func (b BackendRef) Weight() int64 {
 // SetWeight sets the backendRef's weight.
 func (b BackendRef) SetWeight(w int64) { b["weight"] = w }
 
-// ObjectRef identifies a backend by group, kind, namespace and name: two
-// backendRefs point at the same backend only if all four match.
+// ObjectRef identifies an object by group, kind, namespace and name. Two
+// backendRefs go to the same backend when their Backend is the same: all
+// four match, or one names a Service and the other its ServiceImport.
 type ObjectRef struct {
 	Group     string
 	Kind      string
@@ -277,6 +292,29 @@ type ObjectRef struct {
 // ServiceRef is a core Service in a namespace.
 func ServiceRef(namespace, name string) ObjectRef {
 	return ObjectRef{Kind: "Service", Namespace: namespace, Name: name}
+}
+
+// serviceImportGroups are the API groups whose ServiceImport carries the
+// traffic of the Services of its namespace and name that clusters export:
+// the Multi-Cluster Services API, GKE fleets (multi-cluster Gateways), and
+// AWS's Gateway API controller for VPC Lattice.
+var serviceImportGroups = []string{"multicluster.x-k8s.io", "net.gke.io", "application-networking.k8s.aws"}
+
+// IsServiceImport says whether o is a ServiceImport of one of
+// serviceImportGroups.
+func (o ObjectRef) IsServiceImport() bool {
+	return o.Kind == "ServiceImport" && slices.Contains(serviceImportGroups, o.Group)
+}
+
+// Backend is what o routes to, by which backendRefs are told apart: for a
+// ServiceImport of serviceImportGroups the Service of its namespace and name
+// (so a Rollout's stable Service is found on a route that names its import),
+// for anything else o itself.
+func (o ObjectRef) Backend() ObjectRef {
+	if o.IsServiceImport() {
+		return ServiceRef(o.Namespace, o.Name)
+	}
+	return o
 }
 
 func (o ObjectRef) String() string {

@@ -156,10 +156,10 @@ func WeightedRules(namespace string, rules []routes.Rule, stable, canary routes.
 		}
 		var hasStable, hasCanary bool
 		for _, b := range rule.BackendRefs() {
-			switch b.Target(namespace) {
-			case stable:
+			switch b.Target(namespace).Backend() {
+			case stable.Backend():
 				hasStable = true
-			case canary:
+			case canary.Backend():
 				hasCanary = true
 			}
 		}
@@ -184,19 +184,18 @@ func SetWeights(r routes.Route, s Split, t Targeting) ([]routes.Rule, []Change, 
 	}
 	for _, i := range weighted {
 		for _, ref := range []routes.ObjectRef{s.Stable, s.Canary} {
-			if n := r.Rules[i].CountRefs(r.Namespace, ref); n > 1 {
-				return nil, nil, fmt.Errorf("%s: rule %d lists %s %d times, so no weight split adds up; keep one backendRef per Service",
-					r.Ref, i, ref, n)
+			if err := oneRefTo(r, i, ref); err != nil {
+				return nil, nil, err
 			}
 		}
 	}
 	rules := routes.CopyRules(r.Rules)
-	want := map[routes.ObjectRef]int64{s.Stable: s.StableWeight(), s.Canary: s.CanaryWeight}
+	want := map[routes.ObjectRef]int64{s.Stable.Backend(): s.StableWeight(), s.Canary.Backend(): s.CanaryWeight}
 	var changes []Change
 	for _, i := range weighted {
 		for _, b := range rules[i].BackendRefs() {
 			target := b.Target(r.Namespace)
-			w, ok := want[target]
+			w, ok := want[target.Backend()]
 			if !ok || b.Weight() == w {
 				continue
 			}
@@ -205,4 +204,25 @@ func SetWeights(r routes.Route, s Split, t Targeting) ([]routes.Rule, []Change, 
 		}
 	}
 	return rules, changes, nil
+}
+
+// oneRefTo refuses a weighted rule i that sends to service's backend through
+// more than one backendRef: no split of weights between them adds up. A
+// Service and its ServiceImport in one rule are two such refs: the plugin
+// cannot tell which share goes to which.
+func oneRefTo(r routes.Route, i int, service routes.ObjectRef) error {
+	if r.Rules[i].CountRefs(r.Namespace, service) < 2 {
+		return nil
+	}
+	refs := r.Rules[i].RefsTo(r.Namespace, service)
+	if !slices.ContainsFunc(refs, routes.ObjectRef.IsServiceImport) {
+		return fmt.Errorf("%s: rule %d lists %s %d times, so no weight split adds up; keep one backendRef per Service",
+			r.Ref, i, service, len(refs))
+	}
+	names := make([]string, len(refs))
+	for j, ref := range refs {
+		names[j] = ref.String()
+	}
+	return fmt.Errorf("%s: rule %d sends to %s through %d backendRefs (%s), so the plugin cannot tell which share of its weight goes where; "+
+		"keep one backendRef per Service: the Service or its ServiceImport, not both", r.Ref, i, service, len(refs), strings.Join(names, ", "))
 }

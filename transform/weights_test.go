@@ -25,6 +25,12 @@ func wtBackend(name string, weight int64) map[string]any {
 	return map[string]any{"group": "", "kind": "Service", "name": name, "port": int64(8080), "weight": weight}
 }
 
+// gkeImport is a backendRef to the ServiceImport of a GKE fleet (multi-cluster
+// Gateways), as served.
+func gkeImport(name string, weight int64) map[string]any {
+	return map[string]any{"group": "net.gke.io", "kind": "ServiceImport", "name": name, "port": int64(8080), "weight": weight}
+}
+
 // wtBackendNoWeight is a backendRef as written by a client that left out the
 // weight (and, as in older fixtures, the group and kind defaults).
 func wtBackendNoWeight(name string) map[string]any {
@@ -166,17 +172,37 @@ func TestSetWeights(t *testing.T) {
 			},
 		},
 		{
-			name: "a ServiceImport named like the canary is not the canary",
+			// GKE's multi-cluster Gateways, the Multi-Cluster Services API and
+			// AWS Lattice route to a ServiceImport named like the Service.
+			name: "a ServiceImport of the stable or canary Service is that Service's backend",
 			route: func() routes.Route {
 				return wtRoute(
-					wtRule("/", wtBackend("web-stable", 100), wtBackend("web-canary", 0), serviceImport),
-					wtRule("/mc", wtBackend("web-stable", 100), serviceImport),
+					wtRule("/", wtBackend("web-stable", 100), serviceImport),
+					wtRule("/gke", gkeImport("web-stable", 100), gkeImport("web-canary", 0)),
+					wtRule("/lattice", wtWith(gkeImport("web-stable", 100), "group", "application-networking.k8s.aws"), mcsGroup),
 				)
 			},
 			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 10, MaxWeight: 100},
 			wantRules: []routes.Rule{
-				wtRule("/", wtBackend("web-stable", 90), wtBackend("web-canary", 10), serviceImport),
-				wtRule("/mc", wtBackend("web-stable", 100), serviceImport),
+				wtRule("/", wtBackend("web-stable", 90), wtWith(serviceImport, "weight", int64(10))),
+				wtRule("/gke", gkeImport("web-stable", 90), gkeImport("web-canary", 10)),
+				wtRule("/lattice", wtWith(gkeImport("web-stable", 100), "group", "application-networking.k8s.aws"), mcsGroup),
+			},
+			wantChanges: []Change{
+				{Rule: 0, Backend: wtStable, From: 100, To: 90},
+				{Rule: 0, Backend: routes.ObjectRef{Group: "multicluster.x-k8s.io", Kind: "ServiceImport", Namespace: wtNS, Name: "web-canary"}, From: 7, To: 10},
+				{Rule: 1, Backend: routes.ObjectRef{Group: "net.gke.io", Kind: "ServiceImport", Namespace: wtNS, Name: "web-stable"}, From: 100, To: 90},
+				{Rule: 1, Backend: routes.ObjectRef{Group: "net.gke.io", Kind: "ServiceImport", Namespace: wtNS, Name: "web-canary"}, From: 0, To: 10},
+			},
+		},
+		{
+			name: "a ServiceImport of a group that is not a Multi-Cluster Services API is not the Service",
+			route: func() routes.Route {
+				return wtRoute(wtRule("/", wtBackend("web-stable", 100), wtBackend("web-canary", 0), wtWith(serviceImport, "group", "example.com")))
+			},
+			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 10, MaxWeight: 100},
+			wantRules: []routes.Rule{
+				wtRule("/", wtBackend("web-stable", 90), wtBackend("web-canary", 10), wtWith(serviceImport, "group", "example.com")),
 			},
 			wantChanges: []Change{
 				{Rule: 0, Backend: wtStable, From: 100, To: 90},
@@ -434,10 +460,20 @@ func TestSetWeightsErrors(t *testing.T) {
 			wantNoRule: &NoWeightedRuleError{Route: routes.Ref{Kind: routes.HTTPRoute, Namespace: wtNS, Name: "web"}, Stable: wtStable, Canary: wtCanary},
 		},
 		{
-			name: "the canary only as a ServiceImport",
+			name: "the canary as a Service and as its ServiceImport in one rule",
+			route: func() routes.Route {
+				return wtRoute(wtRule("/", wtBackend("web-stable", 100), wtBackend("web-canary", 0), gkeImport("web-canary", 0)))
+			},
+			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 10, MaxWeight: 100},
+			wantErr: []string{"HTTPRoute shop/web: rule 0 sends to Service shop/web-canary through 2 backendRefs " +
+				"(Service shop/web-canary, ServiceImport.net.gke.io shop/web-canary), so the plugin cannot tell which share of its weight goes where; " +
+				"keep one backendRef per Service: the Service or its ServiceImport, not both"},
+		},
+		{
+			name: "the canary only as a ServiceImport of a group that is not a Multi-Cluster Services API",
 			route: func() routes.Route {
 				return wtRoute(wtRule("/", wtBackend("web-stable", 100),
-					map[string]any{"group": "multicluster.x-k8s.io", "kind": "ServiceImport", "name": "web-canary", "weight": int64(0)}))
+					map[string]any{"group": "example.com", "kind": "ServiceImport", "name": "web-canary", "weight": int64(0)}))
 			},
 			split:      Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 10, MaxWeight: 100},
 			wantErr:    []string{"HTTPRoute shop/web", "Service shop/web-stable", "Service shop/web-canary"},

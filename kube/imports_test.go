@@ -1,0 +1,87 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/sirupsen/logrus"
+	"k8s.io/client-go/rest"
+	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+)
+
+// A ServiceImport is read in the version its group prefers, asked once per
+// group: present, missing, refused, and a group the cluster does not serve
+// each answer as a user needs to read them.
+func TestServiceImported(t *testing.T) {
+	var mu sync.Mutex
+	var asked []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		asked = append(asked, r.URL.Path)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		status := func(code int, reason string) {
+			w.WriteHeader(code)
+			fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":%q,"code":%d,"message":"%s"}`, reason, code, strings.ToLower(reason))
+		}
+		switch r.URL.Path {
+		case "/apis/net.gke.io":
+			fmt.Fprint(w, `{"kind":"APIGroup","apiVersion":"v1","name":"net.gke.io","versions":[{"groupVersion":"net.gke.io/v1","version":"v1"}],"preferredVersion":{"groupVersion":"net.gke.io/v1","version":"v1"}}`)
+		case "/apis/net.gke.io/v1/namespaces/store/serviceimports/store-canary":
+			fmt.Fprint(w, `{"kind":"ServiceImport","apiVersion":"net.gke.io/v1","metadata":{"name":"store-canary","namespace":"store"}}`)
+		case "/apis/net.gke.io/v1/namespaces/store/serviceimports/store-exp":
+			status(http.StatusNotFound, "NotFound")
+		case "/apis/net.gke.io/v1/namespaces/locked/serviceimports/store-exp":
+			status(http.StatusForbidden, "Forbidden")
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	gw, err := gateway.NewForConfig(&rest.Config{Host: srv.URL, QPS: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewCluster(gw.GatewayV1().RESTClient(), logrus.NewEntry(logrus.New()))
+	gke := func(ns, name string) routes.ObjectRef {
+		return routes.ObjectRef{Group: "net.gke.io", Kind: "ServiceImport", Namespace: ns, Name: name}
+	}
+	for _, tc := range []struct {
+		ref     routes.ObjectRef
+		want    bool
+		wantErr string
+	}{
+		{ref: gke("store", "store-canary"), want: true},
+		{ref: gke("store", "store-exp"), want: false},
+		{ref: gke("locked", "store-exp"), wantErr: "reading ServiceImport.net.gke.io locked/store-exp: forbidden: grant the plugin's ServiceAccount get on serviceimports.net.gke.io in namespace locked"},
+		{ref: routes.ObjectRef{Group: "multicluster.x-k8s.io", Kind: "ServiceImport", Namespace: "store", Name: "store-exp"},
+			wantErr: "the cluster serves no API group multicluster.x-k8s.io, so it has no ServiceImport of that group"},
+	} {
+		got, err := c.ServiceImported(context.Background(), tc.ref)
+		switch {
+		case tc.wantErr == "" && err != nil:
+			t.Errorf("%s: %v", tc.ref, err)
+		case tc.wantErr != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.wantErr)):
+			t.Errorf("%s: error %v, want one beginning %q", tc.ref, err, tc.wantErr)
+		case got != tc.want:
+			t.Errorf("%s: %v, want %v", tc.ref, got, tc.want)
+		}
+		var perm *PermissionError
+		if strings.Contains(tc.wantErr, "forbidden") && !errors.As(err, &perm) {
+			t.Errorf("%s: %T, want a *PermissionError", tc.ref, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n := strings.Count(strings.Join(asked, " "), "/apis/net.gke.io "); n != 1 {
+		t.Errorf("the group's versions were asked %d times, want once: %v", n, asked)
+	}
+}
