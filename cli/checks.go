@@ -199,7 +199,7 @@ func (c *clusterChecks) permissions(ctx context.Context, ro *v1alpha1.Rollout, s
 	for _, sel := range s.Targets.Selectors {
 		add(target{routes.Group, sel.Kind.Resource(), sel.Namespace})
 	}
-	verbs := map[string][]string{routes.Group: {"get", "list", "watch", "patch", "update"}, "": {"get"}}
+	verbs := map[string][]string{routes.Group: {"get", "list", "watch", "patch"}, "": {"get"}}
 	for _, st := range ro.Spec.Strategy.Canary.Steps {
 		if st.Experiment != nil {
 			add(target{"", "services", ro.Namespace})

@@ -212,8 +212,8 @@ func TestPlanChecksThePluginsPermissions(t *testing.T) {
 	}
 	rv := get(t, standard, "v1", "HTTPRoute", ns, "route").GetResourceVersion()
 	out, code := planCmd(t, planRollout(ns, "route"), "--as", "system:serviceaccount:"+ns+":controller")
-	if code != 1 || !strings.Contains(out, "may not patch, update httproutes.gateway.networking.k8s.io in namespace "+ns) {
-		t.Errorf("exit %d; want 1 and a problem naming patch and update on httproutes", code)
+	if code != 1 || !strings.Contains(out, "may not patch httproutes.gateway.networking.k8s.io in namespace "+ns) {
+		t.Errorf("exit %d; want 1 and a problem naming patch on httproutes", code)
 	}
 	if got := get(t, standard, "v1", "HTTPRoute", ns, "route").GetResourceVersion(); got != rv {
 		t.Errorf("plan wrote the route (resourceVersion %s → %s)", rv, got)
