@@ -62,7 +62,14 @@ func main() {
 		pprofAddr    = flag.String("pprof-addr", "", "serve Go's pprof profiles on this loopback address (e.g. 127.0.0.1:6060) for measuring the plugin; off when empty, and refused on any address but 127.0.0.1 or ::1")
 		peersNS      = flag.String("peers-namespace", "", "namespace of the Leases through which the plugin's processes of one field manager (sharded or restarting controllers) know of each other, the same for all of them; empty: POD_NAMESPACE (the controller's), else the pod's namespace")
 	)
+	var routeClusterFlags decode.RouteClusterFlags
+	routeClusterFlags.Register(flag.CommandLine)
 	flag.Parse()
+	routeClusters, err := routeClusterFlags.RouteClusters()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
 	if *showVersion {
 		fmt.Println(version)
 		return
@@ -127,6 +134,7 @@ func main() {
 		Retry:               retry,
 		MaxConcurrentRoutes: *maxRoutes,
 		CleanupInterval:     cleanupInterval,
+		RouteClusters:       routeClusters,
 	}, logrus.NewEntry(log).WithFields(logrus.Fields{"plugin": "gatewayapi-ssa", "version": version}))
 
 	go exitWhenOrphaned(os.Getppid, time.Second, func() {

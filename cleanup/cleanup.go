@@ -28,7 +28,11 @@ type Versions interface {
 
 // Cleaner finds and undoes Rollouts' claims on routes.
 type Cleaner struct {
+	// Dynamic lists the routes; Rollouts reads the Rollouts, in the
+	// controller's cluster (nil: with Dynamic, when the routes are there
+	// too).
 	Dynamic      dynamic.Interface
+	Rollouts     dynamic.Interface
 	Versions     Versions
 	Orchestrator *orchestrator.Orchestrator
 	FieldManager string
@@ -102,7 +106,11 @@ func (c *Cleaner) Exists(ctx context.Context, rollout string) (bool, error) {
 	if !ok {
 		return false, fmt.Errorf("%q is not <namespace>/<name>", rollout)
 	}
-	_, err := c.Dynamic.Resource(rolloutsResource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	rollouts := c.Rollouts
+	if rollouts == nil {
+		rollouts = c.Dynamic
+	}
+	_, err := rollouts.Resource(rolloutsResource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case err == nil:
 		return true, nil

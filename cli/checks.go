@@ -23,7 +23,9 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
 )
 
-// clusterChecks checks a plan against a cluster.
+// clusterChecks checks a plan against a cluster: the routes where they are
+// (a route cluster, or the kubeconfig's cluster), the Services and the
+// Rollout's permissions in the kubeconfig's cluster.
 type clusterChecks struct {
 	reader   *kube.Cluster
 	dyn      dynamic.Interface
@@ -32,22 +34,38 @@ type clusterChecks struct {
 	identity string
 	// reviewer asks SelfSubjectAccessReviews as identity.
 	reviewer authorizationclient.SelfSubjectAccessReviewInterface
-	fm       string
+	// routeReviewer and routeIdentity ask about the routes: reviewer and
+	// identity, or, in a route cluster, the kubeconfig's user there (the
+	// plugin's identity in that cluster).
+	routeReviewer authorizationclient.SelfSubjectAccessReviewInterface
+	routeIdentity string
+	fm            string
 }
 
-func newClusterChecks(conn *connection, fieldManager, as string) (*clusterChecks, error) {
+func newClusterChecks(conn *connection, rc *decode.RouteCluster, fieldManager, as string) (*clusterChecks, error) {
 	cfg, err := conn.config()
 	if err != nil {
 		return nil, err
 	}
+	routesCfg := cfg
+	if rc != nil {
+		if routesCfg, err = (&connection{kubeconfig: rc.Kubeconfig}).config(); err != nil {
+			return nil, fmt.Errorf("route cluster %s: %w", rc.Name, err)
+		}
+	}
 	dyn, dynErr := dynamic.NewForConfig(cfg)
-	gw, gwErr := gateway.NewForConfig(cfg)
+	routesDyn, routesDynErr := dynamic.NewForConfig(routesCfg)
+	gw, gwErr := gateway.NewForConfig(routesCfg)
 	impersonated := rest.CopyConfig(cfg)
 	if as != "" {
 		impersonated.Impersonate = rest.ImpersonationConfig{UserName: as, Groups: groupsOf(as)}
 	}
 	authz, revErr := authorizationclient.NewForConfig(impersonated)
-	for _, err := range []error{dynErr, gwErr, revErr} {
+	routesAuthz, routesRevErr := authz, error(nil)
+	if rc != nil {
+		routesAuthz, routesRevErr = authorizationclient.NewForConfig(routesCfg)
+	}
+	for _, err := range []error{dynErr, routesDynErr, gwErr, revErr, routesRevErr} {
 		if err != nil {
 			return nil, fmt.Errorf("building the Kubernetes clients: %w", err)
 		}
@@ -58,8 +76,13 @@ func newClusterChecks(conn *connection, fieldManager, as string) (*clusterChecks
 	if identity == "" {
 		identity = "you (the kubeconfig's user; give --as for the controller's ServiceAccount)"
 	}
-	return &clusterChecks{reader: reader, dyn: dyn, gw: gw, writer: ssa.NewWriter(gw, dyn, fieldManager, log),
-		identity: identity, reviewer: authz.SelfSubjectAccessReviews(), fm: fieldManager}, nil
+	routeIdentity := identity
+	if rc != nil {
+		routeIdentity = fmt.Sprintf("the user of route cluster %s's kubeconfig (the plugin's identity there)", rc.Name)
+	}
+	return &clusterChecks{reader: reader, dyn: dyn, gw: gw, writer: ssa.NewWriter(gw, routesDyn, fieldManager, log),
+		identity: identity, reviewer: authz.SelfSubjectAccessReviews(), routeReviewer: routesAuthz.SelfSubjectAccessReviews(),
+		routeIdentity: routeIdentity, fm: fieldManager}, nil
 }
 
 // groupsOf are the groups Kubernetes gives a ServiceAccount's tokens.
@@ -81,6 +104,9 @@ func (c *clusterChecks) run(ctx context.Context, ro *v1alpha1.Rollout, pluginNam
 	c.services(ctx, ro, p)
 	if settings, err := decode.ParseConfig(ro, pluginName); err == nil {
 		checks = append(checks, "ReferenceGrants of cross-namespace backends", "permissions of "+c.identity)
+		if c.routeIdentity != c.identity {
+			checks = append(checks, "permissions on the routes of "+c.routeIdentity)
+		}
 		c.referenceGrants(ctx, ro, p)
 		c.permissions(ctx, ro, settings, p)
 	}
@@ -207,13 +233,17 @@ func (c *clusterChecks) permissions(ctx context.Context, ro *v1alpha1.Rollout, s
 		}
 	}
 	for _, t := range targets {
+		reviewer, identity := c.reviewer, c.identity
+		if t.group == routes.Group {
+			reviewer, identity = c.routeReviewer, c.routeIdentity
+		}
 		var missing []string
 		for _, verb := range verbs[t.group] {
 			review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
 				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: t.namespace, Verb: verb, Group: t.group, Resource: t.resource}}}
-			got, err := c.reviewer.Create(ctx, review, metav1.CreateOptions{})
+			got, err := reviewer.Create(ctx, review, metav1.CreateOptions{})
 			if err != nil {
-				p.Problems = append(p.Problems, preflight.Problem{Step: "permissions", Reason: fmt.Sprintf("asking whether %s may %s %s: %v", c.identity, verb, t.resource, err)})
+				p.Problems = append(p.Problems, preflight.Problem{Step: "permissions", Reason: fmt.Sprintf("asking whether %s may %s %s: %v", identity, verb, t.resource, err)})
 				return
 			}
 			if !got.Status.Allowed {
@@ -226,7 +256,7 @@ func (c *clusterChecks) permissions(ctx context.Context, ro *v1alpha1.Rollout, s
 				res += "." + t.group
 			}
 			p.Problems = append(p.Problems, preflight.Problem{Step: "permissions", Reason: fmt.Sprintf("%s may not %s %s in namespace %s; grant it (README: Install)",
-				c.identity, strings.Join(missing, ", "), res, t.namespace)})
+				identity, strings.Join(missing, ", "), res, t.namespace)})
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/cleanup"
+	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
 	"github.com/gatewayapi-ssa/rollouts-plugin/orchestrator"
@@ -30,7 +32,10 @@ and stable gets the split's share back, the experiment backendRefs and the
 header and mirror rules and filters it added go, and its claim goes; when no
 Rollout is left on a route, the plugin gives up its ownership. Nothing else on
 the route changes. A Rollout that still exists is refused: its controller
-would put everything back.
+would put everything back. With --cluster, the routes are those of that route
+cluster (reached with the kubeconfig --route-cluster gives it, in the
+namespaces --route-namespaces allows) and the Rollout is looked for in the
+kubeconfig's cluster.
 
 flags:
 `
@@ -42,6 +47,7 @@ func runCleanup(args []string, out, errOut io.Writer) int {
 	dryRun := fs.Bool("dry-run", false, "say what would change, write nothing")
 	timeout := fs.Duration("timeout", time.Minute, "deadline of the whole command")
 	peersNS := fs.String("peers-namespace", "argo-rollouts", "namespace of the plugin's Leases (the controller's): the command keeps one while it writes, so that the controller's plugin writes those routes guarded by their resourceVersion meanwhile; empty: keep none")
+	fs.selectCluster()
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -50,14 +56,31 @@ func runCleanup(args []string, out, errOut io.Writer) int {
 		return 2
 	}
 	rollout := fs.Arg(0)
+	rc, err := fs.routeCluster()
+	if err != nil {
+		fmt.Fprintln(errOut, err)
+		return 2
+	}
+	namespaces, err := routeNamespaces(rc, conn.namespace)
+	if err != nil {
+		fmt.Fprintln(errOut, err)
+		return 2
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	c, stop, err := newCleaner(conn, *fieldManager, *peersNS, errOut)
+	c, stop, err := newCleaner(fs.routesConnection(rc), *fieldManager, *peersNS, errOut)
 	if err != nil {
 		fmt.Fprintln(errOut, err)
 		return 1
 	}
 	defer stop()
+	if rc != nil {
+		// The Rollout is in the kubeconfig's cluster, its routes in the route cluster.
+		if c.Rollouts, _, err = conn.dynamic(); err != nil {
+			fmt.Fprintln(errOut, err)
+			return 1
+		}
+	}
 	if exists, err := c.Exists(ctx, rollout); err != nil {
 		fmt.Fprintln(errOut, err)
 		return 1
@@ -65,10 +88,14 @@ func runCleanup(args []string, out, errOut io.Writer) int {
 		fmt.Fprintf(errOut, "Rollout %s exists: abort it (kubectl argo rollouts abort) or delete it first; its controller would undo the cleanup\n", rollout)
 		return 1
 	}
-	all, err := c.Routes(ctx, conn.namespace)
-	if err != nil {
-		fmt.Fprintln(errOut, err)
-		return 1
+	var all []routes.Route
+	for _, ns := range namespaces {
+		found, err := c.Routes(ctx, ns)
+		if err != nil {
+			fmt.Fprintln(errOut, err)
+			return 1
+		}
+		all = append(all, found...)
 	}
 	claimed := cleanup.Claimed(all, rollout)
 	if len(claimed) == 0 {
@@ -98,6 +125,22 @@ func runCleanup(args []string, out, errOut io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// routeNamespaces are the namespaces cleanup looks in: namespace (-n; ""
+// for all), within those the route cluster lets Rollouts reach.
+func routeNamespaces(rc *decode.RouteCluster, namespace string) ([]string, error) {
+	if rc == nil || slices.Contains(rc.Namespaces, decode.AnyNamespace) {
+		return []string{namespace}, nil
+	}
+	if namespace == "" {
+		return rc.Namespaces, nil
+	}
+	if !slices.Contains(rc.Namespaces, namespace) {
+		return nil, fmt.Errorf("-n %s: Rollouts may not reach namespace %s in route cluster %s (--route-namespaces allows %s)",
+			namespace, namespace, rc.Name, strings.Join(rc.Namespaces, ", "))
+	}
+	return []string{namespace}, nil
 }
 
 // newCleaner builds the cleaner; with peersNS, it keeps a Lease among the

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
 )
 
@@ -93,11 +94,15 @@ func (c *connection) dynamic() (dynamic.Interface, *rest.Config, error) {
 }
 
 // commandFlags are the flags every command takes: kubectl's connection
-// flags and the plugin's field manager.
+// flags, the plugin's field manager, and its route clusters.
 type commandFlags struct {
 	*flag.FlagSet
-	conn         connection
-	fieldManager string
+	conn          connection
+	fieldManager  string
+	routeClusters decode.RouteClusterFlags
+	// cluster is the route cluster the command's routes are in (--cluster;
+	// inspect and cleanup), "" for the kubeconfig's own.
+	cluster string
 }
 
 func newFlags(name, usage string, errOut io.Writer) *commandFlags {
@@ -105,8 +110,44 @@ func newFlags(name, usage string, errOut io.Writer) *commandFlags {
 	f.SetOutput(errOut)
 	f.conn.register(f.FlagSet)
 	f.StringVar(&f.fieldManager, "field-manager", ssa.DefaultFieldManager, "the field manager the plugin writes with (its -field-manager)")
+	f.routeClusters.Register(f.FlagSet)
 	f.Usage = func() { fmt.Fprint(errOut, usage); f.PrintDefaults() }
 	return f
+}
+
+// selectCluster adds --cluster: the command's routes are in that route
+// cluster.
+func (f *commandFlags) selectCluster() {
+	f.StringVar(&f.cluster, "cluster", "", "the route cluster (one of --route-cluster, as the plugin is given them) that holds the routes; default: the kubeconfig's cluster")
+}
+
+// routeCluster is the route cluster --cluster names, nil when none.
+func (f *commandFlags) routeCluster() (*decode.RouteCluster, error) {
+	if f.cluster == "" {
+		return nil, nil
+	}
+	clusters, err := f.routeClusters.RouteClusters()
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for i, c := range clusters {
+		if c.Name == f.cluster {
+			return &clusters[i], nil
+		}
+		names = append(names, c.Name)
+	}
+	return nil, fmt.Errorf("--cluster %s: no --route-cluster is named %s (given: %s); give the plugin's -route-cluster and -route-namespaces values",
+		f.cluster, f.cluster, strings.Join(names, ", "))
+}
+
+// routesConnection is how the command reaches the routes: the route
+// cluster's kubeconfig, or the command's own connection.
+func (f *commandFlags) routesConnection(rc *decode.RouteCluster) *connection {
+	if rc == nil {
+		return &f.conn
+	}
+	return &connection{kubeconfig: rc.Kubeconfig, namespace: f.conn.namespace}
 }
 
 // encode writes v as JSON or YAML.

@@ -21,7 +21,8 @@ Explains what the plugin holds on a route (KIND: httproute, grpcroute,
 tcproute, tlsroute, udproute): who owns spec.rules and the other fields, what
 each Rollout's claim records against what the route has now, whether the
 plugin's next call would report a conflict, and whether it would give up its
-ownership.
+ownership. With --cluster, the route is read in that route cluster, reached
+with the kubeconfig --route-cluster gives it (the plugin's own values).
 
 flags:
 `
@@ -30,6 +31,7 @@ func runInspect(args []string, out, errOut io.Writer) int {
 	fs := newFlags("inspect", inspectUsage, errOut)
 	conn, fieldManager := &fs.conn, &fs.fieldManager
 	output := fs.String("o", "text", "output: text, json or yaml")
+	fs.selectCluster()
 	// Flags may follow the route, as with kubectl.
 	var positional []string
 	for len(args) > 0 {
@@ -50,7 +52,12 @@ func runInspect(args []string, out, errOut io.Writer) int {
 		fmt.Fprintln(errOut, err)
 		return 2
 	}
-	cfg, err := conn.config()
+	rc, err := fs.routeCluster()
+	if err != nil {
+		fmt.Fprintln(errOut, err)
+		return 2
+	}
+	cfg, err := fs.routesConnection(rc).config()
 	if err != nil {
 		fmt.Fprintln(errOut, err)
 		return 1

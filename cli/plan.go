@@ -29,8 +29,11 @@ writes, as the cluster's do).
 Against a cluster it also sends every computed route as a server-side dry-run
 apply (schema, CEL, limits), checks the Rollout's Services and the
 ReferenceGrants of cross-namespace backends, and the permissions the plugin
-needs, for --as (the controller's ServiceAccount). Exit status 1 when any
-step or check would fail, 0 when none would.
+needs, for --as (the controller's ServiceAccount). A Rollout whose config names
+a route cluster ("cluster") has its routes read, dry-run and checked there,
+reached with the kubeconfig --route-cluster gives it (the plugin's own values),
+and its Services in the kubeconfig's cluster. Exit status 1 when any step or
+check would fail, 0 when none would.
 
 flags:
 `
@@ -114,8 +117,11 @@ func plan(ctx context.Context, o *planOptions, ro *v1alpha1.Rollout) (Report, er
 		}
 		in.Reader, in.Ports = files, files.Ports(ro.Namespace)
 	} else {
-		var err error
-		if c, err = newClusterChecks(&o.conn, o.fieldManager, o.as); err != nil {
+		rc, err := routeClusterOf(ro, o)
+		if err != nil {
+			return Report{}, err
+		}
+		if c, err = newClusterChecks(&o.conn, rc, o.fieldManager, o.as); err != nil {
 			return Report{}, err
 		}
 		defer c.reader.Close() // its watch caches end with the command
@@ -132,6 +138,21 @@ func plan(ctx context.Context, o *planOptions, ro *v1alpha1.Rollout) (Report, er
 	}
 	r.OK = len(r.Problems) == 0
 	return r, nil
+}
+
+// routeClusterOf is the route cluster the Rollout's config names (nil: its
+// routes are in the kubeconfig's cluster), refused as the plugin refuses it.
+// A config that does not parse is the plan's first problem, reported there.
+func routeClusterOf(ro *v1alpha1.Rollout, o *planOptions) (*decode.RouteCluster, error) {
+	settings, err := decode.ParseConfig(ro, o.pluginName)
+	if err != nil || settings.Cluster == "" {
+		return nil, nil
+	}
+	clusters, err := o.routeClusters.RouteClusters()
+	if err != nil {
+		return nil, err
+	}
+	return settings.RouteClusterOf(clusters)
 }
 
 // readRollout reads the Rollout from a YAML file that may hold other objects.

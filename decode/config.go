@@ -55,6 +55,10 @@ type Config struct {
 	UDPRouteRuleName  string `json:"udpRouteRuleName,omitempty"`
 	// Namespace holds the routes; default: the Rollout's namespace.
 	Namespace string `json:"namespace,omitempty"`
+	// Cluster names the route cluster that holds the routes (one the
+	// platform team configured with -route-cluster); default: the
+	// controller's own cluster.
+	Cluster string `json:"cluster,omitempty"`
 	// ConfigMap is where the argoproj-labs plugin keeps its bookkeeping. This
 	// plugin keeps what it needs on the routes themselves; the key is accepted
 	// so existing Rollouts need no change, and ignored.
@@ -112,6 +116,9 @@ type NamedRoute struct {
 // treats them. It is parsed once per call.
 type Settings struct {
 	Targets routes.Targets
+	// Cluster is the route cluster that holds the routes, "" for the
+	// controller's own.
+	Cluster string
 	// InProgressLabel is nil when the label is disabled.
 	InProgressLabel map[string]string
 	// HeaderRoutes are the named routes setHeaderRoute steps add rules to:
@@ -173,7 +180,7 @@ func (c *Config) fields() map[string]any {
 		"tcpRoute": &c.TCPRoute, "tcpRoutes": &c.TCPRoutes, "tcpRouteSelector": &c.TCPRouteSelector, "tcpRouteRuleName": &c.TCPRouteRuleName,
 		"tlsRoute": &c.TLSRoute, "tlsRoutes": &c.TLSRoutes, "tlsRouteSelector": &c.TLSRouteSelector, "tlsRouteRuleName": &c.TLSRouteRuleName,
 		"udpRoute": &c.UDPRoute, "udpRoutes": &c.UDPRoutes, "udpRouteSelector": &c.UDPRouteSelector, "udpRouteRuleName": &c.UDPRouteRuleName,
-		"namespace": &c.Namespace, "configMap": &c.ConfigMap,
+		"namespace": &c.Namespace, "cluster": &c.Cluster, "configMap": &c.ConfigMap,
 		"disableInProgressLabel": &c.DisableInProgressLabel, "inProgressLabelKey": &c.InProgressLabelKey,
 		"inProgressLabelValue": &c.InProgressLabelValue,
 		"verifyWeight":         &c.VerifyWeight, "verifyWeightSettle": &c.VerifyWeightSettle, "conflictPolicy": &c.ConflictPolicy,
@@ -293,7 +300,12 @@ func (cfg Config) settings(rolloutNamespace string) (Settings, error) {
 				f, strings.Join(transform.CheckedFeatures, ", "))
 		}
 	}
-	return Settings{AssumedFeatures: cfg.AssumeGatewayFeatures, Targets: tg.t, HeaderRoutes: tg.headerRoutes, ListedForHeaderRoutes: tg.listed,
+	if cfg.Cluster != "" {
+		if errs := validation.IsDNS1123Label(cfg.Cluster); len(errs) > 0 {
+			return Settings{}, fmt.Errorf("key \"cluster\": %q is not a cluster name (a DNS label): %s", cfg.Cluster, strings.Join(errs, "; "))
+		}
+	}
+	return Settings{Cluster: cfg.Cluster, AssumedFeatures: cfg.AssumeGatewayFeatures, Targets: tg.t, HeaderRoutes: tg.headerRoutes, ListedForHeaderRoutes: tg.listed,
 		SelectedHeaderRoutes: cfg.SelectedRoutesUseHeaderRoutes, VerifyWeight: cfg.VerifyWeight, ConflictPolicy: policy,
 		RuleNames: tg.ruleNames.names, MirrorMode: mirrorMode, VerifyWeightSettle: settle, InProgressLabel: label}, nil
 }

@@ -488,7 +488,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{
 			name:    "unknown key",
 			rollout: cfgRollout(DefaultPluginName, `{"httpRoute": "web", "headerRoutes": true}`),
-			wantErr: []string{where, `unknown key "headerRoutes"`, "known keys: assumeGatewayFeatures, configMap, conflictPolicy"},
+			wantErr: []string{where, `unknown key "headerRoutes"`, "known keys: assumeGatewayFeatures, cluster, configMap, conflictPolicy"},
 		},
 		{
 			name:    "a feature the plugin does not check",

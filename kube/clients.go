@@ -33,6 +33,16 @@ func Config() (*rest.Config, error) {
 	return cfg, nil
 }
 
+// ConfigFromFile is the client config a kubeconfig file gives (its current
+// context): how the plugin reaches a route cluster.
+func ConfigFromFile(path string) (*rest.Config, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, fmt.Errorf("reading kubeconfig %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
 // Clients are the plugin's clients of one cluster: the gateway clientset
 // (typed applies; its REST client also reads, watches and discovers routes),
 // the dynamic client (Services, the release), access reviews and Leases

@@ -58,6 +58,9 @@ type Options struct {
 	PeersNamespace string
 	// Identity names the process in its Lease, for people.
 	Identity string
+	// RouteClusters are the clusters besides the controller's own whose
+	// routes Rollouts may have the plugin write (-route-cluster).
+	RouteClusters []decode.RouteCluster
 }
 
 // DefaultCallTimeout is the deadline of a call: a stuck call holds one of the
@@ -82,8 +85,22 @@ type Plugin struct {
 	reader kube.Reader
 	peers  *peers.Peers
 	orch   *orchestrator.Orchestrator
+	// routeClusters are the route clusters, by name, once InitPlugin has
+	// built their clients.
+	routeClusters map[string]*routeCluster
 	// sweeping is set once the cleanup sweep runs.
 	sweeping bool
+}
+
+// routeCluster is what the plugin reads and writes one route cluster's
+// routes with: its own watch caches, writer and Leases, as for the
+// controller's cluster. err says why it cannot be used (its kubeconfig):
+// every call that names it fails with it, and no other call.
+type routeCluster struct {
+	reader kube.Reader
+	peers  *peers.Peers
+	orch   *orchestrator.Orchestrator
+	err    error
 }
 
 // New returns a plugin that builds its clients in InitPlugin.
@@ -132,8 +149,49 @@ func (p *Plugin) InitPlugin() (resp types.RpcError) {
 	if err := p.Connect(cfg); err != nil {
 		return types.RpcError{ErrorString: err.Error()}
 	}
+	p.connectRouteClusters()
 	p.log.WithFields(logrus.Fields{"host": cfg.Host, "fieldManager": p.opts.FieldManager, "pluginName": p.opts.PluginName}).Info("plugin initialized")
 	return types.RpcError{}
+}
+
+// connectRouteClusters builds the clients of every route cluster. One whose
+// kubeconfig cannot be read is logged and kept with its error: the
+// Rollouts that name it fail with that error, all the others go on.
+func (p *Plugin) connectRouteClusters() {
+	clusters := map[string]*routeCluster{}
+	for _, rc := range p.opts.RouteClusters {
+		log := p.log.WithFields(logrus.Fields{"routeCluster": rc.Name, "kubeconfig": rc.Kubeconfig})
+		c, err := p.connectRouteCluster(rc, log)
+		if err != nil {
+			c = &routeCluster{err: fmt.Errorf("route cluster %q cannot be used: %w; fix -route-cluster %s=%s in the plugin's args and restart the controller",
+				rc.Name, err, rc.Name, rc.Kubeconfig)}
+			log.Error(c.err.Error())
+		} else {
+			log.WithField("namespaces", strings.Join(rc.Namespaces, ",")).Info("route cluster ready")
+		}
+		clusters[rc.Name] = c
+	}
+	p.mu.Lock()
+	p.routeClusters = clusters
+	p.mu.Unlock()
+}
+
+// connectRouteCluster builds the clients of one route cluster, as Connect
+// does for the controller's own.
+func (p *Plugin) connectRouteCluster(rc decode.RouteCluster, log *logrus.Entry) (*routeCluster, error) {
+	cfg, err := kube.ConfigFromFile(rc.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = p.opts.QPS, p.opts.Burst
+	cfg.UserAgent = userAgent
+	c, err := kube.NewClients(cfg, p.opts.Retry, log)
+	if err != nil {
+		return nil, err
+	}
+	reader := kube.NewCluster(c.Gateway.GatewayV1().RESTClient(), log)
+	pp := peers.Start(c.Leases, peers.Options{Namespace: p.opts.PeersNamespace, FieldManager: p.opts.FieldManager, Identity: p.opts.Identity}, log)
+	return &routeCluster{reader: reader, peers: pp, orch: p.orchestrator(c.Reviews, c.Gateway, c.Dynamic, reader, pp, log)}, nil
 }
 
 // Connect builds the plugin's clients for a cluster.
@@ -154,13 +212,18 @@ func (p *Plugin) Connect(cfg *rest.Config) error {
 // stale, and stops the watch caches.
 func (p *Plugin) Close(ctx context.Context) {
 	p.mu.Lock()
-	pp, reader := p.peers, p.reader
-	p.mu.Unlock()
-	if pp != nil {
-		pp.Stop(ctx)
+	clusters := []*routeCluster{{reader: p.reader, peers: p.peers}}
+	for _, c := range p.routeClusters {
+		clusters = append(clusters, c)
 	}
-	if r, ok := reader.(interface{ Close() }); ok {
-		r.Close()
+	p.mu.Unlock()
+	for _, c := range clusters {
+		if c.peers != nil {
+			c.peers.Stop(ctx)
+		}
+		if r, ok := c.reader.(interface{ Close() }); ok {
+			r.Close()
+		}
 	}
 }
 
@@ -193,12 +256,19 @@ func (p *Plugin) Use(reviews authorizationv1.SelfSubjectAccessReviewInterface, g
 	p.dyn = dyn
 	p.reader = reader
 	p.peers = pp
+	p.orch = p.orchestrator(reviews, gw, dyn, reader, pp, p.log)
+}
+
+// orchestrator carries out calls on one cluster's routes. The orchestrators
+// of all clusters share the process's bound on the routes worked on at once.
+func (p *Plugin) orchestrator(reviews authorizationv1.SelfSubjectAccessReviewInterface, gw gateway.Interface, dyn dynamic.Interface,
+	reader kube.Reader, pp *peers.Peers, log *logrus.Entry) *orchestrator.Orchestrator {
 	var exclusion orchestrator.Exclusion
 	if pp != nil {
 		exclusion = pp
 	}
-	writer := ssa.NewWriter(gw, dyn, p.opts.FieldManager, p.log).ReviewingAccess(reviews)
-	p.orch = orchestrator.New(reader, writer, exclusion, p.log, orchestrator.Bounds{
+	writer := ssa.NewWriter(gw, dyn, p.opts.FieldManager, log).ReviewingAccess(reviews)
+	return orchestrator.New(reader, writer, exclusion, log, orchestrator.Bounds{
 		WritesPerCall: p.opts.MaxConcurrentWrites, Routes: p.routeSlots, CallTimeout: p.opts.CallTimeout,
 	})
 }
@@ -263,23 +333,23 @@ func (p *Plugin) VerifyWeight(ro *v1alpha1.Rollout, desiredWeight int32, additio
 	defer p.recoverInto(ro, name, &resp)
 	ctx, cancel := p.callContext()
 	defer cancel()
-	orch, call, err := p.decode(ctx, ro, req)
+	where, call, err := p.decode(ctx, ro, req)
 	switch {
 	case err != nil:
 		return types.NotVerified, p.fail(ro, name, err)
 	case !call.Settings.VerifyWeight:
 		return types.NotImplemented, types.RpcError{}
-	case orch == nil:
+	case where.orch == nil:
 		return types.NotVerified, p.fail(ro, name, errNoClient)
 	}
 	s := call.Settings
-	ok, err := orch.Verify(ctx, orchestrator.Check{
+	ok, err := where.orch.Verify(ctx, orchestrator.Check{
 		Rollout: ro.Namespace + "/" + ro.Name, Name: name, Targets: s.Targets,
 		Split: call.Split, Extra: call.Extra, RuleNames: s.RuleNames, Settle: s.VerifyWeightSettle,
 	})
 	switch {
 	case err != nil:
-		return types.NotVerified, p.fail(ro, name, err)
+		return types.NotVerified, p.fail(ro, name, where.about(err))
 	case !ok:
 		return types.NotVerified, types.RpcError{}
 	}
@@ -293,7 +363,7 @@ func (p *Plugin) run(ro *v1alpha1.Rollout, req decode.Request) (resp types.RpcEr
 	defer p.recoverInto(ro, name, &resp)
 	ctx, cancel := p.callContext()
 	defer cancel()
-	orch, call, err := p.decode(ctx, ro, req)
+	where, call, err := p.decode(ctx, ro, req)
 	if err != nil {
 		return p.fail(ro, name, err)
 	}
@@ -302,33 +372,66 @@ func (p *Plugin) run(ro *v1alpha1.Rollout, req decode.Request) (resp types.RpcEr
 		p.log.WithFields(logrus.Fields{"rollout": rollout, "call": name}).Info("nothing to do: " + call.Skip)
 		return types.RpcError{}
 	}
-	err = orch.Run(ctx, orchestrator.Call{
+	err = where.orch.Run(ctx, orchestrator.Call{
 		Rollout: rollout, Name: name, Decide: call.Decide, Targets: call.Settings.Targets,
 		Env: func(ref routes.Ref) desired.Env { return call.Settings.Env(rollout, p.opts.FieldManager, ref) },
 	})
 	if err != nil {
-		return p.fail(ro, name, err)
+		return p.fail(ro, name, where.about(err))
 	}
 	return types.RpcError{}
 }
 
 // decode decodes the call (package decode), reading the experiment
-// Services with the plugin's client, and returns the orchestrator to carry
-// it out with: nil, with errNoClient, when InitPlugin has not built the
-// clients. The call's own errors come first.
-func (p *Plugin) decode(ctx context.Context, ro *v1alpha1.Rollout, req decode.Request) (*orchestrator.Orchestrator, decode.Call, error) {
+// Services with the plugin's client, and returns where to carry it out:
+// the orchestrator of the cluster that holds the Rollout's routes, nil with
+// errNoClient when InitPlugin has not built the clients. The call's own
+// errors come first, then a route cluster the platform team has not
+// configured (or one that cannot be used).
+func (p *Plugin) decode(ctx context.Context, ro *v1alpha1.Rollout, req decode.Request) (routesIn, decode.Call, error) {
 	p.mu.Lock()
-	orch, dyn := p.orch, p.dyn
+	orch, dyn, clusters := p.orch, p.dyn, p.routeClusters
 	p.mu.Unlock()
 	ports := func(context.Context, string) ([]corev1.ServicePort, error) { return nil, errNoClient }
 	if dyn != nil {
 		ports = decode.DynamicServicePorts(dyn, ro.Namespace)
 	}
 	call, err := decode.Decode(ctx, ro, p.opts.PluginName, req, ports)
-	if err == nil && orch == nil && req.Method != decode.VerifyWeight {
+	if err != nil {
+		return routesIn{}, call, err
+	}
+	rc, err := call.Settings.RouteClusterOf(p.opts.RouteClusters)
+	if err != nil {
+		return routesIn{}, call, err
+	}
+	where := routesIn{orch: orch}
+	if rc != nil {
+		where = routesIn{cluster: rc.Name}
+		if c := clusters[rc.Name]; c != nil && c.err != nil {
+			return routesIn{}, call, c.err
+		} else if c != nil {
+			where.orch = c.orch
+		}
+	}
+	if where.orch == nil && req.Method != decode.VerifyWeight {
 		err = errNoClient
 	}
-	return orch, call, err
+	return where, call, err
+}
+
+// routesIn is where a call's routes are: the orchestrator of their cluster,
+// and the route cluster's name ("" for the controller's own cluster).
+type routesIn struct {
+	orch    *orchestrator.Orchestrator
+	cluster string
+}
+
+// about names the route cluster in err, if the routes are in one.
+func (w routesIn) about(err error) error {
+	if err == nil || w.cluster == "" {
+		return err
+	}
+	return fmt.Errorf("in route cluster %q: %w", w.cluster, err)
 }
 
 var errNoClient = errors.New("the plugin has no Kubernetes client: InitPlugin failed or was not called")

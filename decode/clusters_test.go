@@ -1,0 +1,110 @@
+package decode
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// The platform team's flags name the route clusters and the namespaces
+// Rollouts may reach in each; anything else is refused at start-up.
+func TestParseRouteClusters(t *testing.T) {
+	got, err := parseRouteClusters(
+		[]string{"fleet=/etc/route-clusters/fleet/kubeconfig", "lattice=/etc/route-clusters/lattice/kubeconfig"},
+		[]string{"fleet=store,shop", "lattice=*", "fleet=shop,payments"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []RouteCluster{
+		{Name: "fleet", Kubeconfig: "/etc/route-clusters/fleet/kubeconfig", Namespaces: []string{"store", "shop", "payments"}},
+		{Name: "lattice", Kubeconfig: "/etc/route-clusters/lattice/kubeconfig", Namespaces: []string{"*"}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("route clusters (-want +got):\n%s", diff)
+	}
+	if got, err := parseRouteClusters(nil, nil); err != nil || got != nil {
+		t.Errorf("no flags: %v, %v; want none and no error", got, err)
+	}
+
+	for _, tc := range []struct {
+		name                 string
+		clusters, namespaces []string
+		wantErr              string
+	}{
+		{name: "no kubeconfig", clusters: []string{"fleet"}, namespaces: []string{"fleet=store"},
+			wantErr: `-route-cluster "fleet": give NAME=KUBECONFIG, the cluster's name for Rollouts (their config key "cluster") and the path of its kubeconfig file`},
+		{name: "a name that is not a DNS label", clusters: []string{"Fleet=/k"}, namespaces: []string{"Fleet=store"},
+			wantErr: `-route-cluster "Fleet=/k": "Fleet" is not a cluster name (a DNS label: lower case letters, digits and '-')`},
+		{name: "a cluster twice", clusters: []string{"fleet=/a", "fleet=/b"}, namespaces: []string{"fleet=store"},
+			wantErr: `-route-cluster "fleet=/b": cluster "fleet" is given twice`},
+		{name: "no namespaces", clusters: []string{"fleet=/k"},
+			wantErr: "-route-cluster fleet=/k: give the route namespaces Rollouts may reach there with -route-namespaces fleet=NAMESPACE[,NAMESPACE...] (or fleet=* for every namespace)"},
+		{name: "namespaces of no cluster", clusters: []string{"fleet=/k"}, namespaces: []string{"fleet=store", "other=store"},
+			wantErr: `-route-namespaces "other=store": no -route-cluster is named "other"`},
+		{name: "an empty list", clusters: []string{"fleet=/k"}, namespaces: []string{"fleet="},
+			wantErr: `-route-namespaces "fleet=": give NAME=NAMESPACE[,NAMESPACE...] (or NAME=* for every namespace)`},
+		{name: "a bad namespace", clusters: []string{"fleet=/k"}, namespaces: []string{"fleet=store,Shop"},
+			wantErr: `-route-namespaces "fleet=store,Shop": "Shop" is not a namespace name`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseRouteClusters(tc.clusters, tc.namespaces)
+			if err == nil || !strings.HasPrefix(err.Error(), tc.wantErr) {
+				t.Errorf("parseRouteClusters = %v, %v; want an error beginning %q", got, err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// A Rollout names a route cluster by name only; a cluster or a namespace
+// there that the platform team did not configure is refused before any
+// route is read.
+func TestRouteClusterOf(t *testing.T) {
+	clusters := []RouteCluster{
+		{Name: "fleet", Kubeconfig: "/k/fleet", Namespaces: []string{"store"}},
+		{Name: "open", Kubeconfig: "/k/open", Namespaces: []string{"*"}},
+	}
+	for _, tc := range []struct {
+		name     string
+		raw      string
+		clusters []RouteCluster
+		want     string // the route cluster's name; "" for the controller's own
+		wantErr  string
+	}{
+		{name: "no cluster key: the controller's own cluster", raw: `{"httpRoute": "store"}`, clusters: clusters},
+		{name: "an allowed namespace", raw: `{"httpRoute": "store", "cluster": "fleet", "namespace": "store"}`, clusters: clusters, want: "fleet"},
+		{name: "the Rollout's namespace by default", raw: `{"httpRouteSelector": {"matchLabels": {"app": "store"}}, "cluster": "open"}`, clusters: clusters, want: "open"},
+		{name: "a namespace not allowed", raw: `{"httpRoute": "store", "cluster": "fleet", "namespace": "kube-system"}`, clusters: clusters,
+			wantErr: `key "namespace": Rollouts may not reach namespace kube-system in route cluster "fleet" (they may reach store): ` +
+				"the platform team allows namespaces with -route-namespaces in the plugin's args; use one of those, or ask them to add it"},
+		{name: "a cluster not configured", raw: `{"httpRoute": "store", "cluster": "elsewhere"}`, clusters: clusters,
+			wantErr: `key "cluster": the plugin has no route cluster "elsewhere" (it knows fleet, open): the platform team names the clusters ` +
+				"the plugin may write routes in with -route-cluster in the plugin's args in argo-rollouts-config; fix the name, or ask them to add the cluster"},
+		{name: "no route cluster at all", raw: `{"httpRoute": "store", "cluster": "fleet"}`,
+			wantErr: `key "cluster": the plugin has no route cluster "fleet" (the plugin is started with none)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := ParseConfig(cfgRollout(DefaultPluginName, tc.raw), DefaultPluginName)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.RouteClusterOf(tc.clusters)
+			switch {
+			case tc.wantErr != "":
+				var ce *ClusterError
+				if err == nil || !strings.HasPrefix(err.Error(), tc.wantErr) || !errors.As(err, &ce) {
+					t.Errorf("RouteClusterOf = %v, %v; want a *ClusterError beginning %q", got, err, tc.wantErr)
+				}
+			case err != nil:
+				t.Fatal(err)
+			case tc.want == "" && got != nil, tc.want != "" && (got == nil || got.Name != tc.want):
+				t.Errorf("RouteClusterOf = %+v, want %q", got, tc.want)
+			}
+		})
+	}
+	if _, err := ParseConfig(cfgRollout(DefaultPluginName, `{"httpRoute": "store", "cluster": "Fleet!"}`), DefaultPluginName); err == nil ||
+		!strings.Contains(err.Error(), `key "cluster": "Fleet!" is not a cluster name (a DNS label)`) {
+		t.Errorf("a cluster key that is no cluster name: %v", err)
+	}
+}
