@@ -53,7 +53,8 @@ func TestDocumentedYAMLApplies(t *testing.T) {
 	}
 	// Documented Argo CD Applications and Flux Kustomizations are checked
 	// against those projects' own CRDs.
-	for _, crds := range []func() ([]*apiextensionsv1.CustomResourceDefinition, error){harness.ArgoCDCRDs, harness.FluxCRDs} {
+	// So are ServiceExports and ServiceImports (docs/multicluster.md).
+	for _, crds := range []func() ([]*apiextensionsv1.CustomResourceDefinition, error){harness.ArgoCDCRDs, harness.FluxCRDs, harness.MultiClusterCRDs} {
 		list, err := crds()
 		if err != nil {
 			t.Fatal(err)

@@ -182,3 +182,81 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// A platform team adds a route cluster with install/argo-rollouts-route-cluster,
+// beside install/argo-rollouts, on Argo Rollouts' own v1.10.1 Deployment and
+// ConfigMap: the controller's container gets the route clusters' kubeconfigs
+// (read-only, its own volumes kept), and the plugin's entry parses as Argo
+// Rollouts' plugin config with args the plugin takes. install/route-cluster,
+// for the route cluster itself, is applied and used in multicluster_test.go.
+func TestRouteClusterInstallManifests(t *testing.T) {
+	root := harness.RepoRoot()
+	ctx := context.Background()
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(standard.Kube.Discovery()))
+	rolloutsDir, err := harness.ModuleDir("github.com/argoproj/argo-rollouts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := []string{
+		filepath.Join(rolloutsDir, "manifests", "base", "argo-rollouts-deployment.yaml"),
+		filepath.Join(rolloutsDir, "manifests", "base", "argo-rollouts-config.yaml"),
+	}
+	// Its ConfigMap patch replaces install/argo-rollouts' entry, as the later
+	// of two patches of one value does in a kustomize build.
+	files = append(files, kustomizationFiles(t, filepath.Join(root, "install", "argo-rollouts-route-cluster"))...)
+	drop := func() {
+		_ = standard.Kube.CoreV1().ConfigMaps("argo-rollouts").Delete(ctx, "argo-rollouts-config", metav1.DeleteOptions{})
+		_ = standard.Kube.AppsV1().Deployments("argo-rollouts").Delete(ctx, "argo-rollouts", metav1.DeleteOptions{})
+	}
+	drop()
+	t.Cleanup(drop)
+	for i, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs, err := splitYAML(string(data))
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, doc := range docs {
+			doc.SetNamespace("argo-rollouts")
+			if err := applyDocAs(standard, mapper, doc, fmt.Sprintf("install-%d", i)); err != nil {
+				t.Errorf("%s: %s %s: %v", rel(root, f), doc.GetKind(), doc.GetName(), err)
+			}
+		}
+	}
+	d, err := standard.Kube.AppsV1().Deployments("argo-rollouts").Get(ctx, "argo-rollouts", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mounts []string
+	for _, m := range d.Spec.Template.Spec.Containers[0].VolumeMounts {
+		mounts = append(mounts, fmt.Sprintf("%s:%s:%v", m.Name, m.MountPath, m.ReadOnly))
+	}
+	want := []string{"plugin-bin:/home/argo-rollouts/plugin-bin:false", "tmp:/tmp:false", "route-clusters:/etc/rollouts-gatewayapi-ssa/route-clusters:true"}
+	if diff := cmp.Diff(want, mounts); diff != "" {
+		t.Errorf("the controller's volume mounts (-want +got):\n%s", diff)
+	}
+	var secret string
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		if v.Name == "route-clusters" && v.Secret != nil {
+			secret = v.Secret.SecretName
+		}
+	}
+	if secret != "rollouts-gatewayapi-ssa-route-clusters" {
+		t.Errorf("the route-clusters volume is not Secret rollouts-gatewayapi-ssa-route-clusters: %+v", d.Spec.Template.Spec.Volumes)
+	}
+	cm, err := standard.Kube.CoreV1().ConfigMaps("argo-rollouts").Get(ctx, "argo-rollouts-config", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plugins []types.PluginItem
+	if err := yaml.UnmarshalStrict([]byte(cm.Data["trafficRouterPlugins"]), &plugins); err != nil || len(plugins) != 1 {
+		t.Fatalf("trafficRouterPlugins does not parse as Argo Rollouts' plugin list of one plugin: %v\n%s", err, cm.Data["trafficRouterPlugins"])
+	}
+	// The plugin parses its flags, route clusters included, before -version.
+	if out, code := runBinary(t, nil, append(plugins[0].Args, "-version")...); code != 0 {
+		t.Errorf("the plugin refuses the Component's args %v: exit %d\n%s", plugins[0].Args, code, out)
+	}
+}

@@ -102,8 +102,8 @@ func Start(ch Channel) (*Cluster, error) {
 	return start(crds)
 }
 
-// start is Start with the given Gateway API CRDs.
-func start(crds []*apiextensionsv1.CustomResourceDefinition) (*Cluster, error) {
+// start is Start with the given Gateway API CRDs, and more CRDs besides.
+func start(crds []*apiextensionsv1.CustomResourceDefinition, more ...*apiextensionsv1.CustomResourceDefinition) (*Cluster, error) {
 	dir, err := assets()
 	if err != nil {
 		return nil, err
@@ -113,7 +113,7 @@ func start(crds []*apiextensionsv1.CustomResourceDefinition) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	crds = append(slices.Clip(crds), rollouts...)
+	crds = slices.Concat(crds, rollouts, more)
 	ctrllog.SetLogger(logr.Discard())
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: dir,
@@ -396,47 +396,61 @@ func download(moduleAtVersion string) (downloaded, error) {
 // arguments, certificates and port, and waits until it serves again. It
 // returns how long the apiserver was away. Stop stops the new process.
 func (c *Cluster) RestartAPIServer() (time.Duration, error) {
-	u, err := url.Parse(c.Config.Host)
+	start, err := c.StopAPIServer()
 	if err != nil {
 		return 0, err
+	}
+	return start()
+}
+
+// StopAPIServer stops kube-apiserver at once, as a crash or a node going
+// down does (etcd keeps running). start starts it again with the same
+// binary, arguments, certificates and port, waits until it serves again,
+// and returns how long the apiserver was away. Stop stops the new process.
+func (c *Cluster) StopAPIServer() (start func() (time.Duration, error), err error) {
+	u, err := url.Parse(c.Config.Host)
+	if err != nil {
+		return nil, err
 	}
 	pid, args, env, err := findProcess("kube-apiserver", "--secure-port="+u.Port())
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	start := time.Now()
+	stopped := time.Now()
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		return 0, fmt.Errorf("stopping kube-apiserver (pid %d): %w", pid, err)
+		return nil, fmt.Errorf("stopping kube-apiserver (pid %d): %w", pid, err)
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); os.IsNotExist(err) {
 			break
 		}
 		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("kube-apiserver (pid %d) did not stop", pid)
+			return nil, fmt.Errorf("kube-apiserver (pid %d) did not stop", pid)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Env = env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return 0, fmt.Errorf("starting kube-apiserver again: %w", err)
-	}
-	c.restarted = append(c.restarted, cmd)
-	go func() { _ = cmd.Wait() }()
-	for deadline := time.Now().Add(60 * time.Second); ; {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := c.Kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		cancel()
-		if err == nil {
-			return time.Since(start), nil
+	return func() (time.Duration, error) {
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Env = env
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			return 0, fmt.Errorf("starting kube-apiserver again: %w", err)
 		}
-		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("kube-apiserver did not serve again within a minute: %w", err)
+		c.restarted = append(c.restarted, cmd)
+		go func() { _ = cmd.Wait() }()
+		for deadline := time.Now().Add(60 * time.Second); ; {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_, err := c.Kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+			cancel()
+			if err == nil {
+				return time.Since(stopped), nil
+			}
+			if time.Now().After(deadline) {
+				return 0, fmt.Errorf("kube-apiserver did not serve again within a minute: %w", err)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	}, nil
 }
 
 // findProcess finds the process whose command line holds name and arg, and
