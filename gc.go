@@ -14,7 +14,7 @@ import (
 // collector at 50: counted with make bench -instructions over 200 routes,
 // 1.39 M instructions per route at 50 and 1.09 M at 100. But at 100 a
 // plugin whose caches hold 10,000 routes peaked at 49.1 MiB instead of
-// 44.4 (docs/performance.md, "Scale"). So the plugin spends a fixed heap
+// 44.4 (docs/performance/scale.md). So the plugin spends a fixed heap
 // budget instead of a fixed ratio: after each collection it sets GOGC to
 // what lets the heap grow to heapBudget, at most 100 and at least 50. A
 // plugin with a small live heap collects as Go does by default; one whose

@@ -30,9 +30,9 @@ import (
 // client-go's rest.Request: that builds the URL with path.Join and a second
 // time for its metrics, copies its headers and query, and reads the answer
 // with io.ReadAll, about a quarter of what the plugin allocated per route
-// written (docs/performance.md). What a write sends and how its answer
-// reads are the same: TestSenderAsTheRESTClient sends both ways and
-// compares.
+// written (docs/performance/cpu-per-route.md). What a write sends and how
+// its answer reads are the same: TestSenderAsTheRESTClient sends both ways
+// and compares.
 
 // sender sends applies of one group version.
 type sender struct {

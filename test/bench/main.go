@@ -1166,9 +1166,9 @@ func cpuOf(pids []int) float64 {
 // On this machine's kernel a file written in large writes is kept in the
 // page cache in large folios, and a page fault maps the whole folio, so the
 // same binary shows from 25 MiB (written 32 KiB at a time) to 42 MiB (4 MiB
-// at a time) of file-backed RSS right after it starts (docs/performance.md,
-// Memory). Argo Rollouts writes a plugin it installs with io.Copy, which
-// "download" and "copy" do as it does. With a -plugin that is a script, the
+// at a time) of file-backed RSS right after it starts
+// (docs/performance/memory.md). Argo Rollouts writes a plugin it installs
+// with io.Copy, which "download" and "copy" do as it does. With a -plugin that is a script, the
 // copy is of the script, not of what it runs.
 var installWhat = map[string]string{
 	"download": "written as Argo Rollouts writes a plugin it downloads (io.Copy from the HTTP body: writes of at most 32 KiB)",
