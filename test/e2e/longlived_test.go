@@ -43,7 +43,6 @@ type longLivedWalk struct {
 	// a, b are the two Services: ping and pong, or stable and canary.
 	a, b     string
 	pingPong bool
-	objects  string
 }
 
 // llStep is a state of the walk: the Rollout, the route's weights per
