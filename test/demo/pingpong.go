@@ -192,6 +192,7 @@ backend, and where 1,000 NEW connections go.
 	for _, e := range s.Ended {
 		if stopped := follower.Stopped(e.Backend); stopped.IsZero() || e.At.Before(stopped) {
 			early++
+			fmt.Fprintf(d.out, "ended while its backend %s ran: at %s, %s\n", e.Backend, e.At.Format("15:04:05.000"), e.Err)
 		}
 	}
 	fmt.Fprintf(d.out, "Connections that ended while their backend ran: %d. Weight moved only new connections; the\n", early)

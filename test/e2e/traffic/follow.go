@@ -160,8 +160,10 @@ func (f *Follower) reconcile(pods []*corev1.Pod, svcs []*corev1.Service) error {
 	}
 	for h, b := range f.backends {
 		if _, ok := live[h]; !ok && b.stopped.IsZero() {
-			b.srv.stop()
+			// The time first: a client may see its connection end before
+			// stop returns.
 			b.stopped = time.Now()
+			b.srv.stop()
 			f.logf("ReplicaSet %s (%s): no Ready pod left, backend stopped", h, b.name)
 		}
 	}
