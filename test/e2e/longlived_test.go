@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -274,6 +275,18 @@ func runLongLived(t *testing.T, c *cluster.Cluster, w longLivedWalk) {
 	}
 	r.record(t, fmt.Sprintf("    dropped or reset while their backend still ran: %d conversations, %d messages lost; at their backend's stop: %d conversations, %d messages in flight",
 		len(early), lostEarly, len(final.Ended)-len(early), final.Lost-lostEarly))
+	// How they ended, and how long after their backend stopped.
+	how := map[string]int{}
+	for _, e := range final.Ended {
+		after := "?"
+		if stopped := follower.Stopped(e.Backend); !stopped.IsZero() {
+			after = ms(e.At.Sub(stopped).Truncate(100 * time.Millisecond))
+		}
+		how[fmt.Sprintf("%s, %s after its backend stopped", e.Err, after)]++
+	}
+	for _, k := range slices.Sorted(maps.Keys(how)) {
+		r.record(t, fmt.Sprintf("      %d ended: %s", how[k], k))
+	}
 	if w.pingPong && (len(early) > 0 || final.Refused > 0) {
 		t.Errorf("ping-pong: %d conversations ended while their backend ran (%s), %d messages lost then, %d connections refused",
 			len(early), strings.Join(early, "; "), lostEarly, final.Refused)
