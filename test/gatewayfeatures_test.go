@@ -15,13 +15,14 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/test/harness"
 )
 
-// What Traefik v3.6.12's GatewayClass publishes (make e2e prints it: "GatewayClass
-// traefik publishes 18 supportedFeatures"): no RequestMirror.
-var traefikClassFeatures = []string{"BackendTLSPolicy", "GRPCRoute", "Gateway", "GatewayPort8080", "HTTPRoute", "HTTPRouteBackendProtocolH2C",
-	"HTTPRouteBackendProtocolWebSocket", "HTTPRouteDestinationPortMatching", "HTTPRouteHostRewrite",
-	"HTTPRouteMethodMatching", "HTTPRoutePathRedirect", "HTTPRoutePathRewrite", "HTTPRoutePortRedirect",
-	"HTTPRouteQueryParamMatching", "HTTPRouteResponseHeaderModification", "HTTPRouteSchemeRedirect",
-	"ReferenceGrant", "TLSRoute"}
+// What Traefik v3.7.13's GatewayClass publishes (make e2e prints it: "GatewayClass
+// traefik publishes 27 supportedFeatures"): still no RequestMirror.
+var traefikClassFeatures = []string{"BackendTLSPolicy", "GRPCRoute", "GRPCRouteNamedRouteRule", "Gateway", "GatewayPort8080", "HTTPRoute",
+	"HTTPRoute303RedirectStatusCode", "HTTPRoute307RedirectStatusCode", "HTTPRoute308RedirectStatusCode", "HTTPRouteBackendProtocolH2C",
+	"HTTPRouteBackendProtocolWebSocket", "HTTPRouteBackendRequestHeaderModification", "HTTPRouteDestinationPortMatching", "HTTPRouteHostRewrite",
+	"HTTPRouteMethodMatching", "HTTPRouteNamedRouteRule", "HTTPRouteParentRefPort", "HTTPRoutePathRedirect", "HTTPRoutePathRewrite",
+	"HTTPRoutePortRedirect", "HTTPRouteQueryParamMatching", "HTTPRouteResponseHeaderModification", "HTTPRouteSchemeRedirect",
+	"ReferenceGrant", "TLSRoute", "TLSRouteModeMixed", "TLSRouteModeTerminate"}
 
 var gatewayClassGVR = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "gatewayclasses"}
 

@@ -38,9 +38,15 @@ type scenario struct {
 	// on the Traefik Gateway, and every step that names weights is measured
 	// through Traefik as well.
 	backends []backend
-	// host is the Host header of the route's requests (its hostname).
-	host  string
-	steps []step
+	// host is the Host header of the route's requests (its hostname; a
+	// TLSRoute's SNI, a GRPCRoute's authority).
+	host string
+	// protocol is what the backends speak and the measurements send (HTTP
+	// unless set), listener the Gateway listener the route attaches to
+	// (cluster.GatewayListener unless set).
+	protocol traffic.Protocol
+	listener string
+	steps    []step
 }
 
 // backend is a Service that gets a backend, and the name of the Service
@@ -364,7 +370,7 @@ func (r *run) setup(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, b := range r.sc.backends {
-		addr, err := r.c.Backends.Serve(ctx, traffic.Backend{Namespace: r.ns, Service: b.service, PortName: b.port})
+		addr, err := r.c.Backends.Serve(ctx, traffic.Backend{Namespace: r.ns, Service: b.service, PortName: b.port, Protocol: r.sc.protocol, Host: r.sc.host})
 		if err != nil {
 			t.Fatalf("backend for Service %s: %v", b.service, err)
 		}

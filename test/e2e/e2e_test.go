@@ -61,7 +61,7 @@ func TestMain(m *testing.M) {
 // cluster, in parallel: each in its own namespace, with a bounded wait per
 // step; and times VerifyWeight against Traefik (verify_timing_test.go).
 func TestScenarios(t *testing.T) {
-	for _, sc := range scenarios() {
+	for _, sc := range append(scenarios(), kindScenarios()...) {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
 			runScenario(t, theCluster, sc)
@@ -75,6 +75,15 @@ func TestScenarios(t *testing.T) {
 		"deleted-rollout":     runDeletedRollout,
 		"no-available-canary": runNoAvailableCanary,
 		"plan-matches":        runPlanMatchesController,
+		"longlived-pingpong-tcp": func(t *testing.T, c *cluster.Cluster) {
+			runLongLived(t, c, pingPongTCP())
+		},
+		"longlived-pingpong-grpc": func(t *testing.T, c *cluster.Cluster) {
+			runLongLived(t, c, pingPongGRPC())
+		},
+		"longlived-canary-tcp": func(t *testing.T, c *cluster.Cluster) {
+			runLongLived(t, c, canaryTCP())
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

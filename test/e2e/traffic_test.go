@@ -71,7 +71,11 @@ func printReport(c *cluster.Cluster) {
 
 // request is a request to the scenario's route, through Traefik.
 func (r *run) request(header map[string]string) traffic.Request {
-	return traffic.Request{Host: r.sc.host, Header: header}
+	req := traffic.Request{Host: r.sc.host, Header: header, Protocol: r.sc.protocol}
+	if r.sc.listener != "" {
+		req.Entrypoint = r.c.Traefik.Entrypoints[r.sc.listener]
+	}
+	return req
 }
 
 // checkTraffic measures what Traefik carries once a step's state is

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -104,6 +106,8 @@ type Cluster struct {
 	// 127.0.0.1 (host:port); TraefikAPI its API (rawdata, for a person
 	// looking into a failure).
 	Entrypoint, TraefikAPI string
+	// Traefik is the gateway: its entrypoints by listener name.
+	Traefik *Traefik
 	// Backends serves one backend per Service in the run's network namespace.
 	Backends *traffic.Backends
 	// Meter sends requests to Entrypoint.
@@ -263,8 +267,32 @@ func script(path string) (string, error) {
 	return dir, nil
 }
 
+// gatewayCRDs are Gateway API v1.6.3's standard CRDs with the experimental
+// TCPRoute in place of the standard one: Traefik v3.7 reads TCPRoutes only at
+// v1alpha2, which the experimental CRD serves next to v1 (the plugin writes
+// v1; both are the same objects). envtest installs CRDs only, so the
+// safe-upgrades ValidatingAdmissionPolicy that refuses experimental CRDs over
+// standard ones is not there.
+func gatewayCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	standard, err := harness.CRDs(harness.Standard)
+	if err != nil {
+		return nil, err
+	}
+	experimental, err := harness.CRDs(harness.Experimental)
+	if err != nil {
+		return nil, err
+	}
+	i := slices.IndexFunc(standard, func(crd *apiextensionsv1.CustomResourceDefinition) bool { return crd.Spec.Names.Kind == "TCPRoute" })
+	j := slices.IndexFunc(experimental, func(crd *apiextensionsv1.CustomResourceDefinition) bool { return crd.Spec.Names.Kind == "TCPRoute" })
+	if i < 0 || j < 0 {
+		return nil, fmt.Errorf("no TCPRoute CRD in Gateway API's channels")
+	}
+	standard[i] = experimental[j]
+	return standard, nil
+}
+
 func (c *Cluster) startControlPlane(assets string) error {
-	crds, err := harness.CRDs(harness.Standard)
+	crds, err := gatewayCRDs()
 	if err != nil {
 		return err
 	}
@@ -620,6 +648,9 @@ func (c *Cluster) Stop() {
 		}
 		// The backends and their network namespace (with its veth pair and
 		// addresses) after Traefik, which sends them requests.
+		if c.Meter != nil {
+			c.Meter.Close()
+		}
 		if c.Backends != nil {
 			c.Backends.Close()
 		}

@@ -11,7 +11,8 @@
 // starts:
 //
 //   - etcd and kube-apiserver through envtest, with the Gateway API v1.6.3
-//     standard CRDs and the Argo Rollouts CRDs installed;
+//     standard CRDs (the experimental TCPRoute CRD in place of the standard
+//     one: Traefik reads TCPRoute at v1alpha2) and the Argo Rollouts CRDs;
 //   - kube-controller-manager (without the EndpointSlice, mirroring and
 //     Endpoints controllers: the test writes its backends' EndpointSlices)
 //     and kube-scheduler;
@@ -19,9 +20,12 @@
 //   - the Rollouts controller, with the ConfigMap argo-rollouts-config that
 //     registers the plugin as argoproj-labs/gatewayAPI (file://);
 //   - the data plane: a network namespace for the backends (package
-//     traffic), and Traefik out of cluster with its Gateway API provider,
-//     its entrypoint on 127.0.0.1, the GatewayClass traefik and the Gateway
-//     gateway/traefik whose listener has the entrypoint's port.
+//     traffic), and Traefik v3.7 out of cluster with its Gateway API
+//     provider (StartTraefik: a function of a cluster's kubeconfig, the
+//     listeners' ports and flags), one entrypoint per listener on 127.0.0.1,
+//     the GatewayClass traefik and the Gateway gateway/traefik whose
+//     listeners have the entrypoints' ports: web (HTTP), grpc (HTTP without
+//     a read timeout), tls (passthrough) and one TCP listener per TCPRoute.
 //
 // Every process runs in a process group of its own with its output in
 // <dir>/logs/<process>.log; Stop stops them all (the controller first, with

@@ -109,6 +109,19 @@ func (w *RouteWatch) FirstAfter(t time.Time) (gen int64, seen, statusCurrent tim
 	return gen, seen, statusCurrent, ok
 }
 
+// FirstWhere is the first generation seen at or after t whose rules
+// satisfy ok, and when it was seen.
+func (w *RouteWatch) FirstWhere(t time.Time, ok func([]Rule) bool) (gen int64, seen time.Time, found bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for g, v := range w.gens {
+		if !v.seen.Before(t) && ok(v.rules) && (!found || v.seen.Before(seen)) {
+			gen, seen, found = g, v.seen, true
+		}
+	}
+	return gen, seen, found
+}
+
 // Latest is the newest generation seen.
 func (w *RouteWatch) Latest() int64 {
 	w.mu.Lock()

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/netip"
 	"sync"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -34,7 +33,7 @@ type Backends struct {
 	kube  kubernetes.Interface
 
 	mu      sync.Mutex
-	servers []*http.Server
+	servers []*server
 	closed  bool
 }
 
@@ -51,9 +50,13 @@ type Backend struct {
 	// must have the same name); "" for an unnamed port, as the Experiment
 	// controller makes them from an unnamed container port.
 	PortName string
+	// Protocol is what the backend speaks (default HTTP).
+	Protocol Protocol
+	// Host is the name in a TLS backend's certificate (the route's hostname).
+	Host string
 }
 
-// Serve starts a server for b on a new address of the namespace and creates
+// Serve starts a server for b (speaking b.Protocol) on a new address of the namespace and creates
 // the EndpointSlice <service>-e2e that makes it the Service's only, ready
 // endpoint. The Service itself may come later (the Experiment controller
 // creates its own). It returns the address the server listens on.
@@ -63,26 +66,35 @@ func (bs *Backends) Serve(ctx context.Context, b Backend) (netip.AddrPort, error
 		return netip.AddrPort{}, err
 	}
 	ap := netip.AddrPortFrom(addr, BackendPort)
-	l, err := bs.netns.Listen(ap)
-	if err != nil {
+	if _, err := bs.start(ap, b.Protocol, b.Service, b.Host); err != nil {
 		return netip.AddrPort{}, err
 	}
-	srv := &http.Server{Handler: answer(b.Service), ReadHeaderTimeout: 10 * time.Second}
-	bs.mu.Lock()
-	if bs.closed {
-		bs.mu.Unlock()
-		l.Close()
-		return netip.AddrPort{}, errors.New("the backends are stopped")
-	}
-	bs.servers = append(bs.servers, srv)
-	bs.mu.Unlock()
-	go func() { _ = srv.Serve(l) }()
 
 	slice := endpointSlice(b, ap)
 	if _, err := bs.kube.DiscoveryV1().EndpointSlices(b.Namespace).Create(ctx, slice, metav1.CreateOptions{FieldManager: "e2e-backends"}); err != nil {
 		return netip.AddrPort{}, fmt.Errorf("creating EndpointSlice %s/%s for Service %s: %w", b.Namespace, slice.Name, b.Service, err)
 	}
 	return ap, nil
+}
+
+// start serves proto at ap inside the namespace, answering as name.
+func (bs *Backends) start(ap netip.AddrPort, proto Protocol, name, host string) (*server, error) {
+	l, err := bs.netns.Listen(ap)
+	if err != nil {
+		return nil, err
+	}
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	if bs.closed {
+		l.Close()
+		return nil, errors.New("the backends are stopped")
+	}
+	srv, err := startServer(l, proto, name, host)
+	if err != nil {
+		return nil, err
+	}
+	bs.servers = append(bs.servers, srv)
+	return srv, nil
 }
 
 // answer is a backend: every request gets 200, the Service's name in
@@ -126,11 +138,7 @@ func (bs *Backends) Close() {
 	servers := bs.servers
 	bs.servers, bs.closed = nil, true
 	bs.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
 	for _, s := range servers {
-		if err := s.Shutdown(ctx); err != nil {
-			s.Close()
-		}
+		s.stop()
 	}
 }

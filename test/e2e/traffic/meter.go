@@ -1,14 +1,22 @@
 package traffic
 
 import (
+	"bufio"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
 )
 
 // MaxRequests bounds the requests of one Measure or Sampler.
@@ -20,6 +28,10 @@ const MaxRequests = 200_000
 type Meter struct {
 	entrypoint netip.AddrPort
 	client     *http.Client
+	dialer     *net.Dialer
+
+	mu    sync.Mutex
+	grpcs map[string]*grpc.ClientConn // by entrypoint and authority
 }
 
 // NewMeter returns a Meter for the entrypoint (e.g. 127.0.0.1:18000).
@@ -41,21 +53,31 @@ func NewMeter(entrypoint string) (*Meter, error) {
 		IdleConnTimeout:     30 * time.Second,
 		DisableCompression:  true,
 	}
-	return &Meter{entrypoint: ap, client: &http.Client{Transport: transport, Timeout: 5 * time.Second}}, nil
+	return &Meter{entrypoint: ap, dialer: dialer, client: &http.Client{Transport: transport, Timeout: 5 * time.Second}}, nil
 }
 
 // Entrypoint is where the Meter sends its requests.
 func (m *Meter) Entrypoint() string { return m.entrypoint.String() }
 
-// Request is what the Meter sends: GET / with this Host header and these
-// other headers.
+// Request is what the Meter sends, by Protocol: GET / with this Host header
+// and these other headers (HTTP); a unary gRPC call with Host as authority
+// and the headers as metadata (GRPC); a new TCP connection (TCP); a new TLS
+// connection with Host as SNI (TLS). A TCP or TLS connection sends one line
+// and reads the backend's answer.
 type Request struct {
 	Host   string
 	Header map[string]string
+	// Protocol is what is sent (default HTTP).
+	Protocol Protocol
+	// Entrypoint is where it is sent, when not the Meter's own (loopback only).
+	Entrypoint string
 }
 
 func (r Request) String() string {
 	s := "Host " + r.Host
+	if r.Protocol != HTTP {
+		s = fmt.Sprintf("%s to %s, %s", r.Protocol, r.Entrypoint, s)
+	}
 	for k, v := range r.Header {
 		s += fmt.Sprintf(", %s: %s", k, v)
 	}
@@ -64,8 +86,25 @@ func (r Request) String() string {
 
 // Do sends one request and says who answered.
 func (m *Meter) Do(ctx context.Context, r Request) Hit {
+	ap := m.entrypoint
+	if r.Entrypoint != "" {
+		var err error
+		if ap, err = netip.ParseAddrPort(r.Entrypoint); err != nil || !ap.Addr().IsLoopback() {
+			return Hit{At: time.Now()} // never anywhere but loopback
+		}
+	}
+	switch r.Protocol {
+	case GRPC:
+		return m.doGRPC(ctx, ap, r)
+	case TCP, TLS:
+		return m.doConn(ctx, ap, r)
+	}
+	return m.doHTTP(ctx, ap, r)
+}
+
+func (m *Meter) doHTTP(ctx context.Context, ap netip.AddrPort, r Request) Hit {
 	h := Hit{At: time.Now()}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+m.entrypoint.String()+"/", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+ap.String()+"/", nil)
 	if err != nil {
 		return h
 	}
@@ -73,7 +112,14 @@ func (m *Meter) Do(ctx context.Context, r Request) Hit {
 	for k, v := range r.Header {
 		req.Header.Set(k, v)
 	}
-	resp, err := m.client.Do(req)
+	client := m.client
+	if ap != m.entrypoint {
+		client = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true,
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				return m.dialer.DialContext(ctx, "tcp", ap.String())
+			}}}
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return h
 	}
@@ -82,6 +128,110 @@ func (m *Meter) Do(ctx context.Context, r Request) Hit {
 	h.Status = resp.StatusCode
 	h.Backend = resp.Header.Get(BackendHeader)
 	return h
+}
+
+// doConn opens a new TCP (or TLS, Host as SNI) connection, sends one line
+// and reads the answer: the backend's name, a space, the line.
+func (m *Meter) doConn(ctx context.Context, ap netip.AddrPort, r Request) Hit {
+	h := Hit{At: time.Now()}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	c, err := m.dialer.DialContext(ctx, "tcp", ap.String())
+	if err != nil {
+		return h
+	}
+	defer c.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = c.SetDeadline(dl)
+	}
+	if r.Protocol == TLS {
+		// The backend's certificate is one the test made; what proves the
+		// route is the backend's answer inside the session.
+		tc := tls.Client(c, &tls.Config{ServerName: r.Host, InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}) //nolint:gosec
+		if err := tc.HandshakeContext(ctx); err != nil {
+			return h
+		}
+		c = tc
+	}
+	if _, err := io.WriteString(c, "hello\n"); err != nil {
+		return h
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	name, rest, ok := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
+	if err != nil || !ok || rest != "hello" {
+		return h
+	}
+	h.Status, h.Backend = http.StatusOK, name
+	return h
+}
+
+// doGRPC makes one unary call (grpc.testing.TestService/UnaryCall): a new
+// stream on a connection kept per entrypoint and authority, so every call is
+// routed anew. A call the gateway or backend fails counts as status 502.
+func (m *Meter) doGRPC(ctx context.Context, ap netip.AddrPort, r Request) Hit {
+	h := Hit{At: time.Now()}
+	cc, err := m.grpcConn(ap, r.Host)
+	if err != nil {
+		return h
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for k, v := range r.Header {
+		ctx = metadata.AppendToOutgoingContext(ctx, strings.ToLower(k), v)
+	}
+	var md metadata.MD
+	_, err = testgrpc.NewTestServiceClient(cc).UnaryCall(ctx, &testgrpc.SimpleRequest{}, grpc.Header(&md))
+	if v := md.Get(grpcBackendKey); len(v) > 0 {
+		h.Backend = v[0]
+	}
+	h.Status = http.StatusOK
+	if err != nil {
+		h.Status = http.StatusBadGateway
+	}
+	return h
+}
+
+// grpcConn is the Meter's gRPC connection to ap with authority host: h2c,
+// dialed only to ap, never through a proxy.
+func (m *Meter) grpcConn(ap netip.AddrPort, host string) (*grpc.ClientConn, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	key := ap.String() + "/" + host
+	if cc, ok := m.grpcs[key]; ok {
+		return cc, nil
+	}
+	cc, err := dialGRPC(ap, host)
+	if err != nil {
+		return nil, err
+	}
+	if m.grpcs == nil {
+		m.grpcs = map[string]*grpc.ClientConn{}
+	}
+	m.grpcs[key] = cc
+	return cc, nil
+}
+
+// dialGRPC is a gRPC client connection over h2c to ap (loopback), with
+// authority host.
+func dialGRPC(ap netip.AddrPort, host string) (*grpc.ClientConn, error) {
+	dialer := &net.Dialer{Timeout: 2 * time.Second}
+	return grpc.NewClient("passthrough:///"+ap.String(),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithAuthority(host),
+		grpc.WithNoProxy(),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
+			return dialer.DialContext(ctx, "tcp", ap.String())
+		}))
+}
+
+// Close closes the Meter's gRPC connections.
+func (m *Meter) Close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k, cc := range m.grpcs {
+		cc.Close()
+		delete(m.grpcs, k)
+	}
 }
 
 // Measure sends n requests one after the other (at most MaxRequests) and
