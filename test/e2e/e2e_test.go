@@ -23,7 +23,7 @@ func TestMain(m *testing.M) {
 	flag.Parse()
 	// The plugin undoes the claims of deleted Rollouts (deleted-rollout scenario).
 	c, err := cluster.Start(cluster.Options{Name: "e2e", Dir: os.Getenv("E2E_DIR"),
-		PluginArgs: []string{"-cleanup-deleted-rollouts", "-cleanup-interval=2s"}})
+		PluginArgs: []string{"-cleanup-deleted-rollouts", "-cleanup-interval=2s"}, RouteCluster: true})
 	// Stop everything on interrupt too: the processes run in process groups of
 	// their own, so a ^C in the terminal does not reach them.
 	signals := make(chan os.Signal, 1)
@@ -75,6 +75,7 @@ func TestScenarios(t *testing.T) {
 		"deleted-rollout":     runDeletedRollout,
 		"no-available-canary": runNoAvailableCanary,
 		"plan-matches":        runPlanMatchesController,
+		"route-cluster":       runRouteCluster,
 		"longlived-pingpong-tcp": func(t *testing.T, c *cluster.Cluster) {
 			runLongLived(t, c, pingPongTCP())
 		},

@@ -39,12 +39,17 @@ func (r *run) record(t *testing.T, lines ...string) {
 		t.Log(l)
 	}
 	r.measured = append(r.measured, lines...)
+	addToReport(r.sc.name, lines...)
+}
+
+// addToReport adds a scenario's traffic lines to the run's report.
+func addToReport(scenario string, lines ...string) {
 	report.mu.Lock()
 	defer report.mu.Unlock()
 	if report.lines == nil {
 		report.lines = map[string][]string{}
 	}
-	report.lines[r.sc.name] = append(report.lines[r.sc.name], lines...)
+	report.lines[scenario] = append(report.lines[scenario], lines...)
 }
 
 // printReport prints every scenario's traffic lines and writes them to

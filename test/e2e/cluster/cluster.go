@@ -84,6 +84,10 @@ type Options struct {
 	Out io.Writer
 	// PluginArgs are the plugin's flags in its trafficRouterPlugins entry.
 	PluginArgs []string
+	// RouteCluster starts a second cluster holding routes for the first's
+	// Rollouts, with a Traefik of its own (RouteCluster), and gives it to
+	// the plugin with -route-cluster.
+	RouteCluster bool
 }
 
 // Cluster is a Kubernetes cluster made of local processes: etcd and
@@ -112,7 +116,10 @@ type Cluster struct {
 	Backends *traffic.Backends
 	// Meter sends requests to Entrypoint.
 	Meter *traffic.Meter
-	netns *traffic.Netns
+	// RouteCluster is the second cluster Options.RouteCluster asks for; nil
+	// without it.
+	RouteCluster *RouteCluster
+	netns        *traffic.Netns
 
 	name     string
 	out      io.Writer
@@ -221,6 +228,14 @@ func Start(opts Options) (c *Cluster, err error) {
 		return c, err
 	}
 	c.Measure("cluster: etcd + kube-apiserver + CRDs (envtest)", start)
+	if opts.RouteCluster {
+		// Before the controller, which reads the plugin's args once.
+		t0 = time.Now()
+		if err := c.startRouteControlPlane(envtestAssets); err != nil {
+			return c, err
+		}
+		c.Measure("route cluster: etcd + kube-apiserver + CRDs (envtest)", t0)
+	}
 
 	t0 = time.Now()
 	if err := c.startKubeControllers(assets); err != nil {
@@ -248,6 +263,13 @@ func Start(opts Options) (c *Cluster, err error) {
 		return c, err
 	}
 	c.Measure("cluster: Traefik, its Gateway Programmed, backends' netns", t0)
+	if opts.RouteCluster {
+		t0 = time.Now()
+		if err := c.startRouteDataPlane(traefikAssets); err != nil {
+			return c, err
+		}
+		c.Measure("route cluster: Traefik, its Gateway Programmed", t0)
+	}
 	c.Measure("cluster: total start", start)
 	return c, nil
 }
@@ -653,6 +675,9 @@ func (c *Cluster) Stop() {
 		}
 		if c.Backends != nil {
 			c.Backends.Close()
+		}
+		if c.RouteCluster != nil {
+			c.RouteCluster.stop(c.name)
 		}
 		if c.netns != nil {
 			if err := c.netns.Close(); err != nil {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/dynamic"
 )
 
 // RolloutsGVR is the resource of Argo Rollouts' Rollouts.
@@ -30,6 +31,12 @@ func RouteGVR(kind string) schema.GroupVersionResource {
 // CreateObjects creates the objects of a YAML stream in namespace ns, in
 // order, under fieldManager. The resource is the kind's lower-case plural.
 func (c *Cluster) CreateObjects(ctx context.Context, ns, objects, fieldManager string) error {
+	return CreateObjects(ctx, c.Dynamic, ns, objects, fieldManager)
+}
+
+// CreateObjects creates the objects of a YAML stream with dyn, as
+// Cluster.CreateObjects does (for the route cluster too).
+func CreateObjects(ctx context.Context, dyn dynamic.Interface, ns, objects, fieldManager string) error {
 	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(objects), 4096)
 	for {
 		var obj map[string]any
@@ -46,7 +53,7 @@ func (c *Cluster) CreateObjects(ctx context.Context, ns, objects, fieldManager s
 		u.SetNamespace(ns)
 		gvk := u.GroupVersionKind()
 		gvr := gvk.GroupVersion().WithResource(strings.ToLower(gvk.Kind) + "s")
-		if _, err := c.Dynamic.Resource(gvr).Namespace(ns).Create(ctx, u, metav1.CreateOptions{FieldManager: fieldManager}); err != nil {
+		if _, err := dyn.Resource(gvr).Namespace(ns).Create(ctx, u, metav1.CreateOptions{FieldManager: fieldManager}); err != nil {
 			return fmt.Errorf("creating %s %s: %w", gvk.Kind, u.GetName(), err)
 		}
 	}
