@@ -31,14 +31,16 @@ const (
 	// requestTimeout bounds each request to the Events API.
 	requestTimeout = 5 * time.Second
 	// sendQPS and sendBurst are the Recorder's own token bucket: the calls'
-	// requests never wait for an Event's.
-	sendQPS, sendBurst = 5, 25
+	// requests never wait for an Event's. A step over 50 routes (one or two
+	// Events each) goes out at once.
+	sendQPS, sendBurst = 10, 100
 	// seriesEvery: a series' count is sent at most this often (the
 	// controller repeats a failing call every few seconds).
 	seriesEvery = 5 * time.Second
-	// seriesEnd: an Event not seen again for this long is forgotten; seen
-	// after that, it is a new Event.
-	seriesEnd = 10 * time.Minute
+	// seriesEnd: a Warning not seen again for this long is forgotten; seen
+	// after that, it is a new Event. changeEnd: the same for a Normal Event
+	// (a change seen again is a loop of the controller's, seconds apart).
+	seriesEnd, changeEnd = 10 * time.Minute, 2 * time.Minute
 	// newWarnings and newWarningEvery: per object and reason, a Warning
 	// with a text not sent before is a new Event at most newWarnings times
 	// at once, then once per newWarningEvery; otherwise it counts in the
@@ -80,8 +82,6 @@ type Options struct {
 // never blocks, and nothing a call does waits for an Event.
 type Recorder struct {
 	queue   chan Event
-	stop    chan struct{}
-	done    chan struct{}
 	dropped atomic.Int64
 	state   *state
 }
@@ -105,8 +105,6 @@ func NewRecorder(cfg *rest.Config, o Options, log *logrus.Entry) (*Recorder, err
 func newRecorder(s sink, o Options, log *logrus.Entry) *Recorder {
 	return &Recorder{
 		queue: make(chan Event, queueSize),
-		stop:  make(chan struct{}),
-		done:  make(chan struct{}),
 		state: newState(s, o, log),
 	}
 }
@@ -126,23 +124,9 @@ func (r *Recorder) Record(e Event) {
 	}
 }
 
-// Stop stops sending, once what is being sent is done or ctx ends.
-func (r *Recorder) Stop(ctx context.Context) {
-	select {
-	case <-r.stop:
-	default:
-		close(r.stop)
-	}
-	select {
-	case <-r.done:
-	case <-ctx.Done():
-	}
-}
-
-// run sends the Events recorded, and the series' counts when due, until
-// Stop.
+// run sends the Events recorded, and the series' counts when due, for the
+// life of the process.
 func (r *Recorder) run() {
-	defer close(r.done)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
@@ -151,8 +135,6 @@ func (r *Recorder) run() {
 			r.state.observe(e, time.Now())
 		case now := <-tick.C:
 			r.state.flush(now)
-		case <-r.stop:
-			return
 		}
 	}
 }
@@ -255,13 +237,46 @@ func (st *state) observe(e Event, now time.Time) {
 			return
 		}
 	}
-	if len(st.series) >= maxSeries {
-		return // flush forgets the old ones
+	if len(st.series) >= maxSeries && !st.forgetOldest() {
+		return
 	}
 	s := &series{ev: e, kind: kk, first: now, last: now, count: 1}
 	st.series[k] = s
 	st.latest[kk] = s
 	st.sendIfDue(s, now)
+}
+
+// forget drops s, the series of k.
+func (st *state) forget(k key, s *series) {
+	delete(st.series, k)
+	if st.latest[s.kind] == s {
+		delete(st.latest, s.kind)
+	}
+}
+
+// forgetOldest drops the series seen longest ago whose count is sent, to
+// make room; false if every series still has something to send.
+func (st *state) forgetOldest() bool {
+	var oldest *series
+	var at key
+	for k, s := range st.series {
+		if s.sent == s.count && (oldest == nil || s.last.Before(oldest.last)) {
+			oldest, at = s, k
+		}
+	}
+	if oldest == nil {
+		return false
+	}
+	st.forget(at, oldest)
+	return true
+}
+
+// end is how long s is remembered after it was last seen.
+func (s *series) end() time.Duration {
+	if s.ev.Type == corev1.EventTypeWarning {
+		return seriesEnd
+	}
+	return changeEnd
 }
 
 // again counts one more sighting of s.
@@ -284,11 +299,8 @@ func (st *state) newWarning(kk kindKey, now time.Time) bool {
 // flush sends the counts that are due and forgets the series that ended.
 func (st *state) flush(now time.Time) {
 	for k, s := range st.series {
-		if now.Sub(s.last) > seriesEnd {
-			delete(st.series, k)
-			if st.latest[s.kind] == s {
-				delete(st.latest, s.kind)
-			}
+		if now.Sub(s.last) > s.end() {
+			st.forget(k, s)
 			continue
 		}
 		st.sendIfDue(s, now)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -242,7 +243,8 @@ func TestLongNotesAreCut(t *testing.T) {
 	}
 }
 
-// A series not seen for seriesEnd is forgotten: seen again, it is a new Event.
+// A series not seen for seriesEnd is forgotten: seen again, it is a new
+// Event; a change (Normal) sooner, after changeEnd.
 func TestSeriesEnd(t *testing.T) {
 	a := newAPI()
 	st, _ := testState(a)
@@ -251,6 +253,27 @@ func TestSeriesEnd(t *testing.T) {
 	st.observe(warning(conflictText), t0.Add(seriesEnd+2*time.Second))
 	if len(a.created) != 2 || len(st.series) != 1 {
 		t.Errorf("created %v, remembering %d series", a.created, len(st.series))
+	}
+	change := Event{Regarding: rollout, Type: corev1.EventTypeNormal, Reason: reasonWeightsChanged, Action: "SetWeight", Note: "rule 0 …"}
+	st.observe(change, t0)
+	st.flush(t0.Add(changeEnd + time.Second))
+	if len(st.series) != 1 {
+		t.Errorf("a change is remembered after changeEnd: %d series", len(st.series))
+	}
+}
+
+// Memory is bounded: a full Recorder forgets the oldest Event it has sent.
+func TestSeriesAreBounded(t *testing.T) {
+	a := newAPI()
+	st, _ := testState(a)
+	for i := range maxSeries + 10 {
+		st.observe(warning(fmt.Sprintf("text %d", i)), t0.Add(time.Duration(i)*time.Minute)) // a minute apart: each a new Event
+	}
+	if len(st.series) != maxSeries {
+		t.Errorf("%d series remembered, want %d", len(st.series), maxSeries)
+	}
+	if _, ok := st.series[key{regarding: rollout, typ: "Warning", reason: reasonConflict, note: "text 0"}]; ok {
+		t.Error("the oldest series is still remembered")
 	}
 }
 
