@@ -187,5 +187,5 @@ spec:
 var ownedByPlugin = []metav1.ManagedFieldsEntry{{
 	Manager: "argo-rollouts-gatewayapi", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "gateway.networking.k8s.io/v1",
 	FieldsType: "FieldsV1",
-	FieldsV1:   &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:annotations":{"f:gatewayapi-ssa.dev/claims":{}}},"f:spec":{"f:rules":{}}}`)},
+	FieldsV1:   metav1.NewFieldsV1(`{"f:metadata":{"f:annotations":{"f:gatewayapi-ssa.dev/claims":{}}},"f:spec":{"f:rules":{}}}`),
 }}
