@@ -75,6 +75,8 @@ func TestScenarios(t *testing.T) {
 		"deleted-rollout":     runDeletedRollout,
 		"no-available-canary": runNoAvailableCanary,
 		"plan-matches":        runPlanMatchesController,
+		"events-refused":      runRefusedConfigEvents,
+		"events-walk":         runWalkEvents,
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
