@@ -384,7 +384,8 @@ func (st *state) answer(s *series, err error, now time.Time) {
 func (st *state) build(s *series, now time.Time) *eventsv1.Event {
 	e := &eventsv1.Event{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      fmt.Sprintf("%s.%x", s.ev.Regarding.Name, now.UnixNano()),
+			// As client-go names Events; the name is cut so that the suffix fits in 253.
+			Name:      fmt.Sprintf("%.236s.%x", s.ev.Regarding.Name, now.UnixNano()),
 			Namespace: s.ev.Regarding.Namespace,
 		},
 		EventTime:           metav1.NewMicroTime(s.first),
