@@ -120,11 +120,21 @@ steps:
 	type minute struct{ objects, writes int }
 	perMinute := make([]minute, 2)
 	known := map[string]bool{}
+	total := func(evs []eventsv1.Event) (n int32) {
+		for _, e := range evs {
+			n += count(e)
+		}
+		return n
+	}
+	var countAtStart int32 = -1
 	var last []eventsv1.Event
 	for time.Since(start) < failingFor {
 		evs, err := pluginEvents(ctx, c, ns, "Rollout", "evbad")
 		if err != nil {
 			t.Fatal(err)
+		}
+		if countAtStart < 0 {
+			countAtStart = total(evs)
 		}
 		m := min(int(time.Since(start)/time.Minute), 1)
 		for _, e := range evs {
@@ -149,9 +159,9 @@ steps:
 	for _, e := range last {
 		summary = append(summary, fmt.Sprintf("%s %s %s x%d", e.Type, e.Reason, e.Action, count(e)))
 	}
-	r.record(t, fmt.Sprintf("the step failing for %s: %d failed calls logged by the plugin; Events created: %d in the first minute, %d in the second; "+
+	r.record(t, fmt.Sprintf("the step failing for %s: %d failed calls logged by the plugin, the Events' count from %d to %d; Events created: %d in the first minute, %d in the second; "+
 		"writes to the Events API (new resourceVersions seen): %d and %d; on the Rollout now: %s",
-		failingFor, calls, perMinute[0].objects, perMinute[1].objects, perMinute[0].writes, perMinute[1].writes, strings.Join(summary, ", ")))
+		failingFor, calls, countAtStart, total(last), perMinute[0].objects, perMinute[1].objects, perMinute[0].writes, perMinute[1].writes, strings.Join(summary, ", ")))
 	for _, m := range perMinute {
 		if m.objects > 0 || m.writes > 13 { // a series' count at most every 5 s: 12 a minute, plus one
 			t.Errorf("an Event storm: %+v per minute", perMinute)
