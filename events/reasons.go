@@ -22,6 +22,7 @@ const (
 	reasonInvalidStep          = "InvalidStep"
 	reasonRouteNotFound        = "RouteNotFound"
 	reasonServiceNotFound      = "ServiceNotFound"
+	reasonServiceImportMissing = "ServiceImportMissing"
 	reasonPermissionMissing    = "PermissionMissing"
 	reasonConflict             = "Conflict"
 	reasonLimitExceeded        = "LimitExceeded"
@@ -43,10 +44,12 @@ func (p Panic) Error() string { return fmt.Sprintf("panic: %v", p.Value) }
 func reason(err error) string {
 	var (
 		config      *decode.ConfigError
+		cluster     *decode.ClusterError
 		step        *decode.StepError
 		permission  *kube.PermissionError
 		missing     *kube.MissingError
 		service     *decode.MissingServiceError
+		imported    *desired.MissingImportError
 		conflict    *desired.ConflictError
 		limit       *transform.LimitError
 		unsupported *desired.UnsupportedError
@@ -57,7 +60,7 @@ func reason(err error) string {
 	switch {
 	case errors.As(err, &panicked):
 		return reasonInternalError
-	case errors.As(err, &config):
+	case errors.As(err, &config), errors.As(err, &cluster):
 		return reasonInvalidConfig
 	case errors.As(err, &step):
 		return reasonInvalidStep
@@ -67,6 +70,8 @@ func reason(err error) string {
 		return reasonRouteNotFound
 	case errors.As(err, &service):
 		return reasonServiceNotFound
+	case errors.As(err, &imported):
+		return reasonServiceImportMissing
 	case errors.As(err, &conflict):
 		return reasonConflict
 	case errors.As(err, &limit):
@@ -97,6 +102,6 @@ func unavailable(err error) bool {
 // route is (or its gateway, or its CRD): they are also told on the route,
 // to its owners. The others are the Rollout's or the plugin's to fix.
 var refusedOnRoute = map[string]bool{
-	reasonConflict: true, reasonLimitExceeded: true, reasonGatewayUnsupported: true,
+	reasonConflict: true, reasonLimitExceeded: true, reasonGatewayUnsupported: true, reasonServiceImportMissing: true,
 	reasonCRDTooOld: true, reasonRouteMismatch: true, reasonWriteRejected: true,
 }

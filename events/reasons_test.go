@@ -34,10 +34,12 @@ func TestReasonOfEachError(t *testing.T) {
 		want string
 	}{
 		{&decode.ConfigError{Err: errors.New(`unknown key "httpRout"`)}, "InvalidConfig"},
+		{&decode.ClusterError{Cluster: "fleet"}, "InvalidConfig"},
 		{&decode.StepError{Err: &desired.InvalidError{Err: errors.New("bad regex")}}, "InvalidStep"},
 		{about(&kube.PermissionError{Verbs: []string{"patch"}, Resource: "httproutes.gateway.networking.k8s.io", Namespace: "shop"}), "PermissionMissing"},
 		{fmt.Errorf("nothing was written: %w", &kube.MissingError{}), "RouteNotFound"},
 		{fmt.Errorf("experiment %w", &decode.MissingServiceError{Namespace: "shop", Name: "exp"}), "ServiceNotFound"},
+		{fmt.Errorf("in route cluster %q: %w", "fleet", about(&desired.MissingImportError{Route: web, Rollout: "shop/web"})), "ServiceImportMissing"},
 		{about(&desired.ConflictError{Route: web, Rollout: "shop/web", Managers: []string{"argocd"}}), "Conflict"},
 		{about(&desired.InvalidError{Err: &transform.LimitError{Msg: "17 rules"}}), "LimitExceeded"},
 		{about(&desired.UnsupportedError{Route: web, Rollout: "shop/web"}), "GatewayUnsupported"},
