@@ -43,7 +43,7 @@ lint:
 ## unit: the tests that need no apiserver (. is troubleshooting_test.go: docs/troubleshooting.md quotes every error)
 unit:
 	$(GO) test -count=1 . ./routes/... ./transform/... ./desired/... ./experiment/... ./pingpong/... ./decode/... \
-	  ./kube/... ./ssa/... ./orchestrator/... ./plugin/... ./cleanup/... ./cli/... ./preflight/...
+	  ./kube/... ./ssa/... ./orchestrator/... ./events/... ./plugin/... ./cleanup/... ./cli/... ./preflight/...
 
 ## test: vet, lint, unit tests and envtest integration tests (the real plugin binary over go-plugin RPC);
 ## ./... includes the short form of the compatibility matrix (test/compat with GATEWAY_API_RELEASES unset:

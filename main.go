@@ -60,6 +60,7 @@ func main() {
 		cleanupEvery = flag.Duration("cleanup-interval", time.Minute, "how often -cleanup-deleted-rollouts looks; a Rollout must be missing in two looks in a row")
 		showVersion  = flag.Bool("version", false, "print the version and exit")
 		pprofAddr    = flag.String("pprof-addr", "", "serve Go's pprof profiles on this loopback address (e.g. 127.0.0.1:6060) for measuring the plugin; off when empty, and refused on any address but 127.0.0.1 or ::1")
+		routeEvents  = flag.Bool("route-events", true, "record Kubernetes Events on the routes the plugin writes (what each write changed, for which Rollout, and what it refused there); Events on the Rollout, for every error a call returns, are recorded whatever this says")
 		peersNS      = flag.String("peers-namespace", "", "namespace of the Leases through which the plugin's processes of one field manager (sharded or restarting controllers) know of each other, the same for all of them; empty: POD_NAMESPACE (the controller's), else the pod's namespace")
 	)
 	var routeClusterFlags decode.RouteClusterFlags
@@ -135,6 +136,7 @@ func main() {
 		MaxConcurrentRoutes: *maxRoutes,
 		CleanupInterval:     cleanupInterval,
 		RouteClusters:       routeClusters,
+		RouteEvents:         *routeEvents,
 	}, logrus.NewEntry(log).WithFields(logrus.Fields{"plugin": "gatewayapi-ssa", "version": version}))
 
 	go exitWhenOrphaned(os.Getppid, time.Second, func() {

@@ -135,7 +135,7 @@ type Outcome struct {
 func (c *Cleaner) Undo(ctx context.Context, rollout string, rs []routes.Route, policy desired.ConflictPolicy, dryRun bool) []Outcome {
 	env := desired.Env{Rollout: rollout, FieldManager: c.FieldManager, ConflictPolicy: policy}
 	compute := func(l routes.Route) (desired.Result, error) { return desired.Undo{}.Desired(l, env) }
-	log := c.Log.WithFields(logrus.Fields{"rollout": rollout, "call": "cleanup"})
+	by := orchestrator.Cause{Rollout: rollout, Call: "cleanup"}
 	out := make([]Outcome, 0, len(rs))
 	for _, r := range rs {
 		o := Outcome{Route: r.Ref}
@@ -143,7 +143,7 @@ func (c *Cleaner) Undo(ctx context.Context, rollout string, rs []routes.Route, p
 		if err != nil {
 			o.Err = err
 		} else if o.Changes, o.Unchanged = plan.Desired.Changes, plan.Desired.Unchanged; !dryRun {
-			o.Err = c.Orchestrator.Write(ctx, plan, log)
+			o.Err = c.Orchestrator.Write(ctx, plan, by)
 		}
 		out = append(out, o)
 	}

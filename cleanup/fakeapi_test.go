@@ -249,7 +249,7 @@ func newCleaner(t *testing.T, f *fakeCluster) *Cleaner {
 	log.Logger.SetOutput(testWriter{t})
 	log.Logger.SetLevel(logrus.WarnLevel)
 	reader := kube.NewCluster(f.gw.GatewayV1().RESTClient(), log)
-	orch := orchestrator.New(reader, ssa.NewWriter(f.gw, f.dyn, fieldManager, log), nil, log, orchestrator.Bounds{WritesPerCall: 1})
+	orch := orchestrator.New(reader, ssa.NewWriter(f.gw, f.dyn, fieldManager, log), nil, nil, log, orchestrator.Bounds{WritesPerCall: 1})
 	return &Cleaner{Dynamic: f.dyn, Versions: servedV1{}, Orchestrator: orch, FieldManager: fieldManager, Log: log}
 }
 

@@ -174,6 +174,6 @@ func newCleaner(conn *connection, fieldManager, peersNS string, errOut io.Writer
 			pp.Stop(ctx)
 		}
 	}
-	orch := orchestrator.New(reader, ssa.NewWriter(gw, dyn, fieldManager, log), exclusion, log, orchestrator.Bounds{WritesPerCall: 1})
+	orch := orchestrator.New(reader, ssa.NewWriter(gw, dyn, fieldManager, log), exclusion, nil, log, orchestrator.Bounds{WritesPerCall: 1})
 	return &cleanup.Cleaner{Dynamic: dyn, Versions: reader, Orchestrator: orch, FieldManager: fieldManager, Log: log}, stop, nil
 }

@@ -109,7 +109,7 @@ func (e *MissingServiceError) Error() string {
 func setWeight(ctx context.Context, ro *v1alpha1.Rollout, weight int32, additional []v1alpha1.WeightDestination, ports ServicePorts) (desired.SetWeight, error) {
 	split, err := validateSplit(ro, weight, additional)
 	if err != nil {
-		return desired.SetWeight{}, err
+		return desired.SetWeight{}, &StepError{err}
 	}
 	in := experiment.Input{RolloutNamespace: ro.Namespace, Stable: split.Stable, Canary: split.Canary}
 	if len(additional) == 0 {

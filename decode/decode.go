@@ -100,7 +100,7 @@ func skipWhenEnding(ro *v1alpha1.Rollout) string {
 func Decode(ctx context.Context, ro *v1alpha1.Rollout, pluginName string, req Request, ports ServicePorts) (Call, error) {
 	s, err := ParseConfig(ro, pluginName)
 	if err != nil {
-		return Call{}, err
+		return Call{}, &ConfigError{Err: err}
 	}
 	c := Call{Settings: s}
 	switch req.Method {
@@ -114,14 +114,16 @@ func Decode(ctx context.Context, ro *v1alpha1.Rollout, pluginName string, req Re
 		c.Decide, err = setWeight(ctx, ro, req.Weight, req.Additional, ports)
 	case SetHeaderRoute:
 		if req.Header == nil {
-			return Call{}, errors.New("no setHeaderRoute given")
+			return Call{}, &StepError{errors.New("no setHeaderRoute given")}
 		}
 		c.Decide, err = setHeader(ro, req.Header, &s)
+		err = stepError(err)
 	case SetMirrorRoute:
 		if req.Mirror == nil {
-			return Call{}, errors.New("no setMirrorRoute given")
+			return Call{}, &StepError{errors.New("no setMirrorRoute given")}
 		}
 		c.Decide, err = setMirror(ro, req.Mirror)
+		err = stepError(err)
 	case RemoveManagedRoutes:
 		c.Decide = desired.RemoveManaged{}
 	case VerifyWeight:
@@ -129,17 +131,39 @@ func Decode(ctx context.Context, ro *v1alpha1.Rollout, pluginName string, req Re
 			return c, nil
 		}
 		if c.Split, err = validateSplit(ro, req.Weight, req.Additional); err != nil {
-			return Call{}, err
+			return Call{}, &StepError{err}
 		}
 		for _, d := range req.Additional {
 			// Experiment Services are in the Rollout's namespace, as SetWeight adds them.
 			c.Extra = append(c.Extra, desired.BackendWeight{Backend: routes.ServiceRef(ro.Namespace, d.ServiceName), Weight: int64(d.Weight)})
 		}
 	default:
-		return Call{}, fmt.Errorf("unknown call %q", req.Method)
+		return Call{}, &StepError{fmt.Errorf("unknown call %q", req.Method)}
 	}
 	if err != nil {
 		return Call{}, err
 	}
 	return c, nil
+}
+
+// ConfigError says the Rollout's plugin config is wrong (ParseConfig): the
+// user fixes the Rollout; no route was read.
+type ConfigError struct{ Err error }
+
+func (e *ConfigError) Error() string { return e.Err.Error() }
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// StepError says the call's own values are wrong (a step, a weight): the
+// user fixes the Rollout's step; no route was read.
+type StepError struct{ Err error }
+
+func (e *StepError) Error() string { return e.Err.Error() }
+func (e *StepError) Unwrap() error { return e.Err }
+
+// stepError makes err a StepError (nil stays nil).
+func stepError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &StepError{err}
 }

@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -52,4 +53,12 @@ func Grant(err error, verb, resource, namespace string) error {
 // the object): the CRD's served versions changed since discovery.
 func NotServed(err error) bool {
 	return apierrors.IsNotFound(err) && apierrors.HasStatusCause(err, metav1.CauseTypeUnexpectedServerResponse)
+}
+
+// Unanswered says a request got no usable answer from the apiserver in any
+// of its attempts (transport.go): a fault of the apiserver or the network,
+// not of the request.
+func Unanswered(err error) bool {
+	var re *requestError
+	return errors.As(err, &re)
 }

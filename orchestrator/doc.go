@@ -10,7 +10,10 @@
 // a decision says no Rollout holds anything on a route any more, it gives
 // the plugin's ownership back; and it records every write's answer with the
 // reader (kube.Reader.Written), so the next read of the route starts from
-// it. Verify reads the routes fresh and judges the gateways' status.
+// it. It tells the routes' owners what each write changed and what a call
+// was refused on a route (RouteEvents, given to New: package events, with
+// the client of the cluster the routes are in). Verify reads the routes
+// fresh and judges the gateways' status.
 //
 // It knows neither the RPC interface nor the Rollout's config: package
 // plugin turns a call into a Call value, and cleanup and cli use Plan and

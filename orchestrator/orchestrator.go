@@ -21,6 +21,7 @@ type Orchestrator struct {
 	reader kube.Reader
 	writer *ssa.Writer
 	peers  Exclusion
+	events RouteEvents
 	locks  *routeLocks
 	log    *logrus.Entry
 	bounds Bounds
@@ -48,15 +49,45 @@ type Exclusion interface {
 	Enter(ctx context.Context) (alone bool, epoch uint64, leave func(), err error)
 }
 
+// RouteEvents tells the people who own the routes what the plugin did to
+// them and what it refused there (package events records Kubernetes Events
+// on the route). Its methods must return at once: they are called on the
+// call's path. rollout is the Rollout's namespace/name, call the call as
+// logs name it.
+type RouteEvents interface {
+	// Changed says what a write changed (desired.Result.Changes).
+	Changed(route routes.Route, rollout, call string, changes []string)
+	// Released says the plugin gave its ownership of spec.rules back,
+	// removing the managedFields entries dropped.
+	Released(route routes.Route, rollout, call string, dropped []string)
+	// Refused says the call failed on the route with err.
+	Refused(route routes.Route, rollout, call string, err error)
+}
+
 // New returns an orchestrator that reads with reader and writes with
-// writer; with peers nil, every write carries its resourceVersion.
-func New(reader kube.Reader, writer *ssa.Writer, peers Exclusion, log *logrus.Entry, b Bounds) *Orchestrator {
+// writer; with peers nil, every write carries its resourceVersion; with
+// events nil, nothing is told on the routes.
+func New(reader kube.Reader, writer *ssa.Writer, peers Exclusion, events RouteEvents, log *logrus.Entry, b Bounds) *Orchestrator {
 	if b.Routes == nil {
 		b.Routes = NewSlots(b.WritesPerCall)
 	}
+	if events == nil {
+		events = untold{}
+	}
 	keep := max(2*time.Minute, 2*b.CallTimeout)
-	return &Orchestrator{reader: reader, writer: writer, peers: peers, locks: newRouteLocks(keep), log: log, bounds: b}
+	return &Orchestrator{reader: reader, writer: writer, peers: peers, events: events, locks: newRouteLocks(keep), log: log, bounds: b}
 }
+
+// untold is RouteEvents that tells nobody.
+type untold struct{}
+
+func (untold) Changed(routes.Route, string, string, []string)  {}
+func (untold) Released(routes.Route, string, string, []string) {}
+func (untold) Refused(routes.Route, string, string, error)     {}
+
+// Cause is what a write is for: the Rollout (namespace/name) and the call,
+// as logs, errors and Events name them.
+type Cause struct{ Rollout, Call string }
 
 // Call is one call of the controller on a Rollout's routes.
 type Call struct {
@@ -92,6 +123,11 @@ func (o *Orchestrator) Run(ctx context.Context, c Call) error {
 		env := c.Env(r.Ref)
 		plans[i], errs[i] = o.Plan(r, func(l routes.Route) (desired.Result, error) { return decide.Desired(l, env) })
 	})
+	for i, err := range errs {
+		if err != nil {
+			o.events.Refused(res.Routes[i], c.Rollout, c.Name, err)
+		}
+	}
 	if errs := failures(errs); len(errs) > 0 {
 		return fmt.Errorf("nothing was written: %w", errors.Join(append(errs, res.Failed...)...))
 	}
@@ -105,14 +141,14 @@ func (o *Orchestrator) Run(ctx context.Context, c Call) error {
 // apiserver on some routes does not keep the others from being written, and
 // the error names exactly the routes that were not.
 func (o *Orchestrator) write(ctx context.Context, c Call, plans []Plan, unread []error) error {
-	log := o.log.WithFields(logrus.Fields{"rollout": c.Rollout, "call": c.Name})
+	by := Cause{Rollout: c.Rollout, Call: c.Name}
 	refs := make([]routes.Ref, len(plans))
 	for i, plan := range plans {
 		refs[i] = plan.Live.Ref
 	}
 	failed := append(slices.Clip(unread), failures(perRoute(ctx, refs, o.slots(), func(i int) error {
 		faultyWrite(plans[i])
-		err := o.Write(ctx, plans[i], log)
+		err := o.Write(ctx, plans[i], by)
 		plans[i] = Plan{} // a written route's plan is garbage: a call over many routes holds less at once
 		return err
 	}))...)

@@ -52,9 +52,16 @@ func (o *Orchestrator) Plan(live routes.Route, decide Decide) (Plan, error) {
 // where the plugin does not write; at most ssa.MaxBusyAttempts times), else
 // after a Backoff, at most ssa.MaxAttempts times in all; so it does when
 // the apiserver no longer serves the route's version (the reader discovers
-// it again). It records every answer with the reader and logs one line per
-// write that reached the apiserver.
-func (o *Orchestrator) Write(ctx context.Context, p Plan, log *logrus.Entry) error {
+// it again). It records every answer with the reader, logs one line per
+// write that reached the apiserver, and tells the route's owners
+// (RouteEvents) what it changed, or that it failed.
+func (o *Orchestrator) Write(ctx context.Context, p Plan, by Cause) (err error) {
+	log := o.log.WithFields(logrus.Fields{"rollout": by.Rollout, "call": by.Call})
+	defer func(live routes.Route) {
+		if err != nil {
+			o.events.Refused(live, by.Rollout, by.Call, err)
+		}
+	}(p.Live)
 	route, written, err := o.locks.lock(ctx, p.Live.Ref)
 	if err != nil {
 		return routes.About(p.Live.Ref, fmt.Errorf("waiting for another call writing the route: %w", err))
@@ -76,7 +83,7 @@ func (o *Orchestrator) Write(ctx context.Context, p Plan, log *logrus.Entry) err
 	takeOver := false // an ownership-guarded apply conflicted: the next one carries the resourceVersion
 	for attempt := 1; ; attempt++ {
 		if p.Desired.Unchanged {
-			return o.releaseIfDone(ctx, p, p.Live, nil, route, log)
+			return o.releaseIfDone(ctx, p, p.Live, nil, route, by, log)
 		}
 		d := p.Desired
 		guard, epoch, leave, err := o.guard(ctx, p.Live, route, takeOver)
@@ -99,6 +106,7 @@ func (o *Orchestrator) Write(ctx context.Context, p Plan, log *logrus.Entry) err
 				fields["unstructured"] = unstructured
 			}
 			log.WithFields(fields).Info("applied route")
+			o.events.Changed(p.Live, by.Rollout, by.Call, d.Changes)
 			o.sayUnchecked(p.Live.Ref, d.Unchecked, log)
 			if !d.Release {
 				return nil
@@ -107,7 +115,7 @@ func (o *Orchestrator) Write(ctx context.Context, p Plan, log *logrus.Entry) err
 			if err != nil {
 				return routes.About(p.Live.Ref, fmt.Errorf("reading the apiserver's answer: %w", err))
 			}
-			return o.releaseIfDone(ctx, p, stored, answer, route, log)
+			return o.releaseIfDone(ctx, p, stored, answer, route, by, log)
 		}
 		if guard == ssa.ByOwnership && ssa.IsOwnershipConflict(err) {
 			// Another manager changed spec.rules since the plugin read it:
@@ -250,7 +258,7 @@ func sameWrite(a, b desired.Result) bool {
 // releaseIfDone gives up the plugin's ownership when the plan says the
 // rollouts on the route are done and the plugin still owns something there.
 // answer is the apply's answer, nil if nothing was applied.
-func (o *Orchestrator) releaseIfDone(ctx context.Context, p Plan, current routes.Route, answer *routes.Answer, route *routeLock, log *logrus.Entry) error {
+func (o *Orchestrator) releaseIfDone(ctx context.Context, p Plan, current routes.Route, answer *routes.Answer, route *routeLock, by Cause, log *logrus.Entry) error {
 	if !p.Desired.Release {
 		return nil
 	}
@@ -271,5 +279,6 @@ func (o *Orchestrator) releaseIfDone(ctx context.Context, p Plan, current routes
 		"resourceVersion": done.From + "→" + done.To,
 		"changes":         "ownership released (" + strings.Join(done.Dropped, ", ") + " entry removed), every value kept",
 	}).Info("released route")
+	o.events.Released(current, by.Rollout, by.Call, done.Dropped)
 	return nil
 }

@@ -254,7 +254,7 @@ func fixtureAmong(t *testing.T, peers Exclusion, freshFrom int, patches ...func(
 	logger, hook := logtest.NewNullLogger()
 	logger.SetLevel(logrus.DebugLevel)
 	rd := &reader{t: t, freshRV: freshFrom}
-	o := New(rd, ssa.NewWriter(gw, dyn, fieldManager, logrus.NewEntry(logger)), peers, logrus.NewEntry(logger), Bounds{WritesPerCall: 1})
+	o := New(rd, ssa.NewWriter(gw, dyn, fieldManager, logrus.NewEntry(logger)), peers, nil, logrus.NewEntry(logger), Bounds{WritesPerCall: 1})
 	return o, api, rd, hook
 }
 
@@ -290,7 +290,7 @@ func TestAConflictIsAnsweredByReadingAndDecidingAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := o.Write(ctx(t), p, o.log); err != nil {
+	if err := o.Write(ctx(t), p, Cause{}); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]string{"PATCH at 5", "PATCH at 8", "PATCH at 9"}, api.requests()); diff != "" {
@@ -325,7 +325,7 @@ func TestARouteWhoseRulesKeepChangingEndsTheCallAfterMaxAttempts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = o.Write(ctx(t), p, logrus.NewEntry(logrus.New()))
+	err = o.Write(ctx(t), p, Cause{})
 	want := "HTTPRoute shop/web: the route kept changing under the plugin: 8 attempts ended in optimistic-lock conflicts; the call is safe to repeat"
 	if err == nil || err.Error() != want {
 		t.Fatalf("error %v, want %q", err, want)
@@ -348,7 +348,7 @@ func TestARouteWhoseMetadataKeepsChangingIsWrittenAgainAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	if err := o.Write(ctx(t), p, logrus.NewEntry(logrus.New())); err != nil {
+	if err := o.Write(ctx(t), p, Cause{}); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]string{"PATCH at 5", "PATCH at 8", "PATCH at 9", "PATCH at 10"}, api.requests()); diff != "" {
@@ -362,7 +362,7 @@ func TestARouteWhoseMetadataKeepsChangingIsWrittenAgainAtOnce(t *testing.T) {
 	o, api, rd, _ = fixture(t, 7, stale)
 	d = &decider{}
 	p, _ = o.Plan(liveAt(t, 5, "kubectl", fieldManager), d.decide)
-	err = o.Write(ctx(t), p, logrus.NewEntry(logrus.New()))
+	err = o.Write(ctx(t), p, Cause{})
 	want := fmt.Sprintf("HTTPRoute shop/web: the route kept changing under the plugin: %d attempts ended in optimistic-lock conflicts, %d of them after changes only to "+
 		"what the plugin does not write (another manager writing the route more often than the plugin can read and write it); the call is safe to repeat",
 		ssa.MaxBusyAttempts+1, ssa.MaxBusyAttempts)
@@ -384,7 +384,7 @@ func TestAFieldManagerConflictIsNotRetried(t *testing.T) {
 	})
 	d := &decider{}
 	p, _ := o.Plan(liveAt(t, 5, "kubectl", fieldManager), d.decide)
-	err := o.Write(ctx(t), p, logrus.NewEntry(logrus.New()))
+	err := o.Write(ctx(t), p, Cause{})
 	if err == nil || !strings.Contains(err.Error(), `conflict with "kubectl"`) || !strings.HasPrefix(err.Error(), "HTTPRoute shop/web: ") {
 		t.Errorf("error %v, want the field manager conflict, naming the route", err)
 	}
@@ -402,7 +402,7 @@ func TestTheLastWriteReleasesOwnership(t *testing.T) {
 	o, api, rd, hook := fixture(t, 7, stored(6))
 	d := &decider{release: true}
 	p, _ := o.Plan(liveAt(t, 5, "kubectl", fieldManager), d.decide)
-	if err := o.Write(ctx(t), p, o.log); err != nil {
+	if err := o.Write(ctx(t), p, Cause{}); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]string{"PATCH at 5", "RELEASE at 6"}, api.requests()); diff != "" {
@@ -437,7 +437,7 @@ func TestAnUnchangedRouteIsReleasedWithoutAnApply(t *testing.T) {
 	p, _ := o.Plan(liveAt(t, 5, "kubectl", fieldManager), func(routes.Route) (desired.Result, error) {
 		return desired.Result{Unchanged: true, Release: true}, nil
 	})
-	if err := o.Write(ctx(t), p, o.log); err != nil {
+	if err := o.Write(ctx(t), p, Cause{}); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]string{"GET", "RELEASE at 5"}, api.requests()); diff != "" {
@@ -454,7 +454,7 @@ func TestAnUnchangedRouteThePluginDoesNotOwnSendsNothing(t *testing.T) {
 	p, _ := o.Plan(liveAt(t, 5, "kubectl"), func(routes.Route) (desired.Result, error) {
 		return desired.Result{Unchanged: true, Release: true}, nil
 	})
-	if err := o.Write(ctx(t), p, logrus.NewEntry(logrus.New())); err != nil || len(api.requests()) != 0 {
+	if err := o.Write(ctx(t), p, Cause{}); err != nil || len(api.requests()) != 0 {
 		t.Errorf("error %v, requests %v; want none", err, api.requests())
 	}
 }
@@ -513,7 +513,7 @@ func TestWritesOfRulesThePluginOwnsAloneAreGuardedByOwnership(t *testing.T) {
 	write := func(rv int) {
 		t.Helper()
 		p, _ := o.Plan(liveAt(t, rv, fieldManager), (&decider{}).decide)
-		if err := o.Write(ctx(t), p, o.log); err != nil {
+		if err := o.Write(ctx(t), p, Cause{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -558,7 +558,7 @@ func TestWritesThatOwnershipCannotGuardCarryTheResourceVersion(t *testing.T) {
 			peers := &exclusion{alone: c.alone}
 			o, api, _, _ := fixtureAmong(t, peers, 7, stored(6))
 			p, _ := o.Plan(liveAt(t, 5, c.managers...), (&decider{}).decide)
-			if err := o.Write(ctx(t), p, o.log); err != nil {
+			if err := o.Write(ctx(t), p, Cause{}); err != nil {
 				t.Fatal(err)
 			}
 			if diff := cmp.Diff([]string{"PATCH at 5"}, api.requests()); diff != "" {
@@ -580,12 +580,12 @@ func TestAnOwnershipConflictIsAnsweredByDecidingAgainAndTakingOver(t *testing.T)
 	ownedAlone := func(map[string]any) (int, any) { return http.StatusOK, served(4, fieldManager) }
 	o, api, rd, _ := fixtureAmong(t, &exclusion{alone: true}, 7, ownedAlone, ownershipConflict, stored(9))
 	first, _ := o.Plan(liveAt(t, 3, fieldManager), (&decider{}).decide)
-	if err := o.Write(ctx(t), first, o.log); err != nil {
+	if err := o.Write(ctx(t), first, Cause{}); err != nil {
 		t.Fatal(err)
 	}
 	d := &decider{}
 	p, _ := o.Plan(liveAt(t, 5, fieldManager), d.decide)
-	if err := o.Write(ctx(t), p, o.log); err != nil {
+	if err := o.Write(ctx(t), p, Cause{}); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]string{"PATCH at 3", "PATCH owned", "PATCH at 8"}, api.requests()); diff != "" {
@@ -604,7 +604,7 @@ func TestAnOwnershipConflictIsAnsweredByDecidingAgainAndTakingOver(t *testing.T)
 func TestAWriteThePeersDoNotAdmitSendsNothing(t *testing.T) {
 	o, api, _, _ := fixtureAmong(t, &exclusion{err: errors.New("waiting for the plugin's other processes")}, 7, stored(6))
 	p, _ := o.Plan(liveAt(t, 5, fieldManager), (&decider{}).decide)
-	err := o.Write(ctx(t), p, o.log)
+	err := o.Write(ctx(t), p, Cause{})
 	if err == nil || err.Error() != "HTTPRoute shop/web: waiting for the plugin's other processes" {
 		t.Errorf("error %v", err)
 	}
@@ -632,7 +632,7 @@ func TestTwoCallsOfOneProcessWriteARouteOneAfterTheOther(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = o.Write(ctx(t), p, o.log)
+			errs[i] = o.Write(ctx(t), p, Cause{})
 		}()
 	}
 	wg.Wait()
@@ -662,7 +662,7 @@ func TestAConflictWithACacheThatDoesNotFollowIsAnsweredByAFreshRead(t *testing.T
 	d := &decider{}
 	p, _ := o.Plan(liveAt(t, 5, "kubectl", fieldManager), d.decide)
 	start := time.Now()
-	if err := o.Write(ctx(t), p, o.log); err != nil {
+	if err := o.Write(ctx(t), p, Cause{}); err != nil {
 		t.Fatal(err)
 	}
 	if took := time.Since(start); took < eventWait {

@@ -14,5 +14,8 @@
 //
 // InitPlugin builds the clients (kube.NewClients: one token bucket, one
 // transport that times out and retries every request inside the call's
-// deadline) and the orchestrator the calls share.
+// deadline), the orchestrator the calls share, and the recorders of
+// Kubernetes Events (package events): every error a call returns is a
+// Warning on the Rollout, recorded with the client of the controller's
+// cluster; the orchestrator tells the routes with the client of theirs.
 package plugin

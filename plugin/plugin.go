@@ -21,6 +21,7 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/cleanup"
 	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
+	"github.com/gatewayapi-ssa/rollouts-plugin/events"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
 	"github.com/gatewayapi-ssa/rollouts-plugin/orchestrator"
 	"github.com/gatewayapi-ssa/rollouts-plugin/peers"
@@ -56,11 +57,16 @@ type Options struct {
 	// of one field manager know of each other (package peers); empty: every
 	// write carries its resourceVersion.
 	PeersNamespace string
-	// Identity names the process in its Lease, for people.
+	// Identity names the process in its Lease and in its Events
+	// (reportingInstance), for people.
 	Identity string
 	// RouteClusters are the clusters besides the controller's own whose
 	// routes Rollouts may have the plugin write (-route-cluster).
 	RouteClusters []decode.RouteCluster
+	// RouteEvents makes the plugin record Events on the routes it writes
+	// (what each write changed, and what it refused); Events on the
+	// Rollout are recorded whatever it says.
+	RouteEvents bool
 }
 
 // DefaultCallTimeout is the deadline of a call: a stuck call holds one of the
@@ -88,6 +94,8 @@ type Plugin struct {
 	// routeClusters are the route clusters, by name, once InitPlugin has
 	// built their clients.
 	routeClusters map[string]*routeCluster
+	// rollouts records Events on the Rollouts, in the controller's cluster.
+	rollouts *events.Rollouts
 	// sweeping is set once the cleanup sweep runs.
 	sweeping bool
 }
@@ -191,7 +199,11 @@ func (p *Plugin) connectRouteCluster(rc decode.RouteCluster, log *logrus.Entry) 
 	}
 	reader := kube.NewCluster(c.Gateway.GatewayV1().RESTClient(), log)
 	pp := peers.Start(c.Leases, peers.Options{Namespace: p.opts.PeersNamespace, FieldManager: p.opts.FieldManager, Identity: p.opts.Identity}, log)
-	return &routeCluster{reader: reader, peers: pp, orch: p.orchestrator(c.Reviews, c.Gateway, c.Dynamic, reader, pp, log)}, nil
+	rec, err := p.eventRecorder(cfg, log) // the routes' Events, in their cluster
+	if err != nil {
+		return nil, err
+	}
+	return &routeCluster{reader: reader, peers: pp, orch: p.orchestrator(c.Reviews, c.Gateway, c.Dynamic, reader, pp, p.routeEvents(rec), log)}, nil
 }
 
 // Connect builds the plugin's clients for a cluster.
@@ -202,9 +214,31 @@ func (p *Plugin) Connect(cfg *rest.Config) error {
 	}
 	reader := kube.NewCluster(c.Gateway.GatewayV1().RESTClient(), p.log)
 	pp := peers.Start(c.Leases, peers.Options{Namespace: p.opts.PeersNamespace, FieldManager: p.opts.FieldManager, Identity: p.opts.Identity}, p.log)
-	p.Use(c.Reviews, c.Gateway, c.Dynamic, reader, pp)
+	rec, err := p.eventRecorder(cfg, p.log)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.rollouts = events.NewRollouts(rec) // the Rollouts are in the controller's cluster
+	p.mu.Unlock()
+	p.Use(c.Reviews, c.Gateway, c.Dynamic, reader, pp, p.routeEvents(rec))
 	p.startSweep(c.Dynamic, reader)
 	return nil
+}
+
+// eventRecorder records Events in the cluster of cfg, as the plugin's
+// field manager (reportingController) and process (reportingInstance).
+func (p *Plugin) eventRecorder(cfg *rest.Config, log *logrus.Entry) (*events.Recorder, error) {
+	return events.NewRecorder(cfg, events.Options{Controller: p.opts.FieldManager, Instance: p.opts.Identity}, log)
+}
+
+// routeEvents records Events on the routes with rec, the recorder of the
+// routes' cluster; nil when -route-events is off.
+func (p *Plugin) routeEvents(rec *events.Recorder) orchestrator.RouteEvents {
+	if !p.opts.RouteEvents {
+		return nil
+	}
+	return events.NewRoutes(rec)
 }
 
 // Close stops what the plugin keeps running: it deletes its Lease (package
@@ -242,9 +276,10 @@ func (p *Plugin) startSweep(dyn dynamic.Interface, reader kube.Reader) {
 }
 
 // Use sets the clients the plugin reads and writes with (reviews may be nil:
-// no access reviews) and its peers (nil: every write carries its
-// resourceVersion); a reader or peers it replaces are stopped.
-func (p *Plugin) Use(reviews authorizationv1.SelfSubjectAccessReviewInterface, gw gateway.Interface, dyn dynamic.Interface, reader kube.Reader, pp *peers.Peers) {
+// no access reviews), its peers (nil: every write carries its
+// resourceVersion) and what tells the routes' owners of its writes (nil:
+// nothing); a reader or peers it replaces are stopped.
+func (p *Plugin) Use(reviews authorizationv1.SelfSubjectAccessReviewInterface, gw gateway.Interface, dyn dynamic.Interface, reader kube.Reader, pp *peers.Peers, routeEvents orchestrator.RouteEvents) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if old, ok := p.reader.(interface{ Close() }); ok && p.reader != reader {
@@ -256,19 +291,19 @@ func (p *Plugin) Use(reviews authorizationv1.SelfSubjectAccessReviewInterface, g
 	p.dyn = dyn
 	p.reader = reader
 	p.peers = pp
-	p.orch = p.orchestrator(reviews, gw, dyn, reader, pp, p.log)
+	p.orch = p.orchestrator(reviews, gw, dyn, reader, pp, routeEvents, p.log)
 }
 
 // orchestrator carries out calls on one cluster's routes. The orchestrators
 // of all clusters share the process's bound on the routes worked on at once.
 func (p *Plugin) orchestrator(reviews authorizationv1.SelfSubjectAccessReviewInterface, gw gateway.Interface, dyn dynamic.Interface,
-	reader kube.Reader, pp *peers.Peers, log *logrus.Entry) *orchestrator.Orchestrator {
+	reader kube.Reader, pp *peers.Peers, routeEvents orchestrator.RouteEvents, log *logrus.Entry) *orchestrator.Orchestrator {
 	var exclusion orchestrator.Exclusion
 	if pp != nil {
 		exclusion = pp
 	}
 	writer := ssa.NewWriter(gw, dyn, p.opts.FieldManager, log).ReviewingAccess(reviews)
-	return orchestrator.New(reader, writer, exclusion, log, orchestrator.Bounds{
+	return orchestrator.New(reader, writer, exclusion, routeEvents, log, orchestrator.Bounds{
 		WritesPerCall: p.opts.MaxConcurrentWrites, Routes: p.routeSlots, CallTimeout: p.opts.CallTimeout,
 	})
 }
@@ -336,21 +371,23 @@ func (p *Plugin) VerifyWeight(ro *v1alpha1.Rollout, desiredWeight int32, additio
 	where, call, err := p.decode(ctx, ro, req)
 	switch {
 	case err != nil:
-		return types.NotVerified, p.fail(ro, name, err)
+		return types.NotVerified, p.fail(ro, req, err)
 	case !call.Settings.VerifyWeight:
+		p.succeeded(ro, req)
 		return types.NotImplemented, types.RpcError{}
 	case where.orch == nil:
-		return types.NotVerified, p.fail(ro, name, errNoClient)
+		return types.NotVerified, p.fail(ro, req, errNoClient)
 	}
 	s := call.Settings
 	ok, err := where.orch.Verify(ctx, orchestrator.Check{
 		Rollout: ro.Namespace + "/" + ro.Name, Name: name, Targets: s.Targets,
 		Split: call.Split, Extra: call.Extra, RuleNames: s.RuleNames, Settle: s.VerifyWeightSettle,
 	})
-	switch {
-	case err != nil:
-		return types.NotVerified, p.fail(ro, name, where.about(err))
-	case !ok:
+	if err != nil {
+		return types.NotVerified, p.fail(ro, req, where.about(err))
+	}
+	p.succeeded(ro, req) // NotVerified without an error is an answer too
+	if !ok {
 		return types.NotVerified, types.RpcError{}
 	}
 	return types.Verified, types.RpcError{}
@@ -365,11 +402,12 @@ func (p *Plugin) run(ro *v1alpha1.Rollout, req decode.Request) (resp types.RpcEr
 	defer cancel()
 	where, call, err := p.decode(ctx, ro, req)
 	if err != nil {
-		return p.fail(ro, name, err)
+		return p.fail(ro, req, err)
 	}
 	rollout := ro.Namespace + "/" + ro.Name
 	if call.Skip != "" {
 		p.log.WithFields(logrus.Fields{"rollout": rollout, "call": name}).Info("nothing to do: " + call.Skip)
+		p.succeeded(ro, req)
 		return types.RpcError{}
 	}
 	err = where.orch.Run(ctx, orchestrator.Call{
@@ -377,8 +415,9 @@ func (p *Plugin) run(ro *v1alpha1.Rollout, req decode.Request) (resp types.RpcEr
 		Env: func(ref routes.Ref) desired.Env { return call.Settings.Env(rollout, p.opts.FieldManager, ref) },
 	})
 	if err != nil {
-		return p.fail(ro, name, where.about(err))
+		return p.fail(ro, req, where.about(err))
 	}
+	p.succeeded(ro, req)
 	return types.RpcError{}
 }
 
@@ -436,11 +475,33 @@ func (w routesIn) about(err error) error {
 
 var errNoClient = errors.New("the plugin has no Kubernetes client: InitPlugin failed or was not called")
 
-// fail logs and returns an RpcError that names the Rollout and the call.
-func (p *Plugin) fail(ro *v1alpha1.Rollout, call string, err error) types.RpcError {
+// fail logs and returns an RpcError that names the Rollout and the call,
+// and records it on the Rollout as a Warning Event.
+func (p *Plugin) fail(ro *v1alpha1.Rollout, req decode.Request, err error) types.RpcError {
+	call := req.Name()
 	msg := fmt.Sprintf("rollout %s/%s: %s: %s", ro.Namespace, ro.Name, call, strings.ReplaceAll(err.Error(), "\n", "; "))
 	p.log.WithFields(logrus.Fields{"rollout": ro.Namespace + "/" + ro.Name, "call": call}).Error(err.Error())
+	p.rolloutEvents().Failed(rolloutRef(ro), string(req.Method), msg, err)
 	return types.RpcError{ErrorString: msg}
+}
+
+// succeeded records that the call answered without an error: on the
+// Rollout, once, if the last such call failed.
+func (p *Plugin) succeeded(ro *v1alpha1.Rollout, req decode.Request) {
+	p.rolloutEvents().Succeeded(rolloutRef(ro), string(req.Method), req.Name())
+}
+
+// rolloutEvents is what records Events on the Rollouts (nil before
+// InitPlugin: nothing).
+func (p *Plugin) rolloutEvents() *events.Rollouts {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.rollouts
+}
+
+// rolloutRef is the Rollout as Events name it.
+func rolloutRef(ro *v1alpha1.Rollout) corev1.ObjectReference {
+	return corev1.ObjectReference{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "Rollout", Namespace: ro.Namespace, Name: ro.Name, UID: ro.UID}
 }
 
 // recoverInto turns a panic into an RpcError naming the Rollout (nil for
@@ -457,4 +518,8 @@ func (p *Plugin) recoverInto(ro *v1alpha1.Rollout, call string, resp *types.RpcE
 	}
 	p.log.WithField("call", where).Errorf("panic: %v\n%s", r, debug.Stack())
 	*resp = types.RpcError{ErrorString: fmt.Sprintf("%s: internal error in the plugin: %v (please report it); the call is safe to repeat", where, r)}
+	if ro != nil {
+		method, _, _ := strings.Cut(call, "(")
+		p.rolloutEvents().Failed(rolloutRef(ro), method, resp.ErrorString, events.Panic{Value: r})
+	}
 }

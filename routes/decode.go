@@ -6,6 +6,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	sigsjson "sigs.k8s.io/json"
 )
 
@@ -59,6 +60,7 @@ type servedType struct {
 type servedName struct {
 	Name            string         `json:"name"`
 	Namespace       string         `json:"namespace"`
+	UID             types.UID      `json:"uid"`
 	ResourceVersion string         `json:"resourceVersion"`
 	Labels          map[string]any `json:"labels"`
 	Annotations     map[string]any `json:"annotations"`
@@ -105,6 +107,7 @@ func (s *served) route() (Route, bool) {
 	}
 	r := Route{
 		Ref:             ref,
+		UID:             m.UID,
 		Version:         version,
 		ResourceVersion: m.ResourceVersion,
 		Generation:      m.Generation,

@@ -9,11 +9,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Route is a live route as the plugin sees it.
 type Route struct {
 	Ref
+	// UID is metadata.uid: Events about the route name it, so that kubectl
+	// describe finds them.
+	UID types.UID
 	// Version is the API version the route was read in, e.g. v1 or v1alpha2.
 	Version         string
 	ResourceVersion string
@@ -54,6 +58,7 @@ func fromObject(u *unstructured.Unstructured, copyRules bool) (Route, error) {
 	gv, kind := u.GroupVersionKind().GroupVersion(), Kind(u.GetKind())
 	r := Route{
 		Ref:             Ref{Kind: kind, Namespace: u.GetNamespace(), Name: u.GetName()},
+		UID:             u.GetUID(),
 		Version:         gv.Version,
 		ResourceVersion: u.GetResourceVersion(),
 		Generation:      u.GetGeneration(),

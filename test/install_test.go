@@ -12,6 +12,7 @@ import (
 
 	"github.com/argoproj/argo-rollouts/utils/plugin/types"
 	"github.com/google/go-cmp/cmp"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -30,7 +31,8 @@ const controllerServiceAccount = "system:serviceaccount:argo-rollouts:argo-rollo
 // and the Component's ConfigMap entry are applied to the apiserver; the entry
 // parses as Argo Rollouts' plugin config; and the plugin, running as the
 // controller's ServiceAccount with only that RBAC, walks a rollout on every
-// route kind with its watch cache (no warning about list or watch).
+// route kind with its watch cache (no warning about list or watch), and
+// records its Events on the routes and the Rollout.
 func TestInstallManifests(t *testing.T) {
 	root := harness.RepoRoot()
 	ctx := context.Background()
@@ -123,9 +125,24 @@ func TestInstallManifests(t *testing.T) {
 			t.Errorf("%s %s/route after the walk (-want +got):\n%s", kind, ns, diff)
 		}
 		pluginOwnsNothing(t, u)
+		// Its Events, with the same RBAC: what each write changed, on the route.
+		if evs := waitForEvents(t, standard, ns, kind, "route", func(evs []eventsv1.Event) bool { return len(evs) >= 3 }); len(evs) < 3 {
+			t.Errorf("%s %s/route: the plugin recorded %d Events there, want WeightsChanged twice and OwnershipReleased:\n%s", kind, ns, len(evs), describe(evs))
+		}
+	}
+	// And an error, on the Rollout.
+	ns := namespace(t, standard)
+	if e := proc.Plugin.SetWeight(rollout(ns, `{"httpRoute": "missing"}`), 10, nil); !e.HasError() {
+		t.Error("a missing route was found")
+	}
+	if evs := waitForEvents(t, standard, ns, "Rollout", "demo", func(evs []eventsv1.Event) bool { return len(evs) == 1 }); len(evs) != 1 || evs[0].Reason != "RouteNotFound" {
+		t.Errorf("the Rollout's Events as %s with install/base's RBAC, want one RouteNotFound:\n%s", controllerServiceAccount, describe(evs))
 	}
 	if strings.Contains(log.String(), "watch cache did not sync") {
 		t.Errorf("the plugin could not list or watch routes with install/base's RBAC:\n%s", log.String())
+	}
+	if strings.Contains(log.String(), "may not record Events") {
+		t.Errorf("the plugin could not record Events with install/base's RBAC:\n%s", log.String())
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/argoproj/argo-rollouts/utils/plugin/types"
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -256,6 +258,32 @@ func TestRoutesInAConfigCluster(t *testing.T) {
 			if n := log.Count("applied route", "routeCluster=fleet", "route=\"HTTPRoute "+ns+"/store\""); n < 7 {
 				t.Errorf("%d log lines of applies in route cluster fleet, want at least 7", n)
 			}
+			// The route's Events in its cluster, the Rollout's in the
+			// controller's: the refused experiment on both, each where it
+			// lives, with install/route-cluster's RBAC in the config cluster.
+			refusedOn := func(c *harness.Cluster, kind, name string) []eventsv1.Event {
+				return waitForEvents(t, c, ns, kind, name, func(evs []eventsv1.Event) bool {
+					return slices.ContainsFunc(evs, func(e eventsv1.Event) bool { return e.Reason == "ServiceImportMissing" })
+				})
+			}
+			routeEvs := refusedOn(f.config, "HTTPRoute", "store")
+			if !slices.ContainsFunc(routeEvs, func(e eventsv1.Event) bool { return e.Reason == "WeightsChanged" }) ||
+				!slices.ContainsFunc(routeEvs, func(e eventsv1.Event) bool { return e.Reason == "ServiceImportMissing" }) {
+				t.Errorf("the route's Events in the config cluster, want WeightsChanged and ServiceImportMissing among them:\n%s", describe(routeEvs))
+			}
+			if evs := refusedOn(standard, "Rollout", "demo"); len(evs) != 2 || evs[0].Reason != "ServiceImportMissing" || evs[1].Reason != "Recovered" ||
+				!strings.HasPrefix(evs[0].Note, "rollout "+ns+"/demo: SetWeight(30, exp-baseline=10,exp-canary=10): in route cluster \"fleet\": ") {
+				t.Errorf("the Rollout's Events in the workload cluster, want the refused experiment, then Recovered:\n%s", describe(evs))
+			}
+			if evs := pluginEvents(t, standard, ns, "HTTPRoute", "store"); len(evs) > 0 {
+				t.Errorf("Events about the route in the workload cluster:\n%s", describe(evs))
+			}
+			if evs := pluginEvents(t, f.config, ns, "Rollout", "demo"); len(evs) > 0 {
+				t.Errorf("Events about the Rollout in the config cluster:\n%s", describe(evs))
+			}
+			if log.Count("may not record Events") > 0 {
+				t.Error("the plugin may not record Events in one of the clusters")
+			}
 
 			// The Rollout is deleted mid-rollout; the cleanup command, given
 			// the route cluster as the plugin is, undoes its claim there.
@@ -280,11 +308,12 @@ func TestRoutesInAConfigCluster(t *testing.T) {
 }
 
 // countPlugin counts the plugin's requests among rs (by user agent; its
-// Lease renewals left out, which come every few seconds whatever it does).
+// Lease renewals left out, which come every few seconds whatever it does,
+// and its Events, sent after the call by a goroutine of their own).
 func countPlugin(rs []harness.Request) int {
 	n := 0
 	for _, r := range rs {
-		if strings.HasPrefix(r.UserAgent, "rollouts-gatewayapi-ssa") && !strings.HasPrefix(r.Path, "/apis/coordination.k8s.io/") {
+		if strings.HasPrefix(r.UserAgent, "rollouts-gatewayapi-ssa") && !strings.HasPrefix(r.Path, "/apis/coordination.k8s.io/") && !r.IsEvent() {
 			n++
 		}
 	}

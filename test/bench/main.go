@@ -1075,13 +1075,15 @@ func freePort() (int, error) {
 func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }
 
 // addVerbs counts the requests of one user agent by verb; not the
-// plugin's Lease renewals, which come every 5 s whatever the calls.
+// plugin's Lease renewals, which come every 5 s whatever the calls, nor its
+// Events, sent after the calls by a goroutine of their own (a phase would
+// count some of the last one's).
 func addVerbs(ph *phase, reqs []harness.Request, agent string) {
 	if ph.requests == nil {
 		ph.requests = map[string]int{}
 	}
 	for _, r := range reqs {
-		if strings.HasPrefix(r.UserAgent, agent) && verb(r) != "lease" {
+		if v := verb(r); strings.HasPrefix(r.UserAgent, agent) && v != "lease" && v != "event" {
 			ph.requests[verb(r)]++
 		}
 	}
@@ -1095,6 +1097,8 @@ func verb(r harness.Request) string {
 		return "review"
 	case strings.HasPrefix(r.Path, "/apis/coordination.k8s.io/"):
 		return "lease" // the plugin's Lease (package peers), renewed every 5 s whatever the calls
+	case r.IsEvent():
+		return "event" // an Event on a route or the Rollout (package events), sent off the call's path
 	case r.Method == http.MethodPatch && r.ContentType == "application/json-patch+json":
 		return "release"
 	case r.IsApply():

@@ -131,8 +131,9 @@ type want struct {
 	// of its field manager, no claims annotation, no in-progress label.
 	released bool
 	// logged: a line of the controller's log about the scenario's namespace
-	// contains every one of these strings (SetMirrorRoute and
-	// SetHeaderRoute errors reach only the log).
+	// contains every one of these strings (the controller records no Event
+	// of SetMirrorRoute and SetHeaderRoute errors; the plugin's own Warning
+	// is checked by events_test.go).
 	logged []string
 	// gatewayErrors: Traefik answers the requests with errors of its own
 	// (what a rule it cannot carry does); measured and printed, not split.
@@ -493,8 +494,8 @@ func expects(texts []string, phrase string) bool {
 }
 
 // notSupported finds the plugin's "not supported" answer for this scenario:
-// in a Rollout event (SetWeight errors become TrafficRoutingError events) or
-// in the controller's log (SetHeaderRoute errors are only logged there).
+// in a Rollout event (SetWeight errors become TrafficRoutingError events;
+// every error is the plugin's own Warning too) or in the controller's log.
 func (r *run) notSupported(o observed) string {
 	for _, e := range o.events {
 		if strings.Contains(strings.ToLower(e), "not supported") {

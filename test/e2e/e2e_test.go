@@ -85,6 +85,8 @@ func TestScenarios(t *testing.T) {
 		"longlived-canary-tcp": func(t *testing.T, c *cluster.Cluster) {
 			runLongLived(t, c, canaryTCP())
 		},
+		"events-refused": runRefusedConfigEvents,
+		"events-walk":    runWalkEvents,
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

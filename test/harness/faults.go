@@ -142,6 +142,8 @@ func reasonFor(status int) string {
 		return "Timeout"
 	case http.StatusForbidden:
 		return "Forbidden"
+	case http.StatusUnprocessableEntity:
+		return "Invalid"
 	}
 	return "InternalError"
 }

@@ -32,9 +32,10 @@ type Request struct {
 }
 
 // IsWrite says whether the request changes state. An access review is a POST
-// that stores nothing: not a write.
+// that stores nothing: not a write; an Event is a record for people, not a
+// write of what the plugin manages (IsEvent).
 func (r Request) IsWrite() bool {
-	if isReview(r.Path) {
+	if isReview(r.Path) || r.IsEvent() {
 		return false
 	}
 	switch r.Method {
@@ -45,6 +46,11 @@ func (r Request) IsWrite() bool {
 }
 
 func isReview(path string) bool { return strings.HasPrefix(path, "/apis/authorization.k8s.io/") }
+
+// IsEvent says whether the request writes an Event (package events).
+func (r Request) IsEvent() bool { return isEvent(r.Path) }
+
+func isEvent(path string) bool { return strings.HasPrefix(path, "/apis/events.k8s.io/") }
 
 // IsApply says whether the request is a server-side apply.
 func (r Request) IsApply() bool {
@@ -96,7 +102,7 @@ func NewRecorder(cfg *rest.Config) (*Recorder, error) {
 		rec.requests = append(rec.requests, req)
 		index := len(rec.requests) - 1
 		before := rec.before
-		if dumpWrites != "" && strings.HasPrefix(r.UserAgent(), pluginUserAgent) && r.Method != http.MethodGet && !isReview(r.URL.Path) && fault == nil {
+		if dumpWrites != "" && strings.HasPrefix(r.UserAgent(), pluginUserAgent) && r.Method != http.MethodGet && !isReview(r.URL.Path) && !isEvent(r.URL.Path) && fault == nil {
 			dump(r)
 		}
 		rec.mu.Unlock()

@@ -1,0 +1,152 @@
+package events
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+)
+
+// The reasons of the Normal Events on a route, one per kind of change.
+const (
+	reasonWeightsChanged            = "WeightsChanged"
+	reasonExperimentBackendsAdded   = "ExperimentBackendsAdded"
+	reasonExperimentBackendsRemoved = "ExperimentBackendsRemoved"
+	reasonRulesAdded                = "RulesAdded"
+	reasonRulesChanged              = "RulesChanged"
+	reasonRulesRemoved              = "RulesRemoved"
+	reasonMirrorFiltersAdded        = "MirrorFiltersAdded"
+	reasonMirrorFiltersRemoved      = "MirrorFiltersRemoved"
+	reasonRulesTakenOver            = "RulesTakenOver"
+	reasonOwnershipReleased         = "OwnershipReleased"
+	reasonRouteChanged              = "RouteChanged"
+)
+
+// changeReasons is the order a write's Events are recorded in.
+var changeReasons = []string{
+	reasonRulesTakenOver, reasonWeightsChanged, reasonExperimentBackendsAdded, reasonExperimentBackendsRemoved,
+	reasonRulesAdded, reasonRulesChanged, reasonRulesRemoved, reasonMirrorFiltersAdded, reasonMirrorFiltersRemoved, reasonRouteChanged,
+}
+
+// Routes records Events on the routes of one cluster, with that cluster's
+// client (orchestrator.RouteEvents). A nil *Routes records nothing.
+type Routes struct{ rec *Recorder }
+
+// NewRoutes returns a Routes that records with rec.
+func NewRoutes(rec *Recorder) *Routes { return &Routes{rec: rec} }
+
+// Changed records what a write of the call for the Rollout (namespace/name)
+// changed on the route: one Normal Event per kind of change. changes are the
+// write's, as desired.Result.Changes says them; the plugin's own label and
+// claims annotation are bookkeeping, not told.
+func (r *Routes) Changed(route routes.Route, rollout, call string, changes []string) {
+	if r == nil {
+		return
+	}
+	byReason := map[string][]string{}
+	for _, c := range changes {
+		if why := changeReason(c); why != "" {
+			byReason[why] = append(byReason[why], c)
+		}
+	}
+	for _, why := range changeReasons {
+		if cs := byReason[why]; len(cs) > 0 {
+			r.record(route, rollout, call, corev1.EventTypeNormal, why, strings.Join(cs, "; "))
+		}
+	}
+}
+
+// Released records that the plugin gave its ownership of the route's
+// spec.rules back after the call for the Rollout; dropped are the
+// managedFields entries it removed.
+func (r *Routes) Released(route routes.Route, rollout, call string, dropped []string) {
+	if r == nil {
+		return
+	}
+	entries := "entry"
+	if len(dropped) > 1 {
+		entries = "entries"
+	}
+	r.record(route, rollout, call, corev1.EventTypeNormal, reasonOwnershipReleased,
+		fmt.Sprintf("the plugin gave its ownership of spec.rules back, removing its managedFields %s (%s); every value kept: GitOps tools see the route's own changes again",
+			entries, strings.Join(dropped, ", ")))
+}
+
+// Refused records, as a Warning, that the call for the Rollout was refused
+// on the route for what the route (its gateway, its CRD) is: err, the
+// route's own error. Errors that are the Rollout's or the plugin's to fix
+// (a permission, the apiserver) are told on the Rollout only.
+func (r *Routes) Refused(route routes.Route, rollout, call string, err error) {
+	if r == nil {
+		return
+	}
+	if why := reason(err); refusedOnRoute[why] {
+		r.record(route, rollout, call, corev1.EventTypeWarning, why, strings.ReplaceAll(err.Error(), "\n", "; "))
+	}
+}
+
+func (r *Routes) record(route routes.Route, rollout, call, typ, why, what string) {
+	ns, name, _ := strings.Cut(rollout, "/")
+	r.rec.Record(Event{
+		Regarding: corev1.ObjectReference{
+			APIVersion: routes.Group + "/" + route.Version, Kind: string(route.Kind),
+			Namespace: route.Namespace, Name: route.Name, UID: route.UID,
+		},
+		Related: &corev1.ObjectReference{APIVersion: "argoproj.io/v1alpha1", Kind: "Rollout", Namespace: ns, Name: name},
+		Type:    typ, Reason: why, Action: method(call),
+		Note: fmt.Sprintf("rollout %s: %s: %s", rollout, call, what),
+	})
+}
+
+// method is the call's name without its arguments: SetWeight(30) → SetWeight.
+func method(call string) string {
+	m, _, _ := strings.Cut(call, "(")
+	return m
+}
+
+// changeReason is the kind of one change as the transforms word it (the
+// same grammar transform and desired read back, e.g. desired.withoutNames):
+//
+//	rule 0 Service shop/stable 100→70       a weight
+//	rule 0 + Service shop/exp weight 5      an experiment backend added
+//	rule 0 − Service shop/exp               an experiment backend removed
+//	+ rule beta, ~ rule beta, − rule beta   a header or mirror rule added, changed, removed
+//	rule 0 + mirror filter "m" 50%          a mirror filter added (− removed)
+//	conflictPolicy Force: took spec.rules over from …
+//	label …, annotation …                   the plugin's bookkeeping: "" (not told)
+//
+// Anything else is RouteChanged: told, under a general reason.
+func changeReason(c string) string {
+	switch {
+	case strings.HasPrefix(c, "+ rule "):
+		return reasonRulesAdded
+	case strings.HasPrefix(c, "~ rule "):
+		return reasonRulesChanged
+	case strings.HasPrefix(c, "− rule "):
+		return reasonRulesRemoved
+	case strings.HasPrefix(c, "conflictPolicy Force:"):
+		return reasonRulesTakenOver
+	case strings.HasPrefix(c, "label "), strings.HasPrefix(c, "annotation "):
+		return ""
+	}
+	rest, ok := strings.CutPrefix(c, "rule ")
+	if !ok {
+		return reasonRouteChanged
+	}
+	_, rest, _ = strings.Cut(rest, " ") // the rule's index
+	switch {
+	case strings.HasPrefix(rest, "+ mirror filter "):
+		return reasonMirrorFiltersAdded
+	case strings.HasPrefix(rest, "− mirror filter "):
+		return reasonMirrorFiltersRemoved
+	case strings.HasPrefix(rest, "+ "):
+		return reasonExperimentBackendsAdded
+	case strings.HasPrefix(rest, "− "):
+		return reasonExperimentBackendsRemoved
+	case strings.Contains(rest, "→"):
+		return reasonWeightsChanged
+	}
+	return reasonRouteChanged
+}
