@@ -27,7 +27,10 @@ import (
 // runs one thread at a time: a Go thread spinning for work then spins for
 // its whole time slice, which the count would take in (runs of one build
 // differed by half), so the plugin runs on one P (GOMAXPROCS=1), where no
-// thread spins.
+// thread spins. Go reads the time stamp counter with RDTSCP where the CPU
+// has it, when a lock is contended; valgrind 3.19 cannot decode RDTSCP and
+// kills the process (SIGILL, seen when the machine is loaded), so Go is told
+// the CPU lacks it (cpu.rdtscp=off: MFENCE, LFENCE and RDTSC instead).
 func callgrindWrapper(bin, dir string) (string, error) {
 	if _, err := exec.LookPath("valgrind"); err != nil {
 		return "", fmt.Errorf("-instructions needs valgrind (Debian: apt-get install valgrind): %w", err)
@@ -36,7 +39,7 @@ func callgrindWrapper(bin, dir string) (string, error) {
 		return "", fmt.Errorf("-instructions needs callgrind_control (Debian's valgrind package has it): %w", err)
 	}
 	path := filepath.Join(dir, "plugin-under-callgrind.sh")
-	script := fmt.Sprintf("#!/bin/sh\nGODEBUG=asyncpreemptoff=1 GOMAXPROCS=1 exec valgrind --tool=callgrind --log-file=%q --callgrind-out-file=%q %q \"$@\"\n",
+	script := fmt.Sprintf("#!/bin/sh\nGODEBUG=asyncpreemptoff=1,cpu.rdtscp=off GOMAXPROCS=1 exec valgrind --tool=callgrind --log-file=%q --callgrind-out-file=%q %q \"$@\"\n",
 		filepath.Join(dir, "callgrind-%p.log"), filepath.Join(dir, "callgrind-%p.out"), bin)
 	return path, os.WriteFile(path, []byte(script), 0o700)
 }

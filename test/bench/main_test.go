@@ -306,7 +306,7 @@ func TestInstructionsCountTheWorkBetweenStartAndStop(t *testing.T) {
 	lines := bufio.NewScanner(stdout)
 	next := func() string {
 		if !lines.Scan() {
-			t.Fatalf("the worker ended: %v (valgrind's log is in %s)", lines.Err(), dir)
+			t.Fatalf("the worker ended: %v; valgrind's log:\n%s", lines.Err(), valgrindLogs(dir))
 		}
 		return lines.Text()
 	}
@@ -333,4 +333,19 @@ func TestInstructionsCountTheWorkBetweenStartAndStop(t *testing.T) {
 	if r := float64(thrice) / float64(once); r < 2.7 || r > 3.3 {
 		t.Errorf("%d instructions for 20,000 hashes, %d for 60,000: ratio %.2f; want about 3", once, thrice, r)
 	}
+}
+
+// valgrindLogs returns the logs callgrindWrapper's script had valgrind write
+// into dir, for a failure to show (the directory goes with the test).
+func valgrindLogs(dir string) string {
+	paths, _ := filepath.Glob(filepath.Join(dir, "callgrind-*.log"))
+	var all strings.Builder
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			b = []byte(err.Error())
+		}
+		fmt.Fprintf(&all, "%s:\n%s\n", filepath.Base(p), b)
+	}
+	return all.String()
 }
