@@ -139,7 +139,7 @@ func (c *Cleaner) Undo(ctx context.Context, rollout string, rs []routes.Route, p
 	out := make([]Outcome, 0, len(rs))
 	for _, r := range rs {
 		o := Outcome{Route: r.Ref}
-		plan, err := c.Orchestrator.Plan(r, compute)
+		plan, err := orchestrator.MakePlan(r, compute)
 		if err != nil {
 			o.Err = err
 		} else if o.Changes, o.Unchanged = plan.Desired.Changes, plan.Desired.Unchanged; !dryRun {

@@ -130,7 +130,7 @@ func (c *clusterChecks) dryRun(ctx context.Context, p *preflight.Plan) {
 			after := p.After[k][i]
 			d := desired.Result{Rules: after.Rules, Labels: owned(after.Labels, routes.OwnedLabels(after.ManagedFields, c.fm)),
 				Annotations: owned(after.Annotations, routes.OwnedAnnotations(after.ManagedFields, c.fm))}
-			if err := c.writer.DryRun(ctx, live, ssa.Want{Rules: d.Rules, Labels: d.Labels, Annotations: d.Annotations}); err != nil {
+			if err := c.writer.DryRun(ctx, live, ssa.Content{Rules: d.Rules, Labels: d.Labels, Annotations: d.Annotations}); err != nil {
 				p.Problems = append(p.Problems, preflight.Problem{Step: stepName(step), Route: ref.String(), Reason: "the apiserver refuses the route: " + err.Error()})
 			}
 		}

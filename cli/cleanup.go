@@ -114,7 +114,7 @@ func runCleanup(args []string, out, errOut io.Writer) int {
 	for _, o := range outcomes {
 		switch {
 		case o.Err != nil:
-			fmt.Fprintf(out, "error: %v\n", routes.About(o.Route, o.Err))
+			fmt.Fprintf(out, "error: %v\n", routes.RouteError(o.Route, o.Err))
 		case o.Unchanged:
 			fmt.Fprintf(out, "%s: already clean\n", o.Route)
 		default:

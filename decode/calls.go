@@ -86,7 +86,7 @@ func DynamicServicePorts(dyn dynamic.Interface, namespace string) ServicePorts {
 			return nil, &MissingServiceError{Namespace: namespace, Name: name}
 		}
 		if err != nil {
-			return nil, fmt.Errorf("reading Service %s/%s: %w", namespace, name, kube.Grant(err, "get", "services", namespace))
+			return nil, fmt.Errorf("reading Service %s/%s: %w", namespace, name, kube.AsPermissionError(err, "get", "services", namespace))
 		}
 		var svc corev1.Service
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &svc); err != nil {

@@ -170,11 +170,11 @@ func TestHeaderAndMirrorCallsDoNothingWhileTheRolloutEnds(t *testing.T) {
 		end.set(r)
 		for _, req := range []Request{mirror, header} {
 			c, err := Decode(context.Background(), r, DefaultPluginName, req, nil)
-			if err != nil || c.Decide != nil || !strings.HasPrefix(c.Skip, end.say) {
-				t.Errorf("%s, %s: err %v, Decide %v, Skip %q; want nothing to do because %s", end.name, req.Name(), err, c.Decide, c.Skip, end.say)
+			if err != nil || c.Intent != nil || !strings.HasPrefix(c.Skip, end.say) {
+				t.Errorf("%s, %s: err %v, Intent %v, Skip %q; want nothing to do because %s", end.name, req.Name(), err, c.Intent, c.Skip, end.say)
 			}
 		}
-		if c, err := Decode(context.Background(), r, DefaultPluginName, Request{Method: SetWeight}, nil); err != nil || c.Skip != "" || c.Decide == nil {
+		if c, err := Decode(context.Background(), r, DefaultPluginName, Request{Method: SetWeight}, nil); err != nil || c.Skip != "" || c.Intent == nil {
 			t.Errorf("%s: SetWeight(0) must still be carried out: err %v, skip %q", end.name, err, c.Skip)
 		}
 		bad := r.DeepCopy()

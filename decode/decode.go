@@ -60,18 +60,18 @@ func (r Request) Name() string {
 	return string(r.Method)
 }
 
-// Call is a decoded request: the Rollout's config, and what the call does.
-type Call struct {
+// Decoded is a decoded request: the Rollout's config, and what the call does.
+type Decoded struct {
 	Settings Settings
-	// Decide is what the call does to each route; nil for VerifyWeight.
-	Decide desired.Call
+	// Intent is what the call does to each route; nil for VerifyWeight.
+	Intent desired.Intent
 	// Split and Extra are the weights VerifyWeight checks (with the
 	// Rollout's verifyWeight option; without it, neither is set): the
 	// experiment Services' weights come out of stable's share.
 	Split transform.Split
 	Extra []desired.BackendWeight
 	// Skip, when set, says why the call is answered without doing anything
-	// (Decide is nil then).
+	// (Intent is nil then).
 	Skip string
 }
 
@@ -97,12 +97,12 @@ func skipWhenEnding(ro *v1alpha1.Rollout) string {
 // registered as pluginName, then the call's own values, each validated
 // before any route is read. ports reads the Services an experiment step
 // names (SetWeight with additional destinations).
-func Decode(ctx context.Context, ro *v1alpha1.Rollout, pluginName string, req Request, ports ServicePorts) (Call, error) {
+func Decode(ctx context.Context, ro *v1alpha1.Rollout, pluginName string, req Request, ports ServicePorts) (Decoded, error) {
 	s, err := ParseConfig(ro, pluginName)
 	if err != nil {
-		return Call{}, &ConfigError{Err: err}
+		return Decoded{}, &ConfigError{Err: err}
 	}
-	c := Call{Settings: s}
+	c := Decoded{Settings: s}
 	switch req.Method {
 	case SetHeaderRoute, SetMirrorRoute:
 		if c.Skip = skipWhenEnding(ro); c.Skip != "" {
@@ -111,37 +111,37 @@ func Decode(ctx context.Context, ro *v1alpha1.Rollout, pluginName string, req Re
 	}
 	switch req.Method {
 	case SetWeight:
-		c.Decide, err = setWeight(ctx, ro, req.Weight, req.Additional, ports)
+		c.Intent, err = setWeight(ctx, ro, req.Weight, req.Additional, ports)
 	case SetHeaderRoute:
 		if req.Header == nil {
-			return Call{}, &StepError{errors.New("no setHeaderRoute given")}
+			return Decoded{}, &StepError{errors.New("no setHeaderRoute given")}
 		}
-		c.Decide, err = setHeader(ro, req.Header, &s)
+		c.Intent, err = setHeader(ro, req.Header, &s)
 		err = stepError(err)
 	case SetMirrorRoute:
 		if req.Mirror == nil {
-			return Call{}, &StepError{errors.New("no setMirrorRoute given")}
+			return Decoded{}, &StepError{errors.New("no setMirrorRoute given")}
 		}
-		c.Decide, err = setMirror(ro, req.Mirror)
+		c.Intent, err = setMirror(ro, req.Mirror)
 		err = stepError(err)
 	case RemoveManagedRoutes:
-		c.Decide = desired.RemoveManaged{}
+		c.Intent = desired.RemoveManaged{}
 	case VerifyWeight:
 		if !s.VerifyWeight {
 			return c, nil
 		}
 		if c.Split, err = validateSplit(ro, req.Weight, req.Additional); err != nil {
-			return Call{}, &StepError{err}
+			return Decoded{}, &StepError{err}
 		}
 		for _, d := range req.Additional {
 			// Experiment Services are in the Rollout's namespace, as SetWeight adds them.
 			c.Extra = append(c.Extra, desired.BackendWeight{Backend: routes.ServiceRef(ro.Namespace, d.ServiceName), Weight: int64(d.Weight)})
 		}
 	default:
-		return Call{}, &StepError{fmt.Errorf("unknown call %q", req.Method)}
+		return Decoded{}, &StepError{fmt.Errorf("unknown call %q", req.Method)}
 	}
 	if err != nil {
-		return Call{}, err
+		return Decoded{}, err
 	}
 	return c, nil
 }

@@ -6,8 +6,8 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
 )
 
-// Call is one call of the controller, decided for one route at a time.
-type Call interface {
+// Intent is one call of the controller, decided for one route at a time.
+type Intent interface {
 	// Desired decides what the live route must become for the call.
 	Desired(live routes.Route, env Env) (Result, error)
 }

@@ -81,12 +81,12 @@ func (e *UnsupportedError) Error() string {
 // publishes its features lacks one the Rollout's config does not assume
 // (Env.AssumedFeatures). Parents that publish nothing go to
 // Result.Unchecked. A call that needs nothing reads no parent.
-func WithGateways(c Call, gateways func(routes.Parents) []routes.Gateway) Call {
+func WithGateways(c Intent, gateways func(routes.Parents) []routes.Gateway) Intent {
 	return checked{call: c, gateways: gateways}
 }
 
 type checked struct {
-	call     Call
+	call     Intent
 	gateways func(routes.Parents) []routes.Gateway
 }
 

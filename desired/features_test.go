@@ -23,12 +23,12 @@ func gateway(class string, features ...string) routes.Gateway {
 }
 
 // behind is c on a route whose parents are gws.
-func behind(c Call, gws ...routes.Gateway) Call {
+func behind(c Intent, gws ...routes.Gateway) Intent {
 	return WithGateways(c, func(routes.Parents) []routes.Gateway { return gws })
 }
 
 func TestAGatewayThatLacksMirroringGetsNoMirrorRule(t *testing.T) {
-	traefik := func(c Call) Call { return behind(c, gateway("traefik", traefikFeatures...)) }
+	traefik := func(c Intent) Intent { return behind(c, gateway("traefik", traefikFeatures...)) }
 	filterMode := func(e *Env) { e.MirrorMode = MirrorFilter }
 	unsupported := new(*UnsupportedError)
 	weighted := func(stable, canary int64) []routes.Rule {
@@ -73,7 +73,7 @@ func TestAGatewayThatPublishesNothingIsWrittenAndSaidSo(t *testing.T) {
 	old := gateway("old")
 	env := Env{Rollout: "shop/demo", FieldManager: plugin}
 	reads := 0
-	parents := func(c Call) Call {
+	parents := func(c Intent) Intent {
 		return WithGateways(c, func(routes.Parents) []routes.Gateway {
 			reads++
 			return []routes.Gateway{old, gateway("envoy", "HTTPRouteRequestMirror")}

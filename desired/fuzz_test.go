@@ -105,7 +105,7 @@ func fuzzEnv() Env {
 // decideAndApply runs a call as the plugin does (decide, apply unless
 // Unchanged, release when told) and checks that it never touches its input
 // and fails only with a typed error.
-func decideAndApply(t *testing.T, s *server, c Call) (Result, error) {
+func decideAndApply(t *testing.T, s *server, c Intent) (Result, error) {
 	t.Helper()
 	live := s.live()
 	before := live.DeepCopy()
@@ -133,7 +133,7 @@ func decideAndApply(t *testing.T, s *server, c Call) (Result, error) {
 
 // twiceIsOnce runs the call again on what the first left and requires that it
 // has nothing left to do.
-func twiceIsOnce(t *testing.T, s *server, c Call) {
+func twiceIsOnce(t *testing.T, s *server, c Intent) {
 	t.Helper()
 	writes := s.writes
 	r, err := decideAndApply(t, s, c)
@@ -307,7 +307,7 @@ func fuzzStringMatch(c *choices, v stringValues) *transform.StringMatch {
 
 // removal takes the added rules away again, by the step without a match or
 // by RemoveManagedRoutes.
-func removal(c *choices, step Call) Call {
+func removal(c *choices, step Intent) Intent {
 	if c.n(2) == 0 {
 		return RemoveManaged{}
 	}
@@ -371,7 +371,7 @@ func FuzzSetMirrorRule(f *testing.F) {
 // addedThenRemoved runs a step that adds rules: if it succeeds, it added
 // rules and changed nothing else, doing it again changes nothing, and
 // removing them restores the original.
-func addedThenRemoved(t *testing.T, s *server, original []routes.Rule, step, remove Call, what string) {
+func addedThenRemoved(t *testing.T, s *server, original []routes.Rule, step, remove Intent, what string) {
 	t.Helper()
 	res, err := decideAndApply(t, s, step)
 	if err != nil {

@@ -30,12 +30,12 @@ func (e *MissingImportError) Error() string {
 // call that adds one the cluster lacks is refused (MissingImportError); one
 // that cannot tell fails with imported's error. A call that adds no
 // ServiceImport asks nothing.
-func WithImports(c Call, imported func(routes.ObjectRef) (bool, error)) Call {
+func WithImports(c Intent, imported func(routes.ObjectRef) (bool, error)) Intent {
 	return importsChecked{call: c, imported: imported}
 }
 
 type importsChecked struct {
-	call     Call
+	call     Intent
 	imported func(routes.ObjectRef) (bool, error)
 }
 
@@ -57,7 +57,7 @@ func (c importsChecked) Desired(live routes.Route, env Env) (Result, error) {
 		}
 		ok, err := c.imported(target)
 		if err != nil {
-			return Result{}, routes.About(live.Ref, fmt.Errorf("rollout %s: checking that the experiment's %s exists: %w", env.Rollout, target, err))
+			return Result{}, routes.RouteError(live.Ref, fmt.Errorf("rollout %s: checking that the experiment's %s exists: %w", env.Rollout, target, err))
 		}
 		if !ok {
 			return Result{}, &MissingImportError{Route: live.Ref, Rollout: env.Rollout, Import: target}

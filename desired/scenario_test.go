@@ -80,7 +80,7 @@ func (o label) do(s *server) (bool, error) {
 // out: decide, apply unless unchanged, release when told.
 type call struct {
 	rollout string // default "shop/demo"
-	c       Call
+	c       Intent
 	env     func(*Env)
 }
 
@@ -440,7 +440,7 @@ func TestTypedErrors(t *testing.T) {
 		name  string
 		rules []routes.Rule
 		claim string // the claims annotation, if any
-		c     Call
+		c     Intent
 		errAs any
 		want  []string
 	}{

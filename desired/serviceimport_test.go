@@ -65,7 +65,7 @@ func TestAServiceAndItsImportInOneRule(t *testing.T) {
 // withImports is a call checked against the ServiceImports in have: asked
 // records every ServiceImport the check asked about.
 type withImports struct {
-	c     Call
+	c     Intent
 	have  map[string]bool // ServiceImport names
 	fail  error
 	asked *[]string

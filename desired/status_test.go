@@ -490,11 +490,11 @@ func TestAboutNamesTheRouteOnce(t *testing.T) {
 	if err == nil {
 		t.Fatal("a route without the Rollout's Services verified")
 	}
-	if got := routes.About(ref, err).Error(); strings.Count(got, "HTTPRoute shop/web") != 1 {
+	if got := routes.RouteError(ref, err).Error(); strings.Count(got, "HTTPRoute shop/web") != 1 {
 		t.Errorf("route named %d times: %s", strings.Count(got, "HTTPRoute shop/web"), got)
 	}
 	bare := fmt.Errorf("canary weight 101 is outside 0..100 (maxTrafficWeight)")
-	if got, want := routes.About(ref, bare).Error(), "HTTPRoute shop/web: "+bare.Error(); got != want {
+	if got, want := routes.RouteError(ref, bare).Error(), "HTTPRoute shop/web: "+bare.Error(); got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }

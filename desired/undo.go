@@ -27,7 +27,7 @@ func (Undo) decide(s state) (Result, error) {
 	var changes []string
 	split, err := recordedSplit(live.Namespace, s.claim.Weights)
 	if err != nil {
-		return Result{}, invalid(routes.About(live.Ref, err))
+		return Result{}, invalid(routes.RouteError(live.Ref, err))
 	}
 	for _, w := range s.claim.Weights {
 		i := routes.LocateRule(rules, w.Rule, w.RuleName)

@@ -28,7 +28,7 @@ var web = routes.Ref{Kind: routes.HTTPRoute, Namespace: "shop", Name: "web"}
 // orchestrator and the plugin wrap it; an error about several routes takes
 // the first reason of the list.
 func TestReasonOfEachError(t *testing.T) {
-	about := func(err error) error { return fmt.Errorf("nothing was written: %w", routes.About(web, err)) }
+	about := func(err error) error { return fmt.Errorf("nothing was written: %w", routes.RouteError(web, err)) }
 	for _, tc := range []struct {
 		err  error
 		want string
@@ -53,8 +53,8 @@ func TestReasonOfEachError(t *testing.T) {
 		{errors.New("the route kept changing under the plugin"), "CallFailed"},
 		// Several routes: the first reason of the list wins, whatever the order.
 		{fmt.Errorf("nothing was written: %w", errors.Join(
-			routes.About(web, &desired.InvalidError{Err: &transform.LimitError{Msg: "17 rules"}}),
-			routes.About(web, &desired.ConflictError{Route: web}))), "Conflict"},
+			routes.RouteError(web, &desired.InvalidError{Err: &transform.LimitError{Msg: "17 rules"}}),
+			routes.RouteError(web, &desired.ConflictError{Route: web}))), "Conflict"},
 	} {
 		if got := reason(tc.err); got != tc.want {
 			t.Errorf("reason(%q) = %s, want %s", tc.err, got, tc.want)
@@ -68,9 +68,9 @@ func TestRoutesHearOfRefusalsOnly(t *testing.T) {
 	r := newRecorder(newAPI(), Options{}, nil)
 	routesEvents := NewRoutes(r)
 	live := routes.Route{Ref: web, UID: "uid-route", Version: "v1"}
-	routesEvents.Refused(live, "shop/web", "SetWeight(30)", routes.About(web, &desired.ConflictError{Route: web, Rollout: "shop/web", Managers: []string{"argocd"}}))
-	routesEvents.Refused(live, "shop/web", "SetWeight(30)", routes.About(web, &kube.PermissionError{Verbs: []string{"patch"}}))
-	routesEvents.Refused(live, "shop/web", "SetWeight(30)", routes.About(web, apierrors.NewServiceUnavailable("etcd is down")))
+	routesEvents.Refused(live, "shop/web", "SetWeight(30)", routes.RouteError(web, &desired.ConflictError{Route: web, Rollout: "shop/web", Managers: []string{"argocd"}}))
+	routesEvents.Refused(live, "shop/web", "SetWeight(30)", routes.RouteError(web, &kube.PermissionError{Verbs: []string{"patch"}}))
+	routesEvents.Refused(live, "shop/web", "SetWeight(30)", routes.RouteError(web, apierrors.NewServiceUnavailable("etcd is down")))
 	got := drain(r)
 	want := []Event{{
 		Regarding: corev1.ObjectReference{APIVersion: "gateway.networking.k8s.io/v1", Kind: "HTTPRoute", Namespace: "shop", Name: "web", UID: "uid-route"},
@@ -136,7 +136,7 @@ spec:
 		return in
 	}
 	pct := int32(50)
-	header := func(value string) desired.Call {
+	header := func(value string) desired.Intent {
 		return desired.SetHeader{Name: "beta", Rules: services, Match: []transform.HeaderMatch{{Name: "X-Canary", Value: &transform.StringMatch{Exact: value}}}}
 	}
 	mirror := desired.SetMirror{Name: "mirror", Rules: services, Percent: &pct, Match: []transform.RequestMatch{{Path: &transform.StringMatch{Prefix: "/api"}}}}
@@ -144,7 +144,7 @@ spec:
 	filterEnv := env
 	filterEnv.MirrorMode = desired.MirrorFilter
 	for _, step := range []struct {
-		call desired.Call
+		call desired.Intent
 		env  desired.Env
 		want []string
 	}{

@@ -39,9 +39,9 @@ func (e *PermissionError) Error() string {
 
 func (e *PermissionError) Unwrap() error { return e.Err }
 
-// Grant turns the apiserver's Forbidden answer to a request of verb on
+// AsPermissionError turns the apiserver's Forbidden answer to a request of verb on
 // resource into a PermissionError that says what to grant; other errors pass.
-func Grant(err error, verb, resource, namespace string) error {
+func AsPermissionError(err error, verb, resource, namespace string) error {
 	if !apierrors.IsForbidden(err) {
 		return err
 	}

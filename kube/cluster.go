@@ -77,16 +77,16 @@ type Cluster struct {
 	// parents are the watch caches of GatewayClasses, Gateways and
 	// ListenerSets (gateways.go).
 	parents map[parentKey]*namespaceCache
-	// ahead is the overlay: per route, the newest version the plugin has
+	// overlay is the overlay: per route, the newest version the plugin has
 	// seen beyond its watch cache (the answer to its write, or a fresh
 	// read), until the cache holds it too.
-	ahead map[routes.Ref]*routes.Answer
-	// used are the routes a call has read: their watch caches keep them
+	overlay map[routes.Ref]*routes.Answer
+	// readByCalls are the routes a call has read: their watch caches keep them
 	// whole; of every other route only what a selector reads (slim). whole
 	// holds the routes read fresh while their cache entry is still slim,
 	// until an event of theirs brings them whole.
-	used      map[routes.Ref]bool
-	whole     map[routes.Ref]routes.Route
+	readByCalls      map[routes.Ref]bool
+	freshWhole     map[routes.Ref]routes.Route
 	labelSets labelSets
 	closed    bool
 
@@ -136,9 +136,9 @@ func NewCluster(client rest.Interface, log *logrus.Entry) *Cluster {
 		importVersions: map[string]string{},
 		informers:      map[informerKey]*namespaceCache{},
 		parents:        map[parentKey]*namespaceCache{},
-		ahead:          map[routes.Ref]*routes.Answer{},
-		used:           map[routes.Ref]bool{},
-		whole:          map[routes.Ref]routes.Route{},
+		overlay:          map[routes.Ref]*routes.Answer{},
+		readByCalls:           map[routes.Ref]bool{},
+		freshWhole:          map[routes.Ref]routes.Route{},
 		schemas:        map[string]schemaDoc{},
 	}
 }
@@ -295,7 +295,7 @@ func (c *Cluster) ResourceVersion(ctx context.Context, ref routes.Ref) string {
 	rv := obj.(*cachedRoute).resourceVersion
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if a, ok := c.ahead[ref]; ok && Newer(a.ResourceVersion, rv) {
+	if a, ok := c.overlay[ref]; ok && Newer(a.ResourceVersion, rv) {
 		rv = a.ResourceVersion
 	}
 	return rv
@@ -305,7 +305,7 @@ func (c *Cluster) ResourceVersion(ctx context.Context, ref routes.Ref) string {
 // from its next event on.
 func (c *Cluster) use(ref routes.Ref) {
 	c.mu.Lock()
-	c.used[ref] = true
+	c.readByCalls[ref] = true
 	c.mu.Unlock()
 }
 
@@ -313,7 +313,7 @@ func (c *Cluster) use(ref routes.Ref) {
 func (c *Cluster) keeps(ref routes.Ref) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.used[ref]
+	return c.readByCalls[ref]
 }
 
 // fromCache is the caller's own copy of what a watch cache holds (obj, read
@@ -473,10 +473,10 @@ func (c *Cluster) Written(a *routes.Answer) { c.remember(a) }
 func (c *Cluster) remember(a *routes.Answer) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if old, ok := c.ahead[a.Ref]; ok && Newer(old.ResourceVersion, a.ResourceVersion) {
+	if old, ok := c.overlay[a.Ref]; ok && Newer(old.ResourceVersion, a.ResourceVersion) {
 		return
 	}
-	c.ahead[a.Ref] = a
+	c.overlay[a.Ref] = a
 }
 
 // newest answers with the overlay's route (what the plugin wrote, or read
@@ -488,12 +488,12 @@ func (c *Cluster) remember(a *routes.Answer) {
 // with the whole route read fresh since, if any; else it stays slim.
 func (c *Cluster) newest(r routes.Route, slim, shared bool) (routes.Route, bool) {
 	c.mu.Lock()
-	w, ok := c.ahead[r.Ref]
+	w, ok := c.overlay[r.Ref]
 	if ok && !Newer(w.ResourceVersion, r.ResourceVersion) {
-		delete(c.ahead, r.Ref)
+		delete(c.overlay, r.Ref)
 		ok = false
 	}
-	whole, hasWhole := c.whole[r.Ref]
+	whole, hasWhole := c.freshWhole[r.Ref]
 	c.mu.Unlock()
 	if ok {
 		written, err := w.Route()
@@ -501,8 +501,8 @@ func (c *Cluster) newest(r routes.Route, slim, shared bool) (routes.Route, bool)
 			return written.DeepCopy(), false // the answer's route is shared, never changed
 		}
 		c.mu.Lock()
-		if c.ahead[r.Ref] == w {
-			delete(c.ahead, r.Ref)
+		if c.overlay[r.Ref] == w {
+			delete(c.overlay, r.Ref)
 		}
 		c.mu.Unlock()
 	}
@@ -523,8 +523,8 @@ func (c *Cluster) newest(r routes.Route, slim, shared bool) (routes.Route, bool)
 func (c *Cluster) keepWhole(r routes.Route) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if old, ok := c.whole[r.Ref]; !ok || !Newer(old.ResourceVersion, r.ResourceVersion) {
-		c.whole[r.Ref] = r.DeepCopy()
+	if old, ok := c.freshWhole[r.Ref]; !ok || !Newer(old.ResourceVersion, r.ResourceVersion) {
+		c.freshWhole[r.Ref] = r.DeepCopy()
 	}
 }
 
@@ -539,11 +539,11 @@ func (c *Cluster) caughtUp(obj any) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if w, ok := c.ahead[cr.ref]; ok && !Newer(w.ResourceVersion, cr.resourceVersion) {
-		delete(c.ahead, cr.ref)
+	if w, ok := c.overlay[cr.ref]; ok && !Newer(w.ResourceVersion, cr.resourceVersion) {
+		delete(c.overlay, cr.ref)
 	}
 	if cr.route != nil {
-		delete(c.whole, cr.ref)
+		delete(c.freshWhole, cr.ref)
 	}
 }
 

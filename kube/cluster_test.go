@@ -89,7 +89,7 @@ func TestWrittenOverlayEndsWithTheWatchEvent(t *testing.T) {
 		served.SetResourceVersion(tc.rv)
 		c.caughtUp(cached(t, served))
 		c.mu.Lock()
-		_, kept := c.ahead[written.Ref]
+		_, kept := c.overlay[written.Ref]
 		c.mu.Unlock()
 		if kept != tc.kept {
 			t.Errorf("after the watch event of resourceVersion %s, the overlay holds the write of 8: %v, want %v", tc.rv, kept, tc.kept)
@@ -272,7 +272,7 @@ func TestAnUnreadableAnswerIsForgotten(t *testing.T) {
 	if diff := cmp.Diff(cached, newestOf(c, cached)); diff != "" {
 		t.Errorf("newest (-cache +got):\n%s", diff)
 	}
-	if _, kept := c.ahead[cached.Ref]; kept {
+	if _, kept := c.overlay[cached.Ref]; kept {
 		t.Error("the overlay still holds the unreadable answer")
 	}
 }

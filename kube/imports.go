@@ -32,7 +32,7 @@ func (c *Cluster) ServiceImported(ctx context.Context, ref routes.ObjectRef) (bo
 	case apierrors.IsNotFound(err):
 		return false, nil
 	}
-	return false, fmt.Errorf("reading %s: %w", ref, Grant(err, "get", "serviceimports."+ref.Group, ref.Namespace))
+	return false, fmt.Errorf("reading %s: %w", ref, AsPermissionError(err, "get", "serviceimports."+ref.Group, ref.Namespace))
 }
 
 // importVersion is the version of group the cluster prefers.

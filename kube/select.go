@@ -56,7 +56,7 @@ func ResolveEach(ctx context.Context, r Reader, t routes.Targets) Resolution {
 			continue
 		}
 		if err != nil {
-			out.Failed = append(out.Failed, fmt.Errorf("reading %s: %w", ref, Grant(err, "get", ref.Kind.GroupResource(), ref.Namespace)))
+			out.Failed = append(out.Failed, fmt.Errorf("reading %s: %w", ref, AsPermissionError(err, "get", ref.Kind.GroupResource(), ref.Namespace)))
 			continue
 		}
 		out.Routes = append(out.Routes, route)
@@ -64,7 +64,7 @@ func ResolveEach(ctx context.Context, r Reader, t routes.Targets) Resolution {
 	for _, sel := range t.Selectors {
 		found, err := r.List(ctx, sel.Kind, sel.Namespace, sel.Selector)
 		if err != nil {
-			out.Failed = append(out.Failed, fmt.Errorf("listing %s: %w", sel, Grant(err, "list", sel.Kind.GroupResource(), sel.Namespace)))
+			out.Failed = append(out.Failed, fmt.Errorf("listing %s: %w", sel, AsPermissionError(err, "list", sel.Kind.GroupResource(), sel.Namespace)))
 			continue
 		}
 		if len(found) == 0 {

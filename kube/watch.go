@@ -37,7 +37,7 @@ type cachedRoute struct {
 	resourceVersion string
 	annotations     map[string]string // a bookmark's
 	// route is nil for a slim entry: what the cache keeps of a route no
-	// call has used (Cluster.used), of which a namespace may hold
+	// call has used (Cluster.readByCalls), of which a namespace may hold
 	// thousands: its identity (ref, version, resourceVersion and labels),
 	// what a label selector reads.
 	route   *routes.Route

@@ -17,8 +17,8 @@ type Slots chan struct{}
 // NewSlots bounds to n (at least 1) at once.
 func NewSlots(n int) Slots { return make(Slots, max(n, 1)) }
 
-// take waits for a slot until ctx ends.
-func (s Slots) take(ctx context.Context) error {
+// acquire waits for a slot until ctx ends.
+func (s Slots) acquire(ctx context.Context) error {
 	select {
 	case s <- struct{}{}:
 		return nil
@@ -27,7 +27,7 @@ func (s Slots) take(ctx context.Context) error {
 	}
 }
 
-func (s Slots) give() { <-s }
+func (s Slots) release() { <-s }
 
 // perRoute runs fn for every route, each holding a slot of every bound (taken
 // in the order given), and returns the errors in route order (nil where fn
@@ -64,10 +64,10 @@ func perRoute(ctx context.Context, refs []routes.Ref, bounds []Slots, fn func(i 
 // runRoute runs fn for the route ref once it holds a slot of every bound.
 func runRoute(ctx context.Context, ref routes.Ref, bounds []Slots, fn func() error) (err error) {
 	for _, b := range bounds {
-		if err := b.take(ctx); err != nil {
+		if err := b.acquire(ctx); err != nil {
 			return fmt.Errorf("%s: not started: %w", ref, err)
 		}
-		defer b.give()
+		defer b.release()
 	}
 	defer func() {
 		if r := recover(); r != nil {

@@ -138,10 +138,10 @@ func TestPerRouteProcessBound(t *testing.T) {
 // says so.
 func TestPerRouteNotStartedAfterDeadline(t *testing.T) {
 	busy := NewSlots(1)
-	if err := busy.take(context.Background()); err != nil {
+	if err := busy.acquire(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	defer busy.give()
+	defer busy.release()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	ran := false

@@ -9,6 +9,6 @@ import (
 // faulty and faultyWrite are where a build with the faultinject tag makes a
 // decision or a write panic on request (faults_on.go), to prove that no panic
 // crosses the RPC boundary. In every other build they do nothing.
-func faulty(c desired.Call) desired.Call { return c }
+func faulty(c desired.Intent) desired.Intent { return c }
 
 func faultyWrite(Plan) {}

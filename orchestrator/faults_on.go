@@ -12,16 +12,16 @@ import (
 // before its write (on the route's goroutine).
 const PanicAnnotation = "faultinject.gatewayapi-ssa.dev/panic"
 
-type panicking struct{ desired.Call }
+type panicking struct{ desired.Intent }
 
 func (c panicking) Desired(live routes.Route, env desired.Env) (desired.Result, error) {
 	if live.Annotations[PanicAnnotation] == "decide" {
 		panic("faultinject: a transform panicked deciding " + live.Ref.String())
 	}
-	return c.Call.Desired(live, env)
+	return c.Intent.Desired(live, env)
 }
 
-func faulty(c desired.Call) desired.Call { return panicking{c} }
+func faulty(c desired.Intent) desired.Intent { return panicking{c} }
 
 func faultyWrite(p Plan) {
 	if p.Live.Annotations[PanicAnnotation] == "write" {

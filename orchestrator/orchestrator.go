@@ -25,9 +25,9 @@ type Orchestrator struct {
 	locks  *routeLocks
 	log    *logrus.Entry
 	bounds Bounds
-	// said are the parents whose unknown features have been logged: once
+	// warnedGateways are the parents whose unknown features have been logged: once
 	// each per process.
-	said sync.Map
+	warnedGateways sync.Map
 }
 
 // Bounds are how much of the apiserver calls take at once, and how long.
@@ -89,12 +89,12 @@ func (untold) Refused(routes.Route, string, string, error)     {}
 // as logs, errors and Events name them.
 type Cause struct{ Rollout, Call string }
 
-// Call is one call of the controller on a Rollout's routes.
-type Call struct {
+// Job is one call of the controller on a Rollout's routes.
+type Job struct {
 	// Rollout is the Rollout's namespace/name; Name the call as the logs and
 	// errors name it, e.g. SetWeight(20).
 	Rollout, Name string
-	Decide        desired.Call
+	Intent        desired.Intent
 	Targets       routes.Targets
 	// Env is what the decision runs in on each route.
 	Env func(routes.Ref) desired.Env
@@ -103,9 +103,9 @@ type Call struct {
 // Run carries out the call on every route of its targets: read every route,
 // decide every route's desired state, and only if all of that worked, write
 // the routes that change, concurrently.
-func (o *Orchestrator) Run(ctx context.Context, c Call) error {
+func (o *Orchestrator) Run(ctx context.Context, c Job) error {
 	res := kube.ResolveEach(ctx, o.reader, c.Targets)
-	if _, removing := c.Decide.(desired.RemoveManaged); removing {
+	if _, removing := c.Intent.(desired.RemoveManaged); removing {
 		// Nothing of the plugin's is on a route that is not there; SetWeight
 		// reports the missing route (the controller shows its errors, and calls
 		// RemoveManagedRoutes first on every reconcile before the canary is up).
@@ -116,12 +116,12 @@ func (o *Orchestrator) Run(ctx context.Context, c Call) error {
 	}
 	plans := make([]Plan, len(res.Routes))
 	errs := make([]error, len(res.Routes))
-	decide := desired.WithImports(desired.WithGateways(faulty(c.Decide), func(p routes.Parents) []routes.Gateway { return o.reader.Gateways(ctx, p) }),
+	decide := desired.WithImports(desired.WithGateways(faulty(c.Intent), func(p routes.Parents) []routes.Gateway { return o.reader.Gateways(ctx, p) }),
 		func(ref routes.ObjectRef) (bool, error) { return o.reader.ServiceImported(ctx, ref) })
 	eachAtOnce(len(res.Routes), func(i int) {
 		r := res.Routes[i]
 		env := c.Env(r.Ref)
-		plans[i], errs[i] = o.Plan(r, func(l routes.Route) (desired.Result, error) { return decide.Desired(l, env) })
+		plans[i], errs[i] = MakePlan(r, func(l routes.Route) (desired.Result, error) { return decide.Desired(l, env) })
 	})
 	for i, err := range errs {
 		if err != nil {
@@ -140,7 +140,7 @@ func (o *Orchestrator) Run(ctx context.Context, c Call) error {
 // user must fix stops a call before any write (Run); a fault of the
 // apiserver on some routes does not keep the others from being written, and
 // the error names exactly the routes that were not.
-func (o *Orchestrator) write(ctx context.Context, c Call, plans []Plan, unread []error) error {
+func (o *Orchestrator) write(ctx context.Context, c Job, plans []Plan, unread []error) error {
 	by := Cause{Rollout: c.Rollout, Call: c.Name}
 	refs := make([]routes.Ref, len(plans))
 	for i, plan := range plans {
@@ -174,7 +174,7 @@ func (o *Orchestrator) slots() []Slots {
 // with something its gateway could not be asked about.
 func (o *Orchestrator) sayUnchecked(route routes.Ref, unchecked []desired.Unchecked, log *logrus.Entry) {
 	for _, u := range unchecked {
-		if _, said := o.said.LoadOrStore(u.Gateway.String(), true); said {
+		if _, said := o.warnedGateways.LoadOrStore(u.Gateway.String(), true); said {
 			continue
 		}
 		log.WithFields(logrus.Fields{"route": route.String(), "gateway": u.Gateway.String()}).

@@ -50,7 +50,7 @@ func (o *Orchestrator) Verify(ctx context.Context, c Check) (bool, error) {
 	for _, r := range live {
 		v, err := desired.VerifyStatus(r, c.Split, c.Extra, c.RuleNames[r.Ref])
 		if err != nil {
-			errs = append(errs, routes.About(r.Ref, err))
+			errs = append(errs, routes.RouteError(r.Ref, err))
 			continue
 		}
 		if len(v.Failed) > 0 {
@@ -102,7 +102,7 @@ func (o *Orchestrator) freshRoutes(ctx context.Context, t routes.Targets) ([]rou
 		case apierrors.IsNotFound(err):
 			return fmt.Errorf("%s not found (deleted?)", refs[i])
 		case err != nil:
-			return fmt.Errorf("reading %s: %w", refs[i], kube.Grant(err, "get", refs[i].Kind.GroupResource(), refs[i].Namespace))
+			return fmt.Errorf("reading %s: %w", refs[i], kube.AsPermissionError(err, "get", refs[i].Kind.GroupResource(), refs[i].Namespace))
 		}
 		out[i] = fresh
 		return nil

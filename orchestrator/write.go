@@ -15,24 +15,24 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
 )
 
-// Decide returns the desired state of a route from its live state. It must
+// DecideFunc returns the desired state of a route from its live state. It must
 // be pure: Write calls it again after every optimistic-lock conflict.
-type Decide func(live routes.Route) (desired.Result, error)
+type DecideFunc func(live routes.Route) (desired.Result, error)
 
 // Plan is a decided change to one route, not yet written.
 type Plan struct {
 	Live    routes.Route
 	Desired desired.Result
-	decide  Decide
+	decide  DecideFunc
 }
 
-// Plan decides the desired state of a live route. Deciding every route's
+// MakePlan decides the desired state of a live route. Deciding every route's
 // plan before writing any lets a caller refuse bad input with nothing
 // written.
-func (o *Orchestrator) Plan(live routes.Route, decide Decide) (Plan, error) {
+func MakePlan(live routes.Route, decide DecideFunc) (Plan, error) {
 	d, err := decide(live)
 	if err != nil {
-		return Plan{}, routes.About(live.Ref, err)
+		return Plan{}, routes.RouteError(live.Ref, err)
 	}
 	return Plan{Live: live, Desired: d, decide: decide}, nil
 }
@@ -64,7 +64,7 @@ func (o *Orchestrator) Write(ctx context.Context, p Plan, by Cause) (err error) 
 	}(p.Live)
 	route, written, err := o.locks.lock(ctx, p.Live.Ref)
 	if err != nil {
-		return routes.About(p.Live.Ref, fmt.Errorf("waiting for another call writing the route: %w", err))
+		return routes.RouteError(p.Live.Ref, fmt.Errorf("waiting for another call writing the route: %w", err))
 	}
 	defer route.unlock()
 	if written {
@@ -76,7 +76,7 @@ func (o *Orchestrator) Write(ctx context.Context, p Plan, by Cause) (err error) 
 	}
 	if !p.Desired.Unchanged {
 		if err := o.writer.ReviewOwnershipChange(ctx, p.Live, p.Desired.Release); err != nil {
-			return routes.About(p.Live.Ref, err)
+			return routes.RouteError(p.Live.Ref, err)
 		}
 	}
 	busy := 0         // attempts after conflicts that did not change the write (MaxBusyAttempts)
@@ -88,9 +88,9 @@ func (o *Orchestrator) Write(ctx context.Context, p Plan, by Cause) (err error) 
 		d := p.Desired
 		guard, epoch, leave, err := o.guard(ctx, p.Live, route, takeOver)
 		if err != nil {
-			return routes.About(p.Live.Ref, err)
+			return routes.RouteError(p.Live.Ref, err)
 		}
-		answer, unstructured, err := o.writer.Apply(ctx, p.Live, ssa.Want{Rules: d.Rules, Labels: d.Labels, Annotations: d.Annotations}, guard)
+		answer, unstructured, err := o.writer.Apply(ctx, p.Live, ssa.Content{Rules: d.Rules, Labels: d.Labels, Annotations: d.Annotations}, guard)
 		leave()
 		if err == nil {
 			route.wrote(epoch)
@@ -113,7 +113,7 @@ func (o *Orchestrator) Write(ctx context.Context, p Plan, by Cause) (err error) 
 			}
 			stored, err := answer.Route()
 			if err != nil {
-				return routes.About(p.Live.Ref, fmt.Errorf("reading the apiserver's answer: %w", err))
+				return routes.RouteError(p.Live.Ref, fmt.Errorf("reading the apiserver's answer: %w", err))
 			}
 			return o.releaseIfDone(ctx, p, stored, answer, route, by, log)
 		}
@@ -132,7 +132,7 @@ func (o *Orchestrator) Write(ctx context.Context, p Plan, by Cause) (err error) 
 			continue
 		}
 		if !ssa.IsStale(err) && !kube.NotServed(err) {
-			return routes.About(p.Live.Ref, ssa.Explain(ctx, err, p.Live.Ref, "patch"))
+			return routes.RouteError(p.Live.Ref, ssa.Explain(ctx, err, p.Live.Ref, "patch"))
 		}
 		// Read the route again and decide again: from the watch cache once
 		// it holds the change that made the apply conflict (its event comes
@@ -153,12 +153,12 @@ func (o *Orchestrator) Write(ctx context.Context, p Plan, by Cause) (err error) 
 			continue
 		}
 		if attempt == ssa.MaxAttempts || busy == ssa.MaxBusyAttempts {
-			return routes.About(p.Live.Ref, keptChanging(attempt, busy))
+			return routes.RouteError(p.Live.Ref, keptChanging(attempt, busy))
 		}
 		log.WithFields(logrus.Fields{"route": p.Live.Ref.String(), "resourceVersion": p.Live.ResourceVersion, "attempt": attempt}).
 			Debug("route changed since it was read; reading it again")
 		if err := ssa.Backoff(ctx, attempt); err != nil {
-			return routes.About(p.Live.Ref, fmt.Errorf("gave up after %d optimistic-lock conflicts: %w", attempt, err))
+			return routes.RouteError(p.Live.Ref, fmt.Errorf("gave up after %d optimistic-lock conflicts: %w", attempt, err))
 		}
 		if p, err = o.replan(ctx, p); err != nil {
 			return err
@@ -207,9 +207,9 @@ func keptChanging(attempts, busy int) error {
 func (o *Orchestrator) replan(ctx context.Context, p Plan) (Plan, error) {
 	live, err := o.reader.Fresh(ctx, p.Live.Ref)
 	if err != nil {
-		return Plan{}, routes.About(p.Live.Ref, ssa.Explain(ctx, err, p.Live.Ref, "get"))
+		return Plan{}, routes.RouteError(p.Live.Ref, ssa.Explain(ctx, err, p.Live.Ref, "get"))
 	}
-	return o.Plan(live, p.decide)
+	return MakePlan(live, p.decide)
 }
 
 // eventWait bounds how long a write waits for the watch cache to bring the
@@ -224,7 +224,7 @@ func (o *Orchestrator) replanOnNextEvent(ctx context.Context, p Plan) (Plan, err
 	for {
 		live, err := o.reader.Get(ctx, p.Live.Ref)
 		if err == nil && kube.Newer(live.ResourceVersion, p.Live.ResourceVersion) {
-			return o.Plan(live, p.decide)
+			return MakePlan(live, p.decide)
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return o.replan(ctx, p)
@@ -241,12 +241,12 @@ func (o *Orchestrator) replanIfNewer(ctx context.Context, p Plan) (Plan, error) 
 	}
 	live, err := o.reader.Get(ctx, p.Live.Ref)
 	if err != nil {
-		return Plan{}, routes.About(p.Live.Ref, ssa.Explain(ctx, err, p.Live.Ref, "get"))
+		return Plan{}, routes.RouteError(p.Live.Ref, ssa.Explain(ctx, err, p.Live.Ref, "get"))
 	}
 	if !kube.Newer(live.ResourceVersion, p.Live.ResourceVersion) {
 		return p, nil
 	}
-	return o.Plan(live, p.decide)
+	return MakePlan(live, p.decide)
 }
 
 // sameWrite says whether two decisions send the same apply.
@@ -264,7 +264,7 @@ func (o *Orchestrator) releaseIfDone(ctx context.Context, p Plan, current routes
 	}
 	done, err := o.writer.Release(ctx, current, answer)
 	if err != nil {
-		return routes.About(current.Ref, fmt.Errorf("giving up ownership: %w", ssa.Explain(ctx, err, current.Ref, "patch")))
+		return routes.RouteError(current.Ref, fmt.Errorf("giving up ownership: %w", ssa.Explain(ctx, err, current.Ref, "patch")))
 	}
 	if done == nil {
 		return nil

@@ -286,7 +286,7 @@ func ctx(t *testing.T) context.Context {
 func TestAConflictIsAnsweredByReadingAndDecidingAgain(t *testing.T) {
 	o, api, rd, hook := fixture(t, 7, stale, stale, stored(11))
 	d := &decider{}
-	p, err := o.Plan(liveAt(t, 5, "kubectl", fieldManager), d.decide)
+	p, err := MakePlan(liveAt(t, 5, "kubectl", fieldManager), d.decide)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +321,7 @@ func TestARouteWhoseRulesKeepChangingEndsTheCallAfterMaxAttempts(t *testing.T) {
 	o, api, rd, _ := fixture(t, 7, stale)
 	rd.rulesChange = true
 	d := &decider{}
-	p, err := o.Plan(liveAt(t, 5, "kubectl", fieldManager), d.decide)
+	p, err := MakePlan(liveAt(t, 5, "kubectl", fieldManager), d.decide)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,7 +343,7 @@ func TestARouteWhoseRulesKeepChangingEndsTheCallAfterMaxAttempts(t *testing.T) {
 func TestARouteWhoseMetadataKeepsChangingIsWrittenAgainAtOnce(t *testing.T) {
 	o, api, rd, _ := fixture(t, 7, stale, stale, stale, stored(12))
 	d := &decider{}
-	p, err := o.Plan(liveAt(t, 5, "kubectl", fieldManager), d.decide)
+	p, err := MakePlan(liveAt(t, 5, "kubectl", fieldManager), d.decide)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,7 +361,7 @@ func TestARouteWhoseMetadataKeepsChangingIsWrittenAgainAtOnce(t *testing.T) {
 
 	o, api, rd, _ = fixture(t, 7, stale)
 	d = &decider{}
-	p, _ = o.Plan(liveAt(t, 5, "kubectl", fieldManager), d.decide)
+	p, _ = MakePlan(liveAt(t, 5, "kubectl", fieldManager), d.decide)
 	err = o.Write(ctx(t), p, Cause{})
 	want := fmt.Sprintf("HTTPRoute shop/web: the route kept changing under the plugin: %d attempts ended in optimistic-lock conflicts, %d of them after changes only to "+
 		"what the plugin does not write (another manager writing the route more often than the plugin can read and write it); the call is safe to repeat",
@@ -383,7 +383,7 @@ func TestAFieldManagerConflictIsNotRetried(t *testing.T) {
 			"details": map[string]any{"causes": []any{map[string]any{"reason": "FieldManagerConflict", "message": `conflict with "kubectl"`, "field": ".spec.rules"}}}}
 	})
 	d := &decider{}
-	p, _ := o.Plan(liveAt(t, 5, "kubectl", fieldManager), d.decide)
+	p, _ := MakePlan(liveAt(t, 5, "kubectl", fieldManager), d.decide)
 	err := o.Write(ctx(t), p, Cause{})
 	if err == nil || !strings.Contains(err.Error(), `conflict with "kubectl"`) || !strings.HasPrefix(err.Error(), "HTTPRoute shop/web: ") {
 		t.Errorf("error %v, want the field manager conflict, naming the route", err)
@@ -401,7 +401,7 @@ func TestAFieldManagerConflictIsNotRetried(t *testing.T) {
 func TestTheLastWriteReleasesOwnership(t *testing.T) {
 	o, api, rd, hook := fixture(t, 7, stored(6))
 	d := &decider{release: true}
-	p, _ := o.Plan(liveAt(t, 5, "kubectl", fieldManager), d.decide)
+	p, _ := MakePlan(liveAt(t, 5, "kubectl", fieldManager), d.decide)
 	if err := o.Write(ctx(t), p, Cause{}); err != nil {
 		t.Fatal(err)
 	}
@@ -434,7 +434,7 @@ func TestTheLastWriteReleasesOwnership(t *testing.T) {
 func TestAnUnchangedRouteIsReleasedWithoutAnApply(t *testing.T) {
 	o, api, rd, _ := fixture(t, 7)
 	api.stored = served(5, "kubectl", fieldManager)
-	p, _ := o.Plan(liveAt(t, 5, "kubectl", fieldManager), func(routes.Route) (desired.Result, error) {
+	p, _ := MakePlan(liveAt(t, 5, "kubectl", fieldManager), func(routes.Route) (desired.Result, error) {
 		return desired.Result{Unchanged: true, Release: true}, nil
 	})
 	if err := o.Write(ctx(t), p, Cause{}); err != nil {
@@ -451,7 +451,7 @@ func TestAnUnchangedRouteIsReleasedWithoutAnApply(t *testing.T) {
 // A route the plugin does not own and that stays unchanged: no request.
 func TestAnUnchangedRouteThePluginDoesNotOwnSendsNothing(t *testing.T) {
 	o, api, _, _ := fixture(t, 7)
-	p, _ := o.Plan(liveAt(t, 5, "kubectl"), func(routes.Route) (desired.Result, error) {
+	p, _ := MakePlan(liveAt(t, 5, "kubectl"), func(routes.Route) (desired.Result, error) {
 		return desired.Result{Unchanged: true, Release: true}, nil
 	})
 	if err := o.Write(ctx(t), p, Cause{}); err != nil || len(api.requests()) != 0 {
@@ -512,7 +512,7 @@ func TestWritesOfRulesThePluginOwnsAloneAreGuardedByOwnership(t *testing.T) {
 	o, api, rd, hook := fixtureAmong(t, peers, 7, ownedAlone(6), ownedAlone(7), ownedAlone(8))
 	write := func(rv int) {
 		t.Helper()
-		p, _ := o.Plan(liveAt(t, rv, fieldManager), (&decider{}).decide)
+		p, _ := MakePlan(liveAt(t, rv, fieldManager), (&decider{}).decide)
 		if err := o.Write(ctx(t), p, Cause{}); err != nil {
 			t.Fatal(err)
 		}
@@ -557,7 +557,7 @@ func TestWritesThatOwnershipCannotGuardCarryTheResourceVersion(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			peers := &exclusion{alone: c.alone}
 			o, api, _, _ := fixtureAmong(t, peers, 7, stored(6))
-			p, _ := o.Plan(liveAt(t, 5, c.managers...), (&decider{}).decide)
+			p, _ := MakePlan(liveAt(t, 5, c.managers...), (&decider{}).decide)
 			if err := o.Write(ctx(t), p, Cause{}); err != nil {
 				t.Fatal(err)
 			}
@@ -579,12 +579,12 @@ func TestWritesThatOwnershipCannotGuardCarryTheResourceVersion(t *testing.T) {
 func TestAnOwnershipConflictIsAnsweredByDecidingAgainAndTakingOver(t *testing.T) {
 	ownedAlone := func(map[string]any) (int, any) { return http.StatusOK, served(4, fieldManager) }
 	o, api, rd, _ := fixtureAmong(t, &exclusion{alone: true}, 7, ownedAlone, ownershipConflict, stored(9))
-	first, _ := o.Plan(liveAt(t, 3, fieldManager), (&decider{}).decide)
+	first, _ := MakePlan(liveAt(t, 3, fieldManager), (&decider{}).decide)
 	if err := o.Write(ctx(t), first, Cause{}); err != nil {
 		t.Fatal(err)
 	}
 	d := &decider{}
-	p, _ := o.Plan(liveAt(t, 5, fieldManager), d.decide)
+	p, _ := MakePlan(liveAt(t, 5, fieldManager), d.decide)
 	if err := o.Write(ctx(t), p, Cause{}); err != nil {
 		t.Fatal(err)
 	}
@@ -603,7 +603,7 @@ func TestAnOwnershipConflictIsAnsweredByDecidingAgainAndTakingOver(t *testing.T)
 // is sent, and the error names the route.
 func TestAWriteThePeersDoNotAdmitSendsNothing(t *testing.T) {
 	o, api, _, _ := fixtureAmong(t, &exclusion{err: errors.New("waiting for the plugin's other processes")}, 7, stored(6))
-	p, _ := o.Plan(liveAt(t, 5, fieldManager), (&decider{}).decide)
+	p, _ := MakePlan(liveAt(t, 5, fieldManager), (&decider{}).decide)
 	err := o.Write(ctx(t), p, Cause{})
 	if err == nil || err.Error() != "HTTPRoute shop/web: waiting for the plugin's other processes" {
 		t.Errorf("error %v", err)
@@ -624,8 +624,8 @@ func TestTwoCallsOfOneProcessWriteARouteOneAfterTheOther(t *testing.T) {
 	}
 	o, api, _, _ := fixtureAmong(t, peers, 7, ownedAlone(6), ownedAlone(7))
 	first, second := &decider{}, &decider{}
-	p1, _ := o.Plan(liveAt(t, 5, fieldManager), first.decide)
-	p2, _ := o.Plan(liveAt(t, 5, fieldManager), second.decide)
+	p1, _ := MakePlan(liveAt(t, 5, fieldManager), first.decide)
+	p2, _ := MakePlan(liveAt(t, 5, fieldManager), second.decide)
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
 	for i, p := range []Plan{p1, p2} {
@@ -660,7 +660,7 @@ func TestAConflictWithACacheThatDoesNotFollowIsAnsweredByAFreshRead(t *testing.T
 	o, api, rd, _ := fixture(t, 7, stale, stored(11))
 	rd.cacheBehind = true
 	d := &decider{}
-	p, _ := o.Plan(liveAt(t, 5, "kubectl", fieldManager), d.decide)
+	p, _ := MakePlan(liveAt(t, 5, "kubectl", fieldManager), d.decide)
 	start := time.Now()
 	if err := o.Write(ctx(t), p, Cause{}); err != nil {
 		t.Fatal(err)

@@ -410,8 +410,8 @@ func (p *Plugin) run(ro *v1alpha1.Rollout, req decode.Request) (resp types.RpcEr
 		p.succeeded(ro, req)
 		return types.RpcError{}
 	}
-	err = where.orch.Run(ctx, orchestrator.Call{
-		Rollout: rollout, Name: name, Decide: call.Decide, Targets: call.Settings.Targets,
+	err = where.orch.Run(ctx, orchestrator.Job{
+		Rollout: rollout, Name: name, Intent: call.Intent, Targets: call.Settings.Targets,
 		Env: func(ref routes.Ref) desired.Env { return call.Settings.Env(rollout, p.opts.FieldManager, ref) },
 	})
 	if err != nil {
@@ -427,7 +427,7 @@ func (p *Plugin) run(ro *v1alpha1.Rollout, req decode.Request) (resp types.RpcEr
 // errNoClient when InitPlugin has not built the clients. The call's own
 // errors come first, then a route cluster the platform team has not
 // configured (or one that cannot be used).
-func (p *Plugin) decode(ctx context.Context, ro *v1alpha1.Rollout, req decode.Request) (routesIn, decode.Call, error) {
+func (p *Plugin) decode(ctx context.Context, ro *v1alpha1.Rollout, req decode.Request) (routesIn, decode.Decoded, error) {
 	p.mu.Lock()
 	orch, dyn, clusters := p.orch, p.dyn, p.routeClusters
 	p.mu.Unlock()

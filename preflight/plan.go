@@ -96,7 +96,7 @@ type state struct {
 type call struct {
 	name string
 	// decode makes the core's call, nil when the call itself is refused.
-	core desired.Call
+	core desired.Intent
 	err  error
 }
 
@@ -188,7 +188,7 @@ func setWeight(ctx context.Context, pluginName string, ro *v1alpha1.Rollout, w i
 // decoded is the call req as the plugin decodes it.
 func decoded(ctx context.Context, pluginName string, ro *v1alpha1.Rollout, req decode.Request, ports decode.ServicePorts) call {
 	c, err := decode.Decode(ctx, ro, pluginName, req, ports)
-	return call{name: req.Name(), core: c.Decide, err: err}
+	return call{name: req.Name(), core: c.Intent, err: err}
 }
 
 // run carries out a step's calls on every route and records what they do.

@@ -5,9 +5,9 @@ import (
 	"strings"
 )
 
-// About says which route err is about: it puts the route in front, unless the
+// RouteError says which route err is about: it puts the route in front, unless the
 // message already begins with it.
-func About(ref Ref, err error) error {
+func RouteError(ref Ref, err error) error {
 	if strings.HasPrefix(err.Error(), ref.String()) {
 		return err
 	}

@@ -85,7 +85,7 @@ func (k kindApply) encode(obj map[string]any) ([]byte, bool) {
 // the route's rules exactly (a field a newer Gateway API added, which the
 // typed apply would delete), it applies the same object unstructured, with
 // the same options, and says why in unstructured.
-func (a *Writer) apply(ctx context.Context, live routes.Route, d Want, opts metav1.ApplyOptions) (answer *routes.Answer, unstructuredWhy string, err error) {
+func (w *Writer) apply(ctx context.Context, live routes.Route, d Content, opts metav1.ApplyOptions) (answer *routes.Answer, unstructuredWhy string, err error) {
 	kv := kindVersion{live.Kind, live.Version}
 	k, ok := applies[kv]
 	if !ok {
@@ -94,7 +94,7 @@ func (a *Writer) apply(ctx context.Context, live routes.Route, d Want, opts meta
 	obj := applyObject(live, d)
 	body, encoded := k.encode(obj)
 	if encoded {
-		if s, ok := a.sender(kv, k); ok {
+		if s, ok := w.sender(kv, k); ok {
 			raw, err := s.apply(ctx, live.Ref, body, opts.ToPatchOptions())
 			if err != nil {
 				return nil, "", err
@@ -103,7 +103,7 @@ func (a *Writer) apply(ctx context.Context, live routes.Route, d Want, opts meta
 		}
 	}
 	var unrep *UnrepresentableError
-	req, err := k.request(a.client, obj, body, encoded)
+	req, err := k.request(w.client, obj, body, encoded)
 	if !errors.As(err, &unrep) {
 		if err != nil {
 			return nil, "", err
@@ -124,7 +124,7 @@ func (a *Writer) apply(ctx context.Context, live routes.Route, d Want, opts meta
 	if err != nil {
 		return nil, "", err
 	}
-	u, err := a.dyn.Resource(live.Kind.GVR(live.Version)).Namespace(live.Namespace).Apply(ctx, live.Name, &unstructured.Unstructured{Object: plain}, opts)
+	u, err := w.dyn.Resource(live.Kind.GVR(live.Version)).Namespace(live.Namespace).Apply(ctx, live.Name, &unstructured.Unstructured{Object: plain}, opts)
 	if err != nil {
 		return nil, unrep.Reason, err
 	}
@@ -146,17 +146,17 @@ func answerOf(ref routes.Ref, raw []byte) (*routes.Answer, string, error) {
 
 // sender is the sender of the kind's group version (send.go), made once;
 // false when the client is no REST client of client-go's (a fake).
-func (a *Writer) sender(kv kindVersion, k kindApply) (*sender, bool) {
-	a.sendersMu.Lock()
-	defer a.sendersMu.Unlock()
-	if s, ok := a.senders[kv]; ok {
+func (w *Writer) sender(kv kindVersion, k kindApply) (*sender, bool) {
+	w.sendersMu.Lock()
+	defer w.sendersMu.Unlock()
+	if s, ok := w.senders[kv]; ok {
 		return s, s != nil
 	}
-	s, ok := senderFor(k.client(a.client))
-	if a.senders == nil {
-		a.senders = map[kindVersion]*sender{}
+	s, ok := senderFor(k.client(w.client))
+	if w.senders == nil {
+		w.senders = map[kindVersion]*sender{}
 	}
-	a.senders[kv] = s
+	w.senders[kv] = s
 	return s, ok
 }
 
@@ -177,14 +177,14 @@ func (k kindApply) request(client gateway.Interface, obj map[string]any, body []
 
 // fillApplyConfig fills a typed apply configuration from applyObject, and
 // refuses rules the types cannot carry exactly (UnrepresentableError).
-func fillApplyConfig(live routes.Route, d Want, ac any) error {
+func fillApplyConfig(live routes.Route, d Content, ac any) error {
 	return decodeLossless(applyObject(live, d), ac, rulesOf)
 }
 
 // applyObject is what the plugin applies to a route: the route's identity,
 // the resourceVersion it was read at (the precondition; none when live has
 // none), the plugin's labels and annotations and the desired rules.
-func applyObject(live routes.Route, d Want) map[string]any {
+func applyObject(live routes.Route, d Content) map[string]any {
 	meta := map[string]any{"name": live.Name, "namespace": live.Namespace}
 	if live.ResourceVersion != "" {
 		meta["resourceVersion"] = live.ResourceVersion

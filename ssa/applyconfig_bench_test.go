@@ -40,7 +40,7 @@ func BenchmarkDecodeRulesLargestRoute(b *testing.B) {
 func BenchmarkEncodeLargestRoute(b *testing.B) {
 	rules := largestRules()
 	k := applies[kindVersion{routes.HTTPRoute, "v1"}]
-	obj := applyObject(liveHTTPRoute, Want{Rules: rules})
+	obj := applyObject(liveHTTPRoute, Content{Rules: rules})
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, ok := k.encode(obj); !ok {

@@ -20,7 +20,7 @@ var liveHTTPRoute = routes.Route{Ref: routes.Ref{Kind: routes.HTTPRoute, Namespa
 // fillHTTPRoute fills an HTTPRoute apply configuration with the rules.
 func fillHTTPRoute(rules []routes.Rule) (*gwv1ac.HTTPRouteApplyConfiguration, error) {
 	ac := &gwv1ac.HTTPRouteApplyConfiguration{}
-	err := fillApplyConfig(liveHTTPRoute, Want{Rules: rules}, ac)
+	err := fillApplyConfig(liveHTTPRoute, Content{Rules: rules}, ac)
 	return ac, err
 }
 
@@ -91,7 +91,7 @@ func TestEveryKindAndVersionHasAnApply(t *testing.T) {
 	if len(applies) != 10 {
 		t.Errorf("%d applies, want one per kind and version (10)", len(applies))
 	}
-	d := Want{
+	d := Content{
 		Rules:       []routes.Rule{{"backendRefs": []any{map[string]any{"name": "stable", "port": int64(80), "weight": int64(100)}}}},
 		Labels:      map[string]string{"l": "v"},
 		Annotations: map[string]string{"a": "v"},

@@ -1,5 +1,5 @@
 // Package ssa sends the plugin's writes to the apiserver. It knows routes
-// and what to write to them (Want), not Rollouts and not decisions: what to
+// and what to write to them (Content), not Rollouts and not decisions: what to
 // write comes decided, and package orchestrator, the one caller that writes,
 // decides again after a conflict and records each answer for later reads.
 //

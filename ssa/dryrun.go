@@ -12,10 +12,10 @@ import (
 // as the plugin's write would be sent (same field manager, force, the live
 // resourceVersion): the apiserver validates it (schema, CEL, limits,
 // admission) and stores nothing.
-func (a *Writer) DryRun(ctx context.Context, live routes.Route, d Want) error {
-	_, _, err := a.apply(ctx, live, d, metav1.ApplyOptions{FieldManager: a.fieldManager, Force: true, DryRun: []string{metav1.DryRunAll}})
+func (w *Writer) DryRun(ctx context.Context, live routes.Route, d Content) error {
+	_, _, err := w.apply(ctx, live, d, metav1.ApplyOptions{FieldManager: w.fieldManager, Force: true, DryRun: []string{metav1.DryRunAll}})
 	if err != nil {
-		return routes.About(live.Ref, Explain(ctx, err, live.Ref, "patch"))
+		return routes.RouteError(live.Ref, Explain(ctx, err, live.Ref, "patch"))
 	}
 	return nil
 }

@@ -55,11 +55,11 @@ type accessAnswers struct {
 // ReviewOwnershipChange refuses a write that starts or ends the plugin's
 // ownership of the live route (ends it: release) when the plugin may not do
 // all that ending it takes. Without ReviewingAccess it refuses nothing.
-func (a *Writer) ReviewOwnershipChange(ctx context.Context, live routes.Route, release bool) error {
-	if a.reviews == nil {
+func (w *Writer) ReviewOwnershipChange(ctx context.Context, live routes.Route, release bool) error {
+	if w.reviews == nil {
 		return nil
 	}
-	owns := routes.OwnsAnything(live.ManagedFields, a.fieldManager)
+	owns := routes.OwnsAnything(live.ManagedFields, w.fieldManager)
 	starts, ends := !owns && !release, owns && release
 	if !starts && !ends {
 		return nil
@@ -67,16 +67,16 @@ func (a *Writer) ReviewOwnershipChange(ctx context.Context, live routes.Route, r
 	var denied, reasons []string
 	for _, verb := range ownershipVerbs {
 		attrs := authzv1.ResourceAttributes{Namespace: live.Namespace, Verb: verb, Group: routes.Group, Resource: live.Kind.Resource()}
-		allowed, err := a.namespaceAllows(ctx, attrs)
+		allowed, err := w.namespaceAllows(ctx, attrs)
 		if err == nil && !allowed {
 			attrs.Name = live.Name
 			var reason string
-			if allowed, reason, err = a.review(ctx, attrs); reason != "" && !slices.Contains(reasons, reason) {
+			if allowed, reason, err = w.review(ctx, attrs); reason != "" && !slices.Contains(reasons, reason) {
 				reasons = append(reasons, reason)
 			}
 		}
 		if err != nil {
-			a.log.WithError(err).WithFields(logrus.Fields{"route": live.Ref.String(), "verb": verb}).
+			w.log.WithError(err).WithFields(logrus.Fields{"route": live.Ref.String(), "verb": verb}).
 				Debug("access review failed; the apiserver decides on the write itself")
 			continue
 		}
@@ -97,15 +97,15 @@ func (a *Writer) ReviewOwnershipChange(ctx context.Context, live routes.Route, r
 // namespaceAllows says whether the plugin may do attrs.Verb on every route of
 // the resource in the namespace: from a yes remembered, or from one review
 // that the routes asking at the same time share.
-func (a *Writer) namespaceAllows(ctx context.Context, attrs authzv1.ResourceAttributes) (bool, error) {
+func (w *Writer) namespaceAllows(ctx context.Context, attrs authzv1.ResourceAttributes) (bool, error) {
 	key := accessKey{attrs.Namespace, attrs.Resource, attrs.Verb}
-	c := &a.access
+	c := &w.access
 	remembered := func() (bool, bool) {
 		yes := c.remembers(key)
 		return yes, yes
 	}
 	return c.asking.Do(ctx, key, remembered, func() (bool, error) {
-		allowed, _, err := a.review(ctx, attrs)
+		allowed, _, err := w.review(ctx, attrs)
 		if err == nil && allowed {
 			c.mu.Lock()
 			if c.allowed == nil {
@@ -128,8 +128,8 @@ func (c *accessAnswers) remembers(key accessKey) bool {
 }
 
 // review asks the apiserver once.
-func (a *Writer) review(ctx context.Context, attrs authzv1.ResourceAttributes) (allowed bool, reason string, err error) {
-	r, err := a.reviews.Create(ctx, &authzv1.SelfSubjectAccessReview{Spec: authzv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &attrs}}, metav1.CreateOptions{})
+func (w *Writer) review(ctx context.Context, attrs authzv1.ResourceAttributes) (allowed bool, reason string, err error) {
+	r, err := w.reviews.Create(ctx, &authzv1.SelfSubjectAccessReview{Spec: authzv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &attrs}}, metav1.CreateOptions{})
 	if err != nil {
 		return false, "", err
 	}

@@ -59,7 +59,7 @@ func TestSenderAsTheRESTClient(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := Want{Rules: []routes.Rule{{"backendRefs": []any{map[string]any{"name": "stable", "port": int64(80), "weight": int64(70)}}}}, Labels: map[string]string{"app": "web"}}
+			want := Content{Rules: []routes.Rule{{"backendRefs": []any{map[string]any{"name": "stable", "port": int64(80), "weight": int64(70)}}}}, Labels: map[string]string{"app": "web"}}
 			opts := metav1.ApplyOptions{FieldManager: "argo rollouts/gatewayapi", Force: true}
 			direct := NewWriter(client, nil, opts.FieldManager, nil)
 			viaRequest := NewWriter(client, nil, opts.FieldManager, nil)

@@ -63,7 +63,7 @@ func TestCheapCheck(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			rules := servedRules()
 			tc.edit(rules[0])
-			obj := applyObject(liveHTTPRoute, Want{Rules: rules})
+			obj := applyObject(liveHTTPRoute, Content{Rules: rules})
 			if _, got := k.encode(obj); got != tc.want {
 				t.Errorf("encode took it: %v, want %v", got, tc.want)
 			}
@@ -133,7 +133,7 @@ func FuzzEncode(f *testing.F) {
 func checkEncode(t *testing.T, kv kindVersion, k kindApply, rules []routes.Rule, labels map[string]string) bool {
 	t.Helper()
 	live := routes.Route{Ref: routes.Ref{Kind: kv.kind, Namespace: "shop", Name: "web"}, Version: kv.version, ResourceVersion: "42"}
-	obj := applyObject(live, Want{Rules: rules, Labels: labels, Annotations: labels})
+	obj := applyObject(live, Content{Rules: rules, Labels: labels, Annotations: labels})
 	body, ok := k.encode(obj)
 	if !ok {
 		return false

@@ -53,10 +53,10 @@ func Backoff(ctx context.Context, attempt int) error {
 	}
 }
 
-// Want is what the plugin applies to a route: spec.rules whole, and its own
+// Content is what the plugin applies to a route: spec.rules whole, and its own
 // labels and annotations (one it applied before and leaves out goes away,
 // unless another manager owns it).
-type Want struct {
+type Content struct {
 	Rules       []routes.Rule
 	Labels      map[string]string
 	Annotations map[string]string
@@ -83,15 +83,15 @@ func NewWriter(client gateway.Interface, dyn dynamic.Interface, fieldManager str
 }
 
 // FieldManager is the field manager the writer writes as.
-func (a *Writer) FieldManager() string { return a.fieldManager }
+func (w *Writer) FieldManager() string { return w.fieldManager }
 
 // ReviewingAccess makes ReviewOwnershipChange ask, with access reviews,
 // whether the plugin may also do what ending its ownership of a route takes
 // (permissions.go). With kube's client set:
 // ReviewingAccess(kube.AuthorizationV1().SelfSubjectAccessReviews()).
-func (a *Writer) ReviewingAccess(reviews authorizationv1.SelfSubjectAccessReviewInterface) *Writer {
-	a.reviews = reviews
-	return a
+func (w *Writer) ReviewingAccess(reviews authorizationv1.SelfSubjectAccessReviewInterface) *Writer {
+	w.reviews = reviews
+	return w
 }
 
 // Guard is what keeps an apply from losing a change someone else made
@@ -126,13 +126,13 @@ func (g Guard) String() string {
 // plugin's field manager, guarded by guard. It returns the apiserver's
 // answer, why it was applied unstructured (empty if typed), and the
 // apiserver's error as it came (IsStale, IsOwnershipConflict, Explain).
-func (a *Writer) Apply(ctx context.Context, live routes.Route, want Want, guard Guard) (*routes.Answer, string, error) {
-	opts := metav1.ApplyOptions{FieldManager: a.fieldManager, Force: true}
+func (w *Writer) Apply(ctx context.Context, live routes.Route, want Content, guard Guard) (*routes.Answer, string, error) {
+	opts := metav1.ApplyOptions{FieldManager: w.fieldManager, Force: true}
 	if guard == ByOwnership {
 		live.ResourceVersion = "" // live is a copy: the caller's keeps its version
 		opts.Force = false
 	}
-	return a.apply(ctx, live, want, opts)
+	return w.apply(ctx, live, want, opts)
 }
 
 // Released is what a release did: the update's answer (nil if it could not
@@ -148,11 +148,11 @@ type Released struct {
 // there any more or a Rollout has a claim on it again (then it answers nil).
 // answer is the apply's answer the route is known from, nil if nothing was
 // applied.
-func (a *Writer) Release(ctx context.Context, current routes.Route, answer *routes.Answer) (*Released, error) {
-	if !routes.OwnsAnything(current.ManagedFields, a.fieldManager) {
+func (w *Writer) Release(ctx context.Context, current routes.Route, answer *routes.Answer) (*Released, error) {
+	if !routes.OwnsAnything(current.ManagedFields, w.fieldManager) {
 		return nil, nil
 	}
-	return a.release(ctx, current, answer)
+	return w.release(ctx, current, answer)
 }
 
 // release removes the plugin's managedFields entries and keeps every value.
@@ -164,8 +164,8 @@ func (a *Writer) Release(ctx context.Context, current routes.Route, answer *rout
 // changes its entry, fails the test, and the route is read again (at once,
 // up to MaxBusyAttempts times). The object an apply just stored (its
 // answer, if not nil) is the object read first.
-func (a *Writer) release(ctx context.Context, current routes.Route, answer *routes.Answer) (*Released, error) {
-	res := a.dyn.Resource(current.Kind.GVR(current.Version)).Namespace(current.Namespace)
+func (w *Writer) release(ctx context.Context, current routes.Route, answer *routes.Answer) (*Released, error) {
+	res := w.dyn.Resource(current.Kind.GVR(current.Version)).Namespace(current.Namespace)
 	for attempt := 1; ; attempt++ {
 		u, err := answer.Object()
 		if err != nil {
@@ -174,7 +174,7 @@ func (a *Writer) release(ctx context.Context, current routes.Route, answer *rout
 		answer = nil
 		if u == nil {
 			if u, err = res.Get(ctx, current.Name, metav1.GetOptions{}); err != nil {
-				return nil, kube.Grant(err, "get", current.Kind.GroupResource(), current.Namespace)
+				return nil, kube.AsPermissionError(err, "get", current.Kind.GroupResource(), current.Namespace)
 			}
 		}
 		live, err := routes.FromUnstructured(u)
@@ -185,19 +185,19 @@ func (a *Writer) release(ctx context.Context, current routes.Route, answer *rout
 		if err != nil {
 			return nil, err
 		}
-		if len(claims.Rollouts()) > 0 || !routes.OwnsAnything(live.ManagedFields, a.fieldManager) {
+		if len(claims.Rollouts()) > 0 || !routes.OwnsAnything(live.ManagedFields, w.fieldManager) {
 			return nil, nil // a Rollout started meanwhile, or someone else released it
 		}
-		patch, dropped, err := releasePatch(live.ManagedFields, a.fieldManager)
+		patch, dropped, err := releasePatch(live.ManagedFields, w.fieldManager)
 		if err != nil {
 			return nil, err
 		}
-		updated, err := res.Patch(ctx, current.Name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: a.fieldManager})
+		updated, err := res.Patch(ctx, current.Name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: w.fieldManager})
 		if failedTest(err) && attempt < MaxBusyAttempts {
 			continue // the plugin's entry changed since it was read: read it again
 		}
 		if err != nil {
-			return nil, kube.Grant(err, "patch", current.Kind.GroupResource(), current.Namespace)
+			return nil, kube.AsPermissionError(err, "patch", current.Kind.GroupResource(), current.Namespace)
 		}
 		done := &Released{From: live.ResourceVersion, To: updated.GetResourceVersion(), Dropped: dropped}
 		if r, err := routes.FromUnstructuredNoCopy(updated); err == nil {
@@ -279,7 +279,7 @@ func Explain(ctx context.Context, err error, ref routes.Ref, verb string) error 
 	case apierrors.IsNotFound(err) && !kube.NotServed(err):
 		return fmt.Errorf("not found (deleted while the plugin worked on it?): %w", err)
 	case apierrors.IsForbidden(err):
-		return kube.Grant(err, verb, ref.Kind.GroupResource(), ref.Namespace)
+		return kube.AsPermissionError(err, verb, ref.Kind.GroupResource(), ref.Namespace)
 	case apierrors.IsInvalid(err):
 		return fmt.Errorf("the apiserver rejected the new rules as invalid: %w", err)
 	case strings.Contains(err.Error(), "field not declared in schema"):
