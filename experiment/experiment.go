@@ -34,15 +34,6 @@ type Input struct {
 	Targeting transform.Targeting
 }
 
-// totalWeight is the total weight of the destinations.
-func totalWeight(ds []Destination) int64 {
-	var sum int64
-	for _, d := range ds {
-		sum += d.Weight
-	}
-	return sum
-}
-
 // Apply returns rules in which every weighted rule (one holding both stable
 // and canary) holds one backendRef per destination with its weight, and no
 // other backendRef the plugin added for this Rollout; the new record of added

@@ -963,3 +963,12 @@ func TestApplyOnServiceImportRoutes(t *testing.T) {
 		t.Errorf("record after the experiment: %v, want none", record)
 	}
 }
+
+// totalWeight is the total weight of the destinations.
+func totalWeight(ds []Destination) int64 {
+	var sum int64
+	for _, d := range ds {
+		sum += d.Weight
+	}
+	return sum
+}

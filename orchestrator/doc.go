@@ -16,6 +16,6 @@
 // fresh and judges the gateways' status.
 //
 // It knows neither the RPC interface nor the Rollout's config: package
-// plugin turns a call into a Call value, and cleanup and cli use Plan and
-// Write for their own undo.
+// plugin turns a call into a Job for Run, and cleanup uses MakePlan and
+// Write for its own undo.
 package orchestrator

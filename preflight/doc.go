@@ -1,7 +1,7 @@
 // Package preflight runs a Rollout's canary steps before they run: for every
 // step it makes the calls the Argo Rollouts controller would make, decides
 // each route's change with the plugin's own code (the decoders of package
-// plugin, the core of package desired) on the routes as they are, and
+// decode, the core of package desired) on the routes as they are, and
 // carries each step's result into the next, so a problem shows at the step
 // that would hit it, not in production mid-rollout. It also explains what
 // the plugin holds on one route (Inspect).

@@ -77,10 +77,11 @@ func (k kindApply) encode(obj map[string]any) ([]byte, bool) {
 	return k.object.encode(make([]byte, 0, 1024), obj)
 }
 
-// apply sends one server-side apply of the desired rules and labels for the
-// live route, guarded by the live resourceVersion, and returns the
-// apiserver's answer (the route it stored and the whole object, which the
-// release updates, each read when asked).
+// apply sends one server-side apply of d for the live route with opts,
+// guarded by live's resourceVersion when it has one (Apply empties it for a
+// write guarded by ownership), and returns the apiserver's answer (the route
+// it stored and the whole object, which a release patches, each read when
+// asked).
 // It applies the kind's typed apply configuration; when that cannot carry
 // the route's rules exactly (a field a newer Gateway API added, which the
 // typed apply would delete), it applies the same object unstructured, with
@@ -102,7 +103,7 @@ func (w *Writer) apply(ctx context.Context, live routes.Route, d Content, opts m
 			return answerOf(live.Ref, raw)
 		}
 	}
-	var unrep *UnrepresentableError
+	var unrep *unrepresentableError
 	req, err := k.request(w.client, obj, body, encoded)
 	if !errors.As(err, &unrep) {
 		if err != nil {
@@ -175,12 +176,6 @@ func (k kindApply) request(client gateway.Interface, obj map[string]any, body []
 	return applyrequest.NewRequest(k.client(client), ac)
 }
 
-// fillApplyConfig fills a typed apply configuration from applyObject, and
-// refuses rules the types cannot carry exactly (UnrepresentableError).
-func fillApplyConfig(live routes.Route, d Content, ac any) error {
-	return decodeLossless(applyObject(live, d), ac, rulesOf)
-}
-
 // applyObject is what the plugin applies to a route: the route's identity,
 // the resourceVersion it was read at (the precondition; none when live has
 // none), the plugin's labels and annotations and the desired rules.
@@ -240,7 +235,7 @@ func decodeLossless(v any, into any, rulesOf func(any) []any) error {
 		// Decode again, keeping what the types know, to say what they do not.
 		decoded = reflect.New(reflect.TypeOf(into).Elem()).Interface()
 		if err := json.Unmarshal(data, decoded); err != nil {
-			return &UnrepresentableError{Reason: strictErr.Error()}
+			return &unrepresentableError{Reason: strictErr.Error()}
 		}
 	}
 	_, got, err := plainOf(decoded)
@@ -258,9 +253,9 @@ func decodeLossless(v any, into any, rulesOf func(any) []any) error {
 	}
 	switch {
 	case len(lost) > 0:
-		return &UnrepresentableError{Reason: strings.Join(lost, ", ")}
+		return &unrepresentableError{Reason: strings.Join(lost, ", ")}
 	case strictErr != nil:
-		return &UnrepresentableError{Reason: strictErr.Error()}
+		return &unrepresentableError{Reason: strictErr.Error()}
 	}
 	return nil
 }

@@ -58,7 +58,7 @@ func TestDecodeRulesDetectsUnknownFields(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			known := routes.Rule{"backendRefs": []any{map[string]any{"name": "stable"}}}
 			_, err := fillHTTPRoute([]routes.Rule{known, tc.rule})
-			var unrep *UnrepresentableError
+			var unrep *unrepresentableError
 			if !errors.As(err, &unrep) {
 				t.Fatalf("got %v, want an UnrepresentableError", err)
 			}
@@ -128,4 +128,10 @@ func TestPatchParamsAsTheCodec(t *testing.T) {
 			t.Errorf("options %+v:\n got %s\nwant %s", o, got, want)
 		}
 	}
+}
+
+// fillApplyConfig fills a typed apply configuration from applyObject, and
+// refuses rules the types cannot carry exactly (UnrepresentableError).
+func fillApplyConfig(live routes.Route, d Content, ac any) error {
+	return decodeLossless(applyObject(live, d), ac, rulesOf)
 }

@@ -290,11 +290,11 @@ func Explain(ctx context.Context, err error, ref routes.Ref, verb string) error 
 	return fmt.Errorf("the apiserver refused the apply: %w", err)
 }
 
-// UnrepresentableError says a route holds something the plugin's Gateway API
+// unrepresentableError says a route holds something the plugin's Gateway API
 // types cannot carry: a typed apply would delete that part of the route. The
 // writer then applies the same content unstructured.
-type UnrepresentableError struct{ Reason string }
+type unrepresentableError struct{ Reason string }
 
-func (e *UnrepresentableError) Error() string {
+func (e *unrepresentableError) Error() string {
 	return "spec.rules holds fields this build's Gateway API types do not know: " + e.Reason
 }

@@ -377,7 +377,7 @@ filters:
 
 	// Percentage 0 cannot be told from no percentage here: Argo Rollouts'
 	// RPC (gob) drops zero values, so &0 arrives as nil, which mirrors every
-	// request (routes.TestSetMirrorRule covers percentage 0 itself).
+	// request (transform.TestSetMirrorRule covers percentage 0 itself).
 	zero := int32(0)
 	must(t, "SetMirrorRoute(0%)", p.SetMirrorRoute(ro, &v1alpha1.SetMirrorRoute{Name: "mirror", Match: step.Match, Percentage: &zero}))
 	mirror := ruleNamed(get(t, standard, "v1", "HTTPRoute", ns, "route"), "mirror")
