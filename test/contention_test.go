@@ -27,11 +27,12 @@ import (
 // TestABusyRoutesMetadataDoesNotStopTheWalk aim at together: three times
 // the 50 a second that made every step of a walk fail on a busy 2-core
 // machine (issue 29). They hold 60–75 on a quiet machine of that kind and
-// 25–40 beside a build; below busyFloor the test has not tested a busy
-// route.
+// 25–40 beside a build. What the test requires is counted, not timed: at
+// least busyPerRound of their writes land while each walk runs, or the
+// walk did not run on a busy route.
 const (
 	busyWritesPerSecond = 150
-	busyFloor           = 20
+	busyPerRound        = 3
 )
 
 var httpRoutesGVR = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "httproutes"}
@@ -42,9 +43,9 @@ var busyManagers = []string{"label", "label", "annotation", "hostnames"}
 
 // busyMetadata runs the busyManagers on a route, together about perSecond
 // writes a second, until stop is closed; it returns how many writes landed,
-// and the last value each manager wrote. (More managers do not write more
+// and the last value each manager wrote; landed says how many so far. (More managers do not write more
 // on two cores: they only keep the apiserver busier.)
-func busyMetadata(t *testing.T, ns, name string, perSecond int, stop <-chan struct{}) func() (writes int64, last map[string]string) {
+func busyMetadata(t *testing.T, ns, name string, perSecond int, stop <-chan struct{}) (landedSoFar func() int64, wait func() (writes int64, last map[string]string)) {
 	t.Helper()
 	var wg sync.WaitGroup
 	var landed atomic.Int64
@@ -85,7 +86,7 @@ func busyMetadata(t *testing.T, ns, name string, perSecond int, stop <-chan stru
 			}
 		}()
 	}
-	return func() (int64, map[string]string) {
+	return landed.Load, func() (int64, map[string]string) {
 		wg.Wait()
 		return landed.Load(), last
 	}
@@ -136,7 +137,7 @@ func TestABusyRoutesMetadataDoesNotStopTheWalk(t *testing.T) {
 	}
 	stop := make(chan struct{})
 	started := time.Now()
-	wait := busyMetadata(t, ns, "route", busyWritesPerSecond, stop)
+	landed, wait := busyMetadata(t, ns, "route", busyWritesPerSecond, stop)
 	time.Sleep(time.Second) // the load is on before the first step
 	const rounds = 5
 	type figures struct {
@@ -146,6 +147,7 @@ func TestABusyRoutesMetadataDoesNotStopTheWalk(t *testing.T) {
 	per := make([]figures, len(walk))
 	failed := 0
 	for round := range rounds {
+		before := landed()
 		for i, step := range walk {
 			from := standard.Recorder.Count()
 			start := time.Now()
@@ -175,6 +177,9 @@ func TestABusyRoutesMetadataDoesNotStopTheWalk(t *testing.T) {
 			if i == len(walk)-1 && routeOwnedByPlugin(u) {
 				t.Errorf("round %d: after the walk the plugin still owns fields", round)
 			}
+		}
+		if n := landed() - before; n < busyPerRound {
+			t.Errorf("round %d: %d writes of the other managers landed during the walk, want at least %d: the walk did not run on a busy route", round, n, busyPerRound)
 		}
 	}
 	close(stop)
@@ -210,9 +215,6 @@ func TestABusyRoutesMetadataDoesNotStopTheWalk(t *testing.T) {
 				t.Errorf("hostnames %s, want %s", hostnames, want)
 			}
 		}
-	}
-	if rate < busyFloor {
-		t.Errorf("the other managers held only %.1f writes/s: the test did not test a route as busy as %d writes/s", rate, busyFloor)
 	}
 }
 
