@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -59,7 +60,8 @@ func TestDocumentedYAMLApplies(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := envtest.InstallCRDs(standard.Config, envtest.CRDInstallOptions{CRDs: list}); err != nil {
+		// envtest waits 10 s for them by default; a loaded machine took longer.
+		if _, err := envtest.InstallCRDs(standard.Config, envtest.CRDInstallOptions{CRDs: list, MaxTime: 2 * time.Minute}); err != nil {
 			t.Fatal(err)
 		}
 	}

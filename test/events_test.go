@@ -173,7 +173,7 @@ var failings = []failing{
 	}},
 	{reason: "PermissionMissing", setup: func(t *testing.T, ns string, _ rolloutsrpc.TrafficRouterPlugin) (rolloutsrpc.TrafficRouterPlugin, *v1alpha1.Rollout, func(rolloutsrpc.TrafficRouterPlugin, *v1alpha1.Rollout) rpcErr) {
 		create(t, standard, ns, routeYAML("v1", "HTTPRoute", "route"))
-		kubeconfig, _ := asServiceAccount(t, ns, "rollouts", without(readmeRole(t).Rules, "httproutes", "patch"))
+		kubeconfig, _ := asServiceAccount(t, ns, "rollouts", without(documentedRole(t).Rules, "httproutes", "patch"))
 		p, _ := startPluginWith(t, pluginBin, kubeconfig)
 		return p, rollout(ns, `{"httpRoute": "route"}`), setWeightCall(10)
 	}},
@@ -347,7 +347,7 @@ func TestWithoutEventsPermissionCallsWork(t *testing.T) {
 	service(t, standard, ns, "exp-baseline", "http:80")
 	service(t, standard, ns, "exp-canary", "http:80")
 	create(t, standard, ns, routeYAML("v1", "HTTPRoute", "route"))
-	kubeconfig, _ := asServiceAccount(t, ns, "rollouts", without(readmeRole(t).Rules, "events", "create"))
+	kubeconfig, _ := asServiceAccount(t, ns, "rollouts", without(documentedRole(t).Rules, "events", "create"))
 	p, log := startPluginWith(t, pluginBin, kubeconfig)
 	ro := rollout(ns, `{"httpRoute": "route"}`)
 	ro.Spec.Strategy.Canary.TrafficRouting.ManagedRoutes = []v1alpha1.MangedRoutes{{Name: "canary-header"}, {Name: "mirror"}}

@@ -13,38 +13,38 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/test/harness"
 )
 
-// The README's flag table is the binary's: every flag the binary has is a
+// docs/install.md's flag table is the binary's: every flag the binary has is a
 // row, with the default it prints in -h, and no row names a flag it does not
 // have.
-func TestReadmeFlagsAreTheBinarysFlags(t *testing.T) {
+func TestTheFlagTableIsTheBinarysFlags(t *testing.T) {
 	out, err := exec.Command(pluginBin, "-h").CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s -h: %v\n%s", pluginBin, err, out)
 	}
 	binary := helpFlags(string(out))
-	readme, err := os.ReadFile(filepath.Join(harness.RepoRoot(), "README.md"))
+	page, err := os.ReadFile(filepath.Join(harness.RepoRoot(), "docs", "install.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	documented := readmeFlags(string(readme))
+	documented := documentedFlags(string(page))
 	if len(binary) == 0 || len(documented) == 0 {
-		t.Fatalf("read %d flags from -h and %d from README.md's table", len(binary), len(documented))
+		t.Fatalf("read %d flags from -h and %d from docs/install.md's table", len(binary), len(documented))
 	}
 	for name, def := range binary {
 		doc, ok := documented[name]
 		switch {
 		case !ok:
-			t.Errorf("-%s (default %q) has no row in README.md's flag table", name, def)
+			t.Errorf("-%s (default %q) has no row in docs/install.md's flag table", name, def)
 		case !sameDefault(def, doc):
-			t.Errorf("-%s: README.md says the default is %q, the binary's -h says %q", name, doc, def)
+			t.Errorf("-%s: docs/install.md says the default is %q, the binary's -h says %q", name, doc, def)
 		}
 	}
 	for name := range documented {
 		if _, ok := binary[name]; !ok {
-			t.Errorf("README.md's flag table has -%s, which the binary does not have", name)
+			t.Errorf("docs/install.md's flag table has -%s, which the binary does not have", name)
 		}
 	}
-	t.Logf("%d flags, each in README.md with its default", len(binary))
+	t.Logf("%d flags, each in docs/install.md with its default", len(binary))
 }
 
 var helpDefault = regexp.MustCompile(`\(default "?(.*?)"?\)$`)
@@ -69,9 +69,9 @@ func helpFlags(help string) map[string]string {
 
 var flagRow = regexp.MustCompile("^\\| `-([a-zA-Z-]+)` \\| *(`[^`]*`)? *\\|")
 
-// readmeFlags reads the rows of README.md's "### Flags" table.
-func readmeFlags(readme string) map[string]string {
-	_, table, _ := strings.Cut(readme, "### Flags\n")
+// documentedFlags reads the rows of docs/install.md's "### Flags" table.
+func documentedFlags(page string) map[string]string {
+	_, table, _ := strings.Cut(page, "### Flags\n")
 	table, _, _ = strings.Cut(table, "\n\n")
 	flags := map[string]string{}
 	for _, line := range strings.Split(table, "\n") {
@@ -82,17 +82,17 @@ func readmeFlags(readme string) map[string]string {
 	return flags
 }
 
-// sameDefault compares a default as -h prints it with the README's: durations
+// sameDefault compares a default as -h prints it with docs/install.md's: durations
 // by value (1m0s is 1m), and a zero value, which -h does not print, as empty
 // or false.
-func sameDefault(help, readme string) bool {
-	if help == readme {
+func sameDefault(help, doc string) bool {
+	if help == doc {
 		return true
 	}
 	if help == "" {
-		return slices.Contains([]string{"", "false", "0"}, readme)
+		return slices.Contains([]string{"", "false", "0"}, doc)
 	}
 	h, errH := time.ParseDuration(help)
-	r, errR := time.ParseDuration(readme)
+	r, errR := time.ParseDuration(doc)
 	return errH == nil && errR == nil && h == r
 }

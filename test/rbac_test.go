@@ -20,10 +20,10 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/test/harness"
 )
 
-// readmeRole is the ClusterRole the README documents.
-func readmeRole(t *testing.T) rbacv1.ClusterRole {
+// documentedRole is the ClusterRole docs/install.md documents.
+func documentedRole(t *testing.T) rbacv1.ClusterRole {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(harness.RepoRoot(), "README.md"))
+	data, err := os.ReadFile(filepath.Join(harness.RepoRoot(), "docs", "install.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func readmeRole(t *testing.T) rbacv1.ClusterRole {
 			return role
 		}
 	}
-	t.Fatal("README.md documents no ClusterRole")
+	t.Fatal("docs/install.md documents no ClusterRole")
 	return rbacv1.ClusterRole{}
 }
 
@@ -64,7 +64,7 @@ func peersRole(t *testing.T) rbacv1.Role {
 }
 
 // asServiceAccount binds rules to a new ServiceAccount of namespace ns
-// (through a ClusterRole, as the README does), and install/base's Role for
+// (through a ClusterRole, as docs/install.md does), and install/base's Role for
 // the plugin's Leases in the controller's namespace, and returns a
 // kubeconfig that authenticates with its token.
 func asServiceAccount(t *testing.T, ns, name string, rules []rbacv1.PolicyRule) (string, *harness.Recorder) {
@@ -168,15 +168,15 @@ var rbacWalk = []rbacStep{
 	{"SetWeight(0) without the experiment", func(p rolloutsrpc.TrafficRouterPlugin, ro *v1alpha1.Rollout) rpcErr { return p.SetWeight(ro, 0, nil) }},
 }
 
-// The plugin runs as a ServiceAccount bound to exactly the README's
+// The plugin runs as a ServiceAccount bound to exactly the documented
 // ClusterRole: a whole rollout works and gives ownership back. With a verb
 // taken away, the error names the verb and the resource to grant, and
-// nothing is written; list and watch are the exception the README states:
+// nothing is written; list and watch are the exception docs/install.md states:
 // without them the plugin reads with GETs and says what to grant (without
 // list alone, the watch cache still fills from a streaming watch); so are
 // Events: without them the calls work and the log says what to grant.
-func TestReadmeRoleIsEnoughAndEveryVerbIsNeeded(t *testing.T) {
-	role := readmeRole(t)
+func TestTheDocumentedRoleIsEnoughAndEveryVerbIsNeeded(t *testing.T) {
+	role := documentedRole(t)
 	for _, tc := range []struct {
 		name     string
 		resource string // "" keeps the role whole
@@ -188,7 +188,7 @@ func TestReadmeRoleIsEnoughAndEveryVerbIsNeeded(t *testing.T) {
 		// warned is what the plugin's log must say when it works without.
 		warned []string
 	}{
-		{name: "the README role"},
+		{name: "the documented role"},
 		{"without get on routes", "httproutes", "get", "SetWeight(10)", []string{"grant the plugin's ServiceAccount get on httproutes.gateway.networking.k8s.io"}, nil},
 		{"without patch on routes", "httproutes", "patch", "SetWeight(10)", []string{"grant the plugin's ServiceAccount patch on httproutes.gateway.networking.k8s.io", "gives its ownership of spec.rules back"}, nil},
 		{"without get on services", "services", "get", "SetWeight(20) with an experiment", []string{"grant the plugin's ServiceAccount get on services"}, nil},
@@ -256,7 +256,7 @@ func TestReadmeRoleIsEnoughAndEveryVerbIsNeeded(t *testing.T) {
 			// The CRD's schema comes from the OpenAPI document, which every
 			// authenticated user may read (system:discovery): the role needs nothing for it.
 			if log.Count("cannot read the Gateway API schema") > 0 {
-				t.Error("the plugin could not read the Gateway API schema with the README role")
+				t.Error("the plugin could not read the Gateway API schema with the documented role")
 			}
 		})
 	}
@@ -267,7 +267,7 @@ func TestReadmeRoleIsEnoughAndEveryVerbIsNeeded(t *testing.T) {
 func TestWatchCacheHealsWhenGranted(t *testing.T) {
 	ns := namespace(t, standard)
 	create(t, standard, ns, routeYAML("v1", "HTTPRoute", "route"))
-	rules := without(without(readmeRole(t).Rules, "httproutes", "list"), "httproutes", "watch")
+	rules := without(without(documentedRole(t).Rules, "httproutes", "list"), "httproutes", "watch")
 	kubeconfig, rec := asServiceAccount(t, ns, "rollouts", rules)
 	p, log := startPluginWith(t, pluginBin, kubeconfig)
 	ro := rollout(ns, `{"httpRoute": "route"}`)
@@ -286,7 +286,7 @@ func TestWatchCacheHealsWhenGranted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cr.Rules = readmeRole(t).Rules
+	cr.Rules = documentedRole(t).Rules
 	if _, err := standard.Kube.RbacV1().ClusterRoles().Update(ctx, cr, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -319,8 +319,8 @@ func routeGETs(rec *harness.Recorder) int {
 	return n
 }
 
-// The role is written down three times for three readers: README, the
-// install guide and the kustomize base. They must say the same.
+// The role is written down twice for two readers: the install guide and
+// the kustomize base. They must say the same.
 func TestDocumentedRolesAgree(t *testing.T) {
 	root := harness.RepoRoot()
 	roleIn := func(path string) []rbacv1.PolicyRule {
@@ -351,27 +351,27 @@ func TestDocumentedRolesAgree(t *testing.T) {
 		return nil
 	}
 	base := roleIn("install/base/clusterrole.yaml")
-	for _, doc := range []string{"README.md", "docs/install.md"} {
+	for _, doc := range []string{"docs/install.md"} {
 		if diff := cmp.Diff(base, roleIn(doc)); diff != "" {
 			t.Errorf("%s's ClusterRole is not install/base's (-base +%s):\n%s", doc, doc, diff)
 		}
 	}
 }
 
-// The README's role covers UDPRoutes: as a ServiceAccount bound to exactly
+// The documented role covers UDPRoutes: as a ServiceAccount bound to exactly
 // that role, a whole rollout on a UDPRoute works (weights, an experiment with
 // UDP Services, VerifyWeight, the end and the release); without get or patch
 // on udproutes the first step fails naming the verb on udproutes, and
 // nothing is written.
-func TestReadmeRoleCoversUDPRoutes(t *testing.T) {
-	role := readmeRole(t)
+func TestTheDocumentedRoleCoversUDPRoutes(t *testing.T) {
+	role := documentedRole(t)
 	walk := []rbacStep{rbacWalk[0], rbacWalk[1], rbacWalk[4], rbacWalk[6]}
 	for _, tc := range []struct {
 		name    string
 		verb    string // "" keeps the role whole
 		failing string
 	}{
-		{name: "the README role"},
+		{name: "the documented role"},
 		{"without get on udproutes", "get", "SetWeight(10)"},
 		{"without patch on udproutes", "patch", "SetWeight(10)"},
 	} {
