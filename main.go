@@ -19,7 +19,7 @@ import (
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/cli"
 	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
-	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
+	"github.com/gatewayapi-ssa/rollouts-plugin/kubeclient"
 	"github.com/gatewayapi-ssa/rollouts-plugin/plugin"
 	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
 )
@@ -54,7 +54,7 @@ func main() {
 		fieldManager = flag.String("field-manager", ssa.DefaultFieldManager, "server-side apply field manager of every write")
 		pluginName   = flag.String("plugin-name", decode.DefaultPluginName, "name the plugin is registered with in argo-rollouts-config; its config is read under trafficRouting.plugins.<name>")
 		callTimeout  = flag.Duration("call-timeout", plugin.DefaultCallTimeout, "deadline of each call from Argo Rollouts, all its requests and retries included")
-		reqTimeout   = flag.Duration("request-timeout", kube.DefaultRetryPolicy.RequestTimeout, "timeout of each attempt of a request to the apiserver; a request that gets no answer in time is abandoned and retried within the call's deadline")
+		reqTimeout   = flag.Duration("request-timeout", kubeclient.DefaultRetryPolicy.RequestTimeout, "timeout of each attempt of a request to the apiserver; a request that gets no answer in time is abandoned and retried within the call's deadline")
 		maxRoutes    = flag.Int("max-concurrent-routes", 16, "how many routes all calls together work on at once (one call: at most 8)")
 		cleanupOn    = flag.Bool("cleanup-deleted-rollouts", false, "undo, on every route, the claims of Rollouts that no longer exist (canary weight, experiment backends, header and mirror rules); needs get on rollouts.argoproj.io and list on the route kinds cluster-wide")
 		cleanupEvery = flag.Duration("cleanup-interval", time.Minute, "how often -cleanup-deleted-rollouts looks; a Rollout must be missing in two looks in a row")
@@ -121,7 +121,7 @@ func main() {
 		}
 	}
 
-	retry := kube.DefaultRetryPolicy
+	retry := kubeclient.DefaultRetryPolicy
 	retry.RequestTimeout = *reqTimeout
 	host, _ := os.Hostname()
 	impl := plugin.New(plugin.Options{

@@ -7,9 +7,11 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/apierr"
 	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
+	"github.com/gatewayapi-ssa/rollouts-plugin/kubeclient"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
 )
@@ -46,7 +48,7 @@ func reason(err error) string {
 		config      *decode.ConfigError
 		cluster     *decode.ClusterError
 		step        *decode.StepError
-		permission  *kube.PermissionError
+		permission  *apierr.PermissionError
 		missing     *kube.MissingError
 		service     *decode.MissingServiceError
 		imported    *desired.MissingImportError
@@ -93,7 +95,7 @@ func reason(err error) string {
 // unavailable says err is the apiserver's not answering, or answering that
 // it cannot now.
 func unavailable(err error) bool {
-	return kube.Unanswered(err) || errors.Is(err, context.DeadlineExceeded) ||
+	return kubeclient.Unanswered(err) || errors.Is(err, context.DeadlineExceeded) ||
 		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) || apierrors.IsServerTimeout(err) ||
 		apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) || apierrors.IsUnexpectedServerError(err)
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/apierr"
 	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/experiment"
@@ -36,7 +37,7 @@ func TestReasonOfEachError(t *testing.T) {
 		{&decode.ConfigError{Err: errors.New(`unknown key "httpRout"`)}, "InvalidConfig"},
 		{&decode.ClusterError{Cluster: "fleet"}, "InvalidConfig"},
 		{&decode.StepError{Err: &desired.InvalidError{Err: errors.New("bad regex")}}, "InvalidStep"},
-		{about(&kube.PermissionError{Verbs: []string{"patch"}, Resource: "httproutes.gateway.networking.k8s.io", Namespace: "shop"}), "PermissionMissing"},
+		{about(&apierr.PermissionError{Verbs: []string{"patch"}, Resource: "httproutes.gateway.networking.k8s.io", Namespace: "shop"}), "PermissionMissing"},
 		{fmt.Errorf("nothing was written: %w", &kube.MissingError{}), "RouteNotFound"},
 		{fmt.Errorf("experiment %w", &decode.MissingServiceError{Namespace: "shop", Name: "exp"}), "ServiceNotFound"},
 		{fmt.Errorf("in route cluster %q: %w", "fleet", about(&desired.MissingImportError{Route: web, Rollout: "shop/web"})), "ServiceImportMissing"},
@@ -69,7 +70,7 @@ func TestRoutesHearOfRefusalsOnly(t *testing.T) {
 	routesEvents := NewRoutes(r)
 	live := routes.Route{Ref: web, UID: "uid-route", Version: "v1"}
 	routesEvents.Refused(live, "shop/web", "SetWeight(30)", routes.RouteError(web, &desired.ConflictError{Route: web, Rollout: "shop/web", Managers: []string{"argocd"}}))
-	routesEvents.Refused(live, "shop/web", "SetWeight(30)", routes.RouteError(web, &kube.PermissionError{Verbs: []string{"patch"}}))
+	routesEvents.Refused(live, "shop/web", "SetWeight(30)", routes.RouteError(web, &apierr.PermissionError{Verbs: []string{"patch"}}))
 	routesEvents.Refused(live, "shop/web", "SetWeight(30)", routes.RouteError(web, apierrors.NewServiceUnavailable("etcd is down")))
 	got := drain(r)
 	want := []Event{{

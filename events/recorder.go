@@ -88,7 +88,7 @@ type Recorder struct {
 
 // NewRecorder returns a Recorder for the cluster of cfg, already running.
 // Its requests have their own token bucket; they do not go through the
-// calls' (kube.NewClients).
+// calls' (kubeclient.NewClients).
 func NewRecorder(cfg *rest.Config, o Options, log *logrus.Entry) (*Recorder, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.RateLimiter = flowcontrol.NewFakeAlwaysRateLimiter() // the Recorder's own bucket decides (state.limit)

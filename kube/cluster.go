@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,6 +21,10 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/apierr"
+	"github.com/gatewayapi-ssa/rollouts-plugin/kubeclient"
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
 // Reader reads routes. Get and List may answer from a watch cache; Fresh
@@ -72,7 +75,7 @@ type Cluster struct {
 	// importVersions are the preferred versions of the ServiceImport
 	// groups asked about (imports.go).
 	importVersions map[string]string
-	discoveries    Flights[routes.Kind, string]
+	discoveries    kubeclient.Flights[routes.Kind, string]
 	informers      map[informerKey]*namespaceCache
 	// parents are the watch caches of GatewayClasses, Gateways and
 	// ListenerSets (gateways.go).
@@ -85,10 +88,10 @@ type Cluster struct {
 	// whole; of every other route only what a selector reads (slim). whole
 	// holds the routes read fresh while their cache entry is still slim,
 	// until an event of theirs brings them whole.
-	readByCalls      map[routes.Ref]bool
-	freshWhole     map[routes.Ref]routes.Route
-	labelSets labelSets
-	closed    bool
+	readByCalls map[routes.Ref]bool
+	freshWhole  map[routes.Ref]routes.Route
+	labelSets   labelSets
+	closed      bool
 
 	// schemaMu serializes reading the OpenAPI documents; schemas holds what
 	// they said, per version.
@@ -136,9 +139,9 @@ func NewCluster(client rest.Interface, log *logrus.Entry) *Cluster {
 		importVersions: map[string]string{},
 		informers:      map[informerKey]*namespaceCache{},
 		parents:        map[parentKey]*namespaceCache{},
-		overlay:          map[routes.Ref]*routes.Answer{},
-		readByCalls:           map[routes.Ref]bool{},
-		freshWhole:          map[routes.Ref]routes.Route{},
+		overlay:        map[routes.Ref]*routes.Answer{},
+		readByCalls:    map[routes.Ref]bool{},
+		freshWhole:     map[routes.Ref]routes.Route{},
 		schemas:        map[string]schemaDoc{},
 	}
 }
@@ -363,7 +366,7 @@ func (c *Cluster) fresh(ctx context.Context, ref routes.Ref) (routes.Route, erro
 		}
 		path := append(collection(ref.Kind.GVR(version), ref.Namespace), ref.Name)
 		raw, err := body(c.client.Get().AbsPath(path...).Do(ctx))
-		if NotServed(err) && again {
+		if apierr.NotServed(err) && again {
 			c.forget(ref.Kind, version)
 			continue
 		}
@@ -456,7 +459,7 @@ func (c *Cluster) list(ctx context.Context, kind routes.Kind, namespace string, 
 			return nil, err
 		}
 		list, err := listRoutes(ctx, c.client, kind.GVR(version), namespace, metav1.ListOptions{LabelSelector: selector.String()}, nil)
-		if NotServed(err) && again {
+		if apierr.NotServed(err) && again {
 			c.forget(kind, version)
 			continue
 		}

@@ -4,6 +4,7 @@
 // that fails to sync keeps retrying, and reads are GETs until it has), the
 // overlay of the plugin's own writes that keeps a read from going back
 // before them (Reader.Written), the CRDs' schema (read once per version),
-// finding a Rollout's routes by name or label selector (Resolve), and the
-// apiserver's errors in words that say what to grant or fix.
+// and finding a Rollout's routes by name or label selector (Resolve). The
+// clients and their retrying transport are package kubeclient; the
+// apiserver's refusals in words that say what to grant, package apierr.
 package kube

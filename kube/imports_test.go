@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/apierr"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
@@ -74,9 +75,9 @@ func TestServiceImported(t *testing.T) {
 		case got != tc.want:
 			t.Errorf("%s: %v, want %v", tc.ref, got, tc.want)
 		}
-		var perm *PermissionError
+		var perm *apierr.PermissionError
 		if strings.Contains(tc.wantErr, "forbidden") && !errors.As(err, &perm) {
-			t.Errorf("%s: %T, want a *PermissionError", tc.ref, err)
+			t.Errorf("%s: %T, want a *apierr.PermissionError", tc.ref, err)
 		}
 	}
 	mu.Lock()

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/apierr"
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
 // MissingError is a named route that does not exist or a selector that
@@ -51,12 +53,12 @@ func ResolveEach(ctx context.Context, r Reader, t routes.Targets) Resolution {
 		}
 		seen[ref] = true
 		route, err := r.Get(ctx, ref)
-		if apierrors.IsNotFound(err) && !NotServed(err) {
+		if apierrors.IsNotFound(err) && !apierr.NotServed(err) {
 			out.Missing = append(out.Missing, &MissingError{fmt.Sprintf("%s not found: create it, or fix the route's name or namespace in the rollout's plugin config", ref)})
 			continue
 		}
 		if err != nil {
-			out.Failed = append(out.Failed, fmt.Errorf("reading %s: %w", ref, AsPermissionError(err, "get", ref.Kind.GroupResource(), ref.Namespace)))
+			out.Failed = append(out.Failed, fmt.Errorf("reading %s: %w", ref, apierr.AsPermissionError(err, "get", ref.Kind.GroupResource(), ref.Namespace)))
 			continue
 		}
 		out.Routes = append(out.Routes, route)
@@ -64,7 +66,7 @@ func ResolveEach(ctx context.Context, r Reader, t routes.Targets) Resolution {
 	for _, sel := range t.Selectors {
 		found, err := r.List(ctx, sel.Kind, sel.Namespace, sel.Selector)
 		if err != nil {
-			out.Failed = append(out.Failed, fmt.Errorf("listing %s: %w", sel, AsPermissionError(err, "list", sel.Kind.GroupResource(), sel.Namespace)))
+			out.Failed = append(out.Failed, fmt.Errorf("listing %s: %w", sel, apierr.AsPermissionError(err, "list", sel.Kind.GroupResource(), sel.Namespace)))
 			continue
 		}
 		if len(found) == 0 {

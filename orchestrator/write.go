@@ -9,6 +9,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/apierr"
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
@@ -131,7 +132,7 @@ func (o *Orchestrator) Write(ctx context.Context, p Plan, by Cause) (err error) 
 			}
 			continue
 		}
-		if !ssa.IsStale(err) && !kube.NotServed(err) {
+		if !ssa.IsStale(err) && !apierr.NotServed(err) {
 			return routes.RouteError(p.Live.Ref, ssa.Explain(ctx, err, p.Live.Ref, "patch"))
 		}
 		// Read the route again and decide again: from the watch cache once

@@ -12,7 +12,7 @@
 // boundary. Input to fix stops a call before any write; a fault of the
 // apiserver on some routes does not keep the others from being written.
 //
-// InitPlugin builds the clients (kube.NewClients: one token bucket, one
+// InitPlugin builds the clients (kubeclient.NewClients: one token bucket, one
 // transport that times out and retries every request inside the call's
 // deadline), the orchestrator the calls share, and the recorders of
 // Kubernetes Events (package events): every error a call returns is a

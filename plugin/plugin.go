@@ -23,6 +23,7 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/events"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
+	"github.com/gatewayapi-ssa/rollouts-plugin/kubeclient"
 	"github.com/gatewayapi-ssa/rollouts-plugin/orchestrator"
 	"github.com/gatewayapi-ssa/rollouts-plugin/peers"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
@@ -45,7 +46,7 @@ type Options struct {
 	// answers within it even if the apiserver never does.
 	CallTimeout time.Duration
 	// Retry says how each request is timed out and retried.
-	Retry kube.RetryPolicy
+	Retry kubeclient.RetryPolicy
 	// MaxConcurrentWrites bounds how many routes one call works on at once;
 	// MaxConcurrentRoutes how many all the calls of the process do, together.
 	MaxConcurrentWrites int
@@ -122,8 +123,8 @@ func New(opts Options, log *logrus.Entry) *Plugin {
 	if opts.CallTimeout <= 0 {
 		opts.CallTimeout = DefaultCallTimeout
 	}
-	if opts.Retry == (kube.RetryPolicy{}) {
-		opts.Retry = kube.DefaultRetryPolicy
+	if opts.Retry == (kubeclient.RetryPolicy{}) {
+		opts.Retry = kubeclient.DefaultRetryPolicy
 	}
 	if opts.MaxConcurrentWrites <= 0 {
 		opts.MaxConcurrentWrites = 8
@@ -148,7 +149,7 @@ func (p *Plugin) InitPlugin() (resp types.RpcError) {
 		p.log.Debug("InitPlugin called again; the clients are built already")
 		return types.RpcError{}
 	}
-	cfg, err := kube.Config()
+	cfg, err := kubeclient.Config()
 	if err != nil {
 		return types.RpcError{ErrorString: err.Error()}
 	}
@@ -187,13 +188,13 @@ func (p *Plugin) connectRouteClusters() {
 // connectRouteCluster builds the clients of one route cluster, as Connect
 // does for the controller's own.
 func (p *Plugin) connectRouteCluster(rc decode.RouteCluster, log *logrus.Entry) (*routeCluster, error) {
-	cfg, err := kube.ConfigFromFile(rc.Kubeconfig)
+	cfg, err := kubeclient.ConfigFromFile(rc.Kubeconfig)
 	if err != nil {
 		return nil, err
 	}
 	cfg.QPS, cfg.Burst = p.opts.QPS, p.opts.Burst
 	cfg.UserAgent = userAgent
-	c, err := kube.NewClients(cfg, p.opts.Retry, log)
+	c, err := kubeclient.NewClients(cfg, p.opts.Retry, log)
 	if err != nil {
 		return nil, err
 	}
@@ -208,7 +209,7 @@ func (p *Plugin) connectRouteCluster(rc decode.RouteCluster, log *logrus.Entry) 
 
 // Connect builds the plugin's clients for a cluster.
 func (p *Plugin) Connect(cfg *rest.Config) error {
-	c, err := kube.NewClients(cfg, p.opts.Retry, p.log)
+	c, err := kubeclient.NewClients(cfg, p.opts.Retry, p.log)
 	if err != nil {
 		return err
 	}

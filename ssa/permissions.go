@@ -11,7 +11,8 @@ import (
 	authzv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
+	"github.com/gatewayapi-ssa/rollouts-plugin/apierr"
+	"github.com/gatewayapi-ssa/rollouts-plugin/kubeclient"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
@@ -49,7 +50,7 @@ type accessKey struct{ namespace, resource, verb string }
 type accessAnswers struct {
 	mu      sync.Mutex
 	allowed map[accessKey]time.Time // until when
-	asking  kube.Flights[accessKey, bool]
+	asking  kubeclient.Flights[accessKey, bool]
 }
 
 // ReviewOwnershipChange refuses a write that starts or ends the plugin's
@@ -91,7 +92,7 @@ func (w *Writer) ReviewOwnershipChange(ctx context.Context, live routes.Route, r
 	if len(reasons) > 0 {
 		why += " (" + strings.Join(reasons, "; ") + ")"
 	}
-	return &kube.PermissionError{Verbs: denied, Resource: live.Kind.GroupResource(), Namespace: live.Namespace, Why: why}
+	return &apierr.PermissionError{Verbs: denied, Resource: live.Kind.GroupResource(), Namespace: live.Namespace, Why: why}
 }
 
 // namespaceAllows says whether the plugin may do attrs.Verb on every route of

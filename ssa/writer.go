@@ -19,7 +19,7 @@ import (
 	authorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
+	"github.com/gatewayapi-ssa/rollouts-plugin/apierr"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
@@ -174,7 +174,7 @@ func (w *Writer) release(ctx context.Context, current routes.Route, answer *rout
 		answer = nil
 		if u == nil {
 			if u, err = res.Get(ctx, current.Name, metav1.GetOptions{}); err != nil {
-				return nil, kube.AsPermissionError(err, "get", current.Kind.GroupResource(), current.Namespace)
+				return nil, apierr.AsPermissionError(err, "get", current.Kind.GroupResource(), current.Namespace)
 			}
 		}
 		live, err := routes.FromUnstructured(u)
@@ -197,7 +197,7 @@ func (w *Writer) release(ctx context.Context, current routes.Route, answer *rout
 			continue // the plugin's entry changed since it was read: read it again
 		}
 		if err != nil {
-			return nil, kube.AsPermissionError(err, "patch", current.Kind.GroupResource(), current.Namespace)
+			return nil, apierr.AsPermissionError(err, "patch", current.Kind.GroupResource(), current.Namespace)
 		}
 		done := &Released{From: live.ResourceVersion, To: updated.GetResourceVersion(), Dropped: dropped}
 		if r, err := routes.FromUnstructuredNoCopy(updated); err == nil {
@@ -263,7 +263,7 @@ func IsStale(err error) bool {
 
 // Explain adds what to do to the apiserver's answer to a request of verb.
 func Explain(ctx context.Context, err error, ref routes.Ref, verb string) error {
-	var perm *kube.PermissionError
+	var perm *apierr.PermissionError
 	var transport *url.Error
 	unanswered := errors.As(err, &transport)
 	if unanswered {
@@ -276,10 +276,10 @@ func Explain(ctx context.Context, err error, ref routes.Ref, verb string) error 
 		return fmt.Errorf("not confirmed written before the call's deadline (the call is safe to repeat): %w", err)
 	case unanswered:
 		return fmt.Errorf("%w; whether it was written is not known, and the call is safe to repeat", err)
-	case apierrors.IsNotFound(err) && !kube.NotServed(err):
+	case apierrors.IsNotFound(err) && !apierr.NotServed(err):
 		return fmt.Errorf("not found (deleted while the plugin worked on it?): %w", err)
 	case apierrors.IsForbidden(err):
-		return kube.AsPermissionError(err, verb, ref.Kind.GroupResource(), ref.Namespace)
+		return apierr.AsPermissionError(err, verb, ref.Kind.GroupResource(), ref.Namespace)
 	case apierrors.IsInvalid(err):
 		return fmt.Errorf("the apiserver rejected the new rules as invalid: %w", err)
 	case strings.Contains(err.Error(), "field not declared in schema"):

@@ -1,4 +1,4 @@
-package kube
+package kubeclient
 
 import (
 	"context"
@@ -305,4 +305,12 @@ func (c cancelOnClose) Close() error {
 	err := c.ReadCloser.Close()
 	c.cancel()
 	return err
+}
+
+// Unanswered says a request got no usable answer from the apiserver in any
+// of its attempts (transport.go): a fault of the apiserver or the network,
+// not of the request.
+func Unanswered(err error) bool {
+	var re *requestError
+	return errors.As(err, &re)
 }

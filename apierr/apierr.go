@@ -1,7 +1,11 @@
-package kube
+// Package apierr is the vocabulary of the apiserver's refusals the plugin
+// shares between its packages: what to grant (PermissionError) and a
+// resource the apiserver no longer serves (NotServed). It imports nothing of
+// the module, so the packages that decide or write need not import the
+// clients or the cache for it.
+package apierr
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
@@ -53,12 +57,4 @@ func AsPermissionError(err error, verb, resource, namespace string) error {
 // the object): the CRD's served versions changed since discovery.
 func NotServed(err error) bool {
 	return apierrors.IsNotFound(err) && apierrors.HasStatusCause(err, metav1.CauseTypeUnexpectedServerResponse)
-}
-
-// Unanswered says a request got no usable answer from the apiserver in any
-// of its attempts (transport.go): a fault of the apiserver or the network,
-// not of the request.
-func Unanswered(err error) bool {
-	var re *requestError
-	return errors.As(err, &re)
 }
