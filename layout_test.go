@@ -44,7 +44,7 @@ var allowedImports = map[string][]string{
 // net/http/httptest does), each with the packages whose tests import it. No
 // package's own code may import one (allowedImports lists none).
 var testSupport = map[string][]string{
-	"routes/routestest": {"transform", "kube", "desired"},
+	"routes/routestest": {"transform", "experiment", "kube", "desired"},
 }
 
 // The decision packages compute what a route must become from what it is:
