@@ -38,6 +38,7 @@ var allowedImports = map[string][]string{
 	".":            {"plugin", "decode", "kube", "ssa", "cli"},
 
 	"routes/routestest": {"routes"},
+	"kube/kubetest":     {"routes"},
 }
 
 // testSupport are the packages that serve other packages' tests (as
@@ -45,6 +46,7 @@ var allowedImports = map[string][]string{
 // package's own code may import one (allowedImports lists none).
 var testSupport = map[string][]string{
 	"routes/routestest": {"transform", "experiment", "kube", "desired"},
+	"kube/kubetest":     {"cli", "cleanup"},
 }
 
 // The decision packages compute what a route must become from what it is:
