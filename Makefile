@@ -13,9 +13,13 @@ export ENVTEST_K8S_VERSION ENVTEST_ETCD_VERSION
 BIN ?= bin/rollouts-gatewayapi-ssa
 GO ?= go
 
-.PHONY: all build release test unit compat demo demo-plugin envtest-assets bench bench-scale bench-growth bench-ratio bench-micro vet lint clean fuzz
+.PHONY: all help build release test unit compat demo demo-plugin envtest-assets bench bench-scale bench-growth bench-ratio bench-micro vet lint clean fuzz
 
 all: build
+
+## help: every target with its comment of this Makefile
+help:
+	@awk '/^## [a-z0-9-]+:/ { sub(/^## /, ""); print; next } /^## / { sub(/^## /, "    "); print }' $(firstword $(MAKEFILE_LIST))
 
 ## build: the plugin binary, statically linked, in $(BIN)
 build:
@@ -40,10 +44,10 @@ vet:
 lint:
 	@sc=$$(bash hack/staticcheck.sh) && $$sc ./... && $$sc -tags e2e ./test/e2e/... && $$sc -tags faultinject ./orchestrator/...
 
-## unit: the tests that need no apiserver (. is troubleshooting_test.go: docs/troubleshooting.md quotes every error)
+## unit: the tests that need no apiserver: every package of go list but test/ and those under it
+## (. is troubleshooting_test.go: docs/troubleshooting.md quotes every error)
 unit:
-	$(GO) test -count=1 . ./routes/... ./transform/... ./desired/... ./experiment/... ./pingpong/... ./decode/... \
-	  ./kube/... ./ssa/... ./orchestrator/... ./events/... ./plugin/... ./cleanup/... ./cli/... ./preflight/...
+	$(GO) test -count=1 $$($(GO) list ./... | grep -v -e '/test$$' -e '/test/')
 
 ## test: vet, lint, unit tests and envtest integration tests (the real plugin binary over go-plugin RPC);
 ## ./... includes the short form of the compatibility matrix (test/compat with GATEWAY_API_RELEASES unset:

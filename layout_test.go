@@ -38,6 +38,17 @@ var allowedImports = map[string][]string{
 	"preflight":    {"routes", "desired", "decode", "kube"},
 	"cli":          {"routes", "pingpong", "desired", "decode", "kube", "ssa", "orchestrator", "cleanup", "preflight", "peers"},
 	".":            {"plugin", "decode", "kubeclient", "ssa", "cli"},
+
+	"routes/routestest": {"routes"},
+	"kube/kubetest":     {"routes"},
+}
+
+// testSupport are the packages that serve other packages' tests (as
+// net/http/httptest does), each with the packages whose tests import it. No
+// package's own code may import one (allowedImports lists none).
+var testSupport = map[string][]string{
+	"routes/routestest": {"transform", "experiment", "kube", "desired"},
+	"kube/kubetest":     {"cli", "cleanup"},
 }
 
 // The decision packages compute what a route must become from what it is:
@@ -49,6 +60,8 @@ var pureDeps = map[string][]string{
 	"experiment": nil,
 	"desired":    nil,
 	"pingpong":   {"github.com/argoproj/argo-rollouts/"},
+
+	"routes/routestest": nil,
 }
 
 // forbiddenInPure are packages whose presence among a pure package's
@@ -118,6 +131,32 @@ func TestEveryImportIsAnEdgeOfTheLayout(t *testing.T) {
 			t.Errorf("allowedImports lists %s, which is not a package any more", pkg)
 		}
 	}
+	// The tests' imports of the test-support packages.
+	tested := map[string]bool{}
+	for _, line := range goList(t, `{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}`, "./...") {
+		fields := strings.Fields(line)
+		pkg := short(fields[0])
+		if pkg == "test" || strings.HasPrefix(pkg, "test/") {
+			continue
+		}
+		for _, imp := range fields[1:] {
+			dep := short(imp)
+			if _, ok := testSupport[dep]; !ok || dep == pkg {
+				continue
+			}
+			tested[dep+" "+pkg] = true
+			if !slices.Contains(testSupport[dep], pkg) {
+				t.Errorf("the tests of %s import %s: not an edge of the layout (testSupport, docs/architecture.md)", pkg, dep)
+			}
+		}
+	}
+	for dep, pkgs := range testSupport {
+		for _, pkg := range pkgs {
+			if !tested[dep+" "+pkg] {
+				t.Errorf("testSupport says the tests of %s import %s; they do not any more", pkg, dep)
+			}
+		}
+	}
 }
 
 func TestTheDecisionPackagesDoNoIO(t *testing.T) {
@@ -136,13 +175,15 @@ func TestTheDecisionPackagesDoNoIO(t *testing.T) {
 // An exported name is a promise to other packages. Every exported top-level
 // function, variable and constant of a package must be used by the non-test
 // code of another package of the module; one used only by tests or only at
-// home is unexported. Types are left out: an exported function's results and
+// home is unexported (a test-support package's, by another package's
+// tests). Types are left out: an exported function's results and
 // errors.As targets must be nameable even where no other package names them;
 // so are methods and fields, which interfaces and encoders use.
 func TestEveryExportIsUsedByAnotherPackage(t *testing.T) {
 	type pkgInfo struct {
 		path, dir string
 		files     []string
+		test      bool // files are _test.go files
 	}
 	var pkgs []pkgInfo
 	for _, line := range goList(t, `{{.ImportPath}}|{{.Dir}}|{{join .GoFiles ","}}`, "./...") {
@@ -150,18 +191,23 @@ func TestEveryExportIsUsedByAnotherPackage(t *testing.T) {
 		if p := short(parts[0]); p == "." || p == "test" || strings.HasPrefix(p, "test/") || parts[2] == "" {
 			continue // main exports nothing; the tests' tools serve the tests
 		}
-		pkgs = append(pkgs, pkgInfo{parts[0], parts[1], strings.Split(parts[2], ",")})
+		pkgs = append(pkgs, pkgInfo{parts[0], parts[1], strings.Split(parts[2], ","), false})
 	}
 	// Every file that is not a test, with the package it is in: outside
 	// test/, and the programs under it (make demo, dev-cluster and bench
 	// run them), not the tests' libraries.
-	var all []pkgInfo
-	for _, line := range goList(t, `{{.ImportPath}}|{{.Dir}}|{{join .GoFiles ","}}|{{.Name}}`, "./...") {
+	var all, tests []pkgInfo
+	for _, line := range goList(t, `{{.ImportPath}}|{{.Dir}}|{{join .GoFiles ","}}|{{.Name}}|{{join .TestGoFiles ","}}|{{join .XTestGoFiles ","}}`, "./...") {
 		parts := strings.Split(line, "|")
 		if p := short(parts[0]); (p == "test" || strings.HasPrefix(p, "test/")) && parts[3] != "main" {
 			continue
 		}
-		all = append(all, pkgInfo{parts[0], parts[1], strings.Split(parts[2], ",")})
+		all = append(all, pkgInfo{parts[0], parts[1], strings.Split(parts[2], ","), false})
+		for _, files := range parts[4:] {
+			if files != "" {
+				tests = append(tests, pkgInfo{parts[0], parts[1], strings.Split(files, ","), true})
+			}
+		}
 	}
 	fset := token.NewFileSet()
 	parse := func(dir, name string) *ast.File {
@@ -171,9 +217,14 @@ func TestEveryExportIsUsedByAnotherPackage(t *testing.T) {
 		}
 		return f
 	}
-	// used[path][name]: a file of another package refers to path.name.
-	used := map[string]map[string]bool{}
-	for _, p := range all {
+	// used[path][name]: a file of another package refers to path.name;
+	// usedByTests: a test of another package does.
+	used, usedByTests := map[string]map[string]bool{}, map[string]map[string]bool{}
+	for _, p := range append(all, tests...) {
+		used := used
+		if p.test {
+			used = usedByTests
+		}
 		for _, name := range p.files {
 			f := parse(p.dir, name)
 			local := map[string]string{}
@@ -218,10 +269,14 @@ func TestEveryExportIsUsedByAnotherPackage(t *testing.T) {
 						}
 					}
 				}
+				users, by := used, "code"
+				if _, ok := testSupport[short(p.path)]; ok {
+					users, by = usedByTests, "tests"
+				}
 				for _, id := range names {
-					if id.IsExported() && !used[p.path][id.Name] {
-						t.Errorf("%s: %s.%s is exported but no other package's code uses it: unexport it (or use it)",
-							fset.Position(id.Pos()), short(p.path), id.Name)
+					if id.IsExported() && !users[p.path][id.Name] {
+						t.Errorf("%s: %s.%s is exported but no other package's %s uses it: unexport it (or use it)",
+							fset.Position(id.Pos()), short(p.path), id.Name, by)
 					}
 				}
 			}

@@ -3,6 +3,7 @@ package cleanup
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -10,8 +11,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
@@ -30,7 +29,7 @@ func testContext(t *testing.T) context.Context {
 func TestExists(t *testing.T) {
 	for name, tc := range map[string]struct {
 		objects []*unstructured.Unstructured
-		answer  error // what a GET of a Rollout answers instead of the store
+		answer  int // the status of every GET of a Rollout instead of what the store holds
 		rollout string
 		want    bool
 		wantErr string
@@ -39,15 +38,13 @@ func TestExists(t *testing.T) {
 		"a deleted Rollout":     {rollout: "shop/demo", want: false},
 		"another namespace's":   {objects: []*unstructured.Unstructured{rollout("demo")}, rollout: "prod/demo", want: false},
 		"the apiserver fails": {objects: []*unstructured.Unstructured{rollout("demo")}, rollout: "shop/demo",
-			answer:  apierrors.NewInternalError(errors.New("etcd is down")),
-			wantErr: "reading Rollout shop/demo: Internal error occurred: etcd is down"},
+			answer:  http.StatusInternalServerError,
+			wantErr: `reading Rollout shop/demo: an error on the server ("the fake apiserver answers so") has prevented the request from succeeding (get rollouts.argoproj.io demo)`},
 		"not namespace/name": {rollout: "demo", wantErr: `"demo" is not <namespace>/<name>`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := newFakeCluster(t, tc.objects...)
-			if tc.answer != nil {
-				f.dyn.PrependReactor("get", "rollouts", func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, tc.answer })
-			}
+			f.AnswerRollouts(tc.answer)
 			got, err := newCleaner(t, f).Exists(testContext(t), tc.rollout)
 			gotErr := ""
 			if err != nil {
@@ -56,7 +53,7 @@ func TestExists(t *testing.T) {
 			if got != tc.want || gotErr != tc.wantErr {
 				t.Errorf("Exists(%s) = %v, %q; want %v, %q", tc.rollout, got, gotErr, tc.want, tc.wantErr)
 			}
-			if tc.answer != nil && !apierrors.IsInternalError(errors.Unwrap(err)) {
+			if tc.answer != 0 && !apierrors.IsInternalError(errors.Unwrap(err)) {
 				t.Errorf("the error does not carry the apiserver's: %#v", err)
 			}
 		})

@@ -99,9 +99,7 @@ func TestSweepLeavesARolloutCreatedAgain(t *testing.T) {
 	defer cancel()
 
 	s.Sweep(ctx, start) // gone is missing
-	if err := f.dyn.Tracker().Add(rollout("gone")); err != nil {
-		t.Fatal(err)
-	}
+	f.Add(rollout("gone"))
 	s.Sweep(ctx, start.Add(sweepInterval))   // and is back
 	s.Sweep(ctx, start.Add(2*sweepInterval)) // and stays
 	if w := f.Written(); len(w) > 0 {

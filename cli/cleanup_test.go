@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/kube/kubetest"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
@@ -22,8 +23,8 @@ const undoneDemo = "rule 0 Service shop/stable 70→100; rule 0 Service shop/can
 // Cleanup of a Rollout that still exists is refused, with what to do
 // instead, and writes nothing: the Rollout's controller would put it all back.
 func TestCleanupRefusesARolloutThatExists(t *testing.T) {
-	api := newFakeAPI(t, midCanaryRoute, rolloutObject("demo"))
-	code, out, errOut := runCLI(t, "cleanup", "--kubeconfig", api.kubeconfig, "--peers-namespace=", "shop/demo")
+	api := kubetest.New(t, midCanaryRoute, rolloutObject("demo"))
+	code, out, errOut := runCLI(t, "cleanup", "--kubeconfig", api.Kubeconfig, "--peers-namespace=", "shop/demo")
 	if code != 1 || out != "" {
 		t.Errorf("cleanup of an existing Rollout: exit %d, stdout %q; want 1 and nothing", code, out)
 	}
@@ -39,9 +40,9 @@ func TestCleanupRefusesARolloutThatExists(t *testing.T) {
 // When the apiserver cannot say whether the Rollout exists, cleanup does
 // nothing and says why.
 func TestCleanupWhenTheRolloutCannotBeRead(t *testing.T) {
-	api := newFakeAPI(t, midCanaryRoute)
-	api.rolloutsAnswer = http.StatusInternalServerError
-	code, out, errOut := runCLI(t, "cleanup", "--kubeconfig", api.kubeconfig, "--peers-namespace=", "shop/demo")
+	api := kubetest.New(t, midCanaryRoute)
+	api.AnswerRollouts(http.StatusInternalServerError)
+	code, out, errOut := runCLI(t, "cleanup", "--kubeconfig", api.Kubeconfig, "--peers-namespace=", "shop/demo")
 	if code != 1 || out != "" {
 		t.Errorf("exit %d, stdout %q; want 1 and nothing", code, out)
 	}
@@ -56,8 +57,8 @@ func TestCleanupWhenTheRolloutCannotBeRead(t *testing.T) {
 // A dry run of the cleanup of deleted Rollout shop/demo says, route by
 // route, what would change, and writes nothing.
 func TestCleanupDryRun(t *testing.T) {
-	api := newFakeAPI(t, midCanaryRoute)
-	code, out, errOut := runCLI(t, "cleanup", "--kubeconfig", api.kubeconfig, "--peers-namespace=", "--dry-run", "shop/demo")
+	api := kubetest.New(t, midCanaryRoute)
+	code, out, errOut := runCLI(t, "cleanup", "--kubeconfig", api.Kubeconfig, "--peers-namespace=", "--dry-run", "shop/demo")
 	if code != 0 || errOut != "" {
 		t.Errorf("cleanup --dry-run: exit %d, stderr %q; want 0 and nothing", code, errOut)
 	}
@@ -75,8 +76,8 @@ func TestCleanupDryRun(t *testing.T) {
 // ownership with one Update that keeps every value; run again, it finds
 // nothing to do.
 func TestCleanupUndoesADeletedRolloutsClaim(t *testing.T) {
-	api := newFakeAPI(t, midCanaryRoute)
-	code, out, errOut := runCLI(t, "cleanup", "--kubeconfig", api.kubeconfig, "--peers-namespace=", "-n", "shop", "shop/demo")
+	api := kubetest.New(t, midCanaryRoute)
+	code, out, errOut := runCLI(t, "cleanup", "--kubeconfig", api.Kubeconfig, "--peers-namespace=", "-n", "shop", "shop/demo")
 	if code != 0 || errOut != "" {
 		t.Errorf("cleanup: exit %d, stderr %q; want 0 and nothing", code, errOut)
 	}
@@ -122,7 +123,7 @@ func TestCleanupUndoesADeletedRolloutsClaim(t *testing.T) {
 		t.Errorf("annotations after the cleanup (-want +got):\n%s", diff)
 	}
 
-	code, out, _ = runCLI(t, "cleanup", "--kubeconfig", api.kubeconfig, "--peers-namespace=", "shop/demo")
+	code, out, _ = runCLI(t, "cleanup", "--kubeconfig", api.Kubeconfig, "--peers-namespace=", "shop/demo")
 	if code != 0 || out != "no route carries a claim of Rollout shop/demo: nothing to do\n" {
 		t.Errorf("cleanup again: exit %d, %q; want 0 and nothing to do", code, out)
 	}
@@ -156,8 +157,8 @@ func specRules(t *testing.T, route string) any {
 // resourceVersion meanwhile. A user without the Lease Role is told so, and
 // the cleanup goes on, every write guarded by its resourceVersion.
 func TestCleanupWithoutTheLeaseRoleSaysSoAndCleansUp(t *testing.T) {
-	api := newFakeAPI(t, midCanaryRoute)
-	code, out, errOut := runCLI(t, "cleanup", "--kubeconfig", api.kubeconfig, "shop/demo")
+	api := kubetest.New(t, midCanaryRoute)
+	code, out, errOut := runCLI(t, "cleanup", "--kubeconfig", api.Kubeconfig, "shop/demo")
 	if code != 0 || !strings.Contains(out, "undone:") {
 		t.Errorf("cleanup: exit %d, %q; want 0 and the route undone", code, out)
 	}

@@ -1,6 +1,13 @@
 package cli
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+)
+
+// gatewayV1 is the path of the Gateway API's v1 on the apiserver.
+const gatewayV1 = "/apis/" + routes.Group + "/v1"
 
 // The routes of the commands' tests, as the apiserver serves them.
 

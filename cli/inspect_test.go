@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
+	"github.com/gatewayapi-ssa/rollouts-plugin/kube/kubetest"
 )
 
 // In the middle of Rollout shop/demo's canary, `inspect httproute/web -n
@@ -14,7 +15,7 @@ import (
 // they are now, the header rule it added) and that nothing conflicts. It
 // reads the route and writes nothing.
 func TestInspectShowsTheRolloutsClaim(t *testing.T) {
-	api := newFakeAPI(t, midCanaryRoute)
+	api := kubetest.New(t, midCanaryRoute)
 	code, out, errOut := runCLI(t, "inspect", "httproute/web", "-n", "shop")
 	if code != 0 || errOut != "" {
 		t.Fatalf("inspect: exit %d, stderr %q; want 0 and nothing", code, errOut)
@@ -45,7 +46,7 @@ release at the next call: false
 
 // The same with -o json, for scripts: the whole inspection as an object.
 func TestInspectAsJSON(t *testing.T) {
-	newFakeAPI(t, midCanaryRoute)
+	kubetest.New(t, midCanaryRoute)
 	code, out, errOut := runCLI(t, "inspect", "-n", "shop", "-o", "json", "HTTPRoute/web")
 	if code != 0 || errOut != "" {
 		t.Fatalf("inspect -o json: exit %d, stderr %q", code, errOut)
@@ -76,7 +77,7 @@ func TestInspectAsJSON(t *testing.T) {
 // A route no Rollout has touched: inspect says there are no claims and that
 // the plugin has nothing to give up.
 func TestInspectOfARouteWithoutClaims(t *testing.T) {
-	newFakeAPI(t, plainRoute)
+	kubetest.New(t, plainRoute)
 	code, out, errOut := runCLI(t, "inspect", "httproute/web", "-n", "shop")
 	if code != 0 || errOut != "" {
 		t.Fatalf("inspect: exit %d, stderr %q", code, errOut)
@@ -100,8 +101,8 @@ release at the next call: false
 // A typo in the route's name: exit status 1, and the error names the route
 // that is not there, as kind namespace/name.
 func TestInspectOfAMissingRoute(t *testing.T) {
-	api := newFakeAPI(t, midCanaryRoute)
-	code, out, errOut := runCLI(t, "inspect", "--kubeconfig", api.kubeconfig, "-n", "shop", "httproute/wbe")
+	api := kubetest.New(t, midCanaryRoute)
+	code, out, errOut := runCLI(t, "inspect", "--kubeconfig", api.Kubeconfig, "-n", "shop", "httproute/wbe")
 	if code != 1 || out != "" {
 		t.Errorf("inspect of a missing route: exit %d, stdout %q; want 1 and nothing", code, out)
 	}

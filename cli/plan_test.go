@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"github.com/gatewayapi-ssa/rollouts-plugin/kube/kubetest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -95,7 +96,7 @@ abort (from the last step)
 // promotion and an abort; it checks nothing against a cluster, finds no
 // problem, and exits 0.
 func TestPlanFromFiles(t *testing.T) {
-	api := newFakeAPI(t) // the kubeconfig's cluster, which the plan must not need
+	api := kubetest.New(t) // the kubeconfig's cluster, which the plan must not need
 	files := writeFiles(t, map[string]string{"rollout.yaml": demoRollout, "routes.yaml": plainRouteFile})
 	code, out, errOut := runCLI(t, "plan", "-f", files["rollout.yaml"], "--routes", files["routes.yaml"])
 	if got := api.Requests(); len(got) > 0 {
@@ -152,9 +153,9 @@ problems: 1
 // write it sent was a dry run of the plugin's field manager: the route is as
 // it was.
 func TestPlanAgainstACluster(t *testing.T) {
-	api := newFakeAPI(t, plainRoute, serviceObject("stable"), serviceObject("canary"))
+	api := kubetest.New(t, plainRoute, serviceObject("stable"), serviceObject("canary"))
 	files := writeFiles(t, map[string]string{"rollout.yaml": demoRollout})
-	code, out, errOut := runCLI(t, "plan", "--kubeconfig", api.kubeconfig, "-f", files["rollout.yaml"], "--timeout", "30s")
+	code, out, errOut := runCLI(t, "plan", "--kubeconfig", api.Kubeconfig, "-f", files["rollout.yaml"], "--timeout", "30s")
 	if code != 0 || errOut != "" {
 		t.Errorf("plan: exit %d, stderr %q; want 0 and nothing", code, errOut)
 	}
@@ -182,9 +183,9 @@ func TestPlanAgainstACluster(t *testing.T) {
 // Against a cluster without the canary Service: exit status 1, and the
 // problem names the Service that is missing.
 func TestPlanAgainstAClusterWithoutTheCanaryService(t *testing.T) {
-	api := newFakeAPI(t, plainRoute, serviceObject("stable"))
+	api := kubetest.New(t, plainRoute, serviceObject("stable"))
 	files := writeFiles(t, map[string]string{"rollout.yaml": demoRollout})
-	code, out, _ := runCLI(t, "plan", "--kubeconfig", api.kubeconfig, "-f", files["rollout.yaml"], "--timeout", "30s")
+	code, out, _ := runCLI(t, "plan", "--kubeconfig", api.Kubeconfig, "-f", files["rollout.yaml"], "--timeout", "30s")
 	if code != 1 {
 		t.Errorf("plan: exit %d, want 1", code)
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"github.com/gatewayapi-ssa/rollouts-plugin/kube/kubetest"
 	"slices"
 	"strings"
 	"testing"
@@ -11,8 +12,8 @@ import (
 // A command the binary does not have: exit status 2, and standard error
 // lists the commands it has.
 func TestUnknownCommand(t *testing.T) {
-	api := newFakeAPI(t, midCanaryRoute)
-	code, out, errOut := runCLI(t, "undo", "--kubeconfig", api.kubeconfig, "shop/demo")
+	api := kubetest.New(t, midCanaryRoute)
+	code, out, errOut := runCLI(t, "undo", "--kubeconfig", api.Kubeconfig, "shop/demo")
 	if code != 2 || out != "" {
 		t.Errorf("unknown command: exit %d, stdout %q; want 2 and nothing", code, out)
 	}
@@ -54,8 +55,8 @@ func TestBadUsage(t *testing.T) {
 			before: "flag needs an argument: -f\n", usage: "usage: rollouts-gatewayapi-ssa plan -f ROLLOUT.yaml [--routes FILE [--crds FILE]] [flags]\n"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			api := newFakeAPI(t, midCanaryRoute, rolloutObject("demo"))
-			args := slices.Concat(tc.args[:1], []string{"--kubeconfig", api.kubeconfig}, tc.args[1:])
+			api := kubetest.New(t, midCanaryRoute, rolloutObject("demo"))
+			args := slices.Concat(tc.args[:1], []string{"--kubeconfig", api.Kubeconfig}, tc.args[1:])
 			code, out, errOut := runCLI(t, args...)
 			if code != 2 || out != "" {
 				t.Errorf("exit %d, stdout %q; want 2 and nothing", code, out)
@@ -81,8 +82,8 @@ func TestBadUsage(t *testing.T) {
 // A route argument that is not KIND/NAME: exit status 2, and the error says
 // which kinds there are.
 func TestInspectOfSomethingThatIsNotARoute(t *testing.T) {
-	api := newFakeAPI(t, midCanaryRoute)
-	code, out, errOut := runCLI(t, "inspect", "--kubeconfig", api.kubeconfig, "service/web")
+	api := kubetest.New(t, midCanaryRoute)
+	code, out, errOut := runCLI(t, "inspect", "--kubeconfig", api.Kubeconfig, "service/web")
 	if code != 2 || out != "" {
 		t.Errorf("exit %d, stdout %q; want 2 and nothing", code, out)
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes/routestest"
 	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
 )
 
@@ -32,7 +33,7 @@ func TestAGatewayThatLacksMirroringGetsNoMirrorRule(t *testing.T) {
 	filterMode := func(e *Env) { e.MirrorMode = MirrorFilter }
 	unsupported := new(*UnsupportedError)
 	weighted := func(stable, canary int64) []routes.Rule {
-		return []routes.Rule{rule("/", backend("stable", stable), backend("canary", canary))}
+		return []routes.Rule{routestest.Rule("/", routestest.BackendOn("stable", 80, stable), routestest.BackendOn("canary", 80, canary))}
 	}
 	runScenario(t, routes.HTTPRoute, []step{
 		{create{kubectl, weighted(100, 0)}, expect{owners: []string{kubectl}}},
@@ -54,7 +55,7 @@ func TestEveryParentMustCarryWhatTheCallAdds(t *testing.T) {
 	unsupported := new(*UnsupportedError)
 	full := gateway("envoy", "HTTPRoute", "HTTPRouteRequestMirror", "HTTPRouteRequestPercentageMirror")
 	noPercent := gateway("nginx", "HTTPRoute", "HTTPRouteRequestMirror")
-	base := []routes.Rule{rule("/", backend("stable", 100), backend("canary", 0))}
+	base := []routes.Rule{routestest.Rule("/", routestest.BackendOn("stable", 80, 100), routestest.BackendOn("canary", 80, 0))}
 	runScenario(t, routes.HTTPRoute, []step{
 		{create{kubectl, base}, expect{owners: []string{kubectl}}},
 		{call{c: behind(mirror(100, "/api"), full, noPercent)}, expect{wrote: true, owners: plugins, labels: inProgress, claims: true}},
@@ -69,7 +70,7 @@ func TestEveryParentMustCarryWhatTheCallAdds(t *testing.T) {
 }
 
 func TestAGatewayThatPublishesNothingIsWrittenAndSaidSo(t *testing.T) {
-	s := newServer(t, routes.HTTPRoute, rule("/", backend("stable", 100), backend("canary", 0)))
+	s := newServer(t, routes.HTTPRoute, routestest.Rule("/", routestest.BackendOn("stable", 80, 100), routestest.BackendOn("canary", 80, 0)))
 	old := gateway("old")
 	env := Env{Rollout: "shop/demo", FieldManager: plugin}
 	reads := 0

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes/routestest"
 )
 
 // The scenarios run on an in-memory route whose managedFields follow what the
@@ -215,29 +216,14 @@ func (s *server) rulesOwners() []string {
 	return out
 }
 
-// Route fixtures, in the form the apiserver serves them (defaults included).
-
-func backend(name string, weight int64) map[string]any {
-	return map[string]any{"group": "", "kind": "Service", "name": name, "port": int64(80), "weight": weight}
-}
-
-func rule(path string, backends ...map[string]any) routes.Rule {
-	refs := make([]any, len(backends))
-	for i, b := range backends {
-		refs[i] = b
-	}
-	r := routes.Rule{"backendRefs": refs}
-	if path != "" {
-		r["matches"] = []any{map[string]any{"path": map[string]any{"type": "PathPrefix", "value": path}}}
-	}
-	return r
-}
+// Route fixtures, in the form the apiserver serves them (defaults included:
+// package routestest; the scenarios' Services listen on port 80).
 
 // gitRules is the route as kept in Git: all traffic on stable, and a static rule.
 func gitRules(stable, canary int64) []routes.Rule {
 	return []routes.Rule{
-		rule("/", backend("stable", stable), backend("canary", canary)),
-		rule("/static", backend("static", 1)),
+		routestest.Rule("/", routestest.BackendOn("stable", 80, stable), routestest.BackendOn("canary", 80, canary)),
+		routestest.Rule("/static", routestest.BackendOn("static", 80, 1)),
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/experiment"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes/routestest"
 	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
 )
 
@@ -67,18 +68,18 @@ func fuzzRules(c *choices, kind routes.Kind, max int64) []routes.Rule {
 		var r routes.Rule
 		switch c.n(4) {
 		case 0, 1:
-			refs := []map[string]any{backend("stable", max), backend("canary", 0)}
+			refs := []map[string]any{routestest.BackendOn("stable", 80, max), routestest.BackendOn("canary", 80, 0)}
 			if c.n(2) == 1 {
-				refs = append(refs, backend("legacy", int64(c.n(50))))
+				refs = append(refs, routestest.BackendOn("legacy", 80, int64(c.n(50))))
 			}
 			if c.n(2) == 1 {
 				slices.Reverse(refs)
 			}
-			r = rule(path, refs...)
+			r = routestest.Rule(path, refs...)
 		case 2:
-			r = rule(path, backend("stable", int64(1+c.n(9))))
+			r = routestest.Rule(path, routestest.BackendOn("stable", 80, int64(1+c.n(9))))
 		default:
-			r = rule(path, backend("static", int64(1+c.n(9))))
+			r = routestest.Rule(path, routestest.BackendOn("static", 80, int64(1+c.n(9))))
 		}
 		if c.n(2) == 1 {
 			r["name"] = fmt.Sprintf("rule-%d", i)

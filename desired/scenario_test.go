@@ -12,6 +12,7 @@ import (
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/experiment"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes/routestest"
 	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
 )
 
@@ -302,8 +303,8 @@ func TestTwoRolloutsShareOneRoute(t *testing.T) {
 		return c
 	}
 	rules := []routes.Rule{
-		rule("/a", backend("stable", 100), backend("canary", 0)),
-		rule("/b", backend("stable-b", 100), backend("canary-b", 0)),
+		routestest.Rule("/a", routestest.BackendOn("stable", 80, 100), routestest.BackendOn("canary", 80, 0)),
+		routestest.Rule("/b", routestest.BackendOn("stable-b", 80, 100), routestest.BackendOn("canary-b", 80, 0)),
 	}
 	w := func(a, b int64) map[string]int64 {
 		return map[string]int64{"0/stable": 100 - a, "0/canary": a, "1/stable-b": 100 - b, "1/canary-b": b}
@@ -413,7 +414,7 @@ func TestHeaderStepOnARouteThatTakesNone(t *testing.T) {
 		{call{c: header("X-Canary", "yes")}, expect{wrote: true, owners: plugins, labels: inProgress, claims: true}},
 		{call{c: header("X-Canary", "yes"), env: none}, expect{weights: gitWeights(100, 0), wrote: true, owners: plugins}},
 	})
-	tcp := []routes.Rule{rule("", backend("stable", 100), backend("canary", 0))}
+	tcp := []routes.Rule{routestest.Rule("", routestest.BackendOn("stable", 80, 100), routestest.BackendOn("canary", 80, 0))}
 	listed := func(e *Env) { e.ListedForHeaderRoutes = true }
 	runScenario(t, routes.TCPRoute, []step{
 		{create{kubectl, tcp}, expect{owners: []string{kubectl}}},
@@ -434,7 +435,7 @@ func TestTypedErrors(t *testing.T) {
 	}
 	fifteen := make([]routes.Rule, 16)
 	for i := range fifteen {
-		fifteen[i] = rule(fmt.Sprintf("/r%d", i), backend("stable", 100), backend("canary", 0))
+		fifteen[i] = routestest.Rule(fmt.Sprintf("/r%d", i), routestest.BackendOn("stable", 80, 100), routestest.BackendOn("canary", 80, 0))
 	}
 	for _, tc := range []struct {
 		name  string
@@ -444,7 +445,7 @@ func TestTypedErrors(t *testing.T) {
 		errAs any
 		want  []string
 	}{
-		{"no weighted rule", []routes.Rule{rule("/", backend("stable", 100))}, "", setWeight(30),
+		{"no weighted rule", []routes.Rule{routestest.Rule("/", routestest.BackendOn("stable", 80, 100))}, "", setWeight(30),
 			new(*transform.NoWeightedRuleError), []string{"has no rule whose backendRefs include both"}},
 		{"an experiment over 16 backendRefs", gitRules(100, 0), "", withExperiment(0, many...),
 			new(*transform.LimitError), []string{"rule 0 would hold 17 backendRefs"}},
@@ -499,8 +500,8 @@ func TestSetWeightResult(t *testing.T) {
 	}
 	want := Result{
 		Rules: []routes.Rule{
-			rule("/", backend("stable", 75), backend("canary", 20), backend("baseline", 5)),
-			rule("/static", backend("static", 1)),
+			routestest.Rule("/", routestest.BackendOn("stable", 80, 75), routestest.BackendOn("canary", 80, 20), routestest.BackendOn("baseline", 80, 5)),
+			routestest.Rule("/static", routestest.BackendOn("static", 80, 1)),
 		},
 		Labels:      inProgress,
 		Annotations: routes.Claims{"shop/demo": claim}.Annotations(),
@@ -521,9 +522,9 @@ func TestSetWeightResult(t *testing.T) {
 // conflict too, not something to add back silently.
 func TestDriftFollowsNamesAndRemovals(t *testing.T) {
 	named := func(stable, canary int64) []routes.Rule {
-		r := rule("/", backend("stable", stable), backend("canary", canary))
+		r := routestest.Rule("/", routestest.BackendOn("stable", 80, stable), routestest.BackendOn("canary", 80, canary))
 		r["name"] = "main"
-		return []routes.Rule{rule("/static", backend("static", 1)), r}
+		return []routes.Rule{routestest.Rule("/static", routestest.BackendOn("static", 80, 1)), r}
 	}
 	w := func(stable, canary int64) map[string]int64 {
 		return map[string]int64{"0/static": 1, "1:main/stable": stable, "1:main/canary": canary}
@@ -574,7 +575,7 @@ func TestDriftString(t *testing.T) {
 // the same two Services keeps every value.
 func TestRuleNameTargetsOneRule(t *testing.T) {
 	named := func(name string, stable, canary int64) routes.Rule {
-		r := rule("/"+name, backend("stable", stable), backend("canary", canary))
+		r := routestest.Rule("/"+name, routestest.BackendOn("stable", 80, stable), routestest.BackendOn("canary", 80, canary))
 		r["name"] = name
 		return r
 	}
@@ -605,7 +606,7 @@ func TestMirrorFilterMode(t *testing.T) {
 	filterMode := func(e *Env) { e.MirrorMode = MirrorFilter }
 	userFilter := map[string]any{"type": "RequestHeaderModifier", "requestHeaderModifier": map[string]any{"set": []any{map[string]any{"name": "x-env", "value": "prod"}}}}
 	weighted := func(stable, canary int64, filters ...map[string]any) routes.Rule {
-		r := rule("/", backend("stable", stable), backend("canary", canary))
+		r := routestest.Rule("/", routestest.BackendOn("stable", 80, stable), routestest.BackendOn("canary", 80, canary))
 		fs := []any{userFilter}
 		for _, f := range filters {
 			fs = append(fs, f)
@@ -617,8 +618,8 @@ func TestMirrorFilterMode(t *testing.T) {
 		return map[string]any{"type": "RequestMirror", "requestMirror": map[string]any{
 			"backendRef": map[string]any{"group": "", "kind": "Service", "name": "canary", "port": int64(80)}, "percent": pct}}
 	}
-	static := rule("/static", backend("static", 1))
-	headerRule := rule("/", backend("canary", 1))
+	static := routestest.Rule("/static", routestest.BackendOn("static", 80, 1))
+	headerRule := routestest.Rule("/", routestest.BackendOn("canary", 80, 1))
 	headerRule["name"] = "beta"
 	headerRule["filters"] = []any{userFilter}
 	headerRule["matches"] = []any{map[string]any{"path": map[string]any{"type": "PathPrefix", "value": "/"},
@@ -670,7 +671,7 @@ func TestUndoScenarios(t *testing.T) {
 		b := setWeight(10)
 		b.Split.Stable, b.Split.Canary = svc("stable-b"), svc("canary-b")
 		b.Experiment.Stable, b.Experiment.Canary = b.Split.Stable, b.Split.Canary
-		rules := []routes.Rule{rule("/a", backend("stable", 100), backend("canary", 0)), rule("/b", backend("stable-b", 100), backend("canary-b", 0))}
+		rules := []routes.Rule{routestest.Rule("/a", routestest.BackendOn("stable", 80, 100), routestest.BackendOn("canary", 80, 0)), routestest.Rule("/b", routestest.BackendOn("stable-b", 80, 100), routestest.BackendOn("canary-b", 80, 0))}
 		custom := map[string]string{"team-b/rollout": "on"}
 		runScenario(t, routes.HTTPRoute, []step{
 			{create{kubectl, rules}, expect{owners: []string{kubectl}}},
@@ -685,7 +686,7 @@ func TestUndoScenarios(t *testing.T) {
 	})
 	t.Run("only the rule the Rollout targeted", func(t *testing.T) {
 		named := func(name string, stable, canary int64) routes.Rule {
-			r := rule("/"+name, backend("stable", stable), backend("canary", canary))
+			r := routestest.Rule("/"+name, routestest.BackendOn("stable", 80, stable), routestest.BackendOn("canary", 80, canary))
 			r["name"] = name
 			return r
 		}

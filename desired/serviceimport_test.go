@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes/routestest"
 )
 
 // imported is a backendRef to the ServiceImport of a GKE fleet (multi-cluster
@@ -22,10 +23,10 @@ func imported(name string, weight int64) map[string]any {
 // mirrors to the canary's, and the end leaves the route as Git had it.
 func TestRolloutOnServiceImports(t *testing.T) {
 	git := func(stable, canary int64) []routes.Rule {
-		return []routes.Rule{rule("/", imported("stable", stable), imported("canary", canary)), rule("/static", backend("static", 1))}
+		return []routes.Rule{routestest.Rule("/", imported("stable", stable), imported("canary", canary)), routestest.Rule("/static", routestest.BackendOn("static", 80, 1))}
 	}
 	withRules := func(first routes.Rule, more ...routes.Rule) []routes.Rule {
-		return append([]routes.Rule{first, rule("/static", backend("static", 1))}, more...)
+		return append([]routes.Rule{first, routestest.Rule("/static", routestest.BackendOn("static", 80, 1))}, more...)
 	}
 	headerRule := routes.Rule{"name": "beta", "backendRefs": []any{imported("canary", 1)},
 		"matches": []any{map[string]any{"path": map[string]any{"type": "PathPrefix", "value": "/"},
@@ -39,7 +40,7 @@ func TestRolloutOnServiceImports(t *testing.T) {
 		{create{kubectl, git(100, 0)}, expect{owners: []string{kubectl}}},
 		{call{c: setWeight(30)}, expect{rules: git(70, 30), wrote: true, owners: plugins, labels: inProgress, claims: true}},
 		{call{c: withExperiment(30, "baseline", 10)}, expect{wrote: true, owners: plugins, labels: inProgress, claims: true,
-			rules: withRules(rule("/", imported("stable", 60), imported("canary", 30), imported("baseline", 10)))}},
+			rules: withRules(routestest.Rule("/", imported("stable", 60), imported("canary", 30), imported("baseline", 10)))}},
 		{call{c: setWeight(30)}, expect{rules: git(70, 30), wrote: true, owners: plugins, labels: inProgress, claims: true}},
 		{call{c: header("X-Canary", "yes")}, expect{rules: append(git(70, 30), headerRule), wrote: true, owners: plugins, labels: inProgress, claims: true}},
 		{call{c: RemoveManaged{}}, expect{rules: git(70, 30), wrote: true, owners: plugins, labels: inProgress, claims: true}},
@@ -55,7 +56,7 @@ func TestRolloutOnServiceImports(t *testing.T) {
 // be split: the plugin refuses, naming both backendRefs, and writes nothing.
 func TestAServiceAndItsImportInOneRule(t *testing.T) {
 	runScenario(t, routes.HTTPRoute, []step{
-		{create{kubectl, []routes.Rule{rule("/", backend("stable", 100), imported("stable", 0), imported("canary", 0))}}, expect{owners: []string{kubectl}}},
+		{create{kubectl, []routes.Rule{routestest.Rule("/", routestest.BackendOn("stable", 80, 100), imported("stable", 0), imported("canary", 0))}}, expect{owners: []string{kubectl}}},
 		{call{c: setWeight(30)}, expect{owners: []string{kubectl}, errAs: new(*InvalidError), err: []string{
 			"rule 0 sends to Service shop/stable through 2 backendRefs (Service shop/stable, ServiceImport.net.gke.io shop/stable)",
 			"keep one backendRef per Service: the Service or its ServiceImport, not both"}}},
@@ -85,9 +86,9 @@ func (o withImports) do(s *server) (bool, error) {
 func TestExperimentNeedsItsServiceImports(t *testing.T) {
 	var asked []string
 	experimentStep := withExperiment(30, "baseline", 10, "candidate", 10)
-	withExp := []routes.Rule{rule("/", imported("stable", 50), imported("canary", 30), imported("baseline", 10), imported("candidate", 10))}
+	withExp := []routes.Rule{routestest.Rule("/", imported("stable", 50), imported("canary", 30), imported("baseline", 10), imported("candidate", 10))}
 	runScenario(t, routes.HTTPRoute, []step{
-		{create{kubectl, []routes.Rule{rule("/", imported("stable", 100), imported("canary", 0))}}, expect{owners: []string{kubectl}}},
+		{create{kubectl, []routes.Rule{routestest.Rule("/", imported("stable", 100), imported("canary", 0))}}, expect{owners: []string{kubectl}}},
 		{withImports{c: experimentStep, have: map[string]bool{"candidate": true}, asked: &asked}, expect{owners: []string{kubectl}, errAs: new(*MissingImportError), err: []string{
 			"HTTPRoute shop/route: rollout shop/demo: the experiment's Service shop/baseline would be added as ServiceImport.net.gke.io shop/baseline",
 			"the route's cluster has no such ServiceImport; nothing was written",
@@ -98,8 +99,8 @@ func TestExperimentNeedsItsServiceImports(t *testing.T) {
 			expect{rules: withExp, wrote: true, owners: plugins, labels: inProgress, claims: true}},
 		{withImports{c: withExperiment(20, "baseline", 10, "candidate", 10), asked: &asked},
 			expect{wrote: true, owners: plugins, labels: inProgress, claims: true,
-				rules: []routes.Rule{rule("/", imported("stable", 60), imported("canary", 20), imported("baseline", 10), imported("candidate", 10))}}},
-		{withImports{c: setWeight(0), asked: &asked}, expect{rules: []routes.Rule{rule("/", imported("stable", 100), imported("canary", 0))}, wrote: true}},
+				rules: []routes.Rule{routestest.Rule("/", imported("stable", 60), imported("canary", 20), imported("baseline", 10), imported("candidate", 10))}}},
+		{withImports{c: setWeight(0), asked: &asked}, expect{rules: []routes.Rule{routestest.Rule("/", imported("stable", 100), imported("canary", 0))}, wrote: true}},
 	})
 	b, c := "ServiceImport.net.gke.io shop/baseline", "ServiceImport.net.gke.io shop/candidate"
 	if diff := cmp.Diff([]string{b, b, b, c}, asked); diff != "" {

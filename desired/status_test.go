@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes/routestest"
 	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -43,7 +44,7 @@ func stRoute(refs []routes.ParentRef, status ...routes.ParentStatus) routes.Rout
 	return routes.Route{
 		Ref:        routes.Ref{Kind: routes.HTTPRoute, Namespace: wtNS, Name: "web"},
 		Generation: 3,
-		Rules:      []routes.Rule{wtRule("/", wtBackend("web-stable", 70), wtBackend("web-canary", 30))},
+		Rules:      []routes.Rule{routestest.Rule("/", routestest.Backend("web-stable", 70), routestest.Backend("web-canary", 30))},
 		Parents:    routes.Parents{Refs: refs, Status: status},
 	}
 }
@@ -85,7 +86,7 @@ func TestVerifyStatus(t *testing.T) {
 			name: "experiment backends at their weights, stable gets the rest: verified",
 			route: func() routes.Route {
 				r := stRoute([]routes.ParentRef{stGateway}, stGood(stGateway, 3))
-				r.Rules = []routes.Rule{wtRule("/", wtBackend("web-stable", 50), wtBackend("web-canary", 30), wtBackend("exp-a", 15), wtBackend("exp-b", 5))}
+				r.Rules = []routes.Rule{routestest.Rule("/", routestest.Backend("web-stable", 50), routestest.Backend("web-canary", 30), routestest.Backend("exp-a", 15), routestest.Backend("exp-b", 5))}
 				return r
 			}(),
 			split: transform.Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 30, MaxWeight: 100, Reserved: 20},
@@ -96,7 +97,7 @@ func TestVerifyStatus(t *testing.T) {
 			name: "an experiment backend missing or at another weight: the spec does not carry the weights",
 			route: func() routes.Route {
 				r := stRoute([]routes.ParentRef{stGateway}, stGood(stGateway, 3))
-				r.Rules = []routes.Rule{wtRule("/", wtBackend("web-stable", 50), wtBackend("web-canary", 30), wtBackend("exp-a", 10))}
+				r.Rules = []routes.Rule{routestest.Rule("/", routestest.Backend("web-stable", 50), routestest.Backend("web-canary", 30), routestest.Backend("exp-a", 10))}
 				return r
 			}(),
 			split: transform.Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 30, MaxWeight: 100, Reserved: 20},
@@ -360,7 +361,7 @@ func TestVerifyStatus(t *testing.T) {
 func TestVerifyStatusErrors(t *testing.T) {
 	t.Run("no managed rule", func(t *testing.T) {
 		r := stRoute([]routes.ParentRef{stGateway}, stGood(stGateway, 3))
-		r.Rules = []routes.Rule{wtRule("/", wtBackend("web-stable", 100))}
+		r.Rules = []routes.Rule{routestest.Rule("/", routestest.Backend("web-stable", 100))}
 		_, err := VerifyStatus(r, stSplit, nil, "")
 		var noRule *transform.NoWeightedRuleError
 		if !errors.As(err, &noRule) {
@@ -485,7 +486,7 @@ func TestFromUnstructuredNoParents(t *testing.T) {
 // of SetWeights' errors, some of which begin with it already.
 func TestAboutNamesTheRouteOnce(t *testing.T) {
 	ref := routes.Ref{Kind: routes.HTTPRoute, Namespace: wtNS, Name: "web"}
-	r := routes.Route{Ref: ref, Rules: []routes.Rule{{"backendRefs": []any{wtBackend("other", 1)}}}}
+	r := routes.Route{Ref: ref, Rules: []routes.Rule{{"backendRefs": []any{routestest.Backend("other", 1)}}}}
 	_, err := VerifyStatus(r, transform.Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 10, MaxWeight: 100}, nil, "")
 	if err == nil {
 		t.Fatal("a route without the Rollout's Services verified")

@@ -6,6 +6,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes/routestest"
 )
 
 // The CRDs of the standard channel before Gateway API v1.4 have no rule
@@ -25,7 +26,7 @@ func headerRuleFor(value, name string) routes.Rule {
 	r := routes.Rule{
 		"matches": []any{map[string]any{"path": map[string]any{"type": "PathPrefix", "value": "/"},
 			"headers": []any{map[string]any{"name": "X-Canary", "type": "Exact", "value": value}}}},
-		"backendRefs": []any{backend("canary", 1)},
+		"backendRefs": []any{routestest.BackendOn("canary", 80, 1)},
 	}
 	if name != "" {
 		r["name"] = name
@@ -42,7 +43,7 @@ func mirrorRuleFor(pct int64, name string) routes.Rule {
 	}
 	r := routes.Rule{
 		"matches":     []any{map[string]any{"path": map[string]any{"type": "PathPrefix", "value": "/api"}}},
-		"backendRefs": []any{backend("stable", 1)},
+		"backendRefs": []any{routestest.BackendOn("stable", 80, 1)},
 		"filters":     []any{map[string]any{"type": "RequestMirror", "requestMirror": body}},
 	}
 	if name != "" {
@@ -52,7 +53,7 @@ func mirrorRuleFor(pct int64, name string) routes.Rule {
 }
 
 func weightedRule(stable, canary int64) routes.Rule {
-	return rule("/", backend("stable", stable), backend("canary", canary))
+	return routestest.Rule("/", routestest.BackendOn("stable", 80, stable), routestest.BackendOn("canary", 80, canary))
 }
 
 // upgradeCRD installs other CRDs: the route stays as stored.
@@ -86,12 +87,12 @@ func (o unnamedClaim) do(s *server) (bool, error) {
 // preview) is never taken for one.
 func TestAddedRulesWithoutRuleNames(t *testing.T) {
 	lookalike := headerRuleFor("preview", "")
-	static := rule("/static", backend("static", 1))
+	static := routestest.Rule("/static", routestest.BackendOn("static", 80, 1))
 	user := func(stable, canary int64, added ...routes.Rule) []routes.Rule {
 		return append([]routes.Rule{weightedRule(stable, canary), lookalike, static}, added...)
 	}
 	edited := headerRuleFor("yes", "")
-	edited["backendRefs"] = []any{backend("canary", 7)}
+	edited["backendRefs"] = []any{routestest.BackendOn("canary", 80, 7)}
 	s := newServer(t, routes.HTTPRoute)
 	s.schema = v12Standard
 	on := expect{owners: plugins, labels: inProgress, claims: true}
@@ -113,13 +114,13 @@ func TestAddedRulesWithoutRuleNames(t *testing.T) {
 			err: []string{`mirror route "mirror": mirroring 50% of the requests needs spec.rules[].filters[].requestMirror.percent`,
 				"the installed HTTPRoute CRD (v1) does not have", "Gateway API v1.3", "mirror every request"}}},
 		// Another owner edits the header rule: it is no longer the plugin's rule, and re-adding it is a conflict.
-		{update{"kubectl-edit", func(r []routes.Rule) { r[3]["backendRefs"] = []any{backend("canary", 7)} }},
+		{update{"kubectl-edit", func(r []routes.Rule) { r[3]["backendRefs"] = []any{routestest.BackendOn("canary", 80, 7)} }},
 			expect{owners: []string{"kubectl-edit"}, labels: inProgress, claims: true}},
 		{call{c: header("X-Canary", "always")}, expect{owners: []string{"kubectl-edit"}, labels: inProgress, claims: true, errAs: new(*ConflictError),
 			rules: user(50, 50, edited, mirrorRuleFor(0, "")),
 			err:   []string{`rule "beta" (written without a name, as the CRD has no rule names): changed or removed since the plugin added it`, "kubectl-edit (Update"}}},
 		// Reverted: the rule is the plugin's again.
-		{update{"kubectl-edit", func(r []routes.Rule) { r[3]["backendRefs"] = []any{backend("canary", 1)} }},
+		{update{"kubectl-edit", func(r []routes.Rule) { r[3]["backendRefs"] = []any{routestest.BackendOn("canary", 80, 1)} }},
 			expect{owners: []string{"kubectl-edit"}, labels: inProgress, claims: true}},
 		{call{c: header("X-Canary", "yes")}, expect{owners: []string{"kubectl-edit"}, labels: inProgress, claims: true}},
 		{call{c: setWeight(60)}, with(on, user(40, 60, headerRuleFor("yes", ""), mirrorRuleFor(0, "")), true)},

@@ -10,9 +10,3 @@ var (
 	wtStable = routes.ServiceRef(wtNS, "web-stable")
 	wtCanary = routes.ServiceRef(wtNS, "web-canary")
 )
-
-func wtBackend(name string, weight int64) map[string]any {
-	return map[string]any{"group": "", "kind": "Service", "name": name, "port": int64(8080), "weight": weight}
-}
-
-func wtRule(path string, backends ...map[string]any) routes.Rule { return rule(path, backends...) }

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes/routestest"
 	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
 )
 
@@ -32,38 +33,18 @@ var (
 	httpPorts = []corev1.ServicePort{{Name: "http", Port: 8080}}
 )
 
-// ref is a backendRef as served: defaults included, no namespace.
-func ref(name string, port, weight int64) map[string]any {
-	return map[string]any{"group": "", "kind": "Service", "name": name, "port": port, "weight": weight}
-}
-
 // nsRef is a backendRef with an explicit namespace.
 func nsRef(namespace, name string, port, weight int64) map[string]any {
-	m := ref(name, port, weight)
+	m := routestest.BackendOn(name, port, weight)
 	m["namespace"] = namespace
 	return m
 }
 
-// rule is one rule with a path match, a filter and a timeout the plugin does
-// not manage, so the tests show they pass through. name "" is an unnamed rule.
+// rule is routestest.RuleWithUnmanaged (a filter and a timeout the plugin
+// does not manage, so the tests show they pass through) with a name; name ""
+// is an unnamed rule.
 func rule(name, path string, backends ...map[string]any) routes.Rule {
-	refs := make([]any, len(backends))
-	for i, b := range backends {
-		refs[i] = b
-	}
-	r := routes.Rule{
-		"matches": []any{map[string]any{
-			"path": map[string]any{"type": "PathPrefix", "value": path},
-		}},
-		"filters": []any{map[string]any{
-			"type": "RequestHeaderModifier",
-			"requestHeaderModifier": map[string]any{
-				"add": []any{map[string]any{"name": "x-path", "value": path}},
-			},
-		}},
-		"timeouts":    map[string]any{"request": "10s"},
-		"backendRefs": refs,
-	}
+	r := routestest.RuleWithUnmanaged(path, backends...)
 	if name != "" {
 		r["name"] = name
 	}
@@ -103,7 +84,7 @@ func rules(rs ...routes.Rule) []routes.Rule { return rs }
 // Edge cases where a recorded backendRef must be told from one that only
 // looks like it: the plugin removes exactly its own and never another's.
 func TestApplyTellsOwnRefsFromLookalikes(t *testing.T) {
-	foreign := ref(baseline, 8080, 7)
+	foreign := routestest.BackendOn(baseline, 8080, 7)
 	for _, tc := range []struct {
 		name        string
 		rules       []routes.Rule
@@ -115,44 +96,44 @@ func TestApplyTellsOwnRefsFromLookalikes(t *testing.T) {
 	}{
 		{
 			name:      "the plugin's ref is gone, a foreign one to the same Service stays on removal",
-			rules:     rules(rule("", "/", ref("web-stable", 8080, 100), ref("web-canary", 8080, 0), foreign)),
+			rules:     rules(rule("", "/", routestest.BackendOn("web-stable", 8080, 100), routestest.BackendOn("web-canary", 8080, 0), foreign)),
 			claimed:   []routes.AddedBackend{withOthers(added(0, "", baseline), 1)},
 			in:        input(),
-			wantRules: rules(rule("", "/", ref("web-stable", 8080, 100), ref("web-canary", 8080, 0), foreign)),
+			wantRules: rules(rule("", "/", routestest.BackendOn("web-stable", 8080, 100), routestest.BackendOn("web-canary", 8080, 0), foreign)),
 		},
 		{
 			name:        "the plugin's ref is gone, a foreign one to the same Service is not adopted when still wanted",
-			rules:       rules(rule("", "/", ref("web-stable", 8080, 95), ref("web-canary", 8080, 0), foreign)),
+			rules:       rules(rule("", "/", routestest.BackendOn("web-stable", 8080, 95), routestest.BackendOn("web-canary", 8080, 0), foreign)),
 			claimed:     []routes.AddedBackend{withOthers(added(0, "", baseline), 1)},
 			in:          input(dest(baseline, 5)),
-			wantRules:   rules(rule("", "/", ref("web-stable", 8080, 95), ref("web-canary", 8080, 0), foreign, ref(baseline, 8080, 5))),
+			wantRules:   rules(rule("", "/", routestest.BackendOn("web-stable", 8080, 95), routestest.BackendOn("web-canary", 8080, 0), foreign, routestest.BackendOn(baseline, 8080, 5))),
 			wantAdded:   []routes.AddedBackend{withOthers(added(0, "", baseline), 1)},
 			wantChanges: []string{"rule 0 + Service shop/" + baseline + " weight 5"},
 		},
 		{
 			name: "two rules share a name: the recorded index picks the right one",
-			rules: rules(rule("a", "/", ref("web-stable", 8080, 95), ref("web-canary", 8080, 0)),
-				rule("a", "/x", ref("web-stable", 8080, 95), ref("web-canary", 8080, 0), ref(baseline, 8080, 5))),
+			rules: rules(rule("a", "/", routestest.BackendOn("web-stable", 8080, 95), routestest.BackendOn("web-canary", 8080, 0)),
+				rule("a", "/x", routestest.BackendOn("web-stable", 8080, 95), routestest.BackendOn("web-canary", 8080, 0), routestest.BackendOn(baseline, 8080, 5))),
 			claimed:     []routes.AddedBackend{added(1, "a", baseline)},
 			in:          input(),
-			wantRules:   rules(rule("a", "/", ref("web-stable", 8080, 95), ref("web-canary", 8080, 0)), rule("a", "/x", ref("web-stable", 8080, 95), ref("web-canary", 8080, 0))),
+			wantRules:   rules(rule("a", "/", routestest.BackendOn("web-stable", 8080, 95), routestest.BackendOn("web-canary", 8080, 0)), rule("a", "/x", routestest.BackendOn("web-stable", 8080, 95), routestest.BackendOn("web-canary", 8080, 0))),
 			wantChanges: []string{"rule 1 − Service shop/" + baseline},
 		},
 		{
 			name: "an unnamed rule inserted before the managed one: the plugin's ref is found where it went",
 			rules: rules(rule("", "/preview", foreign),
-				rule("", "/", ref("web-stable", 8080, 95), ref("web-canary", 8080, 0), ref(baseline, 8080, 5))),
+				rule("", "/", routestest.BackendOn("web-stable", 8080, 95), routestest.BackendOn("web-canary", 8080, 0), routestest.BackendOn(baseline, 8080, 5))),
 			claimed:     []routes.AddedBackend{added(0, "", baseline)},
 			in:          input(),
-			wantRules:   rules(rule("", "/preview", foreign), rule("", "/", ref("web-stable", 8080, 95), ref("web-canary", 8080, 0))),
+			wantRules:   rules(rule("", "/preview", foreign), rule("", "/", routestest.BackendOn("web-stable", 8080, 95), routestest.BackendOn("web-canary", 8080, 0))),
 			wantChanges: []string{"rule 1 − Service shop/" + baseline},
 		},
 		{
 			name:        "a rule named after the plugin added to it",
-			rules:       rules(rule("main", "/", ref("web-stable", 8080, 95), ref("web-canary", 8080, 0), ref(baseline, 8080, 5))),
+			rules:       rules(rule("main", "/", routestest.BackendOn("web-stable", 8080, 95), routestest.BackendOn("web-canary", 8080, 0), routestest.BackendOn(baseline, 8080, 5))),
 			claimed:     []routes.AddedBackend{added(0, "", baseline)},
 			in:          input(),
-			wantRules:   rules(rule("main", "/", ref("web-stable", 8080, 95), ref("web-canary", 8080, 0))),
+			wantRules:   rules(rule("main", "/", routestest.BackendOn("web-stable", 8080, 95), routestest.BackendOn("web-canary", 8080, 0))),
 			wantChanges: []string{"rule 0 − Service shop/" + baseline},
 		},
 	} {
@@ -176,10 +157,10 @@ func TestApplyTellsOwnRefsFromLookalikes(t *testing.T) {
 
 func TestApply(t *testing.T) {
 	// A foreign backendRef: another team's Service, with its own weight.
-	payments := ref("payments", 9000, 3)
+	payments := routestest.BackendOn("payments", 9000, 3)
 	// Foreign backendRefs to the very Service the experiment uses, and to a
 	// Service with the same name in another namespace.
-	foreignBaseline := ref(baseline, 8080, 7)
+	foreignBaseline := routestest.BackendOn(baseline, 8080, 7)
 	foreignBaselineElsewhere := nsRef("elsewhere", baseline, 8080, 4)
 
 	tests := []struct {
@@ -197,15 +178,15 @@ func TestApply(t *testing.T) {
 			name: "GKE case: baseline 5 and canary 25 are appended to the one managed rule; other rules get nothing",
 			rules: func() []routes.Rule {
 				return rules(
-					rule("", "/", ref("web-stable", 8080, 70), ref("web-canary", 8080, 0)),
-					rule("", "/admin", ref("web-stable", 8080, 1)),
+					rule("", "/", routestest.BackendOn("web-stable", 8080, 70), routestest.BackendOn("web-canary", 8080, 0)),
+					rule("", "/admin", routestest.BackendOn("web-stable", 8080, 1)),
 					rule("", "/pay", payments),
 				)
 			},
 			in: input(dest(baseline, 5), dest(expCanary, 25)),
 			wantRules: rules(
-				rule("", "/", ref("web-stable", 8080, 70), ref("web-canary", 8080, 0), ref(baseline, 8080, 5), ref(expCanary, 8080, 25)),
-				rule("", "/admin", ref("web-stable", 8080, 1)),
+				rule("", "/", routestest.BackendOn("web-stable", 8080, 70), routestest.BackendOn("web-canary", 8080, 0), routestest.BackendOn(baseline, 8080, 5), routestest.BackendOn(expCanary, 8080, 25)),
+				rule("", "/admin", routestest.BackendOn("web-stable", 8080, 1)),
 				rule("", "/pay", payments),
 			),
 			wantAdded: []routes.AddedBackend{added(0, "", baseline), added(0, "", expCanary)},
@@ -236,22 +217,22 @@ func TestApply(t *testing.T) {
 			rules: func() []routes.Rule {
 				return rules(rule("", "/",
 					nsRef(rolloutNS, "web-stable", 8080, 70), nsRef(rolloutNS, "web-canary", 8080, 0),
-					ref(baseline, 8080, 7)))
+					routestest.BackendOn(baseline, 8080, 7)))
 			},
 			in:      input(),
 			claimed: []routes.AddedBackend{added(0, "", baseline)},
 			wantRules: rules(rule("", "/",
 				nsRef(rolloutNS, "web-stable", 8080, 70), nsRef(rolloutNS, "web-canary", 8080, 0),
-				ref(baseline, 8080, 7))),
+				routestest.BackendOn(baseline, 8080, 7))),
 		},
 		{
 			name: "a later call updates the weights of the recorded backends",
 			rules: func() []routes.Rule {
-				return rules(rule("", "/", ref("web-stable", 8080, 60), ref("web-canary", 8080, 10), ref(baseline, 8080, 5), ref(expCanary, 8080, 25)))
+				return rules(rule("", "/", routestest.BackendOn("web-stable", 8080, 60), routestest.BackendOn("web-canary", 8080, 10), routestest.BackendOn(baseline, 8080, 5), routestest.BackendOn(expCanary, 8080, 25)))
 			},
 			in:        input(dest(baseline, 10), dest(expCanary, 20)),
 			claimed:   []routes.AddedBackend{added(0, "", baseline), added(0, "", expCanary)},
-			wantRules: rules(rule("", "/", ref("web-stable", 8080, 60), ref("web-canary", 8080, 10), ref(baseline, 8080, 10), ref(expCanary, 8080, 20))),
+			wantRules: rules(rule("", "/", routestest.BackendOn("web-stable", 8080, 60), routestest.BackendOn("web-canary", 8080, 10), routestest.BackendOn(baseline, 8080, 10), routestest.BackendOn(expCanary, 8080, 20))),
 			wantAdded: []routes.AddedBackend{added(0, "", baseline), added(0, "", expCanary)},
 			wantChanges: []string{
 				"rule 0 Service shop/" + baseline + " 5→10",
@@ -261,21 +242,21 @@ func TestApply(t *testing.T) {
 		{
 			name: "same weights again: no change",
 			rules: func() []routes.Rule {
-				return rules(rule("", "/", ref("web-stable", 8080, 70), ref("web-canary", 8080, 0), ref(baseline, 8080, 5), ref(expCanary, 8080, 25)))
+				return rules(rule("", "/", routestest.BackendOn("web-stable", 8080, 70), routestest.BackendOn("web-canary", 8080, 0), routestest.BackendOn(baseline, 8080, 5), routestest.BackendOn(expCanary, 8080, 25)))
 			},
 			in:        input(dest(baseline, 5), dest(expCanary, 25)),
 			claimed:   []routes.AddedBackend{added(0, "", baseline), added(0, "", expCanary)},
-			wantRules: rules(rule("", "/", ref("web-stable", 8080, 70), ref("web-canary", 8080, 0), ref(baseline, 8080, 5), ref(expCanary, 8080, 25))),
+			wantRules: rules(rule("", "/", routestest.BackendOn("web-stable", 8080, 70), routestest.BackendOn("web-canary", 8080, 0), routestest.BackendOn(baseline, 8080, 5), routestest.BackendOn(expCanary, 8080, 25))),
 			wantAdded: []routes.AddedBackend{added(0, "", baseline), added(0, "", expCanary)},
 		},
 		{
 			name: "an empty destination list removes exactly the recorded backendRefs",
 			rules: func() []routes.Rule {
-				return rules(rule("", "/", ref("web-stable", 8080, 100), payments, ref("web-canary", 8080, 0), ref(baseline, 8080, 5), ref(expCanary, 8080, 25)))
+				return rules(rule("", "/", routestest.BackendOn("web-stable", 8080, 100), payments, routestest.BackendOn("web-canary", 8080, 0), routestest.BackendOn(baseline, 8080, 5), routestest.BackendOn(expCanary, 8080, 25)))
 			},
 			in:        input(),
 			claimed:   []routes.AddedBackend{added(0, "", baseline), added(0, "", expCanary)},
-			wantRules: rules(rule("", "/", ref("web-stable", 8080, 100), payments, ref("web-canary", 8080, 0))),
+			wantRules: rules(rule("", "/", routestest.BackendOn("web-stable", 8080, 100), payments, routestest.BackendOn("web-canary", 8080, 0))),
 			wantChanges: []string{
 				"rule 0 − Service shop/" + baseline,
 				"rule 0 − Service shop/" + expCanary,
@@ -284,11 +265,11 @@ func TestApply(t *testing.T) {
 		{
 			name: "one destination dropped: only its backendRef leaves, the other is kept",
 			rules: func() []routes.Rule {
-				return rules(rule("", "/", ref("web-stable", 8080, 75), ref("web-canary", 8080, 0), ref(baseline, 8080, 5), ref(expCanary, 8080, 25)))
+				return rules(rule("", "/", routestest.BackendOn("web-stable", 8080, 75), routestest.BackendOn("web-canary", 8080, 0), routestest.BackendOn(baseline, 8080, 5), routestest.BackendOn(expCanary, 8080, 25)))
 			},
 			in:          input(dest(expCanary, 25)),
 			claimed:     []routes.AddedBackend{added(0, "", baseline), added(0, "", expCanary)},
-			wantRules:   rules(rule("", "/", ref("web-stable", 8080, 75), ref("web-canary", 8080, 0), ref(expCanary, 8080, 25))),
+			wantRules:   rules(rule("", "/", routestest.BackendOn("web-stable", 8080, 75), routestest.BackendOn("web-canary", 8080, 0), routestest.BackendOn(expCanary, 8080, 25))),
 			wantAdded:   []routes.AddedBackend{added(0, "", expCanary)},
 			wantChanges: []string{"rule 0 − Service shop/" + baseline},
 		},
@@ -296,13 +277,13 @@ func TestApply(t *testing.T) {
 			name: "foreign backendRefs to a Service named like the experiment's are kept when adding",
 			rules: func() []routes.Rule {
 				return rules(
-					rule("", "/", ref("web-stable", 8080, 70), foreignBaseline, foreignBaselineElsewhere, ref("web-canary", 8080, 0)),
+					rule("", "/", routestest.BackendOn("web-stable", 8080, 70), foreignBaseline, foreignBaselineElsewhere, routestest.BackendOn("web-canary", 8080, 0)),
 					rule("", "/preview", foreignBaseline),
 				)
 			},
 			in: input(dest(baseline, 5)),
 			wantRules: rules(
-				rule("", "/", ref("web-stable", 8080, 70), foreignBaseline, foreignBaselineElsewhere, ref("web-canary", 8080, 0), ref(baseline, 8080, 5)),
+				rule("", "/", routestest.BackendOn("web-stable", 8080, 70), foreignBaseline, foreignBaselineElsewhere, routestest.BackendOn("web-canary", 8080, 0), routestest.BackendOn(baseline, 8080, 5)),
 				rule("", "/preview", foreignBaseline),
 			),
 			// One ref to the same Service was there before the plugin's: it is not the plugin's.
@@ -313,14 +294,14 @@ func TestApply(t *testing.T) {
 			name: "foreign backendRefs to a Service named like the experiment's keep their weights on a weight change",
 			rules: func() []routes.Rule {
 				return rules(
-					rule("", "/", ref("web-stable", 8080, 70), foreignBaseline, foreignBaselineElsewhere, ref("web-canary", 8080, 0), ref(baseline, 8080, 5)),
+					rule("", "/", routestest.BackendOn("web-stable", 8080, 70), foreignBaseline, foreignBaselineElsewhere, routestest.BackendOn("web-canary", 8080, 0), routestest.BackendOn(baseline, 8080, 5)),
 					rule("", "/preview", foreignBaseline),
 				)
 			},
 			in:      input(dest(baseline, 9)),
 			claimed: []routes.AddedBackend{added(0, "", baseline)},
 			wantRules: rules(
-				rule("", "/", ref("web-stable", 8080, 70), foreignBaseline, foreignBaselineElsewhere, ref("web-canary", 8080, 0), ref(baseline, 8080, 9)),
+				rule("", "/", routestest.BackendOn("web-stable", 8080, 70), foreignBaseline, foreignBaselineElsewhere, routestest.BackendOn("web-canary", 8080, 0), routestest.BackendOn(baseline, 8080, 9)),
 				rule("", "/preview", foreignBaseline),
 			),
 			wantAdded:   []routes.AddedBackend{added(0, "", baseline)},
@@ -330,14 +311,14 @@ func TestApply(t *testing.T) {
 			name: "foreign backendRefs to a Service named like the experiment's are kept when removing, in the same rule and in another",
 			rules: func() []routes.Rule {
 				return rules(
-					rule("", "/", ref("web-stable", 8080, 100), foreignBaseline, foreignBaselineElsewhere, ref("web-canary", 8080, 0), ref(baseline, 8080, 5)),
+					rule("", "/", routestest.BackendOn("web-stable", 8080, 100), foreignBaseline, foreignBaselineElsewhere, routestest.BackendOn("web-canary", 8080, 0), routestest.BackendOn(baseline, 8080, 5)),
 					rule("", "/preview", foreignBaseline),
 				)
 			},
 			in:      input(),
 			claimed: []routes.AddedBackend{added(0, "", baseline)},
 			wantRules: rules(
-				rule("", "/", ref("web-stable", 8080, 100), foreignBaseline, foreignBaselineElsewhere, ref("web-canary", 8080, 0)),
+				rule("", "/", routestest.BackendOn("web-stable", 8080, 100), foreignBaseline, foreignBaselineElsewhere, routestest.BackendOn("web-canary", 8080, 0)),
 				rule("", "/preview", foreignBaseline),
 			),
 			wantChanges: []string{"rule 0 − Service shop/" + baseline},
@@ -345,30 +326,30 @@ func TestApply(t *testing.T) {
 		{
 			name: "a recorded backendRef someone already removed is dropped from the record without error",
 			rules: func() []routes.Rule {
-				return rules(rule("", "/", ref("web-stable", 8080, 100), ref("web-canary", 8080, 0), ref(expCanary, 8080, 25)))
+				return rules(rule("", "/", routestest.BackendOn("web-stable", 8080, 100), routestest.BackendOn("web-canary", 8080, 0), routestest.BackendOn(expCanary, 8080, 25)))
 			},
 			in:          input(),
 			claimed:     []routes.AddedBackend{added(0, "", baseline), added(0, "", expCanary)},
-			wantRules:   rules(rule("", "/", ref("web-stable", 8080, 100), ref("web-canary", 8080, 0))),
+			wantRules:   rules(rule("", "/", routestest.BackendOn("web-stable", 8080, 100), routestest.BackendOn("web-canary", 8080, 0))),
 			wantChanges: []string{"rule 0 − Service shop/" + expCanary},
 		},
 		{
 			name: "a recorded backendRef whose rule is gone is dropped from the record without error",
 			rules: func() []routes.Rule {
-				return rules(rule("main", "/", ref("web-stable", 8080, 100), ref("web-canary", 8080, 0)))
+				return rules(rule("main", "/", routestest.BackendOn("web-stable", 8080, 100), routestest.BackendOn("web-canary", 8080, 0)))
 			},
 			in:        input(),
 			claimed:   []routes.AddedBackend{added(1, "old", baseline)},
-			wantRules: rules(rule("main", "/", ref("web-stable", 8080, 100), ref("web-canary", 8080, 0))),
+			wantRules: rules(rule("main", "/", routestest.BackendOn("web-stable", 8080, 100), routestest.BackendOn("web-canary", 8080, 0))),
 		},
 		{
 			name: "a recorded backendRef someone removed while the experiment runs is added again",
 			rules: func() []routes.Rule {
-				return rules(rule("", "/", ref("web-stable", 8080, 70), ref("web-canary", 8080, 0), ref(expCanary, 8080, 25)))
+				return rules(rule("", "/", routestest.BackendOn("web-stable", 8080, 70), routestest.BackendOn("web-canary", 8080, 0), routestest.BackendOn(expCanary, 8080, 25)))
 			},
 			in:          input(dest(baseline, 5), dest(expCanary, 25)),
 			claimed:     []routes.AddedBackend{added(0, "", baseline), added(0, "", expCanary)},
-			wantRules:   rules(rule("", "/", ref("web-stable", 8080, 70), ref("web-canary", 8080, 0), ref(expCanary, 8080, 25), ref(baseline, 8080, 5))),
+			wantRules:   rules(rule("", "/", routestest.BackendOn("web-stable", 8080, 70), routestest.BackendOn("web-canary", 8080, 0), routestest.BackendOn(expCanary, 8080, 25), routestest.BackendOn(baseline, 8080, 5))),
 			wantAdded:   []routes.AddedBackend{added(0, "", expCanary), added(0, "", baseline)},
 			wantChanges: []string{"rule 0 + Service shop/" + baseline + " weight 5"},
 		},
@@ -376,16 +357,16 @@ func TestApply(t *testing.T) {
 			name: "two managed rules each get the backends",
 			rules: func() []routes.Rule {
 				return rules(
-					rule("", "/", ref("web-stable", 8080, 70), ref("web-canary", 8080, 0)),
+					rule("", "/", routestest.BackendOn("web-stable", 8080, 70), routestest.BackendOn("web-canary", 8080, 0)),
 					rule("", "/static", payments),
-					rule("", "/api", ref("web-canary", 8080, 0), ref("web-stable", 8080, 70)),
+					rule("", "/api", routestest.BackendOn("web-canary", 8080, 0), routestest.BackendOn("web-stable", 8080, 70)),
 				)
 			},
 			in: input(dest(baseline, 5), dest(expCanary, 25)),
 			wantRules: rules(
-				rule("", "/", ref("web-stable", 8080, 70), ref("web-canary", 8080, 0), ref(baseline, 8080, 5), ref(expCanary, 8080, 25)),
+				rule("", "/", routestest.BackendOn("web-stable", 8080, 70), routestest.BackendOn("web-canary", 8080, 0), routestest.BackendOn(baseline, 8080, 5), routestest.BackendOn(expCanary, 8080, 25)),
 				rule("", "/static", payments),
-				rule("", "/api", ref("web-canary", 8080, 0), ref("web-stable", 8080, 70), ref(baseline, 8080, 5), ref(expCanary, 8080, 25)),
+				rule("", "/api", routestest.BackendOn("web-canary", 8080, 0), routestest.BackendOn("web-stable", 8080, 70), routestest.BackendOn(baseline, 8080, 5), routestest.BackendOn(expCanary, 8080, 25)),
 			),
 			wantAdded: []routes.AddedBackend{added(0, "", baseline), added(0, "", expCanary), added(2, "", baseline), added(2, "", expCanary)},
 			wantChanges: []string{
@@ -399,14 +380,14 @@ func TestApply(t *testing.T) {
 			name: "a rule with the canary Service in another namespace is not managed",
 			rules: func() []routes.Rule {
 				return rules(
-					rule("", "/", ref("web-stable", 8080, 70), nsRef("elsewhere", "web-canary", 8080, 0)),
-					rule("", "/api", ref("web-stable", 8080, 70), ref("web-canary", 8080, 0)),
+					rule("", "/", routestest.BackendOn("web-stable", 8080, 70), nsRef("elsewhere", "web-canary", 8080, 0)),
+					rule("", "/api", routestest.BackendOn("web-stable", 8080, 70), routestest.BackendOn("web-canary", 8080, 0)),
 				)
 			},
 			in: input(dest(baseline, 5)),
 			wantRules: rules(
-				rule("", "/", ref("web-stable", 8080, 70), nsRef("elsewhere", "web-canary", 8080, 0)),
-				rule("", "/api", ref("web-stable", 8080, 70), ref("web-canary", 8080, 0), ref(baseline, 8080, 5)),
+				rule("", "/", routestest.BackendOn("web-stable", 8080, 70), nsRef("elsewhere", "web-canary", 8080, 0)),
+				rule("", "/api", routestest.BackendOn("web-stable", 8080, 70), routestest.BackendOn("web-canary", 8080, 0), routestest.BackendOn(baseline, 8080, 5)),
 			),
 			wantAdded:   []routes.AddedBackend{added(1, "", baseline)},
 			wantChanges: []string{"rule 1 + Service shop/" + baseline + " weight 5"},
@@ -414,26 +395,26 @@ func TestApply(t *testing.T) {
 		{
 			name: "a recorded backendRef in a rule that is no longer managed is removed",
 			rules: func() []routes.Rule {
-				return rules(rule("", "/", ref("web-stable", 8080, 100), ref(baseline, 8080, 5)))
+				return rules(rule("", "/", routestest.BackendOn("web-stable", 8080, 100), routestest.BackendOn(baseline, 8080, 5)))
 			},
 			in:          input(dest(baseline, 5)),
 			claimed:     []routes.AddedBackend{added(0, "", baseline)},
-			wantRules:   rules(rule("", "/", ref("web-stable", 8080, 100))),
+			wantRules:   rules(rule("", "/", routestest.BackendOn("web-stable", 8080, 100))),
 			wantChanges: []string{"rule 0 − Service shop/" + baseline},
 		},
 		{
 			name: "named rules reordered: recorded backends are located by name and their indexes updated",
 			rules: func() []routes.Rule {
 				return rules(
-					rule("api", "/api", ref("web-stable", 8080, 70), ref("web-canary", 8080, 0), ref(baseline, 8080, 5)),
-					rule("main", "/", ref("web-stable", 8080, 70), ref("web-canary", 8080, 0), ref(baseline, 8080, 5)),
+					rule("api", "/api", routestest.BackendOn("web-stable", 8080, 70), routestest.BackendOn("web-canary", 8080, 0), routestest.BackendOn(baseline, 8080, 5)),
+					rule("main", "/", routestest.BackendOn("web-stable", 8080, 70), routestest.BackendOn("web-canary", 8080, 0), routestest.BackendOn(baseline, 8080, 5)),
 				)
 			},
 			in:      input(dest(baseline, 30)),
 			claimed: []routes.AddedBackend{added(0, "main", baseline), added(1, "api", baseline)},
 			wantRules: rules(
-				rule("api", "/api", ref("web-stable", 8080, 70), ref("web-canary", 8080, 0), ref(baseline, 8080, 30)),
-				rule("main", "/", ref("web-stable", 8080, 70), ref("web-canary", 8080, 0), ref(baseline, 8080, 30)),
+				rule("api", "/api", routestest.BackendOn("web-stable", 8080, 70), routestest.BackendOn("web-canary", 8080, 0), routestest.BackendOn(baseline, 8080, 30)),
+				rule("main", "/", routestest.BackendOn("web-stable", 8080, 70), routestest.BackendOn("web-canary", 8080, 0), routestest.BackendOn(baseline, 8080, 30)),
 			),
 			wantAdded: []routes.AddedBackend{added(1, "main", baseline), added(0, "api", baseline)},
 			wantChanges: []string{
@@ -446,24 +427,24 @@ func TestApply(t *testing.T) {
 			rules: func() []routes.Rule {
 				return rules(
 					rule("preview", "/preview", foreignBaseline),
-					rule("main", "/", ref("web-stable", 8080, 100), ref("web-canary", 8080, 0), ref(baseline, 8080, 5)),
+					rule("main", "/", routestest.BackendOn("web-stable", 8080, 100), routestest.BackendOn("web-canary", 8080, 0), routestest.BackendOn(baseline, 8080, 5)),
 				)
 			},
 			in:      input(),
 			claimed: []routes.AddedBackend{added(0, "main", baseline)},
 			wantRules: rules(
 				rule("preview", "/preview", foreignBaseline),
-				rule("main", "/", ref("web-stable", 8080, 100), ref("web-canary", 8080, 0)),
+				rule("main", "/", routestest.BackendOn("web-stable", 8080, 100), routestest.BackendOn("web-canary", 8080, 0)),
 			),
 			wantChanges: []string{"rule 1 − Service shop/" + baseline},
 		},
 		{
 			name: "16 backendRefs in a rule is allowed",
 			rules: func() []routes.Rule {
-				return rules(rule("", "/", append([]map[string]any{ref("web-stable", 8080, 95), ref("web-canary", 8080, 0)}, foreign(13)...)...))
+				return rules(rule("", "/", append([]map[string]any{routestest.BackendOn("web-stable", 8080, 95), routestest.BackendOn("web-canary", 8080, 0)}, foreign(13)...)...))
 			},
 			in:          input(dest(baseline, 5)),
-			wantRules:   rules(rule("", "/", append(append([]map[string]any{ref("web-stable", 8080, 95), ref("web-canary", 8080, 0)}, foreign(13)...), ref(baseline, 8080, 5))...)),
+			wantRules:   rules(rule("", "/", append(append([]map[string]any{routestest.BackendOn("web-stable", 8080, 95), routestest.BackendOn("web-canary", 8080, 0)}, foreign(13)...), routestest.BackendOn(baseline, 8080, 5))...)),
 			wantAdded:   []routes.AddedBackend{added(0, "", baseline)},
 			wantChanges: []string{"rule 0 + Service shop/" + baseline + " weight 5"},
 		},
@@ -471,8 +452,8 @@ func TestApply(t *testing.T) {
 			name: "more than 16 backendRefs in a rule is an error naming the rule",
 			rules: func() []routes.Rule {
 				return rules(
-					rule("", "/", ref("web-stable", 8080, 70), ref("web-canary", 8080, 0)),
-					rule("", "/api", append([]map[string]any{ref("web-stable", 8080, 70), ref("web-canary", 8080, 0)}, foreign(13)...)...),
+					rule("", "/", routestest.BackendOn("web-stable", 8080, 70), routestest.BackendOn("web-canary", 8080, 0)),
+					rule("", "/api", append([]map[string]any{routestest.BackendOn("web-stable", 8080, 70), routestest.BackendOn("web-canary", 8080, 0)}, foreign(13)...)...),
 				)
 			},
 			in:      input(dest(baseline, 5), dest(expCanary, 25)),
@@ -481,7 +462,7 @@ func TestApply(t *testing.T) {
 		{
 			name: "a destination equal to the stable Service is an error",
 			rules: func() []routes.Rule {
-				return rules(rule("", "/", ref("web-stable", 8080, 70), ref("web-canary", 8080, 0)))
+				return rules(rule("", "/", routestest.BackendOn("web-stable", 8080, 70), routestest.BackendOn("web-canary", 8080, 0)))
 			},
 			in:      input(dest(baseline, 5), dest("web-stable", 25)),
 			wantErr: "experiment Service shop/web-stable is the stable or canary Service; give the experiment its own Service",
@@ -489,7 +470,7 @@ func TestApply(t *testing.T) {
 		{
 			name: "a destination equal to the canary Service is an error",
 			rules: func() []routes.Rule {
-				return rules(rule("", "/", ref("web-stable", 8080, 70), ref("web-canary", 8080, 0)))
+				return rules(rule("", "/", routestest.BackendOn("web-stable", 8080, 70), routestest.BackendOn("web-canary", 8080, 0)))
 			},
 			in:      input(dest("web-canary", 5)),
 			wantErr: "experiment Service shop/web-canary is the stable or canary Service; give the experiment its own Service",
@@ -497,10 +478,10 @@ func TestApply(t *testing.T) {
 		{
 			name: "no managed rule: nothing is added",
 			rules: func() []routes.Rule {
-				return rules(rule("", "/", ref("web-stable", 8080, 100)))
+				return rules(rule("", "/", routestest.BackendOn("web-stable", 8080, 100)))
 			},
 			in:        input(dest(baseline, 5)),
-			wantRules: rules(rule("", "/", ref("web-stable", 8080, 100))),
+			wantRules: rules(rule("", "/", routestest.BackendOn("web-stable", 8080, 100))),
 		},
 	}
 	for _, tt := range tests {
@@ -548,7 +529,7 @@ func TestApply(t *testing.T) {
 func foreign(n int) []map[string]any {
 	out := make([]map[string]any, n)
 	for i := range out {
-		out[i] = ref(fmt.Sprintf("team-%d", i), 8080, 1)
+		out[i] = routestest.BackendOn(fmt.Sprintf("team-%d", i), 8080, 1)
 	}
 	return out
 }
@@ -559,8 +540,8 @@ func foreign(n int) []map[string]any {
 func TestApplyExperimentLifecycle(t *testing.T) {
 	before := func() []routes.Rule {
 		return rules(
-			rule("", "/", ref("web-stable", 8080, 100), ref("other-team", 8080, 0), ref("web-canary", 8080, 0)),
-			rule("", "/other", ref(baseline, 8080, 1)),
+			rule("", "/", routestest.BackendOn("web-stable", 8080, 100), routestest.BackendOn("other-team", 8080, 0), routestest.BackendOn("web-canary", 8080, 0)),
+			rule("", "/other", routestest.BackendOn(baseline, 8080, 1)),
 		)
 	}
 	r := route(rolloutNS, before())
@@ -580,8 +561,8 @@ func TestApplyExperimentLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	during := rules(
-		rule("", "/", ref("web-stable", 8080, 70), ref("other-team", 8080, 0), ref("web-canary", 8080, 0), ref(baseline, 8080, 5), ref(expCanary, 8080, 25)),
-		rule("", "/other", ref(baseline, 8080, 1)),
+		rule("", "/", routestest.BackendOn("web-stable", 8080, 70), routestest.BackendOn("other-team", 8080, 0), routestest.BackendOn("web-canary", 8080, 0), routestest.BackendOn(baseline, 8080, 5), routestest.BackendOn(expCanary, 8080, 25)),
+		rule("", "/other", routestest.BackendOn(baseline, 8080, 1)),
 	)
 	if diff := cmp.Diff(during, got); diff != "" {
 		t.Fatalf("during the experiment (-want +got):\n%s", diff)
@@ -732,7 +713,7 @@ func TestApplyPortSelection(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			live := rules(rule("", "/", ref("web-stable", tt.stablePort, 95), ref("web-canary", tt.stablePort, 0)))
+			live := rules(rule("", "/", routestest.BackendOn("web-stable", tt.stablePort, 95), routestest.BackendOn("web-canary", tt.stablePort, 0)))
 			in := input(Destination{Service: baseline, Weight: 5, Ports: tt.ports})
 			in.StablePorts = tt.stablePorts
 			r := route(rolloutNS, live)
@@ -749,7 +730,7 @@ func TestApplyPortSelection(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := rules(rule("", "/", ref("web-stable", tt.stablePort, 95), ref("web-canary", tt.stablePort, 0), ref(baseline, tt.want, 5)))
+			want := rules(rule("", "/", routestest.BackendOn("web-stable", tt.stablePort, 95), routestest.BackendOn("web-canary", tt.stablePort, 0), routestest.BackendOn(baseline, tt.want, 5)))
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("rules (-want +got):\n%s", diff)
 			}
@@ -836,7 +817,7 @@ func genRules(shape []byte, crossNamespace bool) func() []routes.Rule {
 		if crossNamespace {
 			return nsRef(rolloutNS, name, 8080, weight)
 		}
-		return ref(name, 8080, weight)
+		return routestest.BackendOn(name, 8080, weight)
 	}
 	n := int(next()%4) + 1
 	var out []routes.Rule
@@ -854,7 +835,7 @@ func genRules(shape []byte, crossNamespace bool) func() []routes.Rule {
 			refs = append(refs, svc("web-canary", int64(next())))
 		}
 		if flags&8 != 0 {
-			refs = append(refs, ref("payments", 9000, int64(next())))
+			refs = append(refs, routestest.BackendOn("payments", 9000, int64(next())))
 		}
 		if flags&16 != 0 {
 			// Another team's ref to the very Service the experiment uses.
@@ -864,7 +845,7 @@ func genRules(shape []byte, crossNamespace bool) func() []routes.Rule {
 			refs = append(refs, nsRef("elsewhere", expCanary, 8080, int64(next())))
 		}
 		for j := 0; j < int(flags>>6); j++ {
-			refs = append(refs, ref(fmt.Sprintf("team-%d", j), 8080, 1))
+			refs = append(refs, routestest.BackendOn(fmt.Sprintf("team-%d", j), 8080, 1))
 		}
 		// Rotate so stable and canary are not always first.
 		if len(refs) > 0 {
@@ -896,8 +877,8 @@ func TestApplyOnServiceImportRoutes(t *testing.T) {
 	}
 	live := rules(
 		rule("", "/", importRef(gke, "web-stable", 8080, 80), importRef(gke, "web-canary", 8080, 20)),
-		rule("", "/mixed", ref("web-stable", 8080, 80), importRef("multicluster.x-k8s.io", "web-canary", 8080, 20)),
-		rule("", "/local", ref("web-stable", 8080, 80), ref("web-canary", 8080, 20)),
+		rule("", "/mixed", routestest.BackendOn("web-stable", 8080, 80), importRef("multicluster.x-k8s.io", "web-canary", 8080, 20)),
+		rule("", "/local", routestest.BackendOn("web-stable", 8080, 80), routestest.BackendOn("web-canary", 8080, 20)),
 	)
 	in := input(dest(baseline, 5), dest(expCanary, 5))
 	got, record, changes, err := Apply(route(rolloutNS, live), live, in, nil)
@@ -906,9 +887,9 @@ func TestApplyOnServiceImportRoutes(t *testing.T) {
 	}
 	want := rules(
 		rule("", "/", importRef(gke, "web-stable", 8080, 80), importRef(gke, "web-canary", 8080, 20), importRef(gke, baseline, 8080, 5), importRef(gke, expCanary, 8080, 5)),
-		rule("", "/mixed", ref("web-stable", 8080, 80), importRef("multicluster.x-k8s.io", "web-canary", 8080, 20),
+		rule("", "/mixed", routestest.BackendOn("web-stable", 8080, 80), importRef("multicluster.x-k8s.io", "web-canary", 8080, 20),
 			importRef("multicluster.x-k8s.io", baseline, 8080, 5), importRef("multicluster.x-k8s.io", expCanary, 8080, 5)),
-		rule("", "/local", ref("web-stable", 8080, 80), ref("web-canary", 8080, 20), ref(baseline, 8080, 5), ref(expCanary, 8080, 5)),
+		rule("", "/local", routestest.BackendOn("web-stable", 8080, 80), routestest.BackendOn("web-canary", 8080, 20), routestest.BackendOn(baseline, 8080, 5), routestest.BackendOn(expCanary, 8080, 5)),
 	)
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("rules (-want +got):\n%s", diff)
@@ -946,7 +927,7 @@ func TestApplyOnServiceImportRoutes(t *testing.T) {
 		"rule 2 Service shop/" + baseline + " 5→10"}; !cmp.Equal(want, changes) {
 		t.Errorf("changes after the weight change: %q, want %q", changes, want)
 	}
-	foreign := ref(baseline, 8080, 1)
+	foreign := routestest.BackendOn(baseline, 8080, 1)
 	got[0]["backendRefs"] = append(got[0]["backendRefs"].([]any), foreign)
 	got, record, _, err = Apply(route(rolloutNS, got), got, input(), record)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes/routestest"
 	"github.com/google/go-cmp/cmp"
 	"github.com/sirupsen/logrus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,7 +37,7 @@ func servedRoute() *unstructured.Unstructured {
 		},
 		"spec": map[string]any{
 			"parentRefs": []any{map[string]any{"name": "gw"}},
-			"rules":      []any{map[string]any(wtRule("/", wtBackend("web-stable", 100), wtBackend("web-canary", 0)))},
+			"rules":      []any{map[string]any(routestest.Rule("/", routestest.Backend("web-stable", 100), routestest.Backend("web-canary", 0)))},
 		},
 	}}
 	u.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate,

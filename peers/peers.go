@@ -20,6 +20,7 @@ import (
 	coordinationac "k8s.io/client-go/applyconfigurations/coordination/v1"
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 )
 
 // defaultLeaseDuration is how long a process's Lease may go unchanged before
@@ -57,8 +58,9 @@ type Peers struct {
 	opts   Options
 	leases coordinationclient.LeaseInterface
 	log    *logrus.Entry
-	name   string // this process's Lease
-	digest string // managerLabel's value
+	clock  clock.WithTicker // the real clock but in this package's tests
+	name   string           // this process's Lease
+	digest string           // managerLabel's value
 
 	// gate is held shared by every write sent guarded by ownership alone,
 	// and taken exclusively before acknowledging another process, so that
@@ -107,12 +109,17 @@ type peer struct {
 // background, until Stop. It never fails: until the Lease is there, Enter
 // waits; a process that cannot keep one writes with the resourceVersion.
 func Start(leases coordinationclient.LeasesGetter, opts Options, log *logrus.Entry) *Peers {
+	return start(leases, opts, log, clock.RealClock{})
+}
+
+// start is Start on the given clock.
+func start(leases coordinationclient.LeasesGetter, opts Options, log *logrus.Entry, clk clock.WithTicker) *Peers {
 	if opts.LeaseDuration <= 0 {
 		opts.LeaseDuration = defaultLeaseDuration
 	}
 	sum := sha256.Sum256([]byte(opts.FieldManager))
 	p := &Peers{
-		opts: opts, log: log.WithField("peers", opts.Namespace),
+		opts: opts, log: log.WithField("peers", opts.Namespace), clock: clk,
 		name:        leasePrefix + randomHex(5),
 		digest:      hex.EncodeToString(sum[:8]),
 		registering: "registering this process's Lease",
@@ -145,7 +152,7 @@ func (p *Peers) Name() string { return p.name }
 func (p *Peers) Enter(ctx context.Context) (alone bool, epoch uint64, leave func(), err error) {
 	for {
 		p.mu.Lock()
-		now := time.Now()
+		now := p.clock.Now()
 		disabled := p.disabled != ""
 		why := p.waitingLocked(now)
 		alone = !disabled && why == "" && p.aloneLocked(now)
@@ -158,7 +165,7 @@ func (p *Peers) Enter(ctx context.Context) (alone bool, epoch uint64, leave func
 			// sees it, or acknowledge waits for this write.
 			p.gate.RLock()
 			p.mu.Lock()
-			alone = p.waitingLocked(time.Now()) == "" && p.aloneLocked(time.Now())
+			alone = p.waitingLocked(p.clock.Now()) == "" && p.aloneLocked(p.clock.Now())
 			epoch = p.epoch
 			p.mu.Unlock()
 			if alone {
@@ -173,7 +180,7 @@ func (p *Peers) Enter(ctx context.Context) (alone bool, epoch uint64, leave func
 		case <-ctx.Done():
 			return false, 0, func() {}, fmt.Errorf("the plugin writes nothing while %s (Leases in namespace %s): %w", why, p.opts.Namespace, ctx.Err())
 		case <-wake:
-		case <-time.After(p.opts.LeaseDuration / 10):
+		case <-p.clock.After(p.opts.LeaseDuration / 10):
 		}
 	}
 }
@@ -274,7 +281,7 @@ func (p *Peers) run() {
 		select {
 		case <-p.stop:
 			return
-		case <-time.After(backoff):
+		case <-p.clock.After(backoff):
 		}
 	}
 	inf := cache.NewSharedIndexInformer(&cache.ListWatch{
@@ -322,13 +329,13 @@ func (p *Peers) run() {
 // every runs do at every renewal period and whenever now has something,
 // then wakes the callers waiting in Enter, until Stop.
 func (p *Peers) every(now <-chan struct{}, do func()) {
-	tick := time.NewTicker(p.renewEvery())
+	tick := p.clock.NewTicker(p.renewEvery())
 	defer tick.Stop()
 	for {
 		select {
 		case <-p.stop:
 			return
-		case <-tick.C:
+		case <-tick.C():
 		case <-now:
 		}
 		do()
@@ -348,7 +355,7 @@ func (p *Peers) publish(ctx context.Context) error {
 	}
 	p.mu.Unlock()
 	slices.Sort(acked)
-	now := metav1.NewMicroTime(time.Now())
+	now := metav1.NewMicroTime(p.clock.Now())
 	lease := coordinationac.Lease(p.name, p.opts.Namespace).
 		WithLabels(map[string]string{managerLabel: p.digest, "app.kubernetes.io/name": "rollouts-gatewayapi-ssa"}).
 		WithAnnotations(map[string]string{acknowledgedAnnotation: strings.Join(acked, ",")}).
@@ -356,7 +363,7 @@ func (p *Peers) publish(ctx context.Context) error {
 			WithHolderIdentity(p.opts.Identity).
 			WithLeaseDurationSeconds(int32(p.opts.LeaseDuration.Seconds())).
 			WithRenewTime(now))
-	start := time.Now()
+	start := p.clock.Now()
 	_, err := p.leases.Apply(ctx, lease, metav1.ApplyOptions{FieldManager: p.opts.FieldManager, Force: true})
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -379,7 +386,7 @@ func (p *Peers) observe(obj any) {
 	if !ok || l.Name == p.name {
 		return
 	}
-	now := time.Now()
+	now := p.clock.Now()
 	p.mu.Lock()
 	q, known := p.others[l.Name]
 	if !known {
@@ -451,7 +458,7 @@ func (p *Peers) forget(obj any) {
 // new one starts once another process is seen: aloneLocked), and forgets
 // the acknowledgements of processes that are gone.
 func (p *Peers) acknowledge(ctx context.Context) {
-	now := time.Now()
+	now := p.clock.Now()
 	p.mu.Lock()
 	var arrived []string
 	changed := false
@@ -499,7 +506,7 @@ func (p *Peers) drain() {
 // (a watch can be behind) before the process writes guarded by ownership
 // alone again.
 func (p *Peers) confirmSolo(ctx context.Context) {
-	now := time.Now()
+	now := p.clock.Now()
 	p.mu.Lock()
 	if p.solo {
 		p.mu.Unlock()
@@ -520,7 +527,7 @@ func (p *Peers) confirmSolo(ctx context.Context) {
 	for i := range list.Items {
 		p.observe(&list.Items[i])
 	}
-	now = time.Now()
+	now = p.clock.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, q := range p.others {
@@ -540,7 +547,7 @@ func (p *Peers) confirmSolo(ctx context.Context) {
 // collect deletes the Leases of processes gone for three durations, which
 // ended without deleting their own.
 func (p *Peers) collect(ctx context.Context) {
-	now := time.Now()
+	now := p.clock.Now()
 	p.mu.Lock()
 	var gone []string
 	for name, q := range p.others {

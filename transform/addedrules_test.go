@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes/routestest"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -30,10 +31,10 @@ func mrHeader(name, typ, value string) map[string]any {
 	return map[string]any{"name": name, "type": typ, "value": value}
 }
 
-// mrHeaderRule is wtRule(path, ...) turned into a header rule: named, the
+// mrHeaderRule is routestest.RuleWithUnmanaged(path, ...) turned into a header rule: named, the
 // headers added to its match, only the canary backendRef with weight 1.
 func mrHeaderRule(name, path string, headers ...map[string]any) routes.Rule {
-	r := wtRule(path, wtBackend("web-canary", 1))
+	r := routestest.RuleWithUnmanaged(path, routestest.Backend("web-canary", 1))
 	hs := make([]any, len(headers))
 	for i, h := range headers {
 		hs[i] = h
@@ -70,9 +71,9 @@ func exact(name, v string) HeaderMatch {
 
 func TestSetHeaderRules(t *testing.T) {
 	managed := func(path string, canary int64) routes.Rule {
-		return wtRule(path, wtBackend("web-stable", 100-canary), wtBackend("web-canary", canary))
+		return routestest.RuleWithUnmanaged(path, routestest.Backend("web-stable", 100-canary), routestest.Backend("web-canary", canary))
 	}
-	userCanaryOnly := mrNamed("preview", wtRule("/preview", wtBackend("web-canary", 1)))
+	userCanaryOnly := mrNamed("preview", routestest.RuleWithUnmanaged("/preview", routestest.Backend("web-canary", 1)))
 	tests := []struct {
 		name        string
 		route       routes.Route
@@ -108,11 +109,11 @@ func TestSetHeaderRules(t *testing.T) {
 		},
 		{
 			name:  "one header rule per managed rule, named beta, beta-1; other rules stay, a user's canary-only rule too",
-			route: wtRoute(managed("/a", 10), wtRule("/static", wtBackend("static", 1)), userCanaryOnly, managed("/b", 10)),
+			route: wtRoute(managed("/a", 10), routestest.RuleWithUnmanaged("/static", routestest.Backend("static", 1)), userCanaryOnly, managed("/b", 10)),
 			set:   "beta",
 			match: mrMatch(exact("X-Canary", "yes")),
 			wantRules: []routes.Rule{
-				managed("/a", 10), wtRule("/static", wtBackend("static", 1)), userCanaryOnly, managed("/b", 10),
+				managed("/a", 10), routestest.RuleWithUnmanaged("/static", routestest.Backend("static", 1)), userCanaryOnly, managed("/b", 10),
 				mrHeaderRule("beta", "/a", mrHeader("X-Canary", "Exact", "yes")),
 				mrHeaderRule("beta-1", "/b", mrHeader("X-Canary", "Exact", "yes")),
 			},
@@ -123,13 +124,13 @@ func TestSetHeaderRules(t *testing.T) {
 			name: "the same call again changes nothing, even with the set not last",
 			route: mrWithClaims(wtRoute(managed("/", 30),
 				mrHeaderRule("beta", "/", mrHeader("X-Canary", "Exact", "yes")),
-				mrNamed("mirror", wtRule("/m", wtBackend("web-stable", 1)))), map[string][]string{"ns/demo": {"mirror", "beta"}}),
+				mrNamed("mirror", routestest.RuleWithUnmanaged("/m", routestest.Backend("web-stable", 1)))), map[string][]string{"ns/demo": {"mirror", "beta"}}),
 			claimed: []string{"mirror", "beta"},
 			set:     "beta",
 			match:   mrMatch(exact("X-Canary", "yes")),
 			wantRules: []routes.Rule{managed("/", 30),
 				mrHeaderRule("beta", "/", mrHeader("X-Canary", "Exact", "yes")),
-				mrNamed("mirror", wtRule("/m", wtBackend("web-stable", 1)))},
+				mrNamed("mirror", routestest.RuleWithUnmanaged("/m", routestest.Backend("web-stable", 1)))},
 			wantClaimed: []string{"mirror", "beta"},
 		},
 		{
@@ -193,9 +194,9 @@ func TestSetHeaderRulesGRPC(t *testing.T) {
 	method := map[string]any{"type": "Exact", "service": "shop.Cart", "method": "Add"}
 	source := routes.Rule{
 		"matches":     []any{map[string]any{"method": method}},
-		"backendRefs": []any{wtBackend("web-stable", 80), wtBackend("web-canary", 20)},
+		"backendRefs": []any{routestest.Backend("web-stable", 80), routestest.Backend("web-canary", 20)},
 	}
-	catchAll := routes.Rule{"backendRefs": []any{wtBackend("web-stable", 80), wtBackend("web-canary", 20)}}
+	catchAll := routes.Rule{"backendRefs": []any{routestest.Backend("web-stable", 80), routestest.Backend("web-canary", 20)}}
 	r := routes.Route{Ref: routes.Ref{Kind: routes.GRPCRoute, Namespace: wtNS, Name: "api"}, Rules: []routes.Rule{source, catchAll}}
 	got, err := SetHeaderRules(r, mrInput(mrIn, r, nil), "beta", mrMatch(exact("x-canary", "yes")))
 	if err != nil {
@@ -203,8 +204,8 @@ func TestSetHeaderRulesGRPC(t *testing.T) {
 	}
 	h := []any{mrHeader("x-canary", "Exact", "yes")}
 	want := []routes.Rule{source, catchAll,
-		{"name": "beta", "matches": []any{map[string]any{"method": method, "headers": h}}, "backendRefs": []any{wtBackend("web-canary", 1)}},
-		{"name": "beta-1", "matches": []any{map[string]any{"headers": h}}, "backendRefs": []any{wtBackend("web-canary", 1)}},
+		{"name": "beta", "matches": []any{map[string]any{"method": method, "headers": h}}, "backendRefs": []any{routestest.Backend("web-canary", 1)}},
+		{"name": "beta-1", "matches": []any{map[string]any{"headers": h}}, "backendRefs": []any{routestest.Backend("web-canary", 1)}},
 	}
 	if diff := cmp.Diff(want, got.Rules); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
@@ -212,14 +213,14 @@ func TestSetHeaderRulesGRPC(t *testing.T) {
 }
 
 func TestSetHeaderRulesErrors(t *testing.T) {
-	managed := wtRule("/", wtBackend("web-stable", 100), wtBackend("web-canary", 0))
+	managed := routestest.RuleWithUnmanaged("/", routestest.Backend("web-stable", 100), routestest.Backend("web-canary", 0))
 	withHeader := wtWith(managed, "matches", []any{map[string]any{
 		"path":    map[string]any{"type": "PathPrefix", "value": "/"},
 		"headers": []any{mrHeader("x-canary", "Exact", "no")},
 	}})
 	var fifteen []routes.Rule
 	for i := range 15 {
-		fifteen = append(fifteen, wtRule(fmt.Sprintf("/r%d", i), wtBackend("web-stable", 100), wtBackend("web-canary", 0)))
+		fifteen = append(fifteen, routestest.RuleWithUnmanaged(fmt.Sprintf("/r%d", i), routestest.Backend("web-stable", 100), routestest.Backend("web-canary", 0)))
 	}
 	manyMatches := func() routes.Rule {
 		var ms []any
@@ -236,9 +237,9 @@ func TestSetHeaderRulesErrors(t *testing.T) {
 		in    RuleInput
 		want  []string
 	}{
-		{"a rule the plugin did not record has the name", wtRoute(managed, mrNamed("beta", wtRule("/x", wtBackend("web-canary", 1)))), "beta",
+		{"a rule the plugin did not record has the name", wtRoute(managed, mrNamed("beta", routestest.RuleWithUnmanaged("/x", routestest.Backend("web-canary", 1)))), "beta",
 			mrMatch(exact("X-Canary", "yes")), mrIn, []string{`already has a rule named "beta"`, "did not add for this Rollout"}},
-		{"another Rollout's rule has the name", mrWithClaims(wtRoute(managed, mrNamed("beta", wtRule("/x", wtBackend("web-canary", 1)))), map[string][]string{"ns/other": {"beta"}}), "beta",
+		{"another Rollout's rule has the name", mrWithClaims(wtRoute(managed, mrNamed("beta", routestest.RuleWithUnmanaged("/x", routestest.Backend("web-canary", 1)))), map[string][]string{"ns/other": {"beta"}}), "beta",
 			mrMatch(exact("X-Canary", "yes")), mrIn, []string{`already has a rule named "beta"`}},
 		{"not a section name", wtRoute(managed), "Beta_Route", mrMatch(exact("X-Canary", "yes")), mrIn, []string{`"Beta_Route" is not a valid rule name`}},
 		{"generated name is another managed route", wtRoute(managed, managed), "beta", mrMatch(exact("X-Canary", "yes")),
@@ -248,8 +249,8 @@ func TestSetHeaderRulesErrors(t *testing.T) {
 		{"no value", wtRoute(managed), "beta", mrMatch(HeaderMatch{Name: "X-Canary"}), mrIn, []string{"no value"}},
 		{"two values", wtRoute(managed), "beta", mrMatch(HeaderMatch{Name: "X-Canary", Value: &StringMatch{Exact: "a", Prefix: "b"}}), mrIn, []string{"exactly one of exact, prefix and regex"}},
 		{"bad header name", wtRoute(managed), "beta", mrMatch(exact("X Canary", "yes")), mrIn, []string{`"X Canary" is not an HTTP header name`}},
-		{"no managed rule", wtRoute(wtRule("/", wtBackend("web-stable", 1))), "beta", mrMatch(exact("X-Canary", "yes")), mrIn, []string{"has no rule whose backendRefs include both"}},
-		{"a TCPRoute", routes.Route{Ref: routes.Ref{Kind: routes.TCPRoute, Namespace: wtNS, Name: "db"}, Rules: []routes.Rule{{"backendRefs": []any{wtBackend("web-stable", 1), wtBackend("web-canary", 0)}}}}, "beta",
+		{"no managed rule", wtRoute(routestest.RuleWithUnmanaged("/", routestest.Backend("web-stable", 1))), "beta", mrMatch(exact("X-Canary", "yes")), mrIn, []string{"has no rule whose backendRefs include both"}},
+		{"a TCPRoute", routes.Route{Ref: routes.Ref{Kind: routes.TCPRoute, Namespace: wtNS, Name: "db"}, Rules: []routes.Rule{{"backendRefs": []any{routestest.Backend("web-stable", 1), routestest.Backend("web-canary", 0)}}}}, "beta",
 			mrMatch(exact("X-Canary", "yes")), mrIn, []string{"a TCPRoute has no matches"}},
 		{"more than 16 rules", wtRoute(fifteen...), "beta", mrMatch(exact("X-Canary", "yes")), mrIn,
 			[]string{"header route \"beta\"", "30 rules", "at most 16 rules per HTTPRoute"}},
@@ -273,10 +274,10 @@ func TestSetHeaderRulesErrors(t *testing.T) {
 }
 
 func TestSetMirrorRule(t *testing.T) {
-	managed := wtRule("/", wtBackend("web-stable", 70), wtBackend("web-canary", 30))
+	managed := routestest.RuleWithUnmanaged("/", routestest.Backend("web-stable", 70), routestest.Backend("web-canary", 30))
 	pct := func(p int32) *int32 { return &p }
 	mirrorRule := func(percent int64, matches ...any) routes.Rule {
-		r := wtRule("/", wtBackend("web-stable", 1))
+		r := routestest.RuleWithUnmanaged("/", routestest.Backend("web-stable", 1))
 		r["name"] = "mirror"
 		r["matches"] = matches
 		filters := r["filters"].([]any)
@@ -355,8 +356,8 @@ func TestSetMirrorRule(t *testing.T) {
 }
 
 func TestSetMirrorRuleErrors(t *testing.T) {
-	managed := wtRule("/", wtBackend("web-stable", 70), wtBackend("web-canary", 30))
-	grpc := routes.Route{Ref: routes.Ref{Kind: routes.GRPCRoute, Namespace: wtNS, Name: "api"}, Rules: []routes.Rule{{"backendRefs": []any{wtBackend("web-stable", 1), wtBackend("web-canary", 0)}}}}
+	managed := routestest.RuleWithUnmanaged("/", routestest.Backend("web-stable", 70), routestest.Backend("web-canary", 30))
+	grpc := routes.Route{Ref: routes.Ref{Kind: routes.GRPCRoute, Namespace: wtNS, Name: "api"}, Rules: []routes.Rule{{"backendRefs": []any{routestest.Backend("web-stable", 1), routestest.Backend("web-canary", 0)}}}}
 	pct := int32(101)
 	for _, tc := range []struct {
 		name    string
@@ -384,7 +385,7 @@ func TestSetMirrorRuleErrors(t *testing.T) {
 }
 
 func TestSetMirrorRuleGRPC(t *testing.T) {
-	source := routes.Rule{"backendRefs": []any{wtBackend("web-stable", 80), wtBackend("web-canary", 20)}}
+	source := routes.Rule{"backendRefs": []any{routestest.Backend("web-stable", 80), routestest.Backend("web-canary", 20)}}
 	r := routes.Route{Ref: routes.Ref{Kind: routes.GRPCRoute, Namespace: wtNS, Name: "api"}, Rules: []routes.Rule{source}}
 	got, err := SetMirrorRule(r, mrInput(mrIn, r, nil), "mirror", []RequestMatch{
 		{Path: &StringMatch{Exact: "/shop.Cart/Add"}},
@@ -399,7 +400,7 @@ func TestSetMirrorRuleGRPC(t *testing.T) {
 			map[string]any{"method": map[string]any{"type": "Exact", "service": "shop.Cart", "method": "Add"}},
 			map[string]any{"method": map[string]any{"type": "Exact", "service": "shop.Orders"}, "headers": []any{mrHeader("x-tenant", "Exact", "a")}},
 		},
-		"backendRefs": []any{wtBackend("web-stable", 1)},
+		"backendRefs": []any{routestest.Backend("web-stable", 1)},
 		"filters": []any{map[string]any{"type": "RequestMirror", "requestMirror": map[string]any{
 			"backendRef": map[string]any{"group": "", "kind": "Service", "name": "web-canary", "port": int64(8080)},
 			"percent":    int64(100),
@@ -413,11 +414,11 @@ func TestSetMirrorRuleGRPC(t *testing.T) {
 // RemoveAddedRules removes exactly the recorded names: not another Rollout's
 // rule, not a user's rule of the same shape, not an unnamed rule.
 func TestRemoveAddedRules(t *testing.T) {
-	managed := wtRule("/", wtBackend("web-stable", 70), wtBackend("web-canary", 30))
+	managed := routestest.RuleWithUnmanaged("/", routestest.Backend("web-stable", 70), routestest.Backend("web-canary", 30))
 	mine := mrHeaderRule("beta", "/", mrHeader("X-Canary", "Exact", "yes"))
 	theirs := mrHeaderRule("gamma", "/", mrHeader("X-Gamma", "Exact", "yes"))
 	userLookAlike := mrHeaderRule("beta-9", "/", mrHeader("X-Canary", "Exact", "yes"))
-	unnamed := wtRule("/c", wtBackend("web-canary", 1))
+	unnamed := routestest.RuleWithUnmanaged("/c", routestest.Backend("web-canary", 1))
 	r := mrWithClaims(wtRoute(managed, mine, theirs, userLookAlike, unnamed), map[string][]string{"ns/demo": {"beta", "mirror"}, "ns/other": {"gamma"}})
 	got := RemoveAddedRules(r, []string{"beta", "mirror"})
 	if diff := cmp.Diff([]routes.Rule{managed, theirs, userLookAlike, unnamed}, got.Rules); diff != "" {
@@ -435,14 +436,14 @@ func TestRemoveAddedRules(t *testing.T) {
 // A rule recorded as added by any Rollout is never a weighted rule, even if it
 // holds both stable and canary: SetWeights leaves it alone.
 func TestSetWeightsSkipsAddedRules(t *testing.T) {
-	managed := wtRule("/", wtBackend("web-stable", 100), wtBackend("web-canary", 0))
-	added := mrNamed("mirror", wtRule("/m", wtBackend("web-stable", 50), wtBackend("web-canary", 50)))
+	managed := routestest.RuleWithUnmanaged("/", routestest.Backend("web-stable", 100), routestest.Backend("web-canary", 0))
+	added := mrNamed("mirror", routestest.RuleWithUnmanaged("/m", routestest.Backend("web-stable", 50), routestest.Backend("web-canary", 50)))
 	r := mrWithClaims(wtRoute(managed, added), map[string][]string{"ns/other": {"mirror"}})
 	rules, _, err := SetWeights(r, Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 30, MaxWeight: 100}, mrInput(mrIn, r, nil).Targeting)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []routes.Rule{wtRule("/", wtBackend("web-stable", 70), wtBackend("web-canary", 30)), added}
+	want := []routes.Rule{routestest.RuleWithUnmanaged("/", routestest.Backend("web-stable", 70), routestest.Backend("web-canary", 30)), added}
 	if diff := cmp.Diff(want, rules); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
@@ -465,7 +466,7 @@ func TestInSet(t *testing.T) {
 }
 
 func TestCheckLimitsDuplicateNames(t *testing.T) {
-	r := []routes.Rule{mrNamed("a", wtRule("/a")), mrNamed("a", wtRule("/b"))}
+	r := []routes.Rule{mrNamed("a", routestest.RuleWithUnmanaged("/a")), mrNamed("a", routestest.RuleWithUnmanaged("/b"))}
 	if err := checkLimits(routes.HTTPRoute, r); err == nil || !strings.Contains(err.Error(), `rules 0 and 1 would both be named "a"`) {
 		t.Errorf("error %v", err)
 	}
@@ -476,8 +477,8 @@ func TestCheckLimitsDuplicateNames(t *testing.T) {
 // in its place.
 func TestAddedRulesFollowManagedRoutesOrder(t *testing.T) {
 	in := RuleInput{RolloutServices: RolloutServices{Stable: wtStable, Canary: wtCanary, ManagedRoutes: []string{"a", "b", "c"}}}
-	weighted := wtRule("/", wtBackend("web-stable", 100), wtBackend("web-canary", 0))
-	static := wtRule("/static", wtBackend("static", 1))
+	weighted := routestest.RuleWithUnmanaged("/", routestest.Backend("web-stable", 100), routestest.Backend("web-canary", 0))
+	static := routestest.RuleWithUnmanaged("/static", routestest.Backend("static", 1))
 	r := wtRoute(weighted, static)
 	var claimed []string
 	add := func(set, header string) {
@@ -515,7 +516,7 @@ func TestAddedRulesFollowManagedRoutesOrder(t *testing.T) {
 	}
 	// A user rule someone appended after the plugin's rules stays where it is;
 	// new rules go after it.
-	user := mrNamed("late", wtRule("/late", wtBackend("late", 1)))
+	user := mrNamed("late", routestest.RuleWithUnmanaged("/late", routestest.Backend("late", 1)))
 	r.Rules = append(r.Rules, user)
 	add("b", "X-B2")
 	if diff := cmp.Diff([]string{"", "", "a", "c", "late", "b"}, names()); diff != "" {
@@ -527,7 +528,7 @@ func TestAddedRulesFollowManagedRoutesOrder(t *testing.T) {
 // refused: that rule would never be used again.
 func TestAddedRuleTyingWithALaterRule(t *testing.T) {
 	in := RuleInput{RolloutServices: RolloutServices{Stable: wtStable, Canary: wtCanary, ManagedRoutes: []string{"a", "b"}}, Claimed: []string{"b"}, Targeting: Targeting{Added: map[string]bool{"b": true}}}
-	weighted := wtRule("/", wtBackend("web-stable", 100), wtBackend("web-canary", 0))
+	weighted := routestest.RuleWithUnmanaged("/", routestest.Backend("web-stable", 100), routestest.Backend("web-canary", 0))
 	b := mrHeaderRule("b", "/", mrHeader("X-Canary", "Exact", "yes"))
 	_, err := SetHeaderRules(wtRoute(weighted, b), in, "a", mrMatch(exact("X-Canary", "yes")))
 	if err == nil || !strings.Contains(err.Error(), `the same as a match of rule 2 ("b"), which would come after it`) {
@@ -538,7 +539,7 @@ func TestAddedRuleTyingWithALaterRule(t *testing.T) {
 func TestMirrorFilters(t *testing.T) {
 	in := RuleInput{RolloutServices: RolloutServices{Stable: wtStable, Canary: wtCanary, ManagedRoutes: []string{"m", "n"}}}
 	weighted := func(filters ...any) routes.Rule {
-		r := wtRule("/", wtBackend("web-stable", 90), wtBackend("web-canary", 10))
+		r := routestest.RuleWithUnmanaged("/", routestest.Backend("web-stable", 90), routestest.Backend("web-canary", 10))
 		r["filters"] = append(r["filters"].([]any), filters...)
 		return r
 	}
@@ -548,7 +549,7 @@ func TestMirrorFilters(t *testing.T) {
 	}
 	pct := func(p int32) *int32 { return &p }
 	// A user's own mirror filter, equal to the one the plugin adds, stays.
-	live := wtRoute(weighted(mirror(20)), wtRule("/static", wtBackend("static", 1)))
+	live := wtRoute(weighted(mirror(20)), routestest.RuleWithUnmanaged("/static", routestest.Backend("static", 1)))
 	got, err := SetMirrorFilters(live, in, nil, "m", pct(20), true)
 	if err != nil {
 		t.Fatal(err)
@@ -599,7 +600,7 @@ func TestMirrorFilters(t *testing.T) {
 	}{
 		"percentage over 100": {live, pct(101), "percentage 101 is outside 0..100"},
 		"a TCPRoute":          {routes.Route{Ref: routes.Ref{Kind: routes.TCPRoute, Namespace: wtNS, Name: "db"}, Rules: live.Rules}, pct(10), "a TCPRoute has no filters"},
-		"no weighted rule":    {wtRoute(wtRule("/", wtBackend("web-stable", 1))), pct(10), "has no rule whose backendRefs include both"},
+		"no weighted rule":    {wtRoute(routestest.RuleWithUnmanaged("/", routestest.Backend("web-stable", 1))), pct(10), "has no rule whose backendRefs include both"},
 	} {
 		if _, err := SetMirrorFilters(tc.route, in, nil, "m", tc.pct, true); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want %q", name, err, tc.want)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes/routestest"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -19,11 +20,6 @@ var (
 	wtStable = routes.ServiceRef(wtNS, "web-stable")
 	wtCanary = routes.ServiceRef(wtNS, "web-canary")
 )
-
-// wtBackend is a backendRef as served: defaults included.
-func wtBackend(name string, weight int64) map[string]any {
-	return map[string]any{"group": "", "kind": "Service", "name": name, "port": int64(8080), "weight": weight}
-}
 
 // gkeImport is a backendRef to the ServiceImport of a GKE fleet (multi-cluster
 // Gateways), as served.
@@ -49,28 +45,6 @@ func wtWith(m map[string]any, kv ...any) map[string]any {
 	return out
 }
 
-// wtRule is one rule with a path match, a header filter and the given backends,
-// so tests show that fields the plugin does not manage pass through.
-func wtRule(path string, backends ...map[string]any) routes.Rule {
-	refs := make([]any, len(backends))
-	for i, b := range backends {
-		refs[i] = b
-	}
-	return routes.Rule{
-		"matches": []any{map[string]any{
-			"path": map[string]any{"type": "PathPrefix", "value": path},
-		}},
-		"filters": []any{map[string]any{
-			"type": "RequestHeaderModifier",
-			"requestHeaderModifier": map[string]any{
-				"add": []any{map[string]any{"name": "x-path", "value": path}},
-			},
-		}},
-		"timeouts":    map[string]any{"request": "10s"},
-		"backendRefs": refs,
-	}
-}
-
 func wtRoute(rules ...routes.Rule) routes.Route {
 	return routes.Route{Ref: routes.Ref{Kind: routes.HTTPRoute, Namespace: wtNS, Name: "web"}, Version: "v1", Rules: rules}
 }
@@ -78,7 +52,7 @@ func wtRoute(rules ...routes.Rule) routes.Route {
 func TestSetWeights(t *testing.T) {
 	serviceImport := map[string]any{"group": "multicluster.x-k8s.io", "kind": "ServiceImport", "name": "web-canary", "port": int64(8080), "weight": int64(7)}
 	mcsGroup := map[string]any{"group": "multicluster.x-k8s.io", "kind": "Service", "name": "web-canary", "port": int64(8080), "weight": int64(8)}
-	otherNS := wtWith(wtBackend("web-canary", 9), "namespace", "elsewhere")
+	otherNS := wtWith(routestest.Backend("web-canary", 9), "namespace", "elsewhere")
 
 	tests := []struct {
 		name        string
@@ -90,11 +64,11 @@ func TestSetWeights(t *testing.T) {
 		{
 			name: "stable and canary in one rule: canary gets w, stable max-w",
 			route: func() routes.Route {
-				return wtRoute(wtRule("/", wtBackend("web-stable", 100), wtBackend("web-canary", 0)))
+				return wtRoute(routestest.RuleWithUnmanaged("/", routestest.Backend("web-stable", 100), routestest.Backend("web-canary", 0)))
 			},
 			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 30, MaxWeight: 100},
 			wantRules: []routes.Rule{
-				wtRule("/", wtBackend("web-stable", 70), wtBackend("web-canary", 30)),
+				routestest.RuleWithUnmanaged("/", routestest.Backend("web-stable", 70), routestest.Backend("web-canary", 30)),
 			},
 			wantChanges: []Change{
 				{Rule: 0, Backend: wtStable, From: 100, To: 70},
@@ -104,11 +78,11 @@ func TestSetWeights(t *testing.T) {
 		{
 			name: "order of backendRefs does not matter",
 			route: func() routes.Route {
-				return wtRoute(wtRule("/", wtBackend("web-canary", 10), wtBackend("web-stable", 90)))
+				return wtRoute(routestest.RuleWithUnmanaged("/", routestest.Backend("web-canary", 10), routestest.Backend("web-stable", 90)))
 			},
 			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 25, MaxWeight: 100},
 			wantRules: []routes.Rule{
-				wtRule("/", wtBackend("web-canary", 25), wtBackend("web-stable", 75)),
+				routestest.RuleWithUnmanaged("/", routestest.Backend("web-canary", 25), routestest.Backend("web-stable", 75)),
 			},
 			wantChanges: []Change{
 				{Rule: 0, Backend: wtCanary, From: 10, To: 25},
@@ -118,11 +92,11 @@ func TestSetWeights(t *testing.T) {
 		{
 			name: "a third backendRef in the managed rule keeps its weight",
 			route: func() routes.Route {
-				return wtRoute(wtRule("/", wtBackend("web-stable", 100), wtBackend("web-canary", 0), wtBackend("web-legacy", 5)))
+				return wtRoute(routestest.RuleWithUnmanaged("/", routestest.Backend("web-stable", 100), routestest.Backend("web-canary", 0), routestest.Backend("web-legacy", 5)))
 			},
 			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 40, MaxWeight: 100},
 			wantRules: []routes.Rule{
-				wtRule("/", wtBackend("web-stable", 60), wtBackend("web-canary", 40), wtBackend("web-legacy", 5)),
+				routestest.RuleWithUnmanaged("/", routestest.Backend("web-stable", 60), routestest.Backend("web-canary", 40), routestest.Backend("web-legacy", 5)),
 			},
 			wantChanges: []Change{
 				{Rule: 0, Backend: wtStable, From: 100, To: 60},
@@ -133,16 +107,16 @@ func TestSetWeights(t *testing.T) {
 			name: "a rule without both Services keeps everything",
 			route: func() routes.Route {
 				return wtRoute(
-					wtRule("/", wtBackend("web-stable", 100), wtBackend("web-canary", 0)),
-					wtRule("/admin", wtBackend("web-stable", 100)),
-					wtRule("/preview", wtBackend("web-canary", 3)),
+					routestest.RuleWithUnmanaged("/", routestest.Backend("web-stable", 100), routestest.Backend("web-canary", 0)),
+					routestest.RuleWithUnmanaged("/admin", routestest.Backend("web-stable", 100)),
+					routestest.RuleWithUnmanaged("/preview", routestest.Backend("web-canary", 3)),
 				)
 			},
 			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 20, MaxWeight: 100},
 			wantRules: []routes.Rule{
-				wtRule("/", wtBackend("web-stable", 80), wtBackend("web-canary", 20)),
-				wtRule("/admin", wtBackend("web-stable", 100)),
-				wtRule("/preview", wtBackend("web-canary", 3)),
+				routestest.RuleWithUnmanaged("/", routestest.Backend("web-stable", 80), routestest.Backend("web-canary", 20)),
+				routestest.RuleWithUnmanaged("/admin", routestest.Backend("web-stable", 100)),
+				routestest.RuleWithUnmanaged("/preview", routestest.Backend("web-canary", 3)),
 			},
 			wantChanges: []Change{
 				{Rule: 0, Backend: wtStable, From: 100, To: 80},
@@ -153,16 +127,16 @@ func TestSetWeights(t *testing.T) {
 			name: "two managed rules both change",
 			route: func() routes.Route {
 				return wtRoute(
-					wtRule("/", wtBackend("web-stable", 100), wtBackend("web-canary", 0)),
-					wtRule("/static", wtBackend("cdn", 1)),
-					wtRule("/api", wtBackend("web-canary", 10), wtBackend("web-stable", 90)),
+					routestest.RuleWithUnmanaged("/", routestest.Backend("web-stable", 100), routestest.Backend("web-canary", 0)),
+					routestest.RuleWithUnmanaged("/static", routestest.Backend("cdn", 1)),
+					routestest.RuleWithUnmanaged("/api", routestest.Backend("web-canary", 10), routestest.Backend("web-stable", 90)),
 				)
 			},
 			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 50, MaxWeight: 100},
 			wantRules: []routes.Rule{
-				wtRule("/", wtBackend("web-stable", 50), wtBackend("web-canary", 50)),
-				wtRule("/static", wtBackend("cdn", 1)),
-				wtRule("/api", wtBackend("web-canary", 50), wtBackend("web-stable", 50)),
+				routestest.RuleWithUnmanaged("/", routestest.Backend("web-stable", 50), routestest.Backend("web-canary", 50)),
+				routestest.RuleWithUnmanaged("/static", routestest.Backend("cdn", 1)),
+				routestest.RuleWithUnmanaged("/api", routestest.Backend("web-canary", 50), routestest.Backend("web-stable", 50)),
 			},
 			wantChanges: []Change{
 				{Rule: 0, Backend: wtStable, From: 100, To: 50},
@@ -177,16 +151,16 @@ func TestSetWeights(t *testing.T) {
 			name: "a ServiceImport of the stable or canary Service is that Service's backend",
 			route: func() routes.Route {
 				return wtRoute(
-					wtRule("/", wtBackend("web-stable", 100), serviceImport),
-					wtRule("/gke", gkeImport("web-stable", 100), gkeImport("web-canary", 0)),
-					wtRule("/lattice", wtWith(gkeImport("web-stable", 100), "group", "application-networking.k8s.aws"), mcsGroup),
+					routestest.RuleWithUnmanaged("/", routestest.Backend("web-stable", 100), serviceImport),
+					routestest.RuleWithUnmanaged("/gke", gkeImport("web-stable", 100), gkeImport("web-canary", 0)),
+					routestest.RuleWithUnmanaged("/lattice", wtWith(gkeImport("web-stable", 100), "group", "application-networking.k8s.aws"), mcsGroup),
 				)
 			},
 			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 10, MaxWeight: 100},
 			wantRules: []routes.Rule{
-				wtRule("/", wtBackend("web-stable", 90), wtWith(serviceImport, "weight", int64(10))),
-				wtRule("/gke", gkeImport("web-stable", 90), gkeImport("web-canary", 10)),
-				wtRule("/lattice", wtWith(gkeImport("web-stable", 100), "group", "application-networking.k8s.aws"), mcsGroup),
+				routestest.RuleWithUnmanaged("/", routestest.Backend("web-stable", 90), wtWith(serviceImport, "weight", int64(10))),
+				routestest.RuleWithUnmanaged("/gke", gkeImport("web-stable", 90), gkeImport("web-canary", 10)),
+				routestest.RuleWithUnmanaged("/lattice", wtWith(gkeImport("web-stable", 100), "group", "application-networking.k8s.aws"), mcsGroup),
 			},
 			wantChanges: []Change{
 				{Rule: 0, Backend: wtStable, From: 100, To: 90},
@@ -198,11 +172,11 @@ func TestSetWeights(t *testing.T) {
 		{
 			name: "a ServiceImport of a group that is not a Multi-Cluster Services API is not the Service",
 			route: func() routes.Route {
-				return wtRoute(wtRule("/", wtBackend("web-stable", 100), wtBackend("web-canary", 0), wtWith(serviceImport, "group", "example.com")))
+				return wtRoute(routestest.RuleWithUnmanaged("/", routestest.Backend("web-stable", 100), routestest.Backend("web-canary", 0), wtWith(serviceImport, "group", "example.com")))
 			},
 			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 10, MaxWeight: 100},
 			wantRules: []routes.Rule{
-				wtRule("/", wtBackend("web-stable", 90), wtBackend("web-canary", 10), wtWith(serviceImport, "group", "example.com")),
+				routestest.RuleWithUnmanaged("/", routestest.Backend("web-stable", 90), routestest.Backend("web-canary", 10), wtWith(serviceImport, "group", "example.com")),
 			},
 			wantChanges: []Change{
 				{Rule: 0, Backend: wtStable, From: 100, To: 90},
@@ -213,14 +187,14 @@ func TestSetWeights(t *testing.T) {
 			name: "a backend of group multicluster.x-k8s.io named like the canary is not the canary",
 			route: func() routes.Route {
 				return wtRoute(
-					wtRule("/", wtBackend("web-stable", 100), wtBackend("web-canary", 0), mcsGroup),
-					wtRule("/mc", wtBackend("web-stable", 100), mcsGroup),
+					routestest.RuleWithUnmanaged("/", routestest.Backend("web-stable", 100), routestest.Backend("web-canary", 0), mcsGroup),
+					routestest.RuleWithUnmanaged("/mc", routestest.Backend("web-stable", 100), mcsGroup),
 				)
 			},
 			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 10, MaxWeight: 100},
 			wantRules: []routes.Rule{
-				wtRule("/", wtBackend("web-stable", 90), wtBackend("web-canary", 10), mcsGroup),
-				wtRule("/mc", wtBackend("web-stable", 100), mcsGroup),
+				routestest.RuleWithUnmanaged("/", routestest.Backend("web-stable", 90), routestest.Backend("web-canary", 10), mcsGroup),
+				routestest.RuleWithUnmanaged("/mc", routestest.Backend("web-stable", 100), mcsGroup),
 			},
 			wantChanges: []Change{
 				{Rule: 0, Backend: wtStable, From: 100, To: 90},
@@ -231,14 +205,14 @@ func TestSetWeights(t *testing.T) {
 			name: "a Service named like the canary in another namespace is not the canary",
 			route: func() routes.Route {
 				return wtRoute(
-					wtRule("/", wtBackend("web-stable", 100), wtBackend("web-canary", 0), otherNS),
-					wtRule("/other", wtBackend("web-stable", 100), otherNS),
+					routestest.RuleWithUnmanaged("/", routestest.Backend("web-stable", 100), routestest.Backend("web-canary", 0), otherNS),
+					routestest.RuleWithUnmanaged("/other", routestest.Backend("web-stable", 100), otherNS),
 				)
 			},
 			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 10, MaxWeight: 100},
 			wantRules: []routes.Rule{
-				wtRule("/", wtBackend("web-stable", 90), wtBackend("web-canary", 10), otherNS),
-				wtRule("/other", wtBackend("web-stable", 100), otherNS),
+				routestest.RuleWithUnmanaged("/", routestest.Backend("web-stable", 90), routestest.Backend("web-canary", 10), otherNS),
+				routestest.RuleWithUnmanaged("/other", routestest.Backend("web-stable", 100), otherNS),
 			},
 			wantChanges: []Change{
 				{Rule: 0, Backend: wtStable, From: 100, To: 90},
@@ -248,11 +222,11 @@ func TestSetWeights(t *testing.T) {
 		{
 			name: "the route's own namespace spelled out is the same Service",
 			route: func() routes.Route {
-				return wtRoute(wtRule("/", wtWith(wtBackend("web-stable", 100), "namespace", wtNS), wtBackend("web-canary", 0)))
+				return wtRoute(routestest.RuleWithUnmanaged("/", wtWith(routestest.Backend("web-stable", 100), "namespace", wtNS), routestest.Backend("web-canary", 0)))
 			},
 			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 10, MaxWeight: 100},
 			wantRules: []routes.Rule{
-				wtRule("/", wtWith(wtBackend("web-stable", 90), "namespace", wtNS), wtBackend("web-canary", 10)),
+				routestest.RuleWithUnmanaged("/", wtWith(routestest.Backend("web-stable", 90), "namespace", wtNS), routestest.Backend("web-canary", 10)),
 			},
 			wantChanges: []Change{
 				{Rule: 0, Backend: wtStable, From: 100, To: 90},
@@ -262,11 +236,11 @@ func TestSetWeights(t *testing.T) {
 		{
 			name: "missing weight means 1, and a third backendRef without weight stays without",
 			route: func() routes.Route {
-				return wtRoute(wtRule("/", wtBackendNoWeight("web-stable"), wtBackendNoWeight("web-canary"), wtBackendNoWeight("web-legacy")))
+				return wtRoute(routestest.RuleWithUnmanaged("/", wtBackendNoWeight("web-stable"), wtBackendNoWeight("web-canary"), wtBackendNoWeight("web-legacy")))
 			},
 			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 0, MaxWeight: 100},
 			wantRules: []routes.Rule{
-				wtRule("/",
+				routestest.RuleWithUnmanaged("/",
 					wtWith(wtBackendNoWeight("web-stable"), "weight", int64(100)),
 					wtWith(wtBackendNoWeight("web-canary"), "weight", int64(0)),
 					wtBackendNoWeight("web-legacy")),
@@ -279,11 +253,11 @@ func TestSetWeights(t *testing.T) {
 		{
 			name: "missing weight equal to the wanted 1 is left missing",
 			route: func() routes.Route {
-				return wtRoute(wtRule("/", wtBackend("web-stable", 5), wtBackendNoWeight("web-canary")))
+				return wtRoute(routestest.RuleWithUnmanaged("/", routestest.Backend("web-stable", 5), wtBackendNoWeight("web-canary")))
 			},
 			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 1, MaxWeight: 100},
 			wantRules: []routes.Rule{
-				wtRule("/", wtBackend("web-stable", 99), wtBackendNoWeight("web-canary")),
+				routestest.RuleWithUnmanaged("/", routestest.Backend("web-stable", 99), wtBackendNoWeight("web-canary")),
 			},
 			wantChanges: []Change{
 				{Rule: 0, Backend: wtStable, From: 5, To: 99},
@@ -292,11 +266,11 @@ func TestSetWeights(t *testing.T) {
 		{
 			name: "maxWeight 1000 with 300 gives 700/300",
 			route: func() routes.Route {
-				return wtRoute(wtRule("/", wtBackend("web-stable", 1000), wtBackend("web-canary", 0)))
+				return wtRoute(routestest.RuleWithUnmanaged("/", routestest.Backend("web-stable", 1000), routestest.Backend("web-canary", 0)))
 			},
 			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 300, MaxWeight: 1000},
 			wantRules: []routes.Rule{
-				wtRule("/", wtBackend("web-stable", 700), wtBackend("web-canary", 300)),
+				routestest.RuleWithUnmanaged("/", routestest.Backend("web-stable", 700), routestest.Backend("web-canary", 300)),
 			},
 			wantChanges: []Change{
 				{Rule: 0, Backend: wtStable, From: 1000, To: 700},
@@ -306,11 +280,11 @@ func TestSetWeights(t *testing.T) {
 		{
 			name: "full promotion: canary gets everything",
 			route: func() routes.Route {
-				return wtRoute(wtRule("/", wtBackend("web-stable", 60), wtBackend("web-canary", 40)))
+				return wtRoute(routestest.RuleWithUnmanaged("/", routestest.Backend("web-stable", 60), routestest.Backend("web-canary", 40)))
 			},
 			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 100, MaxWeight: 100},
 			wantRules: []routes.Rule{
-				wtRule("/", wtBackend("web-stable", 0), wtBackend("web-canary", 100)),
+				routestest.RuleWithUnmanaged("/", routestest.Backend("web-stable", 0), routestest.Backend("web-canary", 100)),
 			},
 			wantChanges: []Change{
 				{Rule: 0, Backend: wtStable, From: 60, To: 0},
@@ -320,24 +294,24 @@ func TestSetWeights(t *testing.T) {
 		{
 			name: "weights already as asked: same rules, no changes",
 			route: func() routes.Route {
-				return wtRoute(wtRule("/", wtBackend("web-stable", 70), wtBackend("web-canary", 30)))
+				return wtRoute(routestest.RuleWithUnmanaged("/", routestest.Backend("web-stable", 70), routestest.Backend("web-canary", 30)))
 			},
 			split:       Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 30, MaxWeight: 100},
-			wantRules:   []routes.Rule{wtRule("/", wtBackend("web-stable", 70), wtBackend("web-canary", 30))},
+			wantRules:   []routes.Rule{routestest.RuleWithUnmanaged("/", routestest.Backend("web-stable", 70), routestest.Backend("web-canary", 30))},
 			wantChanges: nil,
 		},
 		{
 			name: "one managed rule already right, the other changes",
 			route: func() routes.Route {
 				return wtRoute(
-					wtRule("/", wtBackend("web-stable", 70), wtBackend("web-canary", 30)),
-					wtRule("/api", wtBackend("web-stable", 100), wtBackend("web-canary", 0)),
+					routestest.RuleWithUnmanaged("/", routestest.Backend("web-stable", 70), routestest.Backend("web-canary", 30)),
+					routestest.RuleWithUnmanaged("/api", routestest.Backend("web-stable", 100), routestest.Backend("web-canary", 0)),
 				)
 			},
 			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 30, MaxWeight: 100},
 			wantRules: []routes.Rule{
-				wtRule("/", wtBackend("web-stable", 70), wtBackend("web-canary", 30)),
-				wtRule("/api", wtBackend("web-stable", 70), wtBackend("web-canary", 30)),
+				routestest.RuleWithUnmanaged("/", routestest.Backend("web-stable", 70), routestest.Backend("web-canary", 30)),
+				routestest.RuleWithUnmanaged("/api", routestest.Backend("web-stable", 70), routestest.Backend("web-canary", 30)),
 			},
 			wantChanges: []Change{
 				{Rule: 1, Backend: wtStable, From: 100, To: 70},
@@ -349,7 +323,7 @@ func TestSetWeights(t *testing.T) {
 			route: func() routes.Route {
 				r := wtRoute(routes.Rule{
 					"name":        "main",
-					"backendRefs": []any{wtBackend("web-stable", 100), wtBackend("web-canary", 0)},
+					"backendRefs": []any{routestest.Backend("web-stable", 100), routestest.Backend("web-canary", 0)},
 				})
 				r.Kind = routes.TCPRoute
 				return r
@@ -357,7 +331,7 @@ func TestSetWeights(t *testing.T) {
 			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 5, MaxWeight: 100},
 			wantRules: []routes.Rule{{
 				"name":        "main",
-				"backendRefs": []any{wtBackend("web-stable", 95), wtBackend("web-canary", 5)},
+				"backendRefs": []any{routestest.Backend("web-stable", 95), routestest.Backend("web-canary", 5)},
 			}},
 			wantChanges: []Change{
 				{Rule: 0, Backend: wtStable, From: 100, To: 95},
@@ -390,8 +364,8 @@ func TestSetWeights(t *testing.T) {
 func TestSetWeightsReturnsDeepCopy(t *testing.T) {
 	build := func() routes.Route {
 		return wtRoute(
-			wtRule("/", wtBackend("web-stable", 100), wtBackend("web-canary", 0), wtBackend("web-legacy", 5)),
-			wtRule("/admin", wtBackend("web-stable", 100)),
+			routestest.RuleWithUnmanaged("/", routestest.Backend("web-stable", 100), routestest.Backend("web-canary", 0), routestest.Backend("web-legacy", 5)),
+			routestest.RuleWithUnmanaged("/admin", routestest.Backend("web-stable", 100)),
 		)
 	}
 	route := build()
@@ -415,7 +389,7 @@ func TestSetWeightsReturnsDeepCopy(t *testing.T) {
 
 func TestSetWeightsErrors(t *testing.T) {
 	managed := func() routes.Route {
-		return wtRoute(wtRule("/", wtBackend("web-stable", 100), wtBackend("web-canary", 0)))
+		return wtRoute(routestest.RuleWithUnmanaged("/", routestest.Backend("web-stable", 100), routestest.Backend("web-canary", 0)))
 	}
 	tests := []struct {
 		name    string
@@ -446,7 +420,7 @@ func TestSetWeightsErrors(t *testing.T) {
 		{
 			name: "no rule holds both Services",
 			route: func() routes.Route {
-				return wtRoute(wtRule("/", wtBackend("web-stable", 100)), wtRule("/preview", wtBackend("web-canary", 100)))
+				return wtRoute(routestest.RuleWithUnmanaged("/", routestest.Backend("web-stable", 100)), routestest.RuleWithUnmanaged("/preview", routestest.Backend("web-canary", 100)))
 			},
 			split:      Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 10, MaxWeight: 100},
 			wantErr:    []string{"HTTPRoute shop/web", "Service shop/web-stable", "Service shop/web-canary"},
@@ -462,7 +436,7 @@ func TestSetWeightsErrors(t *testing.T) {
 		{
 			name: "the canary as a Service and as its ServiceImport in one rule",
 			route: func() routes.Route {
-				return wtRoute(wtRule("/", wtBackend("web-stable", 100), wtBackend("web-canary", 0), gkeImport("web-canary", 0)))
+				return wtRoute(routestest.RuleWithUnmanaged("/", routestest.Backend("web-stable", 100), routestest.Backend("web-canary", 0), gkeImport("web-canary", 0)))
 			},
 			split: Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 10, MaxWeight: 100},
 			wantErr: []string{"HTTPRoute shop/web: rule 0 sends to Service shop/web-canary through 2 backendRefs " +
@@ -472,7 +446,7 @@ func TestSetWeightsErrors(t *testing.T) {
 		{
 			name: "the canary only as a ServiceImport of a group that is not a Multi-Cluster Services API",
 			route: func() routes.Route {
-				return wtRoute(wtRule("/", wtBackend("web-stable", 100),
+				return wtRoute(routestest.RuleWithUnmanaged("/", routestest.Backend("web-stable", 100),
 					map[string]any{"group": "example.com", "kind": "ServiceImport", "name": "web-canary", "weight": int64(0)}))
 			},
 			split:      Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 10, MaxWeight: 100},
@@ -482,7 +456,7 @@ func TestSetWeightsErrors(t *testing.T) {
 		{
 			name: "the canary only in another namespace",
 			route: func() routes.Route {
-				return wtRoute(wtRule("/", wtBackend("web-stable", 100), wtWith(wtBackend("web-canary", 0), "namespace", "elsewhere")))
+				return wtRoute(routestest.RuleWithUnmanaged("/", routestest.Backend("web-stable", 100), wtWith(routestest.Backend("web-canary", 0), "namespace", "elsewhere")))
 			},
 			split:      Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 10, MaxWeight: 100},
 			wantErr:    []string{"HTTPRoute shop/web", "Service shop/web-stable", "Service shop/web-canary"},
@@ -549,31 +523,31 @@ func TestWeightedRules(t *testing.T) {
 		},
 		{
 			name:  "one rule with both",
-			route: wtRoute(wtRule("/", wtBackend("web-stable", 1), wtBackend("web-canary", 1))),
+			route: wtRoute(routestest.RuleWithUnmanaged("/", routestest.Backend("web-stable", 1), routestest.Backend("web-canary", 1))),
 			want:  []int{0},
 		},
 		{
 			name: "only the rules with both, in order",
 			route: wtRoute(
-				wtRule("/a", wtBackend("web-stable", 1)),
-				wtRule("/b", wtBackend("web-canary", 1), wtBackend("web-stable", 1)),
-				wtRule("/c", wtBackend("web-canary", 1)),
-				wtRule("/d", wtBackend("web-stable", 1), wtBackend("x", 1), wtBackend("web-canary", 1)),
+				routestest.RuleWithUnmanaged("/a", routestest.Backend("web-stable", 1)),
+				routestest.RuleWithUnmanaged("/b", routestest.Backend("web-canary", 1), routestest.Backend("web-stable", 1)),
+				routestest.RuleWithUnmanaged("/c", routestest.Backend("web-canary", 1)),
+				routestest.RuleWithUnmanaged("/d", routestest.Backend("web-stable", 1), routestest.Backend("x", 1), routestest.Backend("web-canary", 1)),
 			),
 			want: []int{1, 3},
 		},
 		{
 			name:  "defaults left out still match",
-			route: wtRoute(wtRule("/", wtBackendNoWeight("web-stable"), wtBackendNoWeight("web-canary"))),
+			route: wtRoute(routestest.RuleWithUnmanaged("/", wtBackendNoWeight("web-stable"), wtBackendNoWeight("web-canary"))),
 			want:  []int{0},
 		},
 		{
 			name: "kind, group and namespace must all match",
 			route: wtRoute(
-				wtRule("/kind", wtBackend("web-stable", 1), wtWith(wtBackend("web-canary", 1), "kind", "ServiceImport")),
-				wtRule("/group", wtBackend("web-stable", 1), wtWith(wtBackend("web-canary", 1), "group", "multicluster.x-k8s.io")),
-				wtRule("/ns", wtBackend("web-stable", 1), wtWith(wtBackend("web-canary", 1), "namespace", "elsewhere")),
-				wtRule("/stable-ns", wtWith(wtBackend("web-stable", 1), "namespace", "elsewhere"), wtBackend("web-canary", 1)),
+				routestest.RuleWithUnmanaged("/kind", routestest.Backend("web-stable", 1), wtWith(routestest.Backend("web-canary", 1), "kind", "ServiceImport")),
+				routestest.RuleWithUnmanaged("/group", routestest.Backend("web-stable", 1), wtWith(routestest.Backend("web-canary", 1), "group", "multicluster.x-k8s.io")),
+				routestest.RuleWithUnmanaged("/ns", routestest.Backend("web-stable", 1), wtWith(routestest.Backend("web-canary", 1), "namespace", "elsewhere")),
+				routestest.RuleWithUnmanaged("/stable-ns", wtWith(routestest.Backend("web-stable", 1), "namespace", "elsewhere"), routestest.Backend("web-canary", 1)),
 			),
 			want: nil,
 		},
@@ -581,7 +555,7 @@ func TestWeightedRules(t *testing.T) {
 			name: "a rule without backendRefs",
 			route: wtRoute(
 				routes.Rule{"matches": []any{}},
-				wtRule("/", wtBackend("web-stable", 1), wtBackend("web-canary", 1)),
+				routestest.RuleWithUnmanaged("/", routestest.Backend("web-stable", 1), routestest.Backend("web-canary", 1)),
 			),
 			want: []int{1},
 		},
@@ -609,13 +583,13 @@ func TestRuleBackendRefs(t *testing.T) {
 		},
 		{
 			name: "every backendRef, in order",
-			rule: wtRule("/", wtBackend("b", 2), wtBackend("a", 1)),
-			want: []routes.BackendRef{wtBackend("b", 2), wtBackend("a", 1)},
+			rule: routestest.RuleWithUnmanaged("/", routestest.Backend("b", 2), routestest.Backend("a", 1)),
+			want: []routes.BackendRef{routestest.Backend("b", 2), routestest.Backend("a", 1)},
 		},
 		{
 			name: "entries that are not objects are skipped",
-			rule: routes.Rule{"backendRefs": []any{"junk", wtBackend("a", 1), nil, int64(3)}},
-			want: []routes.BackendRef{wtBackend("a", 1)},
+			rule: routes.Rule{"backendRefs": []any{"junk", routestest.Backend("a", 1), nil, int64(3)}},
+			want: []routes.BackendRef{routestest.Backend("a", 1)},
 		},
 		{
 			name: "backendRefs that is not a list",
@@ -633,11 +607,11 @@ func TestRuleBackendRefs(t *testing.T) {
 }
 
 func TestBackendRefSetWeightChangesTheRule(t *testing.T) {
-	r := wtRule("/", wtBackend("web-stable", 100), wtBackendNoWeight("web-canary"))
+	r := routestest.RuleWithUnmanaged("/", routestest.Backend("web-stable", 100), wtBackendNoWeight("web-canary"))
 	refs := r.BackendRefs()
 	refs[0].SetWeight(60)
 	refs[1].SetWeight(40)
-	want := wtRule("/", wtBackend("web-stable", 60), wtWith(wtBackendNoWeight("web-canary"), "weight", int64(40)))
+	want := routestest.RuleWithUnmanaged("/", routestest.Backend("web-stable", 60), wtWith(wtBackendNoWeight("web-canary"), "weight", int64(40)))
 	if diff := cmp.Diff(want, r); diff != "" {
 		t.Errorf("rule after SetWeight through BackendRefs (-want +got):\n%s", diff)
 	}
@@ -651,7 +625,7 @@ func TestBackendRefTarget(t *testing.T) {
 	}{
 		{
 			name: "defaults spelled out",
-			ref:  wtBackend("web", 1),
+			ref:  routestest.Backend("web", 1),
 			want: routes.ObjectRef{Group: "", Kind: "Service", Namespace: wtNS, Name: "web"},
 		},
 		{
@@ -733,16 +707,16 @@ func TestChangeString(t *testing.T) {
 // holding the same two Services keeps its weights.
 func TestSetWeightsOnTheNamedRuleOnly(t *testing.T) {
 	named := func(name string, stable, canary int64) routes.Rule {
-		r := wtRule("/"+name, wtBackend("web-stable", stable), wtBackend("web-canary", canary))
+		r := routestest.RuleWithUnmanaged("/"+name, routestest.Backend("web-stable", stable), routestest.Backend("web-canary", canary))
 		r["name"] = name
 		return r
 	}
-	live := wtRoute(named("live", 100, 0), named("split", 100, 0), wtRule("/other", wtBackend("web-stable", 100), wtBackend("web-canary", 0)))
+	live := wtRoute(named("live", 100, 0), named("split", 100, 0), routestest.RuleWithUnmanaged("/other", routestest.Backend("web-stable", 100), routestest.Backend("web-canary", 0)))
 	got, changes, err := SetWeights(live, Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 30, MaxWeight: 100}, Targeting{RuleName: "split"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []routes.Rule{named("live", 100, 0), named("split", 70, 30), wtRule("/other", wtBackend("web-stable", 100), wtBackend("web-canary", 0))}
+	want := []routes.Rule{named("live", 100, 0), named("split", 70, 30), routestest.RuleWithUnmanaged("/other", routestest.Backend("web-stable", 100), routestest.Backend("web-canary", 0))}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("rules (-want +got):\n%s", diff)
 	}
@@ -752,7 +726,7 @@ func TestSetWeightsOnTheNamedRuleOnly(t *testing.T) {
 
 	// A name no rule has: the error lists the names the route has (not the
 	// plugin's added rules) and how many rules are unnamed.
-	withAdded := wtRoute(named("live", 100, 0), named("beta", 0, 1), wtRule("/x", wtBackend("web-stable", 1)))
+	withAdded := wtRoute(named("live", 100, 0), named("beta", 0, 1), routestest.RuleWithUnmanaged("/x", routestest.Backend("web-stable", 1)))
 	_, _, err = SetWeights(withAdded, Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 30, MaxWeight: 100},
 		Targeting{RuleName: "spilt", Added: map[string]bool{"beta": true}})
 	var missing *NoRuleNamedError

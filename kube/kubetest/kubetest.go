@@ -1,8 +1,10 @@
-package cli
+// Package kubetest is an apiserver for unit tests, on 127.0.0.1: enough of
+// one for the commands of package cli and the Cleaner of package cleanup to
+// read, apply and release routes through client-go, as the plugin does.
+// Only tests import it.
+package kubetest
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,7 +20,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -32,17 +33,18 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
-// fakeAPI is an apiserver for the commands' tests, on 127.0.0.1: discovery
+// Server is an apiserver for tests, on 127.0.0.1: discovery
 // of gateway.networking.k8s.io/v1 (HTTPRoutes only; every other version of
 // the group is not served), its OpenAPI document (every field), GET, LIST
 // and watch of HTTPRoutes, server-side apply and JSON patch (PATCH) of
 // them, GET of Rollouts and Services, ReferenceGrants (none) and
 // SelfSubjectAccessReviews (allowed). It records every request it gets.
-type fakeAPI struct {
+type Server struct {
 	t   *testing.T
 	srv *httptest.Server
-	// kubeconfig is a kubeconfig file that points at the server.
-	kubeconfig string
+	// Kubeconfig is a kubeconfig file that points at the server, also in
+	// $KUBECONFIG for the test.
+	Kubeconfig string
 	// closing ends the watch streams, so that the server can close.
 	closing chan struct{}
 
@@ -53,17 +55,18 @@ type fakeAPI struct {
 	services map[string]bool                       // "<namespace>/<name>"
 	// rolloutsAnswer, when not 0, is the status of every GET of a Rollout.
 	rolloutsAnswer int
-	requests       []request
+	requests       []Request
 }
 
-// request is one request the fake got.
-type request struct {
+// Request is one request the fake got.
+type Request struct {
 	Method, Path string
 	Query        string
+	ContentType  string
 	Body         string
 }
 
-func (r request) String() string {
+func (r Request) String() string {
 	s := r.Method + " " + r.Path
 	if r.Query != "" {
 		s += "?" + r.Query
@@ -71,28 +74,18 @@ func (r request) String() string {
 	return s
 }
 
-// newFakeAPI starts the fake with the given objects, as YAML documents:
+// New starts the fake with the given objects, as YAML documents:
 // HTTPRoutes, Rollouts and Services.
-func newFakeAPI(t *testing.T, objects ...string) *fakeAPI {
+func New(t *testing.T, objects ...string) *Server {
 	t.Helper()
-	f := &fakeAPI{t: t, closing: make(chan struct{}), rv: 100,
+	f := &Server{t: t, closing: make(chan struct{}), rv: 100,
 		routes: map[string]*unstructured.Unstructured{}, rollouts: map[string]bool{}, services: map[string]bool{}}
 	for _, doc := range objects {
 		u := &unstructured.Unstructured{}
 		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
 			t.Fatalf("fake apiserver object: %v\n%s", err, doc)
 		}
-		key := u.GetNamespace() + "/" + u.GetName()
-		switch u.GetKind() {
-		case "HTTPRoute":
-			f.routes[key] = u
-		case "Rollout":
-			f.rollouts[key] = true
-		case "Service":
-			f.services[key] = true
-		default:
-			t.Fatalf("the fake apiserver holds no %s", u.GetKind())
-		}
+		f.Add(u)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -106,8 +99,8 @@ func newFakeAPI(t *testing.T, objects ...string) *fakeAPI {
 	})
 	// The kubeconfig the commands read, given with --kubeconfig or, as
 	// here, found in $KUBECONFIG: never a real cluster's.
-	f.kubeconfig = filepath.Join(t.TempDir(), "kubeconfig")
-	t.Setenv("KUBECONFIG", f.kubeconfig)
+	f.Kubeconfig = filepath.Join(t.TempDir(), "kubeconfig")
+	t.Setenv("KUBECONFIG", f.Kubeconfig)
 	config := fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters: [{name: fake, cluster: {server: %q}}]
@@ -115,14 +108,45 @@ users: [{name: tester, user: {}}]
 contexts: [{name: fake, context: {cluster: fake, user: tester}}]
 current-context: fake
 `, f.srv.URL)
-	if err := os.WriteFile(f.kubeconfig, []byte(config), 0o600); err != nil {
+	if err := os.WriteFile(f.Kubeconfig, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return f
 }
 
+// Add holds the objects from now on: HTTPRoutes, Rollouts and Services.
+func (f *Server) Add(objects ...*unstructured.Unstructured) {
+	f.t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, u := range objects {
+		key := u.GetNamespace() + "/" + u.GetName()
+		switch u.GetKind() {
+		case "HTTPRoute":
+			f.routes[key] = u.DeepCopy()
+		case "Rollout":
+			f.rollouts[key] = true
+		case "Service":
+			f.services[key] = true
+		default:
+			f.t.Fatalf("the fake apiserver holds no %s", u.GetKind())
+		}
+	}
+}
+
+// URL is where the server listens.
+func (f *Server) URL() string { return f.srv.URL }
+
+// AnswerRollouts makes every GET of a Rollout answer code from now on (0:
+// what the fake holds).
+func (f *Server) AnswerRollouts(code int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rolloutsAnswer = code
+}
+
 // Requests are every request the fake got, in order.
-func (f *fakeAPI) Requests() []request {
+func (f *Server) Requests() []Request {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.requests)
@@ -130,8 +154,8 @@ func (f *fakeAPI) Requests() []request {
 
 // Writes are the requests that would change something: every PATCH, PUT,
 // POST and DELETE but the SelfSubjectAccessReviews, which only ask.
-func (f *fakeAPI) Writes() []request {
-	var out []request
+func (f *Server) Writes() []Request {
+	var out []Request
 	for _, r := range f.Requests() {
 		if r.Method != http.MethodGet && !strings.HasSuffix(r.Path, "/selfsubjectaccessreviews") {
 			out = append(out, r)
@@ -141,7 +165,7 @@ func (f *fakeAPI) Writes() []request {
 }
 
 // Route is the route as the fake holds it now.
-func (f *fakeAPI) Route(namespace, name string) *unstructured.Unstructured {
+func (f *Server) Route(namespace, name string) *unstructured.Unstructured {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	u, ok := f.routes[namespace+"/"+name]
@@ -153,10 +177,10 @@ func (f *fakeAPI) Route(namespace, name string) *unstructured.Unstructured {
 
 const gatewayV1 = "/apis/" + routes.Group + "/v1"
 
-func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
+func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	f.mu.Lock()
-	f.requests = append(f.requests, request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Body: string(body)})
+	f.requests = append(f.requests, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, ContentType: r.Header.Get("Content-Type"), Body: string(body)})
 	f.mu.Unlock()
 
 	path := r.URL.Path
@@ -224,7 +248,7 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (f *fakeAPI) answer(w http.ResponseWriter, code int, v any) {
+func (f *Server) answer(w http.ResponseWriter, code int, v any) {
 	data, err := json.Marshal(v)
 	if err != nil {
 		f.t.Errorf("fake apiserver: %v", err)
@@ -234,19 +258,19 @@ func (f *fakeAPI) answer(w http.ResponseWriter, code int, v any) {
 	_, _ = w.Write(data)
 }
 
-func (f *fakeAPI) status(w http.ResponseWriter, err *apierrors.StatusError) {
+func (f *Server) status(w http.ResponseWriter, err *apierrors.StatusError) {
 	st := err.ErrStatus
 	st.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
 	f.answer(w, int(st.Code), st)
 }
 
-func (f *fakeAPI) notFound(w http.ResponseWriter, gr schema.GroupResource, name string) {
+func (f *Server) notFound(w http.ResponseWriter, gr schema.GroupResource, name string) {
 	f.status(w, apierrors.NewNotFound(gr, name))
 }
 
 // rollout serves a GET of a Rollout: the Rollout, not found, or, with
 // rolloutsAnswer set, that status.
-func (f *fakeAPI) rollout(w http.ResponseWriter, namespace, name string) {
+func (f *Server) rollout(w http.ResponseWriter, namespace, name string) {
 	gr := schema.GroupResource{Group: "argoproj.io", Resource: "rollouts"}
 	f.mu.Lock()
 	exists, code := f.rollouts[namespace+"/"+name], f.rolloutsAnswer
@@ -262,7 +286,7 @@ func (f *fakeAPI) rollout(w http.ResponseWriter, namespace, name string) {
 	}
 }
 
-func (f *fakeAPI) list(namespace string) map[string]any {
+func (f *Server) list(namespace string) map[string]any {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	items := []any{}
@@ -278,7 +302,7 @@ func (f *fakeAPI) list(namespace string) map[string]any {
 // watch streams the routes as ADDED events when asked for the initial
 // events (a watch list), then a bookmark that ends them, then nothing until
 // the client or the test goes.
-func (f *fakeAPI) watch(w http.ResponseWriter, r *http.Request, namespace string) {
+func (f *Server) watch(w http.ResponseWriter, r *http.Request, namespace string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	enc := json.NewEncoder(w)
@@ -304,7 +328,7 @@ func (f *fakeAPI) watch(w http.ResponseWriter, r *http.Request, namespace string
 // route serves one route: GET, and PATCH: a server-side apply (the applied
 // spec.rules, labels and annotations replace what the field manager applied
 // before; with dryRun, nothing is kept), or a JSON patch (the release).
-func (f *fakeAPI) route(w http.ResponseWriter, r *http.Request, namespace, name string, body []byte) {
+func (f *Server) route(w http.ResponseWriter, r *http.Request, namespace, name string, body []byte) {
 	gr := schema.GroupResource{Group: routes.Group, Resource: "httproutes"}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -425,23 +449,4 @@ func applyTo(live, applied *unstructured.Unstructured, manager string) *unstruct
 		APIVersion: routes.Group + "/v1", FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(string(raw))})
 	out.SetManagedFields(entries)
 	return out
-}
-
-// runCLI runs the command as a person would, against nothing but what args
-// name, and returns its exit status, standard output and standard error. A
-// command that does not return in a minute fails the test.
-func runCLI(t *testing.T, args ...string) (int, string, string) {
-	t.Helper()
-	var out, errOut bytes.Buffer
-	done := make(chan int, 1)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	go func() { done <- Run(args, &out, &errOut) }()
-	select {
-	case code := <-done:
-		return code, out.String(), errOut.String()
-	case <-ctx.Done():
-		t.Fatalf("%s did not return within a minute", strings.Join(args, " "))
-		return 0, "", ""
-	}
 }
