@@ -28,7 +28,7 @@
 // it, so a rollout never stops half-way for want of a permission.
 //
 // Timeouts and retries of the requests themselves (5xx, 429, lost
-// connections) are the transport's, below every client (package kube);
+// connections) are the transport's, below every client (package kubeclient);
 // they are safe for every write of the plugin: one carrying a
 // resourceVersion conflicts once applied, one not forced changes nothing
 // when applied again, and the release's test fails once it is applied.

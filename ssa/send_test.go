@@ -26,7 +26,7 @@ type sent struct {
 // (a conflict naming the manager), a refusal in plain text with
 // Retry-After, and one that is neither. Without the plugin's transport,
 // rest.Request sends a refusal with Retry-After up to 10 more times; the
-// transport takes the header off when it gives up (kube/transport.go), so
+// transport takes the header off when it gives up (kubeclient/transport.go), so
 // in the plugin neither way sends more than the transport's attempts.
 func TestSenderAsTheRESTClient(t *testing.T) {
 	conflict := `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Apply failed with 1 conflict: conflict with \"argocd\" using gateway.networking.k8s.io/v1: .spec.rules","reason":"Conflict","details":{"name":"web","group":"gateway.networking.k8s.io","kind":"httproutes","causes":[{"type":"FieldManagerConflict","message":"conflict with \"argocd\"","field":".spec.rules"}]},"code":409}`
