@@ -142,6 +142,12 @@ func claimState(live routes.Route, key string, c routes.Claim, located map[strin
 			cs.Changed = append(cs.Changed, filterChanged(f))
 		}
 	}
+	for _, f := range c.RefFilters {
+		cs.Filters = append(cs.Filters, fmt.Sprintf("sticky cookie on Service %s in rule %d", f.Backend, f.Rule))
+		if !transform.HasRefFilter(live.Namespace, live.Rules, f) {
+			cs.Changed = append(cs.Changed, refFilterChanged(f))
+		}
+	}
 	if pluginOwnsRules {
 		cs.Changed = nil // the plugin's write is the last one to spec.rules
 	}
