@@ -143,7 +143,10 @@ func (s state) introduced(rules []routes.Rule, claim routes.Claim) []RuleNeed {
 			continue
 		}
 		for _, n := range transform.Needs(s.live.Kind, routes.Rule{"backendRefs": []any{map[string]any{"filters": []any{f.Filter}}}}) {
-			out = append(out, RuleNeed{Rule: ruleLabel(f.Rule, f.RuleName), Need: n})
+			need := RuleNeed{Rule: ruleLabel(f.Rule, f.RuleName), Need: n}
+			if !slices.ContainsFunc(out, func(o RuleNeed) bool { return o.Rule == need.Rule && o.Feature == need.Feature }) {
+				out = append(out, need) // the cookies of stable and canary need the same
+			}
 		}
 	}
 	return out

@@ -112,6 +112,9 @@ func SetSticky(r routes.Route, rules []routes.Rule, in StickyInput) (StickyResul
 		if ref == nil {
 			continue // a weighted rule holds both
 		}
+		if err := oneResponseFilter(ref, w.rule, w.backend); err != nil {
+			return StickyResult{}, err
+		}
 		f := routes.AddedRefFilter{Rule: w.rule, RuleName: rules[w.rule].Name(), Backend: backendKey(w.backend),
 			Filter: w.filter, Others: countFilters(routes.Rule(ref), w.filter)}
 		filters, _ := ref["filters"].([]any)
@@ -238,6 +241,19 @@ func stickyRule(r routes.Route, source routes.Rule, i int, name string, target r
 	ref["weight"] = int64(1)
 	rule["backendRefs"] = []any{map[string]any(ref)}
 	return rule, nil
+}
+
+// oneResponseFilter refuses a backendRef that has a ResponseHeaderModifier
+// already: Gateway API allows one per backendRef (its CEL refuses a second),
+// and the plugin does not write into a filter of someone else's.
+func oneResponseFilter(ref routes.BackendRef, i int, backend routes.ObjectRef) error {
+	filters, _ := ref["filters"].([]any)
+	for _, f := range filters {
+		if m, _ := f.(map[string]any); m["type"] == "ResponseHeaderModifier" {
+			return fmt.Errorf("stickyCanary: rule %d's backendRef to %s has a ResponseHeaderModifier filter already, and Gateway API allows one per backendRef, so the plugin cannot add its Set-Cookie; move that filter to the rule, or remove stickyCanary", i, backend.Backend())
+		}
+	}
+	return nil
 }
 
 // CookieMatch is the header match of a request carrying cookie with value:

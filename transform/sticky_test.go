@@ -120,6 +120,12 @@ func TestSetSticky(t *testing.T) {
 		in:      stInput(stSticky, nil, nil),
 		wantErr: `stickyCanary: the route already has a rule named "shop-sticky-stable" that the plugin did not add for this Rollout; rename that rule`,
 	}, {
+		name: "the canary backendRef has a ResponseHeaderModifier already (Gateway API allows one)",
+		rules: []routes.Rule{weighted([]map[string]any{{"type": "ResponseHeaderModifier", "responseHeaderModifier": map[string]any{
+			"set": []any{map[string]any{"name": "x-version", "value": "2"}}}}}, nil)},
+		in:      stInput(stSticky, nil, nil),
+		wantErr: "stickyCanary: rule 0's backendRef to Service shop/web-canary has a ResponseHeaderModifier filter already, and Gateway API allows one per backendRef, so the plugin cannot add its Set-Cookie; move that filter to the rule, or remove stickyCanary",
+	}, {
 		name: "the weighted rule already matches the Cookie header",
 		rules: []routes.Rule{wtWith(plain, "matches", []any{map[string]any{"path": map[string]any{"type": "PathPrefix", "value": "/"},
 			"headers": []any{map[string]any{"name": "cookie", "type": "Exact", "value": "beta=1"}}}})},
