@@ -232,7 +232,7 @@ func stickyRule(r routes.Route, source routes.Rule, i int, name string, target r
 				return nil, fmt.Errorf("stickyCanary: rule %d already matches header Cookie in match %d, so the sticky rule cannot add its own match on it; match another header in rule %d, or remove stickyCanary", i, j, i)
 			}
 		}
-		mm["headers"] = append(headers, CookieMatch(cookie, value))
+		mm["headers"] = append(headers, cookieMatch(cookie, value))
 		out[j] = mm
 	}
 	rule["matches"] = out
@@ -256,11 +256,11 @@ func oneResponseFilter(ref routes.BackendRef, i int, backend routes.ObjectRef) e
 	return nil
 }
 
-// CookieMatch is the header match of a request carrying cookie with value:
+// cookieMatch is the header match of a request carrying cookie with value:
 // anchored at both ends and open to other cookies around it, so that it
 // means the same where a gateway matches the whole header value (Envoy's
 // RE2) and where it searches it (Traefik, Go's regexp).
-func CookieMatch(cookie, value string) map[string]any {
+func cookieMatch(cookie, value string) map[string]any {
 	return map[string]any{"name": "Cookie", "type": "RegularExpression",
 		"value": `^(.*;\s*)?` + regexp.QuoteMeta(cookie+"="+value) + `(;.*)?$`}
 }

@@ -169,7 +169,7 @@ func TestSetStickyRefusesOtherKinds(t *testing.T) {
 // The cookie match finds the cookie among others, in a gateway that matches
 // the whole header value and in one that searches it, and nothing else.
 func TestCookieMatch(t *testing.T) {
-	expr := CookieMatch("shop.canary", "canary-bbb222")["value"].(string)
+	expr := cookieMatch("shop.canary", "canary-bbb222")["value"].(string)
 	re := regexp.MustCompile(expr)
 	for header, want := range map[string]bool{
 		"shop.canary=canary-bbb222":                  true,
