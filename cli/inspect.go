@@ -158,6 +158,9 @@ func inspectText(in desired.Inspection, fieldManager string) []byte {
 		for _, f := range c.Filters {
 			fmt.Fprintf(&b, "  mirror filter %s\n", f)
 		}
+		for _, f := range c.Cookies {
+			fmt.Fprintf(&b, "  sticky cookie filter %s\n", f)
+		}
 		switch {
 		case len(c.Changed) > 0:
 			fmt.Fprintf(&b, "  conflict: yes: %s; a call that sets these again fails until the change is reverted, the other owner ignores the weights, or conflictPolicy: Force\n", strings.Join(c.Changed, "; "))

@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -98,7 +99,29 @@ type Config struct {
 	// names) the Rollout's gateways carry whatever their GatewayClasses
 	// publish: the plugin writes what needs them without checking.
 	AssumeGatewayFeatures []string `json:"assumeGatewayFeatures,omitempty"`
+	// StickyCanary keeps a person on the revision that first answered them
+	// while the canary has weight (HTTPRoutes only).
+	StickyCanary *StickyCanary `json:"stickyCanary,omitempty"`
 }
+
+// StickyCanary is the stickyCanary key.
+type StickyCanary struct {
+	// CookieName is the cookie's name; default "<rollout name>-canary".
+	CookieName string `json:"cookieName,omitempty"`
+	// MaxAgeSeconds is the cookie's Max-Age; default 86400 (one day).
+	MaxAgeSeconds *int64 `json:"maxAgeSeconds,omitempty"`
+}
+
+// defaultStickyMaxAge is stickyCanary's default Max-Age: one day, Flagger's
+// default for its session affinity cookie.
+const defaultStickyMaxAge = 86400
+
+// cookieName is an RFC 6265 cookie-name: an RFC 2616 token.
+var cookieName = regexp.MustCompile(`^[A-Za-z0-9!#$%&'*+\-.^_` + "`" + `|~]+$`)
+
+// maxCookieName bounds a cookie's name, so that the header match the plugin
+// writes stays far from Gateway API's limit on a match value.
+const maxCookieName = 256
 
 // NamedRoute is one entry of httpRoutes, grpcRoutes, tcpRoutes, tlsRoutes or
 // udpRoutes.
@@ -143,6 +166,14 @@ type Settings struct {
 	MirrorMode desired.MirrorMode
 	// AssumedFeatures is assumeGatewayFeatures.
 	AssumedFeatures []string
+	// Sticky is stickyCanary with its defaults; nil without it.
+	Sticky *StickySettings
+}
+
+// StickySettings is a validated stickyCanary.
+type StickySettings struct {
+	Cookie string
+	MaxAge int64
 }
 
 // ParseConfig reads and validates the Rollout's config for the plugin
@@ -165,7 +196,7 @@ func ParseConfig(ro *v1alpha1.Rollout, pluginName string) (Settings, error) {
 	if err != nil {
 		return Settings{}, fmt.Errorf("%s: %w", where, err)
 	}
-	s, err := cfg.settings(ro.Namespace)
+	s, err := cfg.settings(ro.Namespace, ro.Name)
 	if err != nil {
 		return Settings{}, fmt.Errorf("%s: %w", where, err)
 	}
@@ -185,7 +216,7 @@ func (c *Config) fields() map[string]any {
 		"inProgressLabelValue": &c.InProgressLabelValue,
 		"verifyWeight":         &c.VerifyWeight, "verifyWeightSettle": &c.VerifyWeightSettle, "conflictPolicy": &c.ConflictPolicy,
 		"selectedRoutesUseHeaderRoutes": &c.SelectedRoutesUseHeaderRoutes, "mirrorMode": &c.MirrorMode,
-		"assumeGatewayFeatures": &c.AssumeGatewayFeatures,
+		"assumeGatewayFeatures": &c.AssumeGatewayFeatures, "stickyCanary": &c.StickyCanary,
 	}
 }
 
@@ -248,11 +279,13 @@ func typeName(e *json.UnmarshalTypeError) string {
 		return "a string"
 	case reflect.Bool:
 		return "true or false"
+	case reflect.Int, reflect.Int32, reflect.Int64:
+		return "a whole number"
 	}
 	return "an object"
 }
 
-func (cfg Config) settings(rolloutNamespace string) (Settings, error) {
+func (cfg Config) settings(rolloutNamespace, rolloutName string) (Settings, error) {
 	ns := cfg.Namespace
 	if ns == "" {
 		ns = rolloutNamespace
@@ -305,9 +338,56 @@ func (cfg Config) settings(rolloutNamespace string) (Settings, error) {
 			return Settings{}, fmt.Errorf("key \"cluster\": %q is not a cluster name (a DNS label): %s", cfg.Cluster, strings.Join(errs, "; "))
 		}
 	}
-	return Settings{Cluster: cfg.Cluster, AssumedFeatures: cfg.AssumeGatewayFeatures, Targets: tg.t, HeaderRoutes: tg.headerRoutes, ListedForHeaderRoutes: tg.listed,
+	sticky, err := cfg.sticky(rolloutName, tg.t)
+	if err != nil {
+		return Settings{}, err
+	}
+	return Settings{Sticky: sticky, Cluster: cfg.Cluster, AssumedFeatures: cfg.AssumeGatewayFeatures, Targets: tg.t, HeaderRoutes: tg.headerRoutes, ListedForHeaderRoutes: tg.listed,
 		SelectedHeaderRoutes: cfg.SelectedRoutesUseHeaderRoutes, VerifyWeight: cfg.VerifyWeight, ConflictPolicy: policy,
 		RuleNames: tg.ruleNames.names, MirrorMode: mirrorMode, VerifyWeightSettle: settle, InProgressLabel: label}, nil
+}
+
+// For is what stickyCanary asks of the Rollout's routes now: the cookie
+// values name its revisions, status.stableRS and status.currentPodHash; nil
+// without stickyCanary.
+func (s *StickySettings) For(ro *v1alpha1.Rollout) *transform.Sticky {
+	if s == nil {
+		return nil
+	}
+	return &transform.Sticky{Cookie: s.Cookie, MaxAge: s.MaxAge, StableHash: ro.Status.StableRS,
+		CanaryHash: ro.Status.CurrentPodHash, RuleBase: ro.Name + "-sticky"}
+}
+
+// sticky validates stickyCanary for the Rollout's routes: HTTPRoutes only.
+func (cfg Config) sticky(rolloutName string, t routes.Targets) (*StickySettings, error) {
+	if cfg.StickyCanary == nil {
+		return nil, nil
+	}
+	for _, ref := range t.Named {
+		if ref.Kind != routes.HTTPRoute {
+			return nil, fmt.Errorf("key \"stickyCanary\" works on HTTPRoutes only, and the Rollout also names %s; a %s carries no cookies: remove stickyCanary, or the %s from the Rollout's routes", ref, ref.Kind, ref.Kind)
+		}
+	}
+	for _, sel := range t.Selectors {
+		if sel.Kind != routes.HTTPRoute {
+			key := strings.ToLower(strings.TrimSuffix(string(sel.Kind), "Route")) + "RouteSelector"
+			return nil, fmt.Errorf("key \"stickyCanary\" works on HTTPRoutes only, and the Rollout also selects %ss (key %q); a %s carries no cookies: remove stickyCanary, or that selector", sel.Kind, key, sel.Kind)
+		}
+	}
+	s := StickySettings{Cookie: cfg.StickyCanary.CookieName, MaxAge: defaultStickyMaxAge}
+	if s.Cookie == "" {
+		s.Cookie = rolloutName + "-canary"
+	}
+	if len(s.Cookie) > maxCookieName || !cookieName.MatchString(s.Cookie) {
+		return nil, fmt.Errorf("key \"stickyCanary.cookieName\": %q is not a cookie name (an RFC 6265 token of at most %d characters: letters, digits and !#$%%&'*+-.^_`|~)", s.Cookie, maxCookieName)
+	}
+	if m := cfg.StickyCanary.MaxAgeSeconds; m != nil {
+		if *m <= 0 {
+			return nil, fmt.Errorf("key \"stickyCanary.maxAgeSeconds\" must be more than 0, not %d (leave it out for the default, %d: one day)", *m, defaultStickyMaxAge)
+		}
+		s.MaxAge = *m
+	}
+	return &s, nil
 }
 
 // targeting collects the routes a config names and selects in namespace ns,

@@ -334,6 +334,25 @@ func TestParseConfig(t *testing.T) {
 			},
 		},
 		{
+			name: "stickyCanary with its defaults",
+			raw:  `{"httpRoute": "web", "stickyCanary": {}}`,
+			want: func(*testing.T) Settings {
+				s := oneHTTPRoute()
+				s.Sticky = &StickySettings{Cookie: "web-canary", MaxAge: 86400}
+				return s
+			},
+		},
+		{
+			name: "stickyCanary with a cookie name and a max age",
+			raw:  `{"httpRoutes": [{"name": "web"}], "stickyCanary": {"cookieName": "shop_v", "maxAgeSeconds": 600}}`,
+			want: func(*testing.T) Settings {
+				s := oneHTTPRoute()
+				s.HeaderRoutes = cfgHeader()
+				s.Sticky = &StickySettings{Cookie: "shop_v", MaxAge: 600}
+				return s
+			},
+		},
+		{
 			name: "assumeGatewayFeatures",
 			raw:  `{"httpRoute": "web", "assumeGatewayFeatures": ["HTTPRouteRequestMirror"]}`,
 			want: func(*testing.T) Settings {
@@ -489,6 +508,31 @@ func TestParseConfigErrors(t *testing.T) {
 			name:    "unknown key",
 			rollout: cfgRollout(DefaultPluginName, `{"httpRoute": "web", "headerRoutes": true}`),
 			wantErr: []string{where, `unknown key "headerRoutes"`, "known keys: assumeGatewayFeatures, cluster, configMap, conflictPolicy"},
+		},
+		{
+			name:    "stickyCanary on a GRPCRoute",
+			rollout: cfgRollout(DefaultPluginName, `{"httpRoute": "web", "grpcRoute": "api", "stickyCanary": {}}`),
+			wantErr: []string{where, `key "stickyCanary" works on HTTPRoutes only, and the Rollout also names GRPCRoute shop/api; a GRPCRoute carries no cookies: remove stickyCanary, or the GRPCRoute from the Rollout's routes`},
+		},
+		{
+			name:    "stickyCanary with a TCPRoute selector",
+			rollout: cfgRollout(DefaultPluginName, `{"httpRoute": "web", "tcpRouteSelector": {"matchLabels": {"app": "web"}}, "stickyCanary": {}}`),
+			wantErr: []string{where, `key "stickyCanary" works on HTTPRoutes only, and the Rollout also selects TCPRoutes (key "tcpRouteSelector"); a TCPRoute carries no cookies: remove stickyCanary, or that selector`},
+		},
+		{
+			name:    "stickyCanary with a cookie name that is not a token",
+			rollout: cfgRollout(DefaultPluginName, `{"httpRoute": "web", "stickyCanary": {"cookieName": "shop canary"}}`),
+			wantErr: []string{where, `key "stickyCanary.cookieName": "shop canary" is not a cookie name (an RFC 6265 token of at most 256 characters: letters, digits and !#$%&'*+-.^_` + "`" + `|~)`},
+		},
+		{
+			name:    "stickyCanary with no max age",
+			rollout: cfgRollout(DefaultPluginName, `{"httpRoute": "web", "stickyCanary": {"maxAgeSeconds": 0}}`),
+			wantErr: []string{where, `key "stickyCanary.maxAgeSeconds" must be more than 0, not 0 (leave it out for the default, 86400: one day)`},
+		},
+		{
+			name:    "stickyCanary with an unknown field",
+			rollout: cfgRollout(DefaultPluginName, `{"httpRoute": "web", "stickyCanary": {"cookie": "x"}}`),
+			wantErr: []string{where, `key "stickyCanary": unknown field "cookie"`},
 		},
 		{
 			name:    "a feature the plugin does not check",

@@ -111,7 +111,10 @@ func Decode(ctx context.Context, ro *v1alpha1.Rollout, pluginName string, req Re
 	}
 	switch req.Method {
 	case SetWeight:
-		c.Intent, err = setWeight(ctx, ro, req.Weight, req.Additional, ports)
+		var sw desired.SetWeight
+		sw, err = setWeight(ctx, ro, req.Weight, req.Additional, ports)
+		sw.Sticky = s.Sticky.For(ro)
+		c.Intent = sw
 	case SetHeaderRoute:
 		if req.Header == nil {
 			return Decoded{}, &StepError{errors.New("no setHeaderRoute given")}

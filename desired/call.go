@@ -18,6 +18,10 @@ type Intent interface {
 type SetWeight struct {
 	Split      transform.Split
 	Experiment experiment.Input
+	// Sticky is the Rollout's stickyCanary with its revisions; nil without
+	// one. The cookies and their rules are on the route while both the canary
+	// and stable have weight.
+	Sticky *transform.Sticky
 }
 
 // SetHeader is SetHeaderRoute: the header rules of managedRoutes entry Name

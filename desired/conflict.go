@@ -131,6 +131,24 @@ func findFilterDrift(live, desired []routes.Rule, recorded []routes.AddedFilter)
 	return out
 }
 
+// findRefFilterDrift lists the backendRef filters the plugin added that
+// someone else removed or changed since, and that the plugin would add again.
+func findRefFilterDrift(namespace string, live, desired []routes.Rule, recorded []routes.AddedRefFilter) []string {
+	var out []string
+	for _, f := range recorded {
+		if !transform.HasRefFilter(namespace, live, f) && transform.HasRefFilter(namespace, desired, f) {
+			out = append(out, refFilterChanged(f))
+		}
+	}
+	return out
+}
+
+// refFilterChanged says that a backendRef filter the plugin added is gone or
+// no longer what it added.
+func refFilterChanged(f routes.AddedRefFilter) string {
+	return fmt.Sprintf("sticky cookie filter on Service %s in rule %d: removed or changed since the plugin added it", f.Backend, f.Rule)
+}
+
 // findRuleDrift lists the rules the plugin added that someone else changed or
 // removed since, and that the plugin would change again. A rule added without
 // a name is on the route only as the plugin wrote it (located): changed, it

@@ -138,6 +138,17 @@ func (s state) introduced(rules []routes.Rule, claim routes.Claim) []RuleNeed {
 			out = append(out, RuleNeed{Rule: ruleLabel(f.Rule, f.RuleName), Need: n})
 		}
 	}
+	for _, f := range claim.RefFilters {
+		if slices.ContainsFunc(s.claim.RefFilters, func(old routes.AddedRefFilter) bool { return reflect.DeepEqual(old, f) }) {
+			continue
+		}
+		for _, n := range transform.Needs(s.live.Kind, routes.Rule{"backendRefs": []any{map[string]any{"filters": []any{f.Filter}}}}) {
+			need := RuleNeed{Rule: ruleLabel(f.Rule, f.RuleName), Need: n}
+			if !slices.ContainsFunc(out, func(o RuleNeed) bool { return o.Rule == need.Rule && o.Feature == need.Feature }) {
+				out = append(out, need) // the cookies of stable and canary need the same
+			}
+		}
+	}
 	return out
 }
 

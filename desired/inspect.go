@@ -49,6 +49,8 @@ type ClaimState struct {
 	Backends     []string      `json:"experimentBackends,omitempty"`
 	Rules        []RuleState   `json:"rules,omitempty"`
 	Filters      []string      `json:"mirrorFilters,omitempty"`
+	// Cookies are stickyCanary's Set-Cookie filters on backendRefs.
+	Cookies []string `json:"stickyCookies,omitempty"`
 	// Changed lists what another owner changed since the plugin set it; with
 	// the plugin no longer owning spec.rules, a call that would set any of it
 	// again is a conflict.
@@ -140,6 +142,12 @@ func claimState(live routes.Route, key string, c routes.Claim, located map[strin
 		cs.Filters = append(cs.Filters, fmt.Sprintf("%q in rule %d", f.Entry, f.Rule))
 		if !transform.HasFilter(live.Rules, f) {
 			cs.Changed = append(cs.Changed, filterChanged(f))
+		}
+	}
+	for _, f := range c.RefFilters {
+		cs.Cookies = append(cs.Cookies, fmt.Sprintf("on Service %s in rule %d", f.Backend, f.Rule))
+		if !transform.HasRefFilter(live.Namespace, live.Rules, f) {
+			cs.Changed = append(cs.Changed, refFilterChanged(f))
 		}
 	}
 	if pluginOwnsRules {

@@ -6,6 +6,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
 func TestInspect(t *testing.T) {
@@ -60,5 +62,35 @@ func TestInspect(t *testing.T) {
 	s.ownerOf("other", metav1.ManagedFieldsOperationUpdate)
 	if got, _ = Inspect(s.live(), plugin); got.Release {
 		t.Error("owning nothing, there is nothing to release")
+	}
+}
+
+// inspect shows stickyCanary's rules among the added rules and its cookie
+// filters, and a cookie filter someone removed.
+func TestInspectShowsStickyCookies(t *testing.T) {
+	s := newServer(t, "HTTPRoute")
+	for _, o := range []op{create{kubectl, gitRules(100, 0)}, call{c: sticky(20, "bbb")}} {
+		if _, err := o.do(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := Inspect(s.live(), plugin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []ClaimState{{Rollout: "shop/demo", Active: true, CanaryWeight: 20,
+		Weights: []WeightState{{Rule: 0, Service: "shop/stable", Set: 80, Now: 80}, {Rule: 0, Service: "shop/canary", Set: 20, Now: 20}},
+		Rules:   []RuleState{{Name: "demo-sticky-canary", Present: true}, {Name: "demo-sticky-stable", Present: true}},
+		Cookies: []string{"on Service shop/canary in rule 0", "on Service shop/stable in rule 0"}}}
+	if diff := cmp.Diff(want, got.Claims); diff != "" {
+		t.Errorf("claims (-want +got):\n%s", diff)
+	}
+
+	if _, err := (update{"kubectl-edit", func(r []routes.Rule) { delete(r[0]["backendRefs"].([]any)[1].(map[string]any), "filters") }}).do(s); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = Inspect(s.live(), plugin)
+	if diff := cmp.Diff([]string{"sticky cookie filter on Service shop/canary in rule 0: removed or changed since the plugin added it"}, got.Claims[0].Changed); diff != "" {
+		t.Errorf("changed by others (-want +got):\n%s", diff)
 	}
 }

@@ -2,6 +2,7 @@ package desired
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
@@ -90,10 +91,18 @@ func (RemoveManaged) Desired(live routes.Route, env Env) (Result, error) {
 
 func (c RemoveManaged) decide(s state) (Result, error) {
 	live := s.live
-	res := transform.RulesResult{Rules: routes.CopyRules(live.Rules)}
-	if len(s.claim.Rules) > 0 {
-		res = transform.RemoveAddedRules(live, s.claim.Rules)
+	// stickyCanary's rules are not managed routes: SetWeight takes them away.
+	var managed []string
+	for _, n := range s.claim.Rules {
+		if !slices.Contains(s.claim.StickyRules, n) {
+			managed = append(managed, n)
+		}
 	}
+	res := transform.RulesResult{Rules: routes.CopyRules(live.Rules)}
+	if len(managed) > 0 {
+		res = transform.RemoveAddedRules(live, managed)
+	}
+	res.Claimed = slices.Clone(s.claim.StickyRules)
 	rules, changes := transform.RemoveMirrorFilters(res.Rules, s.claim.MirrorFilters)
 	res.Rules, res.Changes = rules, append(res.Changes, changes...)
 	return s.finishRules(res, nil)

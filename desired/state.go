@@ -56,7 +56,8 @@ func read(live routes.Route, env Env) (state, error) {
 // ruleInput is what the header and mirror transforms need on this route.
 func (s state) ruleInput(r transform.RolloutServices) transform.RuleInput {
 	return transform.RuleInput{RolloutServices: r, Claimed: s.claim.Rules,
-		Targeting: s.targeting(), AddedFilters: s.claims.AddedFilters()}
+		Targeting: s.targeting(), AddedFilters: s.claims.AddedFilters(),
+		AddedRefFilters: s.claims.AddedRefFilters()}
 }
 
 // targeting says which rules of the route are weighted rules for the Rollout.
@@ -71,16 +72,23 @@ func (s state) finishRules(res transform.RulesResult, filters []routes.AddedFilt
 	claim := s.claim
 	claim.Rules = res.Claimed
 	claim.MirrorFilters = filters
-	stored, unnamed := s.store(res.Rules, claim)
-	claim.RuleDigests = digestRules(res.Rules, stored, claim.Rules)
-	claim.Unnamed = s.unnamedAfter(res.Rules, claim.Rules, unnamed)
-	res.Changes = withoutNames(res.Changes, unnamed)
+	claim, res.Changes = s.recordRules(res.Rules, claim, res.Changes)
 	// Not the release: the controller calls SetWeight right after, in the
 	// same reconcile, and that call lets go. While the canary has no
 	// available pods the controller calls RemoveManagedRoutes and then
 	// SetHeaderRoute on every reconcile; letting go in between would cost an
 	// Update and hand spec.rules to nobody and back, every time.
 	return s.finish(res.Rules, res.Changes, claim, false)
+}
+
+// recordRules records in the claim the digest of each rule it names as the
+// rules store it, and which of them are stored without a name; the changes
+// then name those by what they are.
+func (s state) recordRules(rules []routes.Rule, claim routes.Claim, changes []string) (routes.Claim, []string) {
+	stored, unnamed := s.store(rules, claim)
+	claim.RuleDigests = digestRules(rules, stored, claim.Rules)
+	claim.Unnamed = s.unnamedAfter(rules, claim.Rules, unnamed)
+	return claim, withoutNames(changes, unnamed)
 }
 
 // finish is what every call does with the rules it computed: refuse (or, with
@@ -127,6 +135,7 @@ func (s state) checkConflict(desired []routes.Rule) ([]string, error) {
 	}
 	drift := findDrift(s.live.Namespace, s.live.Rules, desired, s.claim.Weights)
 	ruleDrift := append(findRuleDrift(s.live.Rules, desired, s.claim, s.located), findFilterDrift(s.live.Rules, desired, s.claim.MirrorFilters)...)
+	ruleDrift = append(ruleDrift, findRefFilterDrift(s.live.Namespace, s.live.Rules, desired, s.claim.RefFilters)...)
 	if len(drift) == 0 && len(ruleDrift) == 0 {
 		return nil, nil
 	}

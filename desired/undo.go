@@ -61,6 +61,8 @@ func (Undo) decide(s state) (Result, error) {
 	}
 	res := transform.RemoveAddedRules(routes.Route{Ref: live.Ref, Rules: rules}, s.claim.Rules)
 	rules, filterChanges := transform.RemoveMirrorFilters(res.Rules, s.claim.MirrorFilters)
+	rules, refChanges := transform.RemoveRefFilters(live.Namespace, rules, s.claim.RefFilters)
+	filterChanges = append(filterChanges, refChanges...)
 	s.env.InProgressLabel = ownedLabels(live, s.env.FieldManager)
 	return s.finish(rules, append(append(changes, res.Changes...), filterChanges...), routes.Claim{}, true)
 }

@@ -1,6 +1,8 @@
 package desired
 
 import (
+	"slices"
+
 	"github.com/gatewayapi-ssa/rollouts-plugin/experiment"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
@@ -27,13 +29,44 @@ func (c SetWeight) decide(s state) (Result, error) {
 	}
 	claim := s.claim
 	claim.CanaryWeight, claim.Backends = c.Split.CanaryWeight, backends
-	claim.Weights = recordWeights(live.Namespace, rules, c.Split, backends, s.targeting())
-	if !claim.Active() {
-		claim = routes.Claim{} // the Rollout ends here: nothing left to record
-	}
 	var changes []string
 	for _, ch := range weightChanges {
 		changes = append(changes, ch.String())
 	}
-	return s.finish(rules, append(changes, expChanges...), claim, true)
+	changes = append(changes, expChanges...)
+	if c.Sticky != nil || len(s.claim.StickyRules) > 0 || len(s.claim.RefFilters) > 0 {
+		if rules, claim, changes, err = c.sticky(s, rules, claim, changes); err != nil {
+			return Result{}, err
+		}
+	}
+	claim.Weights = recordWeights(live.Namespace, rules, c.Split, backends, s.targeting())
+	if !claim.Active() {
+		claim = routes.Claim{} // the Rollout ends here: nothing left to record
+	}
+	return s.finish(rules, changes, claim, true)
+}
+
+// sticky puts the cookie filters and rules of stickyCanary on the rules
+// while the canary and stable both have weight, and takes those the claim
+// records away otherwise.
+func (c SetWeight) sticky(s state, rules []routes.Rule, claim routes.Claim, changes []string) ([]routes.Rule, routes.Claim, []string, error) {
+	in := transform.StickyInput{Stable: c.Split.Stable, Canary: c.Split.Canary, Targeting: s.targeting(),
+		ClaimedRules: s.claim.StickyRules, ClaimedFilters: s.claim.RefFilters,
+		AddedFilters: s.claims.AddedFilters(), AddedRefFilters: s.claims.AddedRefFilters()}
+	if c.Sticky != nil && c.Split.CanaryWeight > 0 && c.Split.StableWeight() > 0 {
+		in.Sticky = c.Sticky
+	}
+	res, err := transform.SetSticky(s.live, rules, in)
+	if err != nil {
+		return nil, routes.Claim{}, nil, invalid(err)
+	}
+	var others []string
+	for _, n := range claim.Rules {
+		if !slices.Contains(s.claim.StickyRules, n) {
+			others = append(others, n)
+		}
+	}
+	claim.Rules, claim.StickyRules, claim.RefFilters = append(others, res.Claimed...), res.Claimed, res.Filters
+	claim, changes = s.recordRules(res.Rules, claim, append(changes, res.Changes...))
+	return res.Rules, claim, changes, nil
 }

@@ -38,6 +38,12 @@ type Claim struct {
 	// MirrorFilters are the RequestMirror filters the plugin added to weighted
 	// rules for setMirrorRoute steps in filter mode.
 	MirrorFilters []AddedFilter `json:"mirrorFilters,omitempty"`
+	// StickyRules are the rules among Rules that stickyCanary added (the
+	// cookie rules): SetWeight keeps them, RemoveManagedRoutes leaves them.
+	StickyRules []string `json:"stickyRules,omitempty"`
+	// RefFilters are the filters the plugin added to backendRefs of weighted
+	// rules: stickyCanary's Set-Cookie.
+	RefFilters []AddedRefFilter `json:"refFilters,omitempty"`
 }
 
 // RecordedWeight is one weight the plugin set: a backend in a rule.
@@ -58,7 +64,7 @@ func (c Claim) Empty() bool {
 
 // Active says whether the Rollout still has anything on the route.
 func (c Claim) Active() bool {
-	return c.CanaryWeight > 0 || len(c.Backends) > 0 || len(c.Rules) > 0 || len(c.MirrorFilters) > 0
+	return c.CanaryWeight > 0 || len(c.Backends) > 0 || len(c.Rules) > 0 || len(c.MirrorFilters) > 0 || len(c.RefFilters) > 0
 }
 
 // AddedBackend is a backendRef the plugin added to a rule.
@@ -140,6 +146,18 @@ func (c Claims) AddedFilters() []map[string]any {
 	return out
 }
 
+// AddedRefFilters are the backendRef filters the plugin added for any
+// Rollout: rules it generates from a weighted rule do not copy them.
+func (c Claims) AddedRefFilters() []map[string]any {
+	var out []map[string]any
+	for _, claim := range c {
+		for _, f := range claim.RefFilters {
+			out = append(out, f.Filter)
+		}
+	}
+	return out
+}
+
 // Rollouts lists the Rollouts with an active claim, sorted.
 func (c Claims) Rollouts() []string {
 	var out []string
@@ -165,6 +183,23 @@ type AddedFilter struct {
 	Filter map[string]any `json:"filter"`
 	// Others counts the equal filters the rule held before the plugin added
 	// its own.
+	Others int `json:"others,omitempty"`
+}
+
+// AddedRefFilter is a filter the plugin added to a backendRef of a weighted
+// rule (stickyCanary's Set-Cookie on the stable and the canary backendRef).
+type AddedRefFilter struct {
+	// Rule is the rule's index when it was added; RuleName its name, if any,
+	// which wins over the index.
+	Rule     int    `json:"rule"`
+	RuleName string `json:"ruleName,omitempty"`
+	// Backend is "<namespace>/<name>" of the Service the backendRef goes to
+	// (the first backendRef of the rule to it).
+	Backend string `json:"backend"`
+	// Filter is the filter as written.
+	Filter map[string]any `json:"filter"`
+	// Others counts the equal filters the backendRef held before the plugin
+	// added its own.
 	Others int `json:"others,omitempty"`
 }
 

@@ -66,6 +66,10 @@ type RuleInput struct {
 	// AddedFilters are the mirror filters the plugin added to weighted rules
 	// (any Rollout's); the rules generated from a weighted rule leave them out.
 	AddedFilters []map[string]any
+	// AddedRefFilters are the filters the plugin added to backendRefs of
+	// weighted rules (stickyCanary's cookies); the backendRefs a generated
+	// rule copies leave them out.
+	AddedRefFilters []map[string]any
 }
 
 // RulesResult is a transform's outcome on one route.
@@ -180,6 +184,7 @@ func headerRule(r routes.Route, in RuleInput, source routes.Rule, i int, set, ru
 	if !ok {
 		return nil, fmt.Errorf("rule %d has no backendRef to %s", i, canaryTarget)
 	}
+	withoutAddedFilters(routes.Rule(canary), in.AddedRefFilters)
 	canary["weight"] = int64(1)
 	rule["backendRefs"] = []any{map[string]any(canary)}
 	return rule, nil
@@ -221,6 +226,7 @@ func SetMirrorRule(r routes.Route, in RuleInput, name string, match []RequestMat
 	source := kept[sources[0]]
 	stable, _ := source.CopyRef(r.Namespace, in.Stable)
 	canary, _ := source.CopyRef(r.Namespace, in.Canary)
+	withoutAddedFilters(routes.Rule(stable), in.AddedRefFilters)
 	stable["weight"] = int64(1)
 	mirrorRef := map[string]any{}
 	for _, k := range []string{"group", "kind", "name", "namespace", "port"} {

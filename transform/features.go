@@ -68,9 +68,15 @@ func Needs(kind routes.Kind, rule routes.Rule) []Need {
 			if !ok {
 				continue
 			}
-			if m["type"] == "RequestHeaderModifier" {
+			switch m["type"] {
+			case "RequestHeaderModifier":
 				add("HTTPRouteBackendRequestHeaderModification", "a RequestHeaderModifier filter on a backendRef")
 				continue
+			case "ResponseHeaderModifier":
+				// Gateway API names no feature for response headers set per
+				// backendRef: the filter needs both the response side and
+				// filters on backendRefs (stickyCanary's Set-Cookie).
+				add("HTTPRouteBackendRequestHeaderModification", "a ResponseHeaderModifier filter on a backendRef")
 			}
 			filterNeeds(m, " on a backendRef", add)
 		}

@@ -40,6 +40,12 @@ func TestNeedsNamesWhatARuleAsksOfTheGateway(t *testing.T) {
 				{Feature: "HTTPRouteRequestMultipleMirrors", Why: "2 RequestMirror filters"},
 				{Feature: "HTTPRouteRequestPercentageMirror", Why: "a RequestMirror filter with a percentage"},
 			}},
+		{name: "stickyCanary's Set-Cookie: a response header set on a backendRef", kind: routes.HTTPRoute,
+			rule: `{"backendRefs":[{"name":"canary","filters":[{"type":"ResponseHeaderModifier","responseHeaderModifier":{"add":[{"name":"Set-Cookie","value":"c=1"}]}}]}]}`,
+			want: []Need{
+				{Feature: "HTTPRouteBackendRequestHeaderModification", Why: "a ResponseHeaderModifier filter on a backendRef"},
+				{Feature: "HTTPRouteResponseHeaderModification", Why: "a ResponseHeaderModifier filter on a backendRef"},
+			}},
 		{name: "a whole fraction is every request", kind: routes.HTTPRoute,
 			rule: `{"filters":[{"type":"RequestMirror","requestMirror":{"backendRef":{"name":"canary"},"fraction":{"numerator":100}}}]}`,
 			want: []Need{{Feature: "HTTPRouteRequestMirror", Why: "a RequestMirror filter"}}},

@@ -146,6 +146,8 @@ type want struct {
 	// versions is the share (percent) of those requests per version: the
 	// image tag of the ReplicaSet each Service selects.
 	versions map[string]int64
+	// sticky: stickyCanary's cookies, measured once the split is (sticky.go).
+	sticky *stickyWant
 	// verified: the controller logged this step's weight as verified, and
 	// the requests sent right then split as that weight says.
 	verified *verifiedWant
@@ -357,6 +359,8 @@ type run struct {
 	watch *cluster.RouteWatch
 	// measured are the traffic lines of every step, for the scenario's dump.
 	measured []string
+	// canaryCookie is the last canary cookie (name=value) a sticky step got.
+	canaryCookie string
 }
 
 func (r *run) ctx() (context.Context, context.CancelFunc) {

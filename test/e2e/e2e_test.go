@@ -61,7 +61,7 @@ func TestMain(m *testing.M) {
 // cluster, in parallel: each in its own namespace, with a bounded wait per
 // step; and times VerifyWeight against Traefik (verify_timing_test.go).
 func TestScenarios(t *testing.T) {
-	for _, sc := range append(scenarios(), kindScenarios()...) {
+	for _, sc := range append(scenarios(), append(kindScenarios(), stickyScenario())...) {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
 			runScenario(t, theCluster, sc)

@@ -119,6 +119,9 @@ func (r *run) checkTraffic(t *testing.T, st step, o observed, began time.Time) {
 		}
 		lines = append(lines, fmt.Sprintf("    with %s: %s: %s", h.name, h.value, hc.Counts.Describe(want)))
 	}
+	if st.want.sticky != nil {
+		lines = append(lines, r.checkSticky(ctx, t, st, seen)...)
+	}
 	r.record(t, lines...)
 }
 

@@ -127,6 +127,7 @@ func (m *Meter) doHTTP(ctx context.Context, ap netip.AddrPort, r Request) Hit {
 	resp.Body.Close()
 	h.Status = resp.StatusCode
 	h.Backend = resp.Header.Get(BackendHeader)
+	h.SetCookie = resp.Header.Get("Set-Cookie")
 	return h
 }
 

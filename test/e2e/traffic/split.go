@@ -17,6 +17,8 @@ type Hit struct {
 	Backend string
 	// Status is the HTTP status; 0 when the request got no answer.
 	Status int
+	// SetCookie is the first Set-Cookie header of an HTTP answer.
+	SetCookie string
 }
 
 // Key is what a hit counts under: the backend, or in parentheses why there
