@@ -314,8 +314,8 @@ func TestAConflictIsAnsweredByReadingAndDecidingAgain(t *testing.T) {
 }
 
 // A route whose rules another manager changes before every attempt: each
-// time the orchestrator reads it, decides again, waits its turn (Backoff),
-// reads and decides once more; after ssa.MaxAttempts applies the call gives
+// time the orchestrator reads it, decides again, waits its turn (backoff),
+// reads and decides once more; after maxAttempts applies the call gives
 // up, says so and that it is safe to repeat, and records nothing.
 func TestARouteWhoseRulesKeepChangingEndsTheCallAfterMaxAttempts(t *testing.T) {
 	o, api, rd, _ := fixture(t, 7, stale)
@@ -330,15 +330,15 @@ func TestARouteWhoseRulesKeepChangingEndsTheCallAfterMaxAttempts(t *testing.T) {
 	if err == nil || err.Error() != want {
 		t.Fatalf("error %v, want %q", err, want)
 	}
-	if n, decisions := len(api.requests()), 2*ssa.MaxAttempts; n != ssa.MaxAttempts || len(d.seen) != decisions || len(rd.written) != 0 {
-		t.Errorf("%d applies, %d decisions, %d recorded; want %d, %d, 0", n, len(d.seen), len(rd.written), ssa.MaxAttempts, decisions)
+	if n, decisions := len(api.requests()), 2*maxAttempts; n != maxAttempts || len(d.seen) != decisions || len(rd.written) != 0 {
+		t.Errorf("%d applies, %d decisions, %d recorded; want %d, %d, 0", n, len(d.seen), len(rd.written), maxAttempts, decisions)
 	}
 }
 
 // A route whose other managers keep writing what the plugin does not write
 // (its labels, say): decided again, the write is the same, so it is sent
 // again at once, guarded by the new resourceVersion, up to
-// ssa.MaxBusyAttempts more times; such a route that changes under every
+// maxBusyAttempts more times; such a route that changes under every
 // attempt still ends the call, saying why.
 func TestARouteWhoseMetadataKeepsChangingIsWrittenAgainAtOnce(t *testing.T) {
 	o, api, rd, _ := fixture(t, 7, stale, stale, stale, stored(12))
@@ -357,7 +357,7 @@ func TestARouteWhoseMetadataKeepsChangingIsWrittenAgainAtOnce(t *testing.T) {
 	if diff := cmp.Diff([]string{"12"}, rd.written); diff != "" {
 		t.Errorf("recorded (-want +got):\n%s", diff)
 	}
-	t.Logf("three conflicts and the write took %s (no Backoff between)", time.Since(start).Round(time.Millisecond))
+	t.Logf("three conflicts and the write took %s (no backoff between)", time.Since(start).Round(time.Millisecond))
 
 	o, api, rd, _ = fixture(t, 7, stale)
 	d = &decider{}
@@ -365,12 +365,12 @@ func TestARouteWhoseMetadataKeepsChangingIsWrittenAgainAtOnce(t *testing.T) {
 	err = o.Write(ctx(t), p, Cause{})
 	want := fmt.Sprintf("HTTPRoute shop/web: the route kept changing under the plugin: %d attempts ended in optimistic-lock conflicts, %d of them after changes only to "+
 		"what the plugin does not write (another manager writing the route more often than the plugin can read and write it); the call is safe to repeat",
-		ssa.MaxBusyAttempts+1, ssa.MaxBusyAttempts)
+		maxBusyAttempts+1, maxBusyAttempts)
 	if err == nil || err.Error() != want {
 		t.Fatalf("error %v, want %q", err, want)
 	}
-	if n := len(api.requests()); n != ssa.MaxBusyAttempts+1 || len(rd.written) != 0 {
-		t.Errorf("%d applies, %d recorded; want %d, 0", n, len(rd.written), ssa.MaxBusyAttempts+1)
+	if n := len(api.requests()); n != maxBusyAttempts+1 || len(rd.written) != 0 {
+		t.Errorf("%d applies, %d recorded; want %d, 0", n, len(rd.written), maxBusyAttempts+1)
 	}
 }
 
