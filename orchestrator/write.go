@@ -222,19 +222,28 @@ func (o *Orchestrator) replan(ctx context.Context, p Plan) (Plan, error) {
 }
 
 // replanOnNextEvent decides again on the first version of the route newer
-// than the plan's that the reader holds within eventWait; failing that, on
-// a fresh read.
+// than the plan's that the reader holds within eventWait, waiting for the
+// route's watch events; failing that, or when no watch tells, on a fresh
+// read.
 func (o *Orchestrator) replanOnNextEvent(ctx context.Context, p Plan) (Plan, error) {
-	deadline := time.Now().Add(eventWait)
+	timeout := time.NewTimer(eventWait)
+	defer timeout.Stop()
 	for {
+		changed := o.reader.Changed(p.Live.Ref) // before the read: an event after it closes it
 		live, err := o.reader.Get(ctx, p.Live.Ref)
 		if err == nil && kube.Newer(live.ResourceVersion, p.Live.ResourceVersion) {
 			return MakePlan(live, p.decide)
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
+		if changed == nil {
 			return o.replan(ctx, p)
 		}
-		time.Sleep(2 * time.Millisecond)
+		select {
+		case <-changed:
+		case <-timeout.C:
+			return o.replan(ctx, p)
+		case <-ctx.Done():
+			return o.replan(ctx, p)
+		}
 	}
 }
 
