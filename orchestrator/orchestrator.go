@@ -20,7 +20,7 @@ import (
 type Orchestrator struct {
 	reader kube.Reader
 	writer *ssa.Writer
-	guards guards
+	guards *guards
 	events RouteEvents
 	log    *logrus.Entry
 	bounds Bounds
@@ -74,8 +74,7 @@ func New(reader kube.Reader, writer *ssa.Writer, peers Exclusion, events RouteEv
 		events = untold{}
 	}
 	keep := max(2*time.Minute, 2*b.CallTimeout)
-	g := guards{locks: newRouteLocks(keep), peers: peers, fieldManager: writer.FieldManager()}
-	return &Orchestrator{reader: reader, writer: writer, guards: g, events: events, log: log, bounds: b}
+	return &Orchestrator{reader: reader, writer: writer, guards: newGuards(peers, writer.FieldManager(), keep), events: events, log: log, bounds: b}
 }
 
 // untold is RouteEvents that tells nobody.

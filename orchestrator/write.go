@@ -52,11 +52,11 @@ func (o *Orchestrator) Write(ctx context.Context, p Plan, by Cause) (err error) 
 			o.events.Refused(live, by.Rollout, by.Call, err)
 		}
 	}(p.Live)
-	t, written, err := o.guards.lock(ctx, p.Live.Ref)
+	route, written, err := o.guards.lock(ctx, p.Live.Ref)
 	if err != nil {
 		return routes.RouteError(p.Live.Ref, fmt.Errorf("waiting for another call writing the route: %w", err))
 	}
-	defer t.unlock()
+	defer route.unlock()
 	if p, err = o.prepare(ctx, p, written); err != nil {
 		return err
 	}
@@ -71,7 +71,7 @@ func (o *Orchestrator) Write(ctx context.Context, p Plan, by Cause) (err error) 
 	attempts, busy := 1, 0
 	takeOver := false
 	for {
-		next, what, err := o.applyOnce(ctx, p, t, takeOver, by, log)
+		next, what, err := o.applyOnce(ctx, p, route, takeOver, by, log)
 		switch what {
 		case finished:
 			return err
@@ -141,15 +141,15 @@ const (
 	rulesChanged
 )
 
-// applyOnce sends the plan's apply once, guarded as t chooses, and says
+// applyOnce sends the plan's apply once, guarded as the route's lock chooses (routeLock.guard), and says
 // what came of it; after an optimistic-lock conflict, next is the plan
 // decided again on the route as the watch cache brings it.
-func (o *Orchestrator) applyOnce(ctx context.Context, p Plan, t *turn, takeOver bool, by Cause, log *logrus.Entry) (next Plan, what attempt, err error) {
+func (o *Orchestrator) applyOnce(ctx context.Context, p Plan, route *routeLock, takeOver bool, by Cause, log *logrus.Entry) (next Plan, what attempt, err error) {
 	if p.Desired.Unchanged {
-		return p, finished, o.releaseIfDone(ctx, p, p.Live, nil, t, by, log)
+		return p, finished, o.releaseIfDone(ctx, p, p.Live, nil, route, by, log)
 	}
 	d := p.Desired
-	guard, leave, err := t.guard(ctx, p.Live, takeOver)
+	guard, leave, err := route.guard(ctx, p.Live, takeOver)
 	if err != nil {
 		return p, finished, routes.RouteError(p.Live.Ref, err)
 	}
@@ -157,7 +157,7 @@ func (o *Orchestrator) applyOnce(ctx context.Context, p Plan, t *turn, takeOver 
 	leave()
 	switch {
 	case err == nil:
-		return p, finished, o.applied(ctx, p, answer, guard, unstructured, t, by, log)
+		return p, finished, o.applied(ctx, p, answer, guard, unstructured, route, by, log)
 	case guard == ssa.ByOwnership && ssa.IsOwnershipConflict(err):
 		// The decision, made again on the route as it is, reports a change
 		// of what the plugin manages as a conflict; what is left to write
@@ -185,9 +185,9 @@ func (o *Orchestrator) applyOnce(ctx context.Context, p Plan, t *turn, takeOver 
 // applied records an apply's answer with the route's lock and the reader,
 // logs it, tells the route's owners what it changed, and releases the
 // route when the plan says the rollouts on it are done.
-func (o *Orchestrator) applied(ctx context.Context, p Plan, answer *routes.Answer, guard ssa.Guard, unstructured string, t *turn, by Cause, log *logrus.Entry) error {
+func (o *Orchestrator) applied(ctx context.Context, p Plan, answer *routes.Answer, guard ssa.Guard, unstructured string, route *routeLock, by Cause, log *logrus.Entry) error {
 	d := p.Desired
-	t.wrote()
+	route.wrote()
 	o.reader.Written(answer)
 	fields := logrus.Fields{
 		"route":           p.Live.Ref.String(),
@@ -209,7 +209,7 @@ func (o *Orchestrator) applied(ctx context.Context, p Plan, answer *routes.Answe
 	if err != nil {
 		return routes.RouteError(p.Live.Ref, fmt.Errorf("reading the apiserver's answer: %w", err))
 	}
-	return o.releaseIfDone(ctx, p, stored, answer, t, by, log)
+	return o.releaseIfDone(ctx, p, stored, answer, route, by, log)
 }
 
 // replan reads the route fresh and decides again.
@@ -272,7 +272,7 @@ func sameWrite(a, b desired.Result) bool {
 // releaseIfDone gives up the plugin's ownership when the plan says the
 // rollouts on the route are done and the plugin still owns something there.
 // answer is the apply's answer, nil if nothing was applied.
-func (o *Orchestrator) releaseIfDone(ctx context.Context, p Plan, current routes.Route, answer *routes.Answer, t *turn, by Cause, log *logrus.Entry) error {
+func (o *Orchestrator) releaseIfDone(ctx context.Context, p Plan, current routes.Route, answer *routes.Answer, route *routeLock, by Cause, log *logrus.Entry) error {
 	if !p.Desired.Release {
 		return nil
 	}
@@ -283,7 +283,7 @@ func (o *Orchestrator) releaseIfDone(ctx context.Context, p Plan, current routes
 	if done == nil {
 		return nil
 	}
-	t.released()
+	route.released()
 	if done.Answer != nil {
 		o.reader.Written(done.Answer)
 	}
