@@ -40,6 +40,9 @@ type Reader interface {
 	// holds (what Get would answer with), "" if it holds none or cannot
 	// tell without a request; it copies nothing.
 	ResourceVersion(ctx context.Context, ref routes.Ref) string
+	// Changed is closed at the route's next watch event, once Get can
+	// answer with it; nil when no watch of the route runs to tell.
+	Changed(ref routes.Ref) <-chan struct{}
 	List(ctx context.Context, kind routes.Kind, namespace string, selector labels.Selector) ([]routes.Route, error)
 	// ServedVersion is the API version the plugin reads and writes kind in.
 	ServedVersion(ctx context.Context, kind routes.Kind) (string, error)
@@ -92,6 +95,8 @@ type Cluster struct {
 	freshWhole  map[routes.Ref]routes.Route
 	labelSets   labelSets
 	closed      bool
+	// changes are closed at the next watch event of their route (Changed).
+	changes map[routes.Ref]chan struct{}
 
 	// schemaMu serializes reading the OpenAPI documents; schemas holds what
 	// they said, per version.
@@ -143,6 +148,7 @@ func NewCluster(client rest.Interface, log *logrus.Entry) *Cluster {
 		readByCalls:    map[routes.Ref]bool{},
 		freshWhole:     map[routes.Ref]routes.Route{},
 		schemas:        map[string]schemaDoc{},
+		changes:        map[routes.Ref]chan struct{}{},
 	}
 }
 
@@ -548,6 +554,29 @@ func (c *Cluster) caughtUp(obj any) {
 	if cr.route != nil {
 		delete(c.freshWhole, cr.ref)
 	}
+	if ch, ok := c.changes[cr.ref]; ok {
+		close(ch)
+		delete(c.changes, cr.ref)
+	}
+}
+
+// Changed is closed at the route's next watch event, once the watch cache
+// holds it (the informer stores an event before it tells caughtUp); nil
+// when no watch cache of the route's kind and namespace runs, or the
+// Cluster is closed. A channel nobody waits for any more stays until that
+// event: one per route at most.
+func (c *Cluster) Changed(ref routes.Ref) <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, running := c.informers[informerKey{kind: ref.Kind, namespace: ref.Namespace}]; c.closed || !running {
+		return nil
+	}
+	ch, ok := c.changes[ref]
+	if !ok {
+		ch = make(chan struct{})
+		c.changes[ref] = ch
+	}
+	return ch
 }
 
 // Newer says resourceVersion a is newer than b, comparing them the way

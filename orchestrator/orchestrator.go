@@ -20,9 +20,8 @@ import (
 type Orchestrator struct {
 	reader kube.Reader
 	writer *ssa.Writer
-	peers  Exclusion
+	guards *guards
 	events RouteEvents
-	locks  *routeLocks
 	log    *logrus.Entry
 	bounds Bounds
 	// warnedGateways are the parents whose unknown features have been logged: once
@@ -75,7 +74,7 @@ func New(reader kube.Reader, writer *ssa.Writer, peers Exclusion, events RouteEv
 		events = untold{}
 	}
 	keep := max(2*time.Minute, 2*b.CallTimeout)
-	return &Orchestrator{reader: reader, writer: writer, peers: peers, events: events, locks: newRouteLocks(keep), log: log, bounds: b}
+	return &Orchestrator{reader: reader, writer: writer, guards: newGuards(peers, writer.FieldManager(), keep), events: events, log: log, bounds: b}
 }
 
 // untold is RouteEvents that tells nobody.

@@ -40,22 +40,12 @@ func MakePlan(live routes.Route, decide DecideFunc) (Plan, error) {
 
 // Write applies the plan. The process writes one route one call at a time:
 // a plan decided before another call of the process wrote the route is
-// decided again from that write's answer first.
-//
-// The apply is guarded by field ownership alone when the plugin owns
-// spec.rules alone and no other process of its field manager is there
-// (Exclusion): others' changes to labels, annotations or hostnames do not
-// stop it, and a change of the rules by another manager makes it conflict.
-// Otherwise (the first write, which takes spec.rules from another owner;
-// another process of the plugin there) it carries the resourceVersion it
-// was decided from. After a conflict it reads the route again and decides
-// again: at once when the write comes out the same (the route changed only
-// where the plugin does not write; at most ssa.MaxBusyAttempts times), else
-// after a Backoff, at most ssa.MaxAttempts times in all; so it does when
-// the apiserver no longer serves the route's version (the reader discovers
-// it again). It records every answer with the reader, logs one line per
-// write that reached the apiserver, and tells the route's owners
-// (RouteEvents) what it changed, or that it failed.
+// decided again from that write's answer first. Each apply is guarded as
+// guards chooses (guard.go). After a conflict it reads the route again and
+// decides again, as the retry policy says (retry.go, and the loop below).
+// It records every answer with the reader, logs one line per write that
+// reached the apiserver, and tells the route's owners (RouteEvents) what it
+// changed, or that it failed.
 func (o *Orchestrator) Write(ctx context.Context, p Plan, by Cause) (err error) {
 	log := o.log.WithFields(logrus.Fields{"rollout": by.Rollout, "call": by.Call})
 	defer func(live routes.Route) {
@@ -63,145 +53,164 @@ func (o *Orchestrator) Write(ctx context.Context, p Plan, by Cause) (err error) 
 			o.events.Refused(live, by.Rollout, by.Call, err)
 		}
 	}(p.Live)
-	route, written, err := o.locks.lock(ctx, p.Live.Ref)
+	route, written, err := o.guards.lock(ctx, p.Live.Ref)
 	if err != nil {
 		return routes.RouteError(p.Live.Ref, fmt.Errorf("waiting for another call writing the route: %w", err))
 	}
 	defer route.unlock()
-	if written {
-		// The process wrote the route lately, maybe after this plan was
-		// decided: the reader holds that write's answer (or newer).
-		if p, err = o.replanIfNewer(ctx, p); err != nil {
+	if p, err = o.prepare(ctx, p, written); err != nil {
+		return err
+	}
+	// The retry policy. A conflict of an apply guarded by ownership (another
+	// manager took spec.rules) is answered once per write with a fresh read;
+	// every later apply carries the resourceVersion, and it counts as no
+	// attempt. An optimistic-lock conflict after which the write comes out
+	// the same (only what the plugin does not write changed) is answered at
+	// once, at most maxBusyAttempts times, and counts as no attempt either.
+	// One after which the rules changed is answered after a backoff and a
+	// fresh read, at most maxAttempts times in all.
+	attempts, busy := 1, 0
+	takeOver := false
+	for {
+		next, what, err := o.applyOnce(ctx, p, route, takeOver, by, log)
+		switch what {
+		case finished:
 			return err
+		case rulesTaken:
+			takeOver = true
+			next, err = o.replan(ctx, p)
+		case sameWriteAgain:
+			if busy == maxBusyAttempts {
+				return routes.RouteError(p.Live.Ref, keptChanging(attempts, busy))
+			}
+			busy++
+		case rulesChanged:
+			if attempts == maxAttempts || busy == maxBusyAttempts {
+				return routes.RouteError(p.Live.Ref, keptChanging(attempts, busy))
+			}
+			log.WithFields(logrus.Fields{"route": p.Live.Ref.String(), "resourceVersion": p.Live.ResourceVersion, "attempt": attempts}).
+				Debug("route changed since it was read; reading it again")
+			if err := backoff(ctx, attempts); err != nil {
+				return routes.RouteError(p.Live.Ref, fmt.Errorf("gave up after %d optimistic-lock conflicts: %w", attempts, err))
+			}
+			attempts++
+			next, err = o.replan(ctx, p)
+		}
+		if err != nil {
+			return err
+		}
+		p = next
+	}
+}
+
+// prepare makes a plan ready to write once the route's lock is held:
+// decided again when the process wrote the route lately (written), maybe
+// after the plan was decided (the reader holds that write's answer, or
+// newer); and, when it writes, the access it needs to start or end the
+// plugin's ownership reviewed.
+func (o *Orchestrator) prepare(ctx context.Context, p Plan, written bool) (Plan, error) {
+	var err error
+	if written {
+		if p, err = o.replanIfNewer(ctx, p); err != nil {
+			return p, err
 		}
 	}
 	if !p.Desired.Unchanged {
 		if err := o.writer.ReviewOwnershipChange(ctx, p.Live, p.Desired.Release); err != nil {
-			return routes.RouteError(p.Live.Ref, err)
+			return p, routes.RouteError(p.Live.Ref, err)
 		}
 	}
-	busy := 0         // attempts after conflicts that did not change the write (MaxBusyAttempts)
-	takeOver := false // an ownership-guarded apply conflicted: the next one carries the resourceVersion
-	for attempt := 1; ; attempt++ {
-		if p.Desired.Unchanged {
-			return o.releaseIfDone(ctx, p, p.Live, nil, route, by, log)
-		}
-		d := p.Desired
-		guard, epoch, leave, err := o.guard(ctx, p.Live, route, takeOver)
-		if err != nil {
-			return routes.RouteError(p.Live.Ref, err)
-		}
-		answer, unstructured, err := o.writer.Apply(ctx, p.Live, ssa.Content{Rules: d.Rules, Labels: d.Labels, Annotations: d.Annotations}, guard)
-		leave()
-		if err == nil {
-			route.wrote(epoch)
-			o.reader.Written(answer)
-			fields := logrus.Fields{
-				"route":           p.Live.Ref.String(),
-				"fieldManager":    o.writer.FieldManager(),
-				"resourceVersion": p.Live.ResourceVersion + "→" + answer.ResourceVersion,
-				"guard":           guard.String(),
-				"changes":         strings.Join(d.Changes, "; "),
-			}
-			if unstructured != "" {
-				fields["unstructured"] = unstructured
-			}
-			log.WithFields(fields).Info("applied route")
-			o.events.Changed(p.Live, by.Rollout, by.Call, d.Changes)
-			o.sayUnchecked(p.Live.Ref, d.Unchecked, log)
-			if !d.Release {
-				return nil
-			}
-			stored, err := answer.Route()
-			if err != nil {
-				return routes.RouteError(p.Live.Ref, fmt.Errorf("reading the apiserver's answer: %w", err))
-			}
-			return o.releaseIfDone(ctx, p, stored, answer, route, by, log)
-		}
-		if guard == ssa.ByOwnership && ssa.IsOwnershipConflict(err) {
-			// Another manager changed spec.rules since the plugin read it:
-			// decide again on the route as it is (the decision reports a
-			// change of what the plugin manages as a conflict); what is left
-			// to write takes the rules back, guarded by the resourceVersion.
-			log.WithFields(logrus.Fields{"route": p.Live.Ref.String(), "error": err.Error()}).
-				Debug("another manager changed the rules since the route was read; reading it again")
-			takeOver = true
-			attempt-- // once per write: the next applies are forced
-			if p, err = o.replan(ctx, p); err != nil {
-				return err
-			}
-			continue
-		}
-		if !ssa.IsStale(err) && !apierr.NotServed(err) {
-			return routes.RouteError(p.Live.Ref, ssa.Explain(ctx, err, p.Live.Ref, "patch"))
-		}
-		// Read the route again and decide again: from the watch cache once
-		// it holds the change that made the apply conflict (its event comes
-		// right after it: the quietest moment to send the next attempt, and
-		// no request to read), else fresh. When the write comes out the
-		// same, the route changed only where the plugin does not write
-		// (another manager's labels, annotations, hostnames): send it at
-		// once, guarded by the new resourceVersion. Otherwise the rules
-		// changed: take turns (Backoff) and read once more.
-		next, err := o.replanOnNextEvent(ctx, p)
-		if err != nil {
-			return err
-		}
-		if sameWrite(p.Desired, next.Desired) && busy < ssa.MaxBusyAttempts {
-			busy++
-			attempt--
-			p = next
-			continue
-		}
-		if attempt == ssa.MaxAttempts || busy == ssa.MaxBusyAttempts {
-			return routes.RouteError(p.Live.Ref, keptChanging(attempt, busy))
-		}
-		log.WithFields(logrus.Fields{"route": p.Live.Ref.String(), "resourceVersion": p.Live.ResourceVersion, "attempt": attempt}).
-			Debug("route changed since it was read; reading it again")
-		if err := ssa.Backoff(ctx, attempt); err != nil {
-			return routes.RouteError(p.Live.Ref, fmt.Errorf("gave up after %d optimistic-lock conflicts: %w", attempt, err))
-		}
-		if p, err = o.replan(ctx, p); err != nil {
-			return err
-		}
-	}
+	return p, nil
 }
 
-// guard chooses how an apply to the live route is guarded: by field
-// ownership alone where that is enough, else by the resourceVersion. It is
-// enough when the plugin owns spec.rules alone, no other process of its
-// field manager is there, this process has written the route since it
-// became the only one (a write of a process gone a moment ago may not be
-// in its watch cache yet: the first write after that carries the
-// resourceVersion, which catches it), and no apply to the route conflicted
-// in this write. It returns the peers' epoch to record with the write;
-// leave must be called once the apply has ended.
-func (o *Orchestrator) guard(ctx context.Context, live routes.Route, route *routeLock, takeOver bool) (ssa.Guard, uint64, func(), error) {
-	if o.peers == nil {
-		return ssa.ByResourceVersion, 0, func() {}, nil
+// attempt is what one apply came to (applyOnce).
+type attempt int
+
+const (
+	// finished: the write is over; applied (and released when the
+	// rollouts are done), nothing to apply, or failed for good.
+	finished attempt = iota
+	// rulesTaken: the apply, guarded by ownership, conflicted: another
+	// manager changed spec.rules since the route was read.
+	rulesTaken
+	// sameWriteAgain: an optimistic-lock conflict, and the write decided
+	// again on the route as the watch cache brings it is the same: only
+	// what the plugin does not write changed.
+	sameWriteAgain
+	// rulesChanged: an optimistic-lock conflict, and the write decided
+	// again is not the same.
+	rulesChanged
+)
+
+// applyOnce sends the plan's apply once, guarded as the route's lock chooses (routeLock.guard), and says
+// what came of it; after an optimistic-lock conflict, next is the plan
+// decided again on the route as the watch cache brings it.
+func (o *Orchestrator) applyOnce(ctx context.Context, p Plan, route *routeLock, takeOver bool, by Cause, log *logrus.Entry) (next Plan, what attempt, err error) {
+	if p.Desired.Unchanged {
+		return p, finished, o.releaseIfDone(ctx, p, p.Live, nil, route, by, log)
 	}
-	alone, epoch, leave, err := o.peers.Enter(ctx)
+	d := p.Desired
+	guard, leave, err := route.guard(ctx, p.Live, takeOver)
 	if err != nil {
-		return ssa.ByResourceVersion, 0, leave, err
+		return p, finished, routes.RouteError(p.Live.Ref, err)
 	}
-	fm := o.writer.FieldManager()
-	if alone && !takeOver && route.writtenIn(epoch) && routes.OwnsRules(live.ManagedFields, fm) && len(routes.RulesOwners(live.ManagedFields, fm)) == 0 {
-		return ssa.ByOwnership, epoch, leave, nil
-	}
+	answer, unstructured, err := o.writer.Apply(ctx, p.Live, ssa.Content{Rules: d.Rules, Labels: d.Labels, Annotations: d.Annotations}, guard)
 	leave()
-	return ssa.ByResourceVersion, epoch, func() {}, nil
+	switch {
+	case err == nil:
+		return p, finished, o.applied(ctx, p, answer, guard, unstructured, route, by, log)
+	case guard == ssa.ByOwnership && ssa.IsOwnershipConflict(err):
+		// The decision, made again on the route as it is, reports a change
+		// of what the plugin manages as a conflict; what is left to write
+		// takes the rules back, guarded by the resourceVersion.
+		log.WithFields(logrus.Fields{"route": p.Live.Ref.String(), "error": err.Error()}).
+			Debug("another manager changed the rules since the route was read; reading it again")
+		return p, rulesTaken, nil
+	case !ssa.IsStale(err) && !apierr.NotServed(err):
+		return p, finished, routes.RouteError(p.Live.Ref, ssa.Explain(ctx, err, p.Live.Ref, "patch"))
+	}
+	// Decide again from the watch cache once it holds the change that made
+	// the apply conflict (its event comes right after it: the quietest
+	// moment to send the next attempt, and no request to read), else fresh.
+	// So it does too when the apiserver no longer serves the route's version
+	// (the reader discovers it again).
+	if next, err = o.replanOnNextEvent(ctx, p); err != nil {
+		return p, finished, err
+	}
+	if sameWrite(p.Desired, next.Desired) {
+		return next, sameWriteAgain, nil
+	}
+	return next, rulesChanged, nil
 }
 
-// keptChanging is the error of a write whose attempts all ended in
-// optimistic-lock conflicts, busy of them after changes only to what the
-// plugin does not write.
-func keptChanging(attempts, busy int) error {
-	if busy == 0 {
-		return fmt.Errorf("the route kept changing under the plugin: %d attempts ended in optimistic-lock conflicts; the call is safe to repeat", attempts)
+// applied records an apply's answer with the route's lock and the reader,
+// logs it, tells the route's owners what it changed, and releases the
+// route when the plan says the rollouts on it are done.
+func (o *Orchestrator) applied(ctx context.Context, p Plan, answer *routes.Answer, guard ssa.Guard, unstructured string, route *routeLock, by Cause, log *logrus.Entry) error {
+	d := p.Desired
+	route.wrote()
+	o.reader.Written(answer)
+	fields := logrus.Fields{
+		"route":           p.Live.Ref.String(),
+		"fieldManager":    o.writer.FieldManager(),
+		"resourceVersion": p.Live.ResourceVersion + "→" + answer.ResourceVersion,
+		"guard":           guard.String(),
+		"changes":         strings.Join(d.Changes, "; "),
 	}
-	return fmt.Errorf("the route kept changing under the plugin: %d attempts ended in optimistic-lock conflicts, %d of them after changes only to "+
-		"what the plugin does not write (another manager writing the route more often than the plugin can read and write it); the call is safe to repeat",
-		attempts+busy, busy)
+	if unstructured != "" {
+		fields["unstructured"] = unstructured
+	}
+	log.WithFields(fields).Info("applied route")
+	o.events.Changed(p.Live, by.Rollout, by.Call, d.Changes)
+	o.sayUnchecked(p.Live.Ref, d.Unchecked, log)
+	if !d.Release {
+		return nil
+	}
+	stored, err := answer.Route()
+	if err != nil {
+		return routes.RouteError(p.Live.Ref, fmt.Errorf("reading the apiserver's answer: %w", err))
+	}
+	return o.releaseIfDone(ctx, p, stored, answer, route, by, log)
 }
 
 // replan reads the route fresh and decides again.
@@ -213,24 +222,29 @@ func (o *Orchestrator) replan(ctx context.Context, p Plan) (Plan, error) {
 	return MakePlan(live, p.decide)
 }
 
-// eventWait bounds how long a write waits for the watch cache to bring the
-// change its apply conflicted with before it reads the route with a GET.
-const eventWait = 100 * time.Millisecond
-
 // replanOnNextEvent decides again on the first version of the route newer
-// than the plan's that the reader holds within eventWait; failing that, on
-// a fresh read.
+// than the plan's that the reader holds within eventWait, waiting for the
+// route's watch events; failing that, or when no watch tells, on a fresh
+// read.
 func (o *Orchestrator) replanOnNextEvent(ctx context.Context, p Plan) (Plan, error) {
-	deadline := time.Now().Add(eventWait)
+	timeout := time.NewTimer(eventWait)
+	defer timeout.Stop()
 	for {
+		changed := o.reader.Changed(p.Live.Ref) // before the read: an event after it closes it
 		live, err := o.reader.Get(ctx, p.Live.Ref)
 		if err == nil && kube.Newer(live.ResourceVersion, p.Live.ResourceVersion) {
 			return MakePlan(live, p.decide)
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
+		if changed == nil {
 			return o.replan(ctx, p)
 		}
-		time.Sleep(2 * time.Millisecond)
+		select {
+		case <-changed:
+		case <-timeout.C:
+			return o.replan(ctx, p)
+		case <-ctx.Done():
+			return o.replan(ctx, p)
+		}
 	}
 }
 
@@ -270,7 +284,7 @@ func (o *Orchestrator) releaseIfDone(ctx context.Context, p Plan, current routes
 	if done == nil {
 		return nil
 	}
-	route.wrote(0) // the next write carries the resourceVersion: the route is someone else's now
+	route.released()
 	if done.Answer != nil {
 		o.reader.Written(done.Answer)
 	}

@@ -176,6 +176,12 @@ type reader struct {
 	// rulesChange makes every fresh read's rules differ (one more rule),
 	// as when another manager keeps changing them.
 	rulesChange bool
+	// eventAfterRead: the cache, behind, catches up with its next event
+	// right after a Get, and Changed tells of it.
+	eventAfterRead bool
+	changed        chan struct{}
+	// gets and freshReads count the reads of Get and of Fresh.
+	gets, freshReads int
 }
 
 // Get answers as kube.Cluster does: with the last answer written until the
@@ -183,16 +189,22 @@ type reader struct {
 // follows the apiserver at once (the next version, as Fresh reads it).
 func (r *reader) Get(ctx context.Context, ref routes.Ref) (routes.Route, error) {
 	r.mu.Lock()
+	r.gets++
 	if r.last != nil {
 		defer r.mu.Unlock()
 		return r.last.Route()
 	}
 	if r.cacheBehind {
 		defer r.mu.Unlock()
+		if r.eventAfterRead && r.changed != nil {
+			r.cacheBehind = false // the event comes right after this read
+			close(r.changed)
+			r.changed = nil
+		}
 		return liveAt(r.t, 1, "kubectl"), nil
 	}
 	r.mu.Unlock()
-	return r.Fresh(ctx, ref)
+	return r.read()
 }
 
 func (r *reader) List(context.Context, routes.Kind, string, labels.Selector) ([]routes.Route, error) {
@@ -210,6 +222,14 @@ func (r *reader) ServedVersion(context.Context, routes.Kind) (string, error) { r
 
 func (r *reader) Fresh(context.Context, routes.Ref) (routes.Route, error) {
 	r.mu.Lock()
+	r.freshReads++
+	r.mu.Unlock()
+	return r.read()
+}
+
+// read is the route at the next resourceVersion.
+func (r *reader) read() (routes.Route, error) {
+	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.freshRV++
 	live := liveAt(r.t, r.freshRV, "kubectl", fieldManager)
@@ -221,6 +241,17 @@ func (r *reader) Fresh(context.Context, routes.Ref) (routes.Route, error) {
 }
 
 func (r *reader) Gateways(context.Context, routes.Parents) []routes.Gateway { return nil }
+
+// Changed tells of the cache's next event: only with eventAfterRead does
+// one come.
+func (r *reader) Changed(routes.Ref) <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.changed == nil {
+		r.changed = make(chan struct{})
+	}
+	return r.changed
+}
 
 func (r *reader) Written(a *routes.Answer) {
 	r.mu.Lock()
@@ -314,8 +345,8 @@ func TestAConflictIsAnsweredByReadingAndDecidingAgain(t *testing.T) {
 }
 
 // A route whose rules another manager changes before every attempt: each
-// time the orchestrator reads it, decides again, waits its turn (Backoff),
-// reads and decides once more; after ssa.MaxAttempts applies the call gives
+// time the orchestrator reads it, decides again, waits its turn (backoff),
+// reads and decides once more; after maxAttempts applies the call gives
 // up, says so and that it is safe to repeat, and records nothing.
 func TestARouteWhoseRulesKeepChangingEndsTheCallAfterMaxAttempts(t *testing.T) {
 	o, api, rd, _ := fixture(t, 7, stale)
@@ -330,15 +361,15 @@ func TestARouteWhoseRulesKeepChangingEndsTheCallAfterMaxAttempts(t *testing.T) {
 	if err == nil || err.Error() != want {
 		t.Fatalf("error %v, want %q", err, want)
 	}
-	if n, decisions := len(api.requests()), 2*ssa.MaxAttempts; n != ssa.MaxAttempts || len(d.seen) != decisions || len(rd.written) != 0 {
-		t.Errorf("%d applies, %d decisions, %d recorded; want %d, %d, 0", n, len(d.seen), len(rd.written), ssa.MaxAttempts, decisions)
+	if n, decisions := len(api.requests()), 2*maxAttempts; n != maxAttempts || len(d.seen) != decisions || len(rd.written) != 0 {
+		t.Errorf("%d applies, %d decisions, %d recorded; want %d, %d, 0", n, len(d.seen), len(rd.written), maxAttempts, decisions)
 	}
 }
 
 // A route whose other managers keep writing what the plugin does not write
 // (its labels, say): decided again, the write is the same, so it is sent
 // again at once, guarded by the new resourceVersion, up to
-// ssa.MaxBusyAttempts more times; such a route that changes under every
+// maxBusyAttempts more times; such a route that changes under every
 // attempt still ends the call, saying why.
 func TestARouteWhoseMetadataKeepsChangingIsWrittenAgainAtOnce(t *testing.T) {
 	o, api, rd, _ := fixture(t, 7, stale, stale, stale, stored(12))
@@ -357,7 +388,7 @@ func TestARouteWhoseMetadataKeepsChangingIsWrittenAgainAtOnce(t *testing.T) {
 	if diff := cmp.Diff([]string{"12"}, rd.written); diff != "" {
 		t.Errorf("recorded (-want +got):\n%s", diff)
 	}
-	t.Logf("three conflicts and the write took %s (no Backoff between)", time.Since(start).Round(time.Millisecond))
+	t.Logf("three conflicts and the write took %s (no backoff between)", time.Since(start).Round(time.Millisecond))
 
 	o, api, rd, _ = fixture(t, 7, stale)
 	d = &decider{}
@@ -365,12 +396,12 @@ func TestARouteWhoseMetadataKeepsChangingIsWrittenAgainAtOnce(t *testing.T) {
 	err = o.Write(ctx(t), p, Cause{})
 	want := fmt.Sprintf("HTTPRoute shop/web: the route kept changing under the plugin: %d attempts ended in optimistic-lock conflicts, %d of them after changes only to "+
 		"what the plugin does not write (another manager writing the route more often than the plugin can read and write it); the call is safe to repeat",
-		ssa.MaxBusyAttempts+1, ssa.MaxBusyAttempts)
+		maxBusyAttempts+1, maxBusyAttempts)
 	if err == nil || err.Error() != want {
 		t.Fatalf("error %v, want %q", err, want)
 	}
-	if n := len(api.requests()); n != ssa.MaxBusyAttempts+1 || len(rd.written) != 0 {
-		t.Errorf("%d applies, %d recorded; want %d, 0", n, len(rd.written), ssa.MaxBusyAttempts+1)
+	if n := len(api.requests()); n != maxBusyAttempts+1 || len(rd.written) != 0 {
+		t.Errorf("%d applies, %d recorded; want %d, 0", n, len(rd.written), maxBusyAttempts+1)
 	}
 }
 
@@ -670,5 +701,27 @@ func TestAConflictWithACacheThatDoesNotFollowIsAnsweredByAFreshRead(t *testing.T
 	}
 	if diff := cmp.Diff([]string{"PATCH at 5", "PATCH at 8"}, api.requests()); diff != "" {
 		t.Errorf("requests (-want +got):\n%s", diff)
+	}
+}
+
+// After a conflict, the watch event that brings the route's next version
+// wakes the write: it decides again on what the cache then holds, with no
+// fresh read.
+func TestAConflictIsDecidedAgainOnTheWatchEventThatFollows(t *testing.T) {
+	o, api, rd, _ := fixture(t, 7, stale, stored(11))
+	rd.cacheBehind, rd.eventAfterRead = true, true
+	d := &decider{}
+	p, _ := MakePlan(liveAt(t, 5, "kubectl", fieldManager), d.decide)
+	if err := o.Write(ctx(t), p, Cause{}); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"PATCH at 5", "PATCH at 8"}, api.requests()); diff != "" {
+		t.Errorf("requests (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"5", "8"}, d.seen); diff != "" {
+		t.Errorf("decided on (-want +got):\n%s", diff)
+	}
+	if rd.gets != 2 || rd.freshReads != 0 {
+		t.Errorf("%d reads from the cache, %d fresh; want 2 (before and after the event), 0", rd.gets, rd.freshReads)
 	}
 }

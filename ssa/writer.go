@@ -5,11 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/url"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -26,32 +24,10 @@ import (
 // DefaultFieldManager is the field manager every write uses unless configured.
 const DefaultFieldManager = "argo-rollouts-gatewayapi"
 
-// MaxAttempts bounds the writes of one route in a call: the orchestrator's
-// read-and-decide-again loop on optimistic-lock conflicts and the release's
-// retried Update. Between attempts a writer waits a little longer each time
-// (Backoff), with jitter, so writers contending for one route take turns.
-const MaxAttempts = 8
-
-// MaxBusyAttempts bounds the attempts of one write guarded by the
-// resourceVersion whose conflicts came from changes to what it does not
-// write (another manager's labels, annotations, hostnames): the write,
-// decided again, is the same, so it is sent again at once, without Backoff,
-// and these attempts do not count towards MaxAttempts. On a route others
-// write tens of times a second most such attempts conflict (the first write
-// of a rollout, which takes spec.rules from its owner, has no other guard),
-// so the bound is high: the call's deadline ends it first.
-const MaxBusyAttempts = 1000
-
-// Backoff waits before attempt+1, or until ctx ends.
-func Backoff(ctx context.Context, attempt int) error {
-	d := time.Duration(attempt*attempt)*5*time.Millisecond + time.Duration(rand.Int64N(int64(10*time.Millisecond)))
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(d):
-		return nil
-	}
-}
+// maxReleaseAttempts bounds the reads of a release whose test failed
+// because the plugin's own entry changed meanwhile (release): each is sent
+// again at once; the call's deadline ends them first.
+const maxReleaseAttempts = 1000
 
 // Content is what the plugin applies to a route: spec.rules whole, and its own
 // labels and annotations (one it applied before and leaves out goes away,
@@ -162,7 +138,7 @@ func (w *Writer) Release(ctx context.Context, current routes.Route, answer *rout
 // is sent, so changes others make meanwhile neither stop it nor get lost;
 // an apply of the plugin's meanwhile (a Rollout starting on the route)
 // changes its entry, fails the test, and the route is read again (at once,
-// up to MaxBusyAttempts times). The object an apply just stored (its
+// up to maxReleaseAttempts times). The object an apply just stored (its
 // answer, if not nil) is the object read first.
 func (w *Writer) release(ctx context.Context, current routes.Route, answer *routes.Answer) (*Released, error) {
 	res := w.dyn.Resource(current.Kind.GVR(current.Version)).Namespace(current.Namespace)
@@ -193,7 +169,7 @@ func (w *Writer) release(ctx context.Context, current routes.Route, answer *rout
 			return nil, err
 		}
 		updated, err := res.Patch(ctx, current.Name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: w.fieldManager})
-		if failedTest(err) && attempt < MaxBusyAttempts {
+		if failedTest(err) && attempt < maxReleaseAttempts {
 			continue // the plugin's entry changed since it was read: read it again
 		}
 		if err != nil {
