@@ -30,7 +30,7 @@ func (e *PermissionError) Error() string {
 	if n := len(e.Verbs); n > 1 {
 		verbs = strings.Join(e.Verbs[:n-1], ", ") + " and " + e.Verbs[n-1]
 	}
-	msg := fmt.Sprintf("forbidden: grant the plugin's ServiceAccount %s on %s in namespace %s (the ClusterRole in the README has every permission the plugin uses)",
+	msg := fmt.Sprintf("forbidden: grant the plugin's ServiceAccount %s on %s in namespace %s (the ClusterRole of install/base, in docs/install.md, has every permission the plugin uses)",
 		verbs, e.Resource, e.Namespace)
 	if e.Why != "" {
 		msg += ": " + e.Why

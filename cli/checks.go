@@ -255,7 +255,7 @@ func (c *clusterChecks) permissions(ctx context.Context, ro *v1alpha1.Rollout, s
 			if t.group != "" {
 				res += "." + t.group
 			}
-			p.Problems = append(p.Problems, preflight.Problem{Step: "permissions", Reason: fmt.Sprintf("%s may not %s %s in namespace %s; grant it (README: Install)",
+			p.Problems = append(p.Problems, preflight.Problem{Step: "permissions", Reason: fmt.Sprintf("%s may not %s %s in namespace %s; grant it (docs/install.md)",
 				identity, strings.Join(missing, ", "), res, t.namespace)})
 		}
 	}
