@@ -160,3 +160,76 @@ func TestPlanAbortFromTheLastStep(t *testing.T) {
 		t.Errorf("the abort does not take the header rule and the weights back: %+v", abort.Routes[0])
 	}
 }
+
+// stickyAfter summarises the route after each step for stickyCanary: each
+// rule's name ("-" unnamed) and, per backendRef, its Service with a "+cookie"
+// when it carries a filter.
+func stickyAfter(p Plan) []string {
+	var out []string
+	for i, after := range p.After {
+		var parts []string
+		for _, rule := range after[0].Rules {
+			name := rule.Name()
+			if name == "" {
+				name = "-"
+			}
+			var refs []string
+			for _, b := range rule.BackendRefs() {
+				ref := b.Target("prod").Name
+				if filters, _ := b["filters"].([]any); len(filters) > 0 {
+					ref += "+cookie"
+				}
+				refs = append(refs, ref)
+			}
+			parts = append(parts, name+"["+strings.Join(refs, " ")+"]")
+		}
+		out = append(out, p.Steps[i].Name+": "+strings.Join(parts, " "))
+	}
+	return out
+}
+
+// plan shows what stickyCanary adds at each step, from the Rollout's
+// current revisions: the cookie filters and the two cookie rules while both
+// sides have weight, none once the canary is promoted or aborted.
+func TestPlanShowsStickyCanaryRules(t *testing.T) {
+	rollout := strings.Replace(strings.Replace(planRollout, "argoproj-labs/gatewayAPI: {httpRoute: shop}",
+		"argoproj-labs/gatewayAPI: {httpRoute: shop, stickyCanary: {cookieName: shop-v}}", 1),
+		`      steps:
+      - setWeight: 10
+      - experiment:
+          templates:
+          - {name: baseline, specRef: stable, weight: 5}
+          - {name: candidate, specRef: canary, weight: 5}
+      - setHeaderRoute:
+          name: beta
+          match: [{headerName: X-Canary, headerValue: {exact: "yes"}}]
+      - pause: {}
+      - setWeight: 50
+`, `      steps:
+      - setWeight: 20
+      - pause: {}
+status: {currentPodHash: bbb222, stableRS: aaa111}
+`, 1)
+	p := planOf(t, rollout, planRoutes)
+	if len(p.Problems) > 0 {
+		t.Fatalf("problems: %+v", p.Problems)
+	}
+	sticky := "shop-sticky-canary[shop-canary] shop-sticky-stable[shop-stable]"
+	want := []string{
+		"setWeight 20: -[shop-stable+cookie shop-canary+cookie] " + sticky,
+		"pause: -[shop-stable+cookie shop-canary+cookie] " + sticky,
+		"promotion: every step done: -[shop-stable shop-canary]",
+		"promotion: the new version is stable: -[shop-stable shop-canary]",
+		"abort (from the last step): -[shop-stable shop-canary]",
+	}
+	if diff := cmp.Diff(want, stickyAfter(p)); diff != "" {
+		t.Errorf("route after each step (-want +got):\n%s", diff)
+	}
+	// The cookies name the Rollout's current revisions.
+	for _, rule := range p.After[0][0].Rules {
+		hash := map[string]string{"shop-sticky-canary": "shop-v=canary-bbb222", "shop-sticky-stable": "shop-v=stable-aaa111"}[rule.Name()]
+		if got := fmt.Sprint(rule["matches"]); hash != "" && !strings.Contains(got, hash) {
+			t.Errorf("rule %s matches %s; want the cookie %s", rule.Name(), got, hash)
+		}
+	}
+}
