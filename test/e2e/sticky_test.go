@@ -115,5 +115,80 @@ func (r *run) checkSticky(ctx context.Context, t *testing.T, st step, seen time.
 	}
 	lines = append(lines, only(cookies[s.canary], s.canary), only(cookies[s.stable], s.stable))
 	r.canaryCookie = cookies[s.canary]
+	if !s.oldCookie {
+		lines = append(lines, r.checkVisitors(ctx, t, st)...)
+	}
 	return lines
+}
+
+// Visitors browsing during the canary, each keeping the cookie it is
+// given as a browser does: stickyVisitors of them, stickyPages requests
+// each, one visitor after another.
+const (
+	stickyVisitors = 200
+	stickyPages    = 10
+)
+
+// visitors counts, over stickyVisitors visitors of stickyPages pages each,
+// how many were first answered by the canary, how many were ever answered
+// by it, and how many saw both versions. keepStable false is a browser
+// that drops the stable's cookie: what users would get if only the canary
+// set one.
+func (r *run) visitors(ctx context.Context, t *testing.T, canary string, keepStable bool) (firstCanary, reachedCanary, sawBoth int) {
+	t.Helper()
+	for range stickyVisitors {
+		cookie := ""
+		seen := map[string]bool{}
+		for page := range stickyPages {
+			var header map[string]string
+			if cookie != "" {
+				header = map[string]string{"Cookie": cookie}
+			}
+			h := r.c.Meter.Do(ctx, r.request(header))
+			if h.Backend == "" {
+				t.Fatalf("a visitor's page %d got no backend's answer: %s", page+1, h.Key())
+			}
+			if page == 0 && h.Backend == canary {
+				firstCanary++
+			}
+			seen[h.Backend] = true
+			if h.SetCookie != "" && (keepStable || h.Backend == canary) {
+				cookie, _, _ = strings.Cut(h.SetCookie, ";")
+			}
+		}
+		if seen[canary] {
+			reachedCanary++
+		}
+		if len(seen) > 1 {
+			sawBoth++
+		}
+	}
+	return firstCanary, reachedCanary, sawBoth
+}
+
+// checkVisitors measures what the stable's cookie is for: with both
+// cookies no visitor sees both versions and the visitors on the canary
+// are those its weight sent there first; a browser keeping only the
+// canary's cookie (as if stable set none) lands on the canary sooner or
+// later, so the canary's share of visitors grows far past its weight.
+func (r *run) checkVisitors(ctx context.Context, t *testing.T, st step) []string {
+	t.Helper()
+	canary := st.want.sticky.canary
+	first, reached, both := r.visitors(ctx, t, canary, true)
+	if both != 0 {
+		t.Errorf("step %q: %d of %d visitors saw both versions with both cookies kept; want none", st.name, both, stickyVisitors)
+	}
+	if reached != first {
+		t.Errorf("step %q: %d visitors reached the canary, %d were first answered by it; want the same", st.name, reached, first)
+	}
+	first2, reached2, both2 := r.visitors(ctx, t, canary, false)
+	if reached2 <= 2*reached {
+		t.Errorf("step %q: without the stable's cookie %d of %d visitors reached the canary, with it %d; want far more without", st.name, reached2, stickyVisitors, reached)
+	}
+	return []string{
+		fmt.Sprintf("    %d visitors × %d pages, both cookies kept: %d on the canary (first answer %d), %d saw both versions",
+			stickyVisitors, stickyPages, reached, first, both),
+		fmt.Sprintf("    the same, only the canary's cookie kept: %d reached the canary (first answer %d), %d saw both versions",
+			reached2, first2, both2),
+	}
 }
