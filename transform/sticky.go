@@ -71,79 +71,17 @@ type StickyResult struct {
 // the claim records that it no longer asks for.
 func SetSticky(r routes.Route, rules []routes.Rule, in StickyInput) (StickyResult, error) {
 	rules = routes.CopyRules(rules)
+	weighted, wants, err := stickyWants(r, rules, in)
+	if err != nil {
+		return StickyResult{}, err
+	}
 	var res StickyResult
-	type want struct {
-		rule    int
-		backend routes.ObjectRef
-		filter  map[string]any
+	if err := res.setFilters(r.Namespace, rules, in.ClaimedFilters, wants); err != nil {
+		return StickyResult{}, err
 	}
-	var wants []want
-	var weighted []int
-	if in.Sticky != nil {
-		if r.Kind != routes.HTTPRoute {
-			return StickyResult{}, fmt.Errorf("stickyCanary works on HTTPRoutes only, not on a %s: remove stickyCanary from the Rollout's plugin config or the %s from its routes", r.Kind, r.Kind)
-		}
-		weighted = WeightedRules(r.Namespace, rules, in.Stable, in.Canary, in.Targeting)
-		for _, i := range weighted {
-			wants = append(wants,
-				want{i, in.Canary, cookieFilter(in.Sticky, in.Sticky.canaryValue())},
-				want{i, in.Stable, cookieFilter(in.Sticky, in.Sticky.stableValue())})
-		}
-	}
-	kept := map[int]bool{}
-	for _, f := range in.ClaimedFilters {
-		i := routes.LocateRule(rules, f.Rule, f.RuleName)
-		k := slices.IndexFunc(wants, func(w want) bool {
-			return w.rule == i && backendKey(w.backend) == f.Backend && sameJSON(w.filter, f.Filter)
-		})
-		if k >= 0 && !kept[k] && HasRefFilter(r.Namespace, rules, f) {
-			kept[k] = true // already there as the call wants it: leave it in place
-			f.Rule, f.RuleName = i, rules[i].Name()
-			res.Filters = append(res.Filters, f)
-			continue
-		}
-		res.Changes = append(res.Changes, removeRefFilter(r.Namespace, rules, f)...)
-	}
-	for k, w := range wants {
-		if kept[k] {
-			continue
-		}
-		ref := firstRef(rules[w.rule], r.Namespace, w.backend)
-		if ref == nil {
-			continue // a weighted rule holds both
-		}
-		if err := oneResponseFilter(ref, w.rule, w.backend); err != nil {
-			return StickyResult{}, err
-		}
-		f := routes.AddedRefFilter{Rule: w.rule, RuleName: rules[w.rule].Name(), Backend: backendKey(w.backend),
-			Filter: w.filter, Others: countFilters(routes.Rule(ref), w.filter)}
-		filters, _ := ref["filters"].([]any)
-		ref["filters"] = append(filters, runtime.DeepCopyJSONValue(w.filter))
-		res.Filters = append(res.Filters, f)
-		res.Changes = append(res.Changes, fmt.Sprintf("rule %d + sticky cookie on %s", w.rule, w.backend.Backend()))
-	}
-
-	var generated []routes.Rule
-	stripped := append(slices.Clone(in.AddedRefFilters), wantedFilters(res.Filters)...)
-	for k, i := range weighted {
-		for _, side := range []struct {
-			target routes.ObjectRef
-			suffix string
-			value  string
-		}{{in.Canary, "canary", in.Sticky.canaryValue()}, {in.Stable, "stable", in.Sticky.stableValue()}} {
-			name := in.Sticky.RuleBase + "-" + side.suffix
-			if k > 0 {
-				name += fmt.Sprintf("-%d", k)
-			}
-			if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
-				return StickyResult{}, fmt.Errorf("stickyCanary: the rule for the %s cookie would be named %q, which is not a rule name (a Gateway API SectionName): %s; shorten the Rollout's name", side.suffix, name, strings.Join(errs, "; "))
-			}
-			rule, err := stickyRule(r, rules[i], i, name, side.target, in.Sticky.Cookie, side.value, in.AddedFilters, stripped)
-			if err != nil {
-				return StickyResult{}, err
-			}
-			generated = append(generated, rule)
-		}
+	generated, err := stickyRules(r, rules, weighted, in, res.Filters)
+	if err != nil {
+		return StickyResult{}, err
 	}
 	out, moved, changes, err := placeSticky(rules, generated, in.ClaimedRules)
 	if err != nil {
@@ -162,6 +100,102 @@ func SetSticky(r routes.Route, rules []routes.Rule, in StickyInput) (StickyResul
 	}
 	res.Rules, res.Changes = out, append(res.Changes, changes...)
 	return res, nil
+}
+
+// stickyWant is a cookie filter the call wants on the backendRef of backend
+// in rule.
+type stickyWant struct {
+	rule    int
+	backend routes.ObjectRef
+	filter  map[string]any
+}
+
+// stickyWants returns the weighted rules and the cookie filters the call
+// wants on them: one on the canary's backendRef and one on the stable's of
+// each; none without in.Sticky.
+func stickyWants(r routes.Route, rules []routes.Rule, in StickyInput) ([]int, []stickyWant, error) {
+	if in.Sticky == nil {
+		return nil, nil, nil
+	}
+	if r.Kind != routes.HTTPRoute {
+		return nil, nil, fmt.Errorf("stickyCanary works on HTTPRoutes only, not on a %s: remove stickyCanary from the Rollout's plugin config or the %s from its routes", r.Kind, r.Kind)
+	}
+	weighted := WeightedRules(r.Namespace, rules, in.Stable, in.Canary, in.Targeting)
+	var wants []stickyWant
+	for _, i := range weighted {
+		wants = append(wants,
+			stickyWant{i, in.Canary, cookieFilter(in.Sticky, in.Sticky.canaryValue())},
+			stickyWant{i, in.Stable, cookieFilter(in.Sticky, in.Sticky.stableValue())})
+	}
+	return weighted, wants, nil
+}
+
+// setFilters leaves in place the claimed cookie filters the call still
+// wants, removes the others, and adds the wanted ones that are missing, in
+// rules; res records the filters and the changes.
+func (res *StickyResult) setFilters(namespace string, rules []routes.Rule, claimed []routes.AddedRefFilter, wants []stickyWant) error {
+	kept := map[int]bool{}
+	for _, f := range claimed {
+		i := routes.LocateRule(rules, f.Rule, f.RuleName)
+		k := slices.IndexFunc(wants, func(w stickyWant) bool {
+			return w.rule == i && backendKey(w.backend) == f.Backend && sameJSON(w.filter, f.Filter)
+		})
+		if k >= 0 && !kept[k] && HasRefFilter(namespace, rules, f) {
+			kept[k] = true // already there as the call wants it: leave it in place
+			f.Rule, f.RuleName = i, rules[i].Name()
+			res.Filters = append(res.Filters, f)
+			continue
+		}
+		res.Changes = append(res.Changes, removeRefFilter(namespace, rules, f)...)
+	}
+	for k, w := range wants {
+		if kept[k] {
+			continue
+		}
+		ref := firstRef(rules[w.rule], namespace, w.backend)
+		if ref == nil {
+			continue // a weighted rule holds both
+		}
+		if err := oneResponseFilter(ref, w.rule, w.backend); err != nil {
+			return err
+		}
+		f := routes.AddedRefFilter{Rule: w.rule, RuleName: rules[w.rule].Name(), Backend: backendKey(w.backend),
+			Filter: w.filter, Others: countFilters(routes.Rule(ref), w.filter)}
+		filters, _ := ref["filters"].([]any)
+		ref["filters"] = append(filters, runtime.DeepCopyJSONValue(w.filter))
+		res.Filters = append(res.Filters, f)
+		res.Changes = append(res.Changes, fmt.Sprintf("rule %d + sticky cookie on %s", w.rule, w.backend.Backend()))
+	}
+	return nil
+}
+
+// stickyRules generates the two cookie rules of each weighted rule: its
+// matches with the canary's (the stable's) cookie, to the canary (stable)
+// alone, without the filters the plugin added (those of filters included).
+func stickyRules(r routes.Route, rules []routes.Rule, weighted []int, in StickyInput, filters []routes.AddedRefFilter) ([]routes.Rule, error) {
+	var generated []routes.Rule
+	stripped := append(slices.Clone(in.AddedRefFilters), wantedFilters(filters)...)
+	for k, i := range weighted {
+		for _, side := range []struct {
+			target routes.ObjectRef
+			suffix string
+			value  string
+		}{{in.Canary, "canary", in.Sticky.canaryValue()}, {in.Stable, "stable", in.Sticky.stableValue()}} {
+			name := in.Sticky.RuleBase + "-" + side.suffix
+			if k > 0 {
+				name += fmt.Sprintf("-%d", k)
+			}
+			if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+				return nil, fmt.Errorf("stickyCanary: the rule for the %s cookie would be named %q, which is not a rule name (a Gateway API SectionName): %s; shorten the Rollout's name", side.suffix, name, strings.Join(errs, "; "))
+			}
+			rule, err := stickyRule(r, rules[i], i, name, side.target, in.Sticky.Cookie, side.value, in.AddedFilters, stripped)
+			if err != nil {
+				return nil, err
+			}
+			generated = append(generated, rule)
+		}
+	}
+	return generated, nil
 }
 
 // placeSticky puts the generated rules in place of the claimed rules of the
