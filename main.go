@@ -7,6 +7,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -79,38 +80,17 @@ func main() {
 		tuneGC()
 	}
 
-	log := logrus.New()
-	log.SetOutput(os.Stderr)
-	switch *logFormat {
-	case "text":
-		log.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
-	case "json":
-		log.SetFormatter(&logrus.JSONFormatter{})
-	default:
-		fmt.Fprintf(os.Stderr, "-logformat must be text or json, not %q\n", *logFormat)
-		os.Exit(2)
-	}
-	level, err := logrus.ParseLevel(*logLevel)
+	log, err := newLogger(*logFormat, *logLevel)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "-loglevel: %v\n", err)
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	log.SetLevel(level)
-	if *callTimeout <= 0 || *reqTimeout <= 0 || *maxRoutes <= 0 {
-		fmt.Fprintln(os.Stderr, "-call-timeout, -request-timeout and -max-concurrent-routes must be positive")
+	if err := checkFlags(*callTimeout, *reqTimeout, *maxRoutes, *fieldManager, *cleanupOn, *cleanupEvery); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	if *fieldManager == "" {
-		fmt.Fprintln(os.Stderr, "-field-manager must not be empty")
-		os.Exit(2)
-	}
-
 	var cleanupInterval time.Duration
 	if *cleanupOn {
-		if *cleanupEvery <= 0 {
-			fmt.Fprintln(os.Stderr, "-cleanup-interval must be positive")
-			os.Exit(2)
-		}
 		cleanupInterval = *cleanupEvery
 	}
 
@@ -150,6 +130,40 @@ func main() {
 		},
 	})
 	closeAndExit(impl)
+}
+
+// newLogger is the plugin's logger on stderr, in format (text or json) at
+// level.
+func newLogger(format, level string) (*logrus.Logger, error) {
+	log := logrus.New()
+	log.SetOutput(os.Stderr)
+	switch format {
+	case "text":
+		log.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
+	case "json":
+		log.SetFormatter(&logrus.JSONFormatter{})
+	default:
+		return nil, fmt.Errorf("-logformat must be text or json, not %q", format)
+	}
+	l, err := logrus.ParseLevel(level)
+	if err != nil {
+		return nil, fmt.Errorf("-loglevel: %v", err)
+	}
+	log.SetLevel(l)
+	return log, nil
+}
+
+// checkFlags refuses the flag values the plugin cannot run with.
+func checkFlags(callTimeout, reqTimeout time.Duration, maxRoutes int, fieldManager string, cleanupOn bool, cleanupEvery time.Duration) error {
+	switch {
+	case callTimeout <= 0 || reqTimeout <= 0 || maxRoutes <= 0:
+		return errors.New("-call-timeout, -request-timeout and -max-concurrent-routes must be positive")
+	case fieldManager == "":
+		return errors.New("-field-manager must not be empty")
+	case cleanupOn && cleanupEvery <= 0:
+		return errors.New("-cleanup-interval must be positive")
+	}
+	return nil
 }
 
 // closeAndExit lets go of what the plugin holds in the cluster (its Lease)
