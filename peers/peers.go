@@ -74,9 +74,12 @@ type Peers struct {
 	// registering says why the Lease is not there yet ("" once it is).
 	registering string
 	created     bool
-	renewed     time.Time // the last renewal that succeeded
-	renewErr    error
-	synced      bool
+	// sent is set once an apply of the Lease was sent: the apiserver may
+	// have stored it even if its answer was lost, so Stop deletes it.
+	sent     bool
+	renewed  time.Time // the last renewal that succeeded
+	renewErr error
+	synced   bool
 	// solo is set once a fresh list showed no other live process, and
 	// cleared as soon as one is seen; epoch counts the times it was set.
 	solo   bool
@@ -186,14 +189,15 @@ func (p *Peers) Enter(ctx context.Context) (alone bool, epoch uint64, leave func
 }
 
 // Stop stops keeping the Lease and deletes it, so the other processes need
-// not wait for it to go stale.
+// not wait for it to go stale: once an apply of it was sent, even if no
+// answer came (the apiserver may have stored it).
 func (p *Peers) Stop(ctx context.Context) {
 	p.stopOnce.Do(func() { close(p.stop) })
 	<-p.done
 	p.mu.Lock()
-	created := p.created
+	sent := p.sent
 	p.mu.Unlock()
-	if created {
+	if sent {
 		if err := p.leases.Delete(ctx, p.name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			p.log.WithError(err).Warn("could not delete this process's Lease; the other processes take it for gone once it is stale")
 		}
@@ -353,6 +357,7 @@ func (p *Peers) publish(ctx context.Context) error {
 	for name := range p.acked {
 		acked = append(acked, name)
 	}
+	p.sent = true
 	p.mu.Unlock()
 	slices.Sort(acked)
 	now := metav1.NewMicroTime(p.clock.Now())
