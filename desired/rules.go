@@ -92,12 +92,7 @@ func (RemoveManaged) Desired(live routes.Route, env Env) (Result, error) {
 func (c RemoveManaged) decide(s state) (Result, error) {
 	live := s.live
 	// stickyCanary's rules are not managed routes: SetWeight takes them away.
-	var managed []string
-	for _, n := range s.claim.Rules {
-		if !slices.Contains(s.claim.StickyRules, n) {
-			managed = append(managed, n)
-		}
-	}
+	managed := s.claim.ManagedRules()
 	res := transform.RulesResult{Rules: routes.CopyRules(live.Rules)}
 	if len(managed) > 0 {
 		res = transform.RemoveAddedRules(live, managed)

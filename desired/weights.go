@@ -1,8 +1,6 @@
 package desired
 
 import (
-	"slices"
-
 	"github.com/gatewayapi-ssa/rollouts-plugin/experiment"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
@@ -60,13 +58,7 @@ func (c SetWeight) sticky(s state, rules []routes.Rule, claim routes.Claim, chan
 	if err != nil {
 		return nil, routes.Claim{}, nil, invalid(err)
 	}
-	var others []string
-	for _, n := range claim.Rules {
-		if !slices.Contains(s.claim.StickyRules, n) {
-			others = append(others, n)
-		}
-	}
-	claim.Rules, claim.StickyRules, claim.RefFilters = append(others, res.Claimed...), res.Claimed, res.Filters
+	claim.Rules, claim.StickyRules, claim.RefFilters = append(claim.ManagedRules(), res.Claimed...), res.Claimed, res.Filters
 	claim, changes = s.recordRules(res.Rules, claim, append(changes, res.Changes...))
 	return res.Rules, claim, changes, nil
 }

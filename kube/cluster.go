@@ -83,7 +83,7 @@ type Cluster struct {
 	// parents are the watch caches of GatewayClasses, Gateways and
 	// ListenerSets (gateways.go).
 	parents map[parentKey]*namespaceCache
-	// overlay is the overlay: per route, the newest version the plugin has
+	// overlay holds, per route, the newest version the plugin has
 	// seen beyond its watch cache (the answer to its write, or a fresh
 	// read), until the cache holds it too.
 	overlay map[routes.Ref]*routes.Answer

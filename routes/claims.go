@@ -3,6 +3,7 @@ package routes
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 )
 
@@ -60,6 +61,18 @@ type RecordedWeight struct {
 // rule, until the SetWeight that follows): it stays on the route until then.
 func (c Claim) Empty() bool {
 	return !c.Active() && len(c.Weights) == 0
+}
+
+// ManagedRules are the rules among Rules that the Rollout's managed routes
+// added (header and mirror rules): all but stickyCanary's.
+func (c Claim) ManagedRules() []string {
+	var out []string
+	for _, n := range c.Rules {
+		if !slices.Contains(c.StickyRules, n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // Active says whether the Rollout still has anything on the route.

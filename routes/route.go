@@ -206,16 +206,26 @@ func (r Rule) LastRef(namespace string, target ObjectRef) int {
 	return -1
 }
 
+// FirstRef is the rule's first backendRef to target's backend, nil if none.
+// Changing it changes the rule.
+func (r Rule) FirstRef(namespace string, target ObjectRef) BackendRef {
+	for _, b := range r.BackendRefs() {
+		if b.Target(namespace).Backend() == target.Backend() {
+			return b
+		}
+	}
+	return nil
+}
+
 // CopyRef returns a deep copy of the rule's first backendRef to target's
 // backend: the one a rule the plugin generates from this rule sends to, with
 // its group and kind (a ServiceImport stays one).
 func (r Rule) CopyRef(namespace string, target ObjectRef) (BackendRef, bool) {
-	for _, b := range r.BackendRefs() {
-		if b.Target(namespace).Backend() == target.Backend() {
-			return runtime.DeepCopyJSONValue(map[string]any(b)).(map[string]any), true
-		}
+	b := r.FirstRef(namespace, target)
+	if b == nil {
+		return nil, false
 	}
-	return nil, false
+	return runtime.DeepCopyJSONValue(map[string]any(b)).(map[string]any), true
 }
 
 // RefsTo lists the targets of the rule's backendRefs to target's backend, as

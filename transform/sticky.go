@@ -6,9 +6,10 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
 // Sticky canary sessions (stickyCanary): while the canary has weight, in
@@ -152,7 +153,7 @@ func (res *StickyResult) setFilters(namespace string, rules []routes.Rule, claim
 		if kept[k] {
 			continue
 		}
-		ref := firstRef(rules[w.rule], namespace, w.backend)
+		ref := rules[w.rule].FirstRef(namespace, w.backend)
 		if ref == nil {
 			continue // a weighted rule holds both
 		}
@@ -327,16 +328,6 @@ func backendKey(o routes.ObjectRef) string {
 	return b.Namespace + "/" + b.Name
 }
 
-// firstRef is the rule's first backendRef to target's backend, nil if none.
-func firstRef(rule routes.Rule, namespace string, target routes.ObjectRef) routes.BackendRef {
-	for _, b := range rule.BackendRefs() {
-		if b.Target(namespace).Backend() == target.Backend() {
-			return b
-		}
-	}
-	return nil
-}
-
 // refOf is the backendRef an added filter was added to, nil when it is gone.
 func refOf(namespace string, rules []routes.Rule, f routes.AddedRefFilter) routes.BackendRef {
 	i := routes.LocateRule(rules, f.Rule, f.RuleName)
@@ -344,7 +335,7 @@ func refOf(namespace string, rules []routes.Rule, f routes.AddedRefFilter) route
 		return nil
 	}
 	ns, name, _ := strings.Cut(f.Backend, "/")
-	return firstRef(rules[i], namespace, routes.ServiceRef(ns, name))
+	return rules[i].FirstRef(namespace, routes.ServiceRef(ns, name))
 }
 
 // HasRefFilter says whether the rules still hold the backendRef filter the
