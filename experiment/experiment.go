@@ -45,38 +45,74 @@ func Apply(route routes.Route, rules []routes.Rule, in Input, claimed []routes.A
 		// either (a step with no experiment) rules come back as they came.
 		rules = routes.CopyRules(rules)
 	}
-	ns := route.Namespace
-	weighted := map[int]bool{}
-	for _, i := range transform.WeightedRules(ns, rules, in.Stable, in.Canary, in.Targeting) {
-		weighted[i] = true
+	s, err := newStep(route, rules, in)
+	if err != nil {
+		return nil, nil, nil, err
 	}
-	// related rules still send to stable or canary: a weighted rule someone
-	// took the canary out of is one, a rule someone inserted is not.
-	related := map[int]bool{}
+	kept, have := s.settle(claimed)
+	var added []routes.AddedBackend
+	for i := range rules {
+		if !s.weighted[i] {
+			continue
+		}
+		more, err := s.add(i, have[i])
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		added = append(added, more...)
+	}
+	return rules, append(kept, added...), s.changes, nil
+}
+
+// step is Apply at work on one route's rules.
+type step struct {
+	route routes.Route
+	rules []routes.Rule
+	in    Input
+	ns    string
+	// weighted are the weighted rules; related the rules that still send to
+	// stable or canary: a weighted rule someone took the canary out of is
+	// one, a rule someone inserted is not.
+	weighted, related map[int]bool
+	// wanted are the destinations by their Service.
+	wanted  map[routes.ObjectRef]Destination
+	changes []string
+}
+
+// newStep reads which rules are weighted and related, and which Services are
+// wanted; a destination that is the stable or canary Service is refused.
+func newStep(route routes.Route, rules []routes.Rule, in Input) (*step, error) {
+	s := &step{route: route, rules: rules, in: in, ns: route.Namespace,
+		weighted: map[int]bool{}, related: map[int]bool{}, wanted: map[routes.ObjectRef]Destination{}}
+	for _, i := range transform.WeightedRules(s.ns, rules, in.Stable, in.Canary, in.Targeting) {
+		s.weighted[i] = true
+	}
 	for i, r := range rules {
-		related[i] = r.CountRefs(ns, in.Stable) > 0 || r.CountRefs(ns, in.Canary) > 0
+		s.related[i] = r.CountRefs(s.ns, in.Stable) > 0 || r.CountRefs(s.ns, in.Canary) > 0
 	}
-	wanted := map[routes.ObjectRef]Destination{}
 	for _, d := range in.Destinations {
 		target := routes.ServiceRef(in.RolloutNamespace, d.Service)
 		if target == in.Stable.Backend() || target == in.Canary.Backend() {
-			return nil, nil, nil, fmt.Errorf("experiment %s is the stable or canary Service; give the experiment its own Service", target)
+			return nil, fmt.Errorf("experiment %s is the stable or canary Service; give the experiment its own Service", target)
 		}
-		wanted[target] = d
+		s.wanted[target] = d
 	}
+	return s, nil
+}
 
-	var changes []string
-	var kept []routes.AddedBackend
-	// have maps each weighted rule's Services with a backendRef the plugin
-	// keeps to that backendRef's target.
-	have := map[int]map[routes.ObjectRef]routes.ObjectRef{}
+// settle keeps each recorded backendRef that is still the plugin's, still
+// wanted and in a weighted rule, and removes the others that are still the
+// plugin's. have maps each weighted rule's Services with a kept backendRef
+// to that backendRef's target.
+func (s *step) settle(claimed []routes.AddedBackend) (kept []routes.AddedBackend, have map[int]map[routes.ObjectRef]routes.ObjectRef) {
+	have = map[int]map[routes.ObjectRef]routes.ObjectRef{}
 	for _, b := range claimed {
 		target := b.Target()
-		i := locate(rules, ns, b, weighted, related)
-		ours := i >= 0 && rules[i].CountRefs(ns, target) > b.Others && lastOf(rules[i], ns, target) >= 0
-		_, stillWanted := wanted[target.Backend()]
-		if ours && stillWanted && weighted[i] {
-			b.Rule, b.RuleName = i, rules[i].Name()
+		i := locate(s.rules, s.ns, b, s.weighted, s.related)
+		ours := i >= 0 && s.rules[i].CountRefs(s.ns, target) > b.Others && lastOf(s.rules[i], s.ns, target) >= 0
+		_, stillWanted := s.wanted[target.Backend()]
+		if ours && stillWanted && s.weighted[i] {
+			b.Rule, b.RuleName = i, s.rules[i].Name()
 			kept = append(kept, b)
 			if have[i] == nil {
 				have[i] = map[routes.ObjectRef]routes.ObjectRef{}
@@ -84,50 +120,51 @@ func Apply(route routes.Route, rules []routes.Rule, in Input, claimed []routes.A
 			have[i][target.Backend()] = target
 			continue
 		}
-		if ours && removeLast(rules[i], ns, target) {
-			changes = append(changes, fmt.Sprintf("rule %d − %s", i, target))
+		if ours && removeLast(s.rules[i], s.ns, target) {
+			s.changes = append(s.changes, fmt.Sprintf("rule %d − %s", i, target))
 		}
 	}
+	return kept, have
+}
 
+// add gives the weighted rule i one backendRef per destination: a kept one
+// (have: by Service, its target) gets the destination's weight, the others
+// are added; it returns the added ones.
+func (s *step) add(i int, have map[routes.ObjectRef]routes.ObjectRef) ([]routes.AddedBackend, error) {
+	rule, ns, in := s.rules[i], s.ns, s.in
 	var added []routes.AddedBackend
-	for i := range rules {
-		if !weighted[i] {
+	for _, d := range in.Destinations {
+		target := routes.ServiceRef(in.RolloutNamespace, d.Service)
+		if kept, ok := have[target]; ok {
+			b := routes.BackendRef(rule.BackendRefs()[lastOf(rule, ns, kept)])
+			if b.Weight() != d.Weight {
+				s.changes = append(s.changes, fmt.Sprintf("rule %d %s %d→%d", i, kept, b.Weight(), d.Weight))
+				b.SetWeight(d.Weight)
+			}
 			continue
 		}
-		for _, d := range in.Destinations {
-			target := routes.ServiceRef(in.RolloutNamespace, d.Service)
-			if kept, ok := have[i][target]; ok {
-				b := routes.BackendRef(rules[i].BackendRefs()[lastOf(rules[i], ns, kept)])
-				if b.Weight() != d.Weight {
-					changes = append(changes, fmt.Sprintf("rule %d %s %d→%d", i, kept, b.Weight(), d.Weight))
-					b.SetWeight(d.Weight)
-				}
-				continue
-			}
-			port, err := portFor(rules[i], ns, route.Kind, in, d)
-			if err != nil {
-				return nil, nil, nil, fmt.Errorf("rule %d: %w", i, err)
-			}
-			// The experiment's backend is named as the canary's is: a
-			// Service, or its ServiceImport where the route reaches the
-			// canary through one.
-			target = likeCanary(rules[i], ns, in.Canary, target)
-			ref := map[string]any{"group": target.Group, "kind": target.Kind, "name": d.Service, "port": int64(port), "weight": d.Weight}
-			if in.RolloutNamespace != ns {
-				// A cross-namespace backendRef needs a ReferenceGrant in the Services' namespace.
-				ref["namespace"] = in.RolloutNamespace
-			}
-			others := rules[i].CountRefs(ns, target)
-			refs, _ := rules[i]["backendRefs"].([]any)
-			rules[i]["backendRefs"] = append(refs, ref)
-			added = append(added, routes.AddedBackend{Rule: i, RuleName: rules[i].Name(), Group: target.Group, Kind: target.Kind, Namespace: target.Namespace, Name: d.Service, Others: others})
-			changes = append(changes, fmt.Sprintf("rule %d + %s weight %d", i, target, d.Weight))
+		port, err := portFor(rule, ns, s.route.Kind, in, d)
+		if err != nil {
+			return nil, fmt.Errorf("rule %d: %w", i, err)
 		}
-		if n := len(rules[i].BackendRefs()); n > maxBackendRefs {
-			return nil, nil, nil, &transform.LimitError{Msg: fmt.Sprintf("rule %d would hold %d backendRefs with the experiment's Services; Gateway API allows %d per rule", i, n, maxBackendRefs)}
+		// The experiment's backend is named as the canary's is: a Service,
+		// or its ServiceImport where the route reaches the canary through one.
+		target = likeCanary(rule, ns, in.Canary, target)
+		ref := map[string]any{"group": target.Group, "kind": target.Kind, "name": d.Service, "port": int64(port), "weight": d.Weight}
+		if in.RolloutNamespace != ns {
+			// A cross-namespace backendRef needs a ReferenceGrant in the Services' namespace.
+			ref["namespace"] = in.RolloutNamespace
 		}
+		others := rule.CountRefs(ns, target)
+		refs, _ := rule["backendRefs"].([]any)
+		rule["backendRefs"] = append(refs, ref)
+		added = append(added, routes.AddedBackend{Rule: i, RuleName: rule.Name(), Group: target.Group, Kind: target.Kind, Namespace: target.Namespace, Name: d.Service, Others: others})
+		s.changes = append(s.changes, fmt.Sprintf("rule %d + %s weight %d", i, target, d.Weight))
 	}
-	return rules, append(kept, added...), changes, nil
+	if n := len(rule.BackendRefs()); n > maxBackendRefs {
+		return nil, &transform.LimitError{Msg: fmt.Sprintf("rule %d would hold %d backendRefs with the experiment's Services; Gateway API allows %d per rule", i, n, maxBackendRefs)}
+	}
+	return added, nil
 }
 
 // locate finds the rule a recorded backendRef was added to, or -1 when it is
