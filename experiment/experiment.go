@@ -39,12 +39,14 @@ type Input struct {
 // other backendRef the plugin added for this Rollout; the new record of added
 // backendRefs; and a description of each change.
 func Apply(route routes.Route, rules []routes.Rule, in Input, claimed []routes.AddedBackend) ([]routes.Rule, []routes.AddedBackend, []string, error) {
-	if len(in.Destinations) > 0 || len(claimed) > 0 {
+	if len(in.Destinations) == 0 && len(claimed) == 0 {
 		// Only a destination to add or weigh, or a recorded backendRef to
-		// remove, changes rules: then the caller's stay as they were. Without
-		// either (a step with no experiment) rules come back as they came.
-		rules = routes.CopyRules(rules)
+		// remove, changes rules: without either (a step with no experiment)
+		// rules come back as they came (a rule holds at most 16 backendRefs,
+		// as every release's CRDs say, so none is over the limit).
+		return rules, nil, nil, nil
 	}
+	rules = routes.CopyRules(rules) // the caller's stay as they were
 	s, err := newStep(route, rules, in)
 	if err != nil {
 		return nil, nil, nil, err
