@@ -47,32 +47,14 @@ func main() {
 	if len(os.Args) > 1 && cli.Is(os.Args[1]) {
 		os.Exit(cli.Run(os.Args[1:], os.Stdout, os.Stderr))
 	}
-	var (
-		qps          = flag.Float64("kubeClientQPS", 40, "maximum queries per second to the Kubernetes apiserver, for the whole process (the Argo Rollouts controller's own default); steps closer together than the burst takes to refill run at this rate")
-		burst        = flag.Int("kubeClientBurst", 120, "maximum burst of queries to the Kubernetes apiserver: a step costs one apply per changed route, the last step one more request per route to release ownership, so 120 lets any step of a Rollout with up to 50 routes go out at once (2 per route plus access reviews and the first list and watch)")
-		logFormat    = flag.String("logformat", "text", "log format: text or json")
-		logLevel     = flag.String("loglevel", "info", "log level: debug, info, warn or error")
-		fieldManager = flag.String("field-manager", ssa.DefaultFieldManager, "server-side apply field manager of every write")
-		pluginName   = flag.String("plugin-name", decode.DefaultPluginName, "name the plugin is registered with in argo-rollouts-config; its config is read under trafficRouting.plugins.<name>")
-		callTimeout  = flag.Duration("call-timeout", plugin.DefaultCallTimeout, "deadline of each call from Argo Rollouts, all its requests and retries included")
-		reqTimeout   = flag.Duration("request-timeout", kubeclient.DefaultRetryPolicy.RequestTimeout, "timeout of each attempt of a request to the apiserver; a request that gets no answer in time is abandoned and retried within the call's deadline")
-		maxRoutes    = flag.Int("max-concurrent-routes", 16, "how many routes all calls together work on at once (one call: at most 8)")
-		cleanupOn    = flag.Bool("cleanup-deleted-rollouts", false, "undo, on every route, the claims of Rollouts that no longer exist (canary weight, experiment backends, header and mirror rules); needs get on rollouts.argoproj.io and list on the route kinds cluster-wide")
-		cleanupEvery = flag.Duration("cleanup-interval", time.Minute, "how often -cleanup-deleted-rollouts looks; a Rollout must be missing in two looks in a row")
-		showVersion  = flag.Bool("version", false, "print the version and exit")
-		pprofAddr    = flag.String("pprof-addr", "", "serve Go's pprof profiles on this loopback address (e.g. 127.0.0.1:6060) for measuring the plugin; off when empty, and refused on any address but 127.0.0.1 or ::1")
-		routeEvents  = flag.Bool("route-events", true, "record Kubernetes Events on the routes the plugin writes (what each write changed, for which Rollout, and what it refused there); Events on the Rollout, for every error a call returns, are recorded whatever this says")
-		peersNS      = flag.String("peers-namespace", "", "namespace of the Leases through which the plugin's processes of one field manager (sharded or restarting controllers) know of each other, the same for all of them; empty: POD_NAMESPACE (the controller's), else the pod's namespace")
-	)
-	var routeClusterFlags decode.RouteClusterFlags
-	routeClusterFlags.Register(flag.CommandLine)
+	f := registerFlags(flag.CommandLine)
 	flag.Parse()
-	routeClusters, err := routeClusterFlags.RouteClusters()
+	routeClusters, err := f.routeClusters.RouteClusters()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	if *showVersion {
+	if f.showVersion {
 		fmt.Println(version)
 		return
 	}
@@ -80,45 +62,23 @@ func main() {
 		tuneGC()
 	}
 
-	log, err := newLogger(*logFormat, *logLevel)
+	log, err := newLogger(f.logFormat, f.logLevel)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	if err := checkFlags(*callTimeout, *reqTimeout, *maxRoutes, *fieldManager, *cleanupOn, *cleanupEvery); err != nil {
+	if err := f.check(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	var cleanupInterval time.Duration
-	if *cleanupOn {
-		cleanupInterval = *cleanupEvery
-	}
-
-	if *pprofAddr != "" {
-		if err := servePprof(*pprofAddr, log); err != nil {
+	if f.pprofAddr != "" {
+		if err := servePprof(f.pprofAddr, log); err != nil {
 			fmt.Fprintf(os.Stderr, "-pprof-addr: %v\n", err)
 			os.Exit(2)
 		}
 	}
 
-	retry := kubeclient.DefaultRetryPolicy
-	retry.RequestTimeout = *reqTimeout
-	host, _ := os.Hostname()
-	impl := plugin.New(plugin.Options{
-		PeersNamespace:      cmp.Or(*peersNS, defaultPeersNamespace(os.Getenv, os.ReadFile)),
-		Identity:            fmt.Sprintf("%s/%d", host, os.Getpid()),
-		FieldManager:        *fieldManager,
-		PluginName:          *pluginName,
-		QPS:                 float32(*qps),
-		Burst:               *burst,
-		CallTimeout:         *callTimeout,
-		Retry:               retry,
-		MaxConcurrentRoutes: *maxRoutes,
-		CleanupInterval:     cleanupInterval,
-		RouteClusters:       routeClusters,
-		RouteEvents:         *routeEvents,
-	}, logrus.NewEntry(log).WithFields(logrus.Fields{"plugin": "gatewayapi-ssa", "version": version}))
-
+	impl := plugin.New(f.options(routeClusters), logrus.NewEntry(log).WithFields(logrus.Fields{"plugin": "gatewayapi-ssa", "version": version}))
 	go exitWhenOrphaned(os.Getppid, time.Second, func() {
 		log.Info("the Argo Rollouts controller that started the plugin is gone; exiting")
 		closeAndExit(impl)
@@ -130,6 +90,66 @@ func main() {
 		},
 	})
 	closeAndExit(impl)
+}
+
+// flags are the plugin's flags (docs/install.md lists them; a test checks
+// the list against the binary's).
+type flags struct {
+	qps                                 float64
+	burst, maxRoutes                    int
+	logFormat, logLevel, fieldManager   string
+	pluginName, pprofAddr, peersNS      string
+	callTimeout, reqTimeout             time.Duration
+	cleanupOn, showVersion, routeEvents bool
+	cleanupEvery                        time.Duration
+	routeClusters                       decode.RouteClusterFlags
+}
+
+// registerFlags defines the plugin's flags on fs.
+func registerFlags(fs *flag.FlagSet) *flags {
+	f := &flags{}
+	fs.Float64Var(&f.qps, "kubeClientQPS", 40, "maximum queries per second to the Kubernetes apiserver, for the whole process (the Argo Rollouts controller's own default); steps closer together than the burst takes to refill run at this rate")
+	fs.IntVar(&f.burst, "kubeClientBurst", 120, "maximum burst of queries to the Kubernetes apiserver: a step costs one apply per changed route, the last step one more request per route to release ownership, so 120 lets any step of a Rollout with up to 50 routes go out at once (2 per route plus access reviews and the first list and watch)")
+	fs.StringVar(&f.logFormat, "logformat", "text", "log format: text or json")
+	fs.StringVar(&f.logLevel, "loglevel", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&f.fieldManager, "field-manager", ssa.DefaultFieldManager, "server-side apply field manager of every write")
+	fs.StringVar(&f.pluginName, "plugin-name", decode.DefaultPluginName, "name the plugin is registered with in argo-rollouts-config; its config is read under trafficRouting.plugins.<name>")
+	fs.DurationVar(&f.callTimeout, "call-timeout", plugin.DefaultCallTimeout, "deadline of each call from Argo Rollouts, all its requests and retries included")
+	fs.DurationVar(&f.reqTimeout, "request-timeout", kubeclient.DefaultRetryPolicy.RequestTimeout, "timeout of each attempt of a request to the apiserver; a request that gets no answer in time is abandoned and retried within the call's deadline")
+	fs.IntVar(&f.maxRoutes, "max-concurrent-routes", 16, "how many routes all calls together work on at once (one call: at most 8)")
+	fs.BoolVar(&f.cleanupOn, "cleanup-deleted-rollouts", false, "undo, on every route, the claims of Rollouts that no longer exist (canary weight, experiment backends, header and mirror rules); needs get on rollouts.argoproj.io and list on the route kinds cluster-wide")
+	fs.DurationVar(&f.cleanupEvery, "cleanup-interval", time.Minute, "how often -cleanup-deleted-rollouts looks; a Rollout must be missing in two looks in a row")
+	fs.BoolVar(&f.showVersion, "version", false, "print the version and exit")
+	fs.StringVar(&f.pprofAddr, "pprof-addr", "", "serve Go's pprof profiles on this loopback address (e.g. 127.0.0.1:6060) for measuring the plugin; off when empty, and refused on any address but 127.0.0.1 or ::1")
+	fs.BoolVar(&f.routeEvents, "route-events", true, "record Kubernetes Events on the routes the plugin writes (what each write changed, for which Rollout, and what it refused there); Events on the Rollout, for every error a call returns, are recorded whatever this says")
+	fs.StringVar(&f.peersNS, "peers-namespace", "", "namespace of the Leases through which the plugin's processes of one field manager (sharded or restarting controllers) know of each other, the same for all of them; empty: POD_NAMESPACE (the controller's), else the pod's namespace")
+	f.routeClusters.Register(fs)
+	return f
+}
+
+// options are the plugin's options from the flags.
+func (f *flags) options(routeClusters []decode.RouteCluster) plugin.Options {
+	retry := kubeclient.DefaultRetryPolicy
+	retry.RequestTimeout = f.reqTimeout
+	var cleanupInterval time.Duration
+	if f.cleanupOn {
+		cleanupInterval = f.cleanupEvery
+	}
+	host, _ := os.Hostname()
+	return plugin.Options{
+		PeersNamespace:      cmp.Or(f.peersNS, defaultPeersNamespace(os.Getenv, os.ReadFile)),
+		Identity:            fmt.Sprintf("%s/%d", host, os.Getpid()),
+		FieldManager:        f.fieldManager,
+		PluginName:          f.pluginName,
+		QPS:                 float32(f.qps),
+		Burst:               f.burst,
+		CallTimeout:         f.callTimeout,
+		Retry:               retry,
+		MaxConcurrentRoutes: f.maxRoutes,
+		CleanupInterval:     cleanupInterval,
+		RouteClusters:       routeClusters,
+		RouteEvents:         f.routeEvents,
+	}
 }
 
 // newLogger is the plugin's logger on stderr, in format (text or json) at
@@ -153,14 +173,14 @@ func newLogger(format, level string) (*logrus.Logger, error) {
 	return log, nil
 }
 
-// checkFlags refuses the flag values the plugin cannot run with.
-func checkFlags(callTimeout, reqTimeout time.Duration, maxRoutes int, fieldManager string, cleanupOn bool, cleanupEvery time.Duration) error {
+// check refuses the flag values the plugin cannot run with.
+func (f *flags) check() error {
 	switch {
-	case callTimeout <= 0 || reqTimeout <= 0 || maxRoutes <= 0:
+	case f.callTimeout <= 0 || f.reqTimeout <= 0 || f.maxRoutes <= 0:
 		return errors.New("-call-timeout, -request-timeout and -max-concurrent-routes must be positive")
-	case fieldManager == "":
+	case f.fieldManager == "":
 		return errors.New("-field-manager must not be empty")
-	case cleanupOn && cleanupEvery <= 0:
+	case f.cleanupOn && f.cleanupEvery <= 0:
 		return errors.New("-cleanup-interval must be positive")
 	}
 	return nil
