@@ -48,7 +48,7 @@ var allowedImports = map[string][]string{
 // package's own code may import one (allowedImports lists none).
 var testSupport = map[string][]string{
 	"routes/routestest": {"transform", "experiment", "kube", "desired"},
-	"kube/kubetest":     {"cli", "cleanup"},
+	"kube/kubetest":     {"orchestrator", "cleanup", "cli"},
 }
 
 // The decision packages compute what a route must become from what it is:

@@ -5,9 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,13 +17,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/sirupsen/logrus"
 	logtest "github.com/sirupsen/logrus/hooks/test"
-	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
+	"github.com/gatewayapi-ssa/rollouts-plugin/kube/kubetest"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
 )
@@ -68,85 +68,46 @@ func liveAt(t *testing.T, rv int, managers ...string) routes.Route {
 	return r
 }
 
-// apiserver answers the applies of the route with patches[i] for the i-th
-// (the last one again after that) and records every request.
+// apiserver is package kubetest's, holding the route at resourceVersion 5
+// (kubectl's and the plugin's), its applies answered as a scenario says.
 type apiserver struct {
-	t       *testing.T
-	mu      sync.Mutex
-	patches []func(body map[string]any) (int, any)
-	log     []string // "PATCH at 7", "PUT at 9", "GET"
-	applies int
-	stored  map[string]any
+	*kubetest.Server
+	t *testing.T
 }
 
-func (a *apiserver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if r.URL.Path != "/apis/"+routes.Group+"/v1/namespaces/shop/httproutes/web" {
-		http.NotFound(w, r)
-		return
-	}
-	var body map[string]any
-	var data []byte
-	if r.Body != nil {
-		data, _ = io.ReadAll(r.Body)
-		_ = json.Unmarshal(data, &body)
-	}
-	code, answer := http.StatusOK, any(a.stored)
-	switch {
-	case r.Method == http.MethodPatch && r.Header.Get("Content-Type") == "application/json-patch+json":
-		code, answer = a.release(data)
-	case r.Method == http.MethodPatch:
-		rv, _ := body["metadata"].(map[string]any)["resourceVersion"].(string)
-		switch force := r.URL.Query().Get("force") == "true"; {
-		case rv == "" && !force:
-			a.log = append(a.log, "PATCH owned")
-		case rv != "" && force:
-			a.log = append(a.log, "PATCH at "+rv)
-		default:
-			a.t.Errorf("an apply with resourceVersion %q and force %v: neither guard", rv, force)
-		}
-		a.applies++
-		code, answer = a.patches[min(a.applies, len(a.patches))-1](body)
-		if code == http.StatusOK {
-			a.stored = answer.(map[string]any)
-		}
-	case r.Method == http.MethodGet:
-		a.log = append(a.log, "GET")
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(answer)
-}
-
-// release applies a JSON patch to the stored route as the apiserver does:
-// its tests, then its operations, and a new resourceVersion; a failed test
-// is a bare 422.
-func (a *apiserver) release(patch []byte) (int, any) {
-	rv, _ := a.stored["metadata"].(map[string]any)["resourceVersion"].(string)
-	a.log = append(a.log, "RELEASE at "+rv)
-	p, err := jsonpatch.DecodePatch(patch)
-	if err != nil {
-		a.t.Fatalf("a JSON patch the apiserver cannot read: %v", err)
-	}
-	doc, _ := json.Marshal(a.stored)
-	out, err := p.Apply(doc)
-	if err != nil {
-		return http.StatusUnprocessableEntity, map[string]any{"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Invalid", "code": 422,
-			"message": "the server rejected our request due to an error in our request"}
-	}
-	var stored map[string]any
-	_ = json.Unmarshal(out, &stored)
-	n, _ := strconv.Atoi(rv)
-	stored["metadata"].(map[string]any)["resourceVersion"] = strconv.Itoa(n + 1)
-	a.stored = stored
-	return http.StatusOK, stored
-}
-
+// requests are the requests the apiserver got: "PATCH at 7" (an apply
+// guarded by the resourceVersion, forced), "PATCH owned" (guarded by
+// ownership: neither), "RELEASE at 9" (the JSON patch, at the version it
+// found), "GET". An apply with one guard and not the other is an error.
 func (a *apiserver) requests() []string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return append([]string(nil), a.log...)
+	a.t.Helper()
+	var log []string
+	for _, r := range a.Requests() {
+		switch {
+		case r.Path != "/apis/"+routes.Group+"/v1/namespaces/shop/httproutes/web":
+			log = append(log, r.String())
+		case r.Method == http.MethodPatch && r.ContentType == "application/json-patch+json":
+			log = append(log, "RELEASE at "+r.Found)
+		case r.Method == http.MethodPatch:
+			var body map[string]any
+			_ = json.Unmarshal([]byte(r.Body), &body)
+			rv, _ := body["metadata"].(map[string]any)["resourceVersion"].(string)
+			query, _ := url.ParseQuery(r.Query)
+			switch force := query.Get("force") == "true"; {
+			case rv == "" && !force:
+				log = append(log, "PATCH owned")
+			case rv != "" && force:
+				log = append(log, "PATCH at "+rv)
+			default:
+				a.t.Errorf("an apply with resourceVersion %q and force %v: neither guard", rv, force)
+			}
+		case r.Method == http.MethodGet:
+			log = append(log, "GET")
+		default:
+			log = append(log, r.String())
+		}
+	}
+	return log
 }
 
 // stale is the apiserver's answer to an apply whose resourceVersion is not
@@ -262,18 +223,21 @@ func (r *reader) Written(a *routes.Answer) {
 
 // fixture is an orchestrator against a scenario of the fake apiserver,
 // every write carrying its resourceVersion (no peers).
-func fixture(t *testing.T, freshFrom int, patches ...func(map[string]any) (int, any)) (*Orchestrator, *apiserver, *reader, *logtest.Hook) {
+func fixture(t *testing.T, freshFrom int, patches ...kubetest.Answer) (*Orchestrator, *apiserver, *reader, *logtest.Hook) {
 	t.Helper()
 	return fixtureAmong(t, nil, freshFrom, patches...)
 }
 
 // fixtureAmong is fixture with the process's peers.
-func fixtureAmong(t *testing.T, peers Exclusion, freshFrom int, patches ...func(map[string]any) (int, any)) (*Orchestrator, *apiserver, *reader, *logtest.Hook) {
+func fixtureAmong(t *testing.T, peers Exclusion, freshFrom int, patches ...kubetest.Answer) (*Orchestrator, *apiserver, *reader, *logtest.Hook) {
 	t.Helper()
-	api := &apiserver{t: t, patches: patches}
-	srv := httptest.NewServer(api)
-	t.Cleanup(srv.Close)
-	cfg := &rest.Config{Host: srv.URL, QPS: 1000, Burst: 1000}
+	api := &apiserver{Server: kubetest.New(t), t: t}
+	api.Add(&unstructured.Unstructured{Object: served(5, "kubectl", fieldManager)})
+	if len(patches) > 0 {
+		api.AnswerApplies(web.Namespace, web.Name, patches...)
+	}
+	t.Cleanup(func() { api.requests() }) // each apply has one guard or none
+	cfg := &rest.Config{Host: api.URL(), QPS: 1000, Burst: 1000}
 	gw, err := gateway.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -443,8 +407,8 @@ func TestTheLastWriteReleasesOwnership(t *testing.T) {
 		t.Errorf("recorded with the reader (-want +got):\n%s", diff)
 	}
 	var managers []string
-	for _, e := range api.stored["metadata"].(map[string]any)["managedFields"].([]any) {
-		managers = append(managers, e.(map[string]any)["manager"].(string))
+	for _, e := range api.Route(web.Namespace, web.Name).GetManagedFields() {
+		managers = append(managers, e.Manager)
 	}
 	if diff := cmp.Diff([]string{"kubectl"}, managers); diff != "" {
 		t.Errorf("managers after the release (-want +got):\n%s", diff)
@@ -463,8 +427,7 @@ func TestTheLastWriteReleasesOwnership(t *testing.T) {
 // Nothing to apply and nothing of the plugin's left: the release alone,
 // reading the route first (there is no apply's answer to update).
 func TestAnUnchangedRouteIsReleasedWithoutAnApply(t *testing.T) {
-	o, api, rd, _ := fixture(t, 7)
-	api.stored = served(5, "kubectl", fieldManager)
+	o, api, rd, _ := fixture(t, 7) // the apiserver holds the route at 5, kubectl's and the plugin's
 	p, _ := MakePlan(liveAt(t, 5, "kubectl", fieldManager), func(routes.Route) (desired.Result, error) {
 		return desired.Result{Unchanged: true, Release: true}, nil
 	})

@@ -1,6 +1,8 @@
 // Package kubetest is an apiserver for unit tests, on 127.0.0.1: enough of
-// one for the commands of package cli and the Cleaner of package cleanup to
-// read, apply and release routes through client-go, as the plugin does.
+// one for the commands of package cli, the Cleaner of package cleanup and
+// the Orchestrator of package orchestrator to read, apply and release routes
+// through client-go, as the plugin does. A test may script the answers to a
+// route's applies (conflicts, what is stored), as the orchestrator's do.
 // Only tests import it.
 package kubetest
 
@@ -39,6 +41,9 @@ import (
 // and watch of HTTPRoutes, server-side apply and JSON patch (PATCH) of
 // them, GET of Rollouts and Services, ReferenceGrants (none) and
 // SelfSubjectAccessReviews (allowed). It records every request it gets.
+//
+// Its resourceVersion is the highest of the objects it has held (1 at
+// least); each write it stores takes the next one.
 type Server struct {
 	t   *testing.T
 	srv *httptest.Server
@@ -55,8 +60,17 @@ type Server struct {
 	services map[string]bool                       // "<namespace>/<name>"
 	// rolloutsAnswer, when not 0, is the status of every GET of a Rollout.
 	rolloutsAnswer int
-	requests       []Request
+	// answers script the applies of a route ("<namespace>/<name>"), and
+	// applied counts them.
+	answers  map[string][]Answer
+	applied  map[string]int
+	requests []Request
 }
+
+// Answer is the answer to one apply of a route, given what was applied:
+// the status code and the body. The body of a 200 is the route the fake
+// holds from then on, at the resourceVersion the body says.
+type Answer func(applied map[string]any) (code int, body any)
 
 // Request is one request the fake got.
 type Request struct {
@@ -64,6 +78,9 @@ type Request struct {
 	Query        string
 	ContentType  string
 	Body         string
+	// Found is the resourceVersion of the route the request names as the
+	// fake held it when it served the request; "" for other requests.
+	Found string
 }
 
 func (r Request) String() string {
@@ -78,8 +95,9 @@ func (r Request) String() string {
 // HTTPRoutes, Rollouts and Services.
 func New(t *testing.T, objects ...string) *Server {
 	t.Helper()
-	f := &Server{t: t, closing: make(chan struct{}), rv: 100,
-		routes: map[string]*unstructured.Unstructured{}, rollouts: map[string]bool{}, services: map[string]bool{}}
+	f := &Server{t: t, closing: make(chan struct{}), rv: 1,
+		routes: map[string]*unstructured.Unstructured{}, rollouts: map[string]bool{}, services: map[string]bool{},
+		answers: map[string][]Answer{}, applied: map[string]int{}}
 	for _, doc := range objects {
 		u := &unstructured.Unstructured{}
 		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
@@ -123,7 +141,7 @@ func (f *Server) Add(objects ...*unstructured.Unstructured) {
 		key := u.GetNamespace() + "/" + u.GetName()
 		switch u.GetKind() {
 		case "HTTPRoute":
-			f.routes[key] = u.DeepCopy()
+			f.hold(key, u.DeepCopy())
 		case "Rollout":
 			f.rollouts[key] = true
 		case "Service":
@@ -132,6 +150,26 @@ func (f *Server) Add(objects ...*unstructured.Unstructured) {
 			f.t.Fatalf("the fake apiserver holds no %s", u.GetKind())
 		}
 	}
+}
+
+// hold keeps u as the route at key, and the server's resourceVersion at
+// least u's.
+func (f *Server) hold(key string, u *unstructured.Unstructured) {
+	if rv, err := strconv.Atoi(u.GetResourceVersion()); err == nil {
+		f.rv = max(f.rv, rv)
+	}
+	f.routes[key] = u
+}
+
+// AnswerApplies answers the applies of the route with answers from now on,
+// in order: the i-th with answers[i], every one after the last with the
+// last again. The route must be held; the fake then neither checks an
+// apply's resourceVersion nor stores what it applies: the answers decide.
+func (f *Server) AnswerApplies(namespace, name string, answers ...Answer) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	key := namespace + "/" + name
+	f.answers[key], f.applied[key] = answers, 0
 }
 
 // URL is where the server listens.
@@ -181,6 +219,7 @@ func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	f.mu.Lock()
 	f.requests = append(f.requests, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, ContentType: r.Header.Get("Content-Type"), Body: string(body)})
+	request := len(f.requests) - 1
 	f.mu.Unlock()
 
 	path := r.URL.Path
@@ -207,7 +246,7 @@ func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		f.answer(w, http.StatusOK, f.list(ns))
 	case strings.HasPrefix(path, gatewayV1+"/namespaces/") && len(parts) == 7 && parts[5] == "httproutes":
-		f.route(w, r, parts[4], parts[6], body)
+		f.route(w, r, request, parts[4], parts[6], body)
 	case strings.HasPrefix(path, gatewayV1+"/"):
 		f.notFound(w, schema.GroupResource{Group: routes.Group, Resource: parts[len(parts)-1]}, "")
 	case strings.HasPrefix(path, "/apis/"+routes.Group+"/"):
@@ -325,18 +364,21 @@ func (f *Server) watch(w http.ResponseWriter, r *http.Request, namespace string)
 	}
 }
 
-// route serves one route: GET, and PATCH: a server-side apply (the applied
-// spec.rules, labels and annotations replace what the field manager applied
-// before; with dryRun, nothing is kept), or a JSON patch (the release).
-func (f *Server) route(w http.ResponseWriter, r *http.Request, namespace, name string, body []byte) {
+// route serves one route, the request-th the fake got: GET, and PATCH: a
+// server-side apply (the applied spec.rules, labels and annotations replace
+// what the field manager applied before; with dryRun, nothing is kept; or
+// as the test scripted it), or a JSON patch (the release).
+func (f *Server) route(w http.ResponseWriter, r *http.Request, request int, namespace, name string, body []byte) {
 	gr := schema.GroupResource{Group: routes.Group, Resource: "httproutes"}
+	key := namespace + "/" + name
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	live, ok := f.routes[namespace+"/"+name]
+	live, ok := f.routes[key]
 	if !ok {
 		f.notFound(w, gr, name)
 		return
 	}
+	f.requests[request].Found = live.GetResourceVersion()
 	switch {
 	case r.Method == http.MethodGet:
 		f.answer(w, http.StatusOK, live.Object)
@@ -363,8 +405,31 @@ func (f *Server) route(w http.ResponseWriter, r *http.Request, namespace, name s
 		}
 		f.rv++
 		patched.SetResourceVersion(strconv.Itoa(f.rv))
-		f.routes[namespace+"/"+name] = patched
+		f.routes[key] = patched
 		f.answer(w, http.StatusOK, patched.Object)
+	case r.Method == http.MethodPatch && len(f.answers[key]) > 0:
+		var applied map[string]any
+		if err := yaml.Unmarshal(body, &applied); err != nil {
+			f.status(w, apierrors.NewBadRequest(err.Error()))
+			return
+		}
+		answers := f.answers[key]
+		f.applied[key]++
+		code, answer := answers[min(f.applied[key], len(answers))-1](applied)
+		data, err := json.Marshal(answer)
+		if err != nil {
+			f.t.Errorf("fake apiserver: %v", err)
+		}
+		if code == http.StatusOK {
+			stored := &unstructured.Unstructured{}
+			if err := stored.UnmarshalJSON(data); err != nil {
+				f.t.Errorf("fake apiserver: the scripted answer is not a route: %v", err)
+			}
+			f.hold(key, stored)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_, _ = w.Write(data)
 	case r.Method == http.MethodPatch:
 		applied := &unstructured.Unstructured{}
 		if err := yaml.Unmarshal(body, &applied.Object); err != nil {
@@ -379,7 +444,7 @@ func (f *Server) route(w http.ResponseWriter, r *http.Request, namespace, name s
 		if len(r.URL.Query()["dryRun"]) == 0 {
 			f.rv++
 			stored.SetResourceVersion(strconv.Itoa(f.rv))
-			f.routes[namespace+"/"+name] = stored
+			f.routes[key] = stored
 		}
 		f.answer(w, http.StatusOK, stored.Object)
 	default:
