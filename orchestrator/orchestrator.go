@@ -145,17 +145,24 @@ func (o *Orchestrator) write(ctx context.Context, c Job, plans []Plan, unread []
 	for i, plan := range plans {
 		refs[i] = plan.Live.Ref
 	}
-	failed := append(slices.Clip(unread), failures(perRoute(ctx, refs, o.slots(), func(i int) error {
+	writes := failures(perRoute(ctx, refs, o.slots(), func(i int) error {
 		faultyWrite(plans[i])
 		err := o.Write(ctx, plans[i], by)
 		plans[i] = Plan{} // a written route's plan is garbage: a call over many routes holds less at once
 		return err
-	}))...)
+	}))
+	failed := append(slices.Clip(unread), writes...)
 	if len(failed) == 0 {
 		return nil
 	}
 	err := errors.Join(failed...)
-	if total := len(plans) + len(unread); len(failed) < total {
+	switch total := len(plans) + len(unread); {
+	case len(plans) > 0 && len(writes) == len(plans) && refused(writes):
+		// Every route was refused when decided again (after a conflict, or
+		// on another call's write): the call ends as one refused before any
+		// write does (Run), in the same words, whatever the watch cache held.
+		err = fmt.Errorf("nothing was written: %w", errors.Join(append(writes, unread...)...))
+	case len(failed) < total:
 		err = fmt.Errorf("%d of %d routes failed; the others are written and the call is safe to repeat: %w", len(failed), total, err)
 	}
 	if ctx.Err() != nil {

@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -33,9 +34,26 @@ type Plan struct {
 func MakePlan(live routes.Route, decide DecideFunc) (Plan, error) {
 	d, err := decide(live)
 	if err != nil {
-		return Plan{}, routes.RouteError(live.Ref, err)
+		return Plan{}, refusal{routes.RouteError(live.Ref, err)}
 	}
 	return Plan{Live: live, Desired: d, decide: decide}, nil
+}
+
+// refusal is a route's decision refusing the call (MakePlan): nothing is
+// written to the route, whether the decision was made before the write or
+// again after a conflict.
+type refusal struct{ error }
+
+func (r refusal) Unwrap() error { return r.error }
+
+// refused says whether every error is a refusal.
+func refused(errs []error) bool {
+	for _, err := range errs {
+		if !errors.As(err, new(refusal)) {
+			return false
+		}
+	}
+	return true
 }
 
 // Write applies the plan. The process writes one route one call at a time:

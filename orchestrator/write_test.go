@@ -688,3 +688,33 @@ func TestAConflictIsDecidedAgainOnTheWatchEventThatFollows(t *testing.T) {
 		t.Errorf("%d reads from the cache, %d fresh; want 2 (before and after the event), 0", rd.gets, rd.freshReads)
 	}
 }
+
+// A refusal is worded the same whether the route was decided on before the
+// write or again after a conflict: the watch cache may or may not hold the
+// other manager's change when the call comes, and the controller shows (and
+// counts as one Event) what the call says.
+func TestARefusalAfterAConflictReadsAsOneBeforeAnyWrite(t *testing.T) {
+	ownedAlone := func(map[string]any) (int, any) { return http.StatusOK, served(4, fieldManager) }
+	o, api, _, _ := fixtureAmong(t, &exclusion{alone: true}, 7, ownedAlone, ownershipConflict)
+	first, _ := MakePlan(liveAt(t, 3, fieldManager), (&decider{}).decide)
+	if err := o.Write(ctx(t), first, Cause{}); err != nil {
+		t.Fatal(err)
+	}
+	refuse := errors.New("spec.rules was changed by argocd")
+	decide := func(live routes.Route) (desired.Result, error) {
+		if live.ResourceVersion == "5" {
+			return (&decider{}).decide(live) // the cache does not hold argocd's change yet
+		}
+		return desired.Result{}, refuse
+	}
+	p, _ := MakePlan(liveAt(t, 5, fieldManager), decide)
+	afterConflict := o.write(ctx(t), Job{}, []Plan{p}, nil)
+	_, beforeWrite := MakePlan(liveAt(t, 8, fieldManager), decide)
+	want := "nothing was written: " + beforeWrite.Error()
+	if afterConflict == nil || afterConflict.Error() != want {
+		t.Errorf("refused after a conflict:\n%v\nwant, as before any write:\n%s", afterConflict, want)
+	}
+	if diff := cmp.Diff([]string{"PATCH at 3", "PATCH owned"}, api.requests()); diff != "" {
+		t.Errorf("requests (-want +got):\n%s", diff)
+	}
+}
