@@ -111,7 +111,7 @@ func (o *Orchestrator) Run(ctx context.Context, c Job) error {
 		res.Missing = nil
 	}
 	if len(res.Missing) > 0 {
-		return fmt.Errorf("nothing was written: %w", res.Err())
+		return nothingWritten(res.Err())
 	}
 	plans := make([]Plan, len(res.Routes))
 	errs := make([]error, len(res.Routes))
@@ -128,7 +128,7 @@ func (o *Orchestrator) Run(ctx context.Context, c Job) error {
 		}
 	}
 	if errs := failures(errs); len(errs) > 0 {
-		return fmt.Errorf("nothing was written: %w", errors.Join(append(errs, res.Failed...)...))
+		return nothingWritten(append(errs, res.Failed...)...)
 	}
 	res.Routes = nil // the plans hold what is still needed of them
 	return o.write(ctx, c, plans, res.Failed)
@@ -161,7 +161,7 @@ func (o *Orchestrator) write(ctx context.Context, c Job, plans []Plan, unread []
 		// Every route was refused when decided again (after a conflict, or
 		// on another call's write): the call ends as one refused before any
 		// write does (Run), in the same words, whatever the watch cache held.
-		err = fmt.Errorf("nothing was written: %w", errors.Join(append(writes, unread...)...))
+		err = nothingWritten(append(writes, unread...)...)
 	case len(failed) < total:
 		err = fmt.Errorf("%d of %d routes failed; the others are written and the call is safe to repeat: %w", len(failed), total, err)
 	}
@@ -169,6 +169,13 @@ func (o *Orchestrator) write(ctx context.Context, c Job, plans []Plan, unread []
 		err = fmt.Errorf("the call's deadline (%s, -call-timeout) passed before every route was written: %w", o.bounds.CallTimeout, err)
 	}
 	return err
+}
+
+// nothingWritten is the error of a call that wrote no route, in the one
+// wording it has whether it stopped before any write or every route it
+// wrote was refused.
+func nothingWritten(errs ...error) error {
+	return fmt.Errorf("nothing was written: %w", errors.Join(errs...))
 }
 
 // slots are the bounds a route of a call holds while it is worked on.
