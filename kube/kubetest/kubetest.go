@@ -288,10 +288,20 @@ func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *Server) answer(w http.ResponseWriter, code int, v any) {
+	f.write(w, code, f.encode(v))
+}
+
+// encode is v as JSON.
+func (f *Server) encode(v any) []byte {
 	data, err := json.Marshal(v)
 	if err != nil {
 		f.t.Errorf("fake apiserver: %v", err)
 	}
+	return data
+}
+
+// write answers code with data, JSON.
+func (f *Server) write(w http.ResponseWriter, code int, data []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_, _ = w.Write(data)
@@ -416,10 +426,7 @@ func (f *Server) route(w http.ResponseWriter, r *http.Request, request int, name
 		answers := f.answers[key]
 		f.applied[key]++
 		code, answer := answers[min(f.applied[key], len(answers))-1](applied)
-		data, err := json.Marshal(answer)
-		if err != nil {
-			f.t.Errorf("fake apiserver: %v", err)
-		}
+		data := f.encode(answer)
 		if code == http.StatusOK {
 			stored := &unstructured.Unstructured{}
 			if err := stored.UnmarshalJSON(data); err != nil {
@@ -427,9 +434,7 @@ func (f *Server) route(w http.ResponseWriter, r *http.Request, request int, name
 			}
 			f.hold(key, stored)
 		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(code)
-		_, _ = w.Write(data)
+		f.write(w, code, data)
 	case r.Method == http.MethodPatch:
 		applied := &unstructured.Unstructured{}
 		if err := yaml.Unmarshal(body, &applied.Object); err != nil {
