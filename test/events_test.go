@@ -370,11 +370,14 @@ func TestWithoutEventsPermissionCallsWork(t *testing.T) {
 	if u := get(t, standard, "v1", "HTTPRoute", ns, "route"); weights(u)["0/stable"] != 100 {
 		t.Errorf("after the walks: %v", weights(u))
 	}
-	list, err := standard.Kube.EventsV1().Events(ns).List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
+	// The plugin's Events only: the apiserver records its own in the
+	// namespace now and then (its ClusterIP repair loop about a Service
+	// created a moment before it ran, for one).
+	var recorded []eventsv1.Event
+	for _, about := range [][2]string{{"Rollout", "demo"}, {"HTTPRoute", "route"}, {"HTTPRoute", "missing"}} {
+		recorded = append(recorded, pluginEvents(t, standard, ns, about[0], about[1])...)
 	}
-	if len(list.Items) > 0 {
-		t.Errorf("%d Events recorded without permission", len(list.Items))
+	if len(recorded) > 0 {
+		t.Errorf("%d Events recorded without permission:\n%s", len(recorded), describe(recorded))
 	}
 }
