@@ -58,6 +58,8 @@ type Reader interface {
 	// ServiceImported says whether the cluster has a ServiceImport (ref is
 	// one of routes.serviceImportGroups).
 	ServiceImported(ctx context.Context, ref routes.ObjectRef) (bool, error)
+	// ReferenceGrants are the ReferenceGrants of a namespace.
+	ReferenceGrants(ctx context.Context, namespace string) ([]routes.ReferenceGrant, error)
 }
 
 // cacheSyncWait bounds how long the calls of the first moments of a watch
@@ -78,6 +80,9 @@ type Cluster struct {
 	// importVersions are the preferred versions of the ServiceImport
 	// groups asked about (imports.go).
 	importVersions map[string]string
+	// grantsServed is the version of ReferenceGrant the cluster serves
+	// (grants.go), "" until it is known.
+	grantsServed string
 	discoveries    kubeclient.Flights[routes.Kind, string]
 	informers      map[informerKey]*namespaceCache
 	// parents are the watch caches of GatewayClasses, Gateways and
@@ -194,7 +199,7 @@ func (c *Cluster) ServedVersion(ctx context.Context, kind routes.Kind) (string, 
 // discover asks which supported version of kind the cluster serves.
 func (c *Cluster) discover(ctx context.Context, kind routes.Kind) (string, error) {
 	for _, version := range kind.Versions() {
-		served, err := c.serves(ctx, version, kind)
+		served, err := c.serves(ctx, version, kind.Resource())
 		if err != nil {
 			return "", fmt.Errorf("discovering the served versions of %s: %w", kind, err)
 		}
@@ -206,9 +211,9 @@ func (c *Cluster) discover(ctx context.Context, kind routes.Kind) (string, error
 		"install the Gateway API CRDs that define it", kind, kind.Versions())
 }
 
-// serves asks the apiserver whether it serves kind in version: a GET of
-// the group version's resource list, under ctx.
-func (c *Cluster) serves(ctx context.Context, version string, kind routes.Kind) (bool, error) {
+// serves asks the apiserver whether it serves a resource of Gateway API's
+// group in version: a GET of the group version's resource list, under ctx.
+func (c *Cluster) serves(ctx context.Context, version string, resource string) (bool, error) {
 	raw, err := body(c.client.Get().AbsPath("/apis", routes.Group, version).Do(ctx))
 	if apierrors.IsNotFound(err) {
 		return false, nil
@@ -221,7 +226,7 @@ func (c *Cluster) serves(ctx context.Context, version string, kind routes.Kind) 
 		return false, fmt.Errorf("decoding the resources of %s/%s: %w", routes.Group, version, err)
 	}
 	for _, res := range list.APIResources {
-		if res.Name == kind.Resource() {
+		if res.Name == resource {
 			return true, nil
 		}
 	}

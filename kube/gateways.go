@@ -4,15 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	sigsjson "sigs.k8s.io/json"
 )
@@ -89,21 +86,6 @@ func (f *featureName) UnmarshalJSON(b []byte) error {
 	}
 	*f = featureName(obj.Name)
 	return nil
-}
-
-// parentList is a LIST of parentObjects.
-type parentList struct {
-	metav1.TypeMeta
-	metav1.ListMeta `json:"metadata"`
-	Items           []parentObject `json:"items"`
-}
-
-func (l *parentList) DeepCopyObject() runtime.Object {
-	out := &parentList{TypeMeta: l.TypeMeta, ListMeta: *l.ListMeta.DeepCopy(), Items: make([]parentObject, len(l.Items))}
-	for i := range l.Items {
-		out.Items[i] = *l.Items[i].DeepCopyObject().(*parentObject)
-	}
-	return out
 }
 
 // Gateways says, for each of a route's parents, which GatewayClass carries
@@ -219,43 +201,18 @@ func (c *Cluster) parentObject(ctx context.Context, gvr schema.GroupVersionResou
 // a namespace ("" for all of a cluster-scoped one); nil while it has not
 // synced.
 func (c *Cluster) parentCache(ctx context.Context, gvr schema.GroupVersionResource, namespace string) cache.SharedIndexInformer {
-	key := parentKey{gvr: gvr, namespace: namespace}
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return nil
+	return c.objectCache(ctx, gvr, namespace, &parentObject{}, readParent)
+}
+
+// readParent reads what a cache keeps of a parent: its managedFields are
+// never read (Gateways carry long ones).
+func readParent(data []byte) (runtime.Object, error) {
+	var o parentObject
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(data, &o); err != nil {
+		return nil, err
 	}
-	nc, ok := c.parents[key]
-	if !ok {
-		nc = c.run(&cache.ListWatch{
-			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				raw, err := body(c.client.Get().AbsPath(collection(gvr, namespace)...).VersionedParams(&o, metav1.ParameterCodec).Do(ctx))
-				if err != nil {
-					return nil, err
-				}
-				var l parentList
-				if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &l); err != nil {
-					return nil, fmt.Errorf("reading the list of %s: %w", gvr.Resource, err)
-				}
-				for i := range l.Items {
-					l.Items[i].ManagedFields = nil
-				}
-				return &l, nil
-			},
-			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				o.Watch = true
-				body, err := c.client.Get().AbsPath(collection(gvr, namespace)...).VersionedParams(&o, metav1.ParameterCodec).Stream(ctx)
-				if err != nil {
-					return nil, err
-				}
-				return watch.NewStreamWatcher(&parentDecoder{body: body, frames: routes.NewFrames(body)},
-					apierrors.NewClientErrorReporter(http.StatusInternalServerError, http.MethodGet, "ClientWatchDecoding")), nil
-			},
-		}, &parentObject{}, gvr, namespace, gvr.Resource, nil)
-		c.parents[key] = nc
-	}
-	c.mu.Unlock()
-	return nc.ready(ctx)
+	o.ManagedFields = nil
+	return &o, nil
 }
 
 type parentKey struct {
@@ -271,41 +228,6 @@ func collection(gvr schema.GroupVersionResource, namespace string) []string {
 	}
 	return []string{"/apis", gvr.Group, gvr.Version, "namespaces", namespace, gvr.Resource}
 }
-
-// parentDecoder reads a watch stream of parent objects.
-type parentDecoder struct {
-	body   io.ReadCloser
-	frames *routes.Frames
-}
-
-func (d *parentDecoder) Decode() (watch.EventType, runtime.Object, error) {
-	frame, err := d.frames.Next()
-	if err != nil {
-		return "", nil, err
-	}
-	var ev struct {
-		Type   watch.EventType `json:"type"`
-		Object json.RawMessage `json:"object"`
-	}
-	if err := json.Unmarshal(frame, &ev); err != nil {
-		return "", nil, fmt.Errorf("reading a watch event: %w", err)
-	}
-	if ev.Type == watch.Error {
-		status := &metav1.Status{}
-		if err := json.Unmarshal(ev.Object, status); err != nil {
-			return "", nil, fmt.Errorf("reading a watch error: %w", err)
-		}
-		return ev.Type, status, nil
-	}
-	var o parentObject
-	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(ev.Object, &o); err != nil {
-		return "", nil, fmt.Errorf("reading a watch event: %w", err)
-	}
-	o.ManagedFields = nil // never read; Gateways carry long ones
-	return ev.Type, &o, nil
-}
-
-func (d *parentDecoder) Close() { d.body.Close() }
 
 // ParentIndex holds GatewayClasses, Gateways and ListenerSets given as
 // files, for a plan against no cluster.

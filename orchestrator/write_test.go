@@ -176,6 +176,10 @@ func (r *reader) ServiceImported(context.Context, routes.ObjectRef) (bool, error
 	return false, errors.New("not used")
 }
 
+func (r *reader) ReferenceGrants(context.Context, string) ([]routes.ReferenceGrant, error) {
+	return nil, errors.New("not used")
+}
+
 // ResourceVersion cannot tell: Get decides, as it answers.
 func (r *reader) ResourceVersion(context.Context, routes.Ref) string { return "" }
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -34,6 +35,8 @@ type Files struct {
 	// parents are the GatewayClasses, Gateways and ListenerSets of the
 	// files: a plan checks what the steps need of them.
 	parents kube.ParentIndex
+	// grants are the ReferenceGrants of the files, by namespace.
+	grants map[string][]routes.ReferenceGrant
 }
 
 // ReadFiles reads routes and Services from YAML documents (other kinds are
@@ -117,10 +120,36 @@ func (f *Files) add(namespace string, raw []byte) error {
 			return fmt.Errorf("reading Service %s/%s: %w", u.GetNamespace(), u.GetName(), err)
 		}
 		f.services[svc.Namespace+"/"+svc.Name] = svc.Spec.Ports
+	case gvk.Group == routes.Group && gvk.Kind == "ReferenceGrant":
+		g, err := referenceGrant(u)
+		if err != nil {
+			return fmt.Errorf("ReferenceGrant %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+		}
+		if f.grants == nil {
+			f.grants = map[string][]routes.ReferenceGrant{}
+		}
+		f.grants[g.Namespace] = append(f.grants[g.Namespace], g)
 	case gvk.Kind == "ServiceImport":
 		f.imports[routes.ObjectRef{Group: gvk.Group, Kind: gvk.Kind, Namespace: u.GetNamespace(), Name: u.GetName()}] = true
 	}
 	return nil
+}
+
+// referenceGrant reads a ReferenceGrant of the files.
+func referenceGrant(u *unstructured.Unstructured) (routes.ReferenceGrant, error) {
+	var g routes.ReferenceGrant
+	spec, _, _ := unstructured.NestedMap(u.Object, "spec")
+	data, err := json.Marshal(spec)
+	if err == nil {
+		err = json.Unmarshal(data, &g)
+	}
+	g.Namespace, g.Name = u.GetNamespace(), u.GetName()
+	return g, err
+}
+
+// ReferenceGrants answers with the ReferenceGrants of the files.
+func (f *Files) ReferenceGrants(_ context.Context, namespace string) ([]routes.ReferenceGrant, error) {
+	return f.grants[namespace], nil
 }
 
 // ServiceImported answers from the ServiceImports of the files.

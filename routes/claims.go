@@ -20,6 +20,11 @@ type Claims map[string]Claim
 
 // Claim is what one Rollout has on one route.
 type Claim struct {
+	// Cluster names the cluster of the Rollout that made the claim: a fleet
+	// runs the same Rollout (namespace and name) in several member clusters,
+	// and one member's Rollout must not take over another's. "" in claims
+	// written before the plugin recorded it: the next call's cluster takes it.
+	Cluster string `json:"cluster,omitempty"`
 	// CanaryWeight is the canary weight the Rollout last set (0 is not recorded).
 	CanaryWeight int64 `json:"canaryWeight,omitempty"`
 	// Backends are the experiment backendRefs the plugin added for the Rollout.
