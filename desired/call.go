@@ -66,6 +66,10 @@ const (
 type Env struct {
 	// Rollout is "<namespace>/<name>", the key of the Rollout's claim.
 	Rollout string
+	// Cluster names the cluster the Rollout runs in (kube.NameCluster): its
+	// claims record it, and a claim of the same Rollout recorded by another
+	// cluster is not this one's. "" in tests and where no cluster is named.
+	Cluster string
 	// FieldManager is the plugin's server-side apply field manager.
 	FieldManager   string
 	ConflictPolicy ConflictPolicy
