@@ -131,7 +131,11 @@ func inspectText(in desired.Inspection, fieldManager string) []byte {
 		b.WriteString("\nclaims: none (no Rollout has anything on this route)\n")
 	}
 	for _, c := range in.Claims {
-		fmt.Fprintf(&b, "\nRollout %s (active: %v, canary weight %d):\n", c.Rollout, c.Active, c.CanaryWeight)
+		cluster := ""
+		if c.Cluster != "" {
+			cluster = ", of cluster " + c.Cluster
+		}
+		fmt.Fprintf(&b, "\nRollout %s (active: %v, canary weight %d%s):\n", c.Rollout, c.Active, c.CanaryWeight, cluster)
 		for _, w := range c.Weights {
 			now := fmt.Sprint(w.Now)
 			if w.Now < 0 {

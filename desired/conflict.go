@@ -40,6 +40,24 @@ func (e *ConflictError) Error() string {
 	return b.String()
 }
 
+// FleetConflictError says a Rollout of the same namespace and name in
+// another cluster of a fleet (Walking) is walking the route: its claim is
+// active there. The call leaves the route as it is; it goes through once
+// that rollout has ended (its claim is gone), as member clusters must never
+// overwrite each other's weights.
+type FleetConflictError struct {
+	Route   routes.Ref
+	Rollout string
+	// Cluster is the calling Rollout's cluster.
+	Cluster, Walking string
+}
+
+func (e *FleetConflictError) Error() string {
+	return fmt.Sprintf("%s: conflict: rollout %s of cluster %s is in progress on this route, so the same rollout of this cluster (%s) leaves it as it is "+
+		"until that one has ended; the members of a fleet must not walk one route at once: let one member drive the shared route, or give each member a route "+
+		"of its own (docs/multicluster.md)", e.Route, e.Rollout, e.Walking, e.Cluster)
+}
+
 // InvalidError says the call cannot be carried out on the route as it is: the
 // route lacks what the call needs, or the call asks for something Gateway API
 // does not allow. Its message says what to fix. A *transform.LimitError inside

@@ -42,7 +42,10 @@ type Owner struct {
 
 // ClaimState is one Rollout's claim, held against the live route.
 type ClaimState struct {
-	Rollout      string        `json:"rollout"`
+	Rollout string `json:"rollout"`
+	// Cluster names the cluster of the Rollout that made the claim; "" for a
+	// claim written before claims named it.
+	Cluster      string        `json:"cluster,omitempty"`
 	Active       bool          `json:"active"`
 	CanaryWeight int64         `json:"canaryWeight"`
 	Weights      []WeightState `json:"weights,omitempty"`
@@ -116,7 +119,7 @@ func Inspect(live routes.Route, fieldManager string) (Inspection, error) {
 // claimState is what one claim holds on the route; live is the view in
 // which the rules added without a name carry it (located).
 func claimState(live routes.Route, key string, c routes.Claim, located map[string]bool, pluginOwnsRules bool) ClaimState {
-	cs := ClaimState{Rollout: key, Active: c.Active(), CanaryWeight: c.CanaryWeight}
+	cs := ClaimState{Rollout: key, Cluster: c.Cluster, Active: c.Active(), CanaryWeight: c.CanaryWeight}
 	for _, w := range c.Weights {
 		now := weightOf(live.Namespace, live.Rules, w, serviceFromKey(w.Service))
 		cs.Weights = append(cs.Weights, WeightState{Rule: w.Rule, Service: w.Service, Set: w.Weight, Now: now})

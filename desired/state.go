@@ -20,8 +20,13 @@ type state struct {
 	live, stored routes.Route
 	env          Env
 	claims       routes.Claims
-	// claim is the Rollout's claim as the live route records it.
+	// claim is the Rollout's claim as the live route records it: none when
+	// it is another cluster's (cluster, below).
 	claim routes.Claim
+	// fleet is the claim of a Rollout of the same namespace and name that
+	// another cluster of a fleet recorded on the route, while it is active:
+	// that Rollout walks the route, and this one may not take it.
+	fleet routes.Claim
 	// added are the rules the plugin added for any Rollout.
 	added map[string]bool
 	// located are the rules added without a name that are on the route as
@@ -49,8 +54,15 @@ func read(live routes.Route, env Env) (state, error) {
 	if err != nil {
 		return state{}, invalid(err)
 	}
-	return state{live: view, stored: live, env: env, claims: claims, claim: claims[env.Rollout], added: claims.AddedRules(),
-		located: located, owned: routes.OwnedBy(live.ManagedFields, env.FieldManager)}, nil
+	s := state{live: view, stored: live, env: env, claims: claims, claim: claims[env.Rollout], added: claims.AddedRules(),
+		located: located, owned: routes.OwnedBy(live.ManagedFields, env.FieldManager)}
+	if other := s.claim.Cluster; other != "" && env.Cluster != "" && other != env.Cluster {
+		if s.claim.Active() {
+			s.fleet = s.claim
+		}
+		s.claim = routes.Claim{}
+	}
+	return s, nil
 }
 
 // ruleInput is what the header and mirror transforms need on this route.
@@ -96,15 +108,28 @@ func (s state) recordRules(rules []routes.Rule, claim routes.Claim, changes []st
 // and derive the labels and annotations, whether anything changes and, for
 // a call that may (mayRelease), whether the plugin lets go of the route. It
 // is the one place the claims are updated.
+//
+// A Rollout that has nothing on the route and nothing to set there leaves
+// it untouched, labels and annotations included: the route may be shared
+// with Rollouts of other namespaces, whose in-progress label it is.
 func (s state) finish(rules []routes.Rule, changes []string, claim routes.Claim, mayRelease bool) (Result, error) {
 	takeover, err := s.checkConflict(rules)
 	if err != nil {
 		return Result{}, err
 	}
+	if !claim.Empty() {
+		claim.Cluster = s.env.Cluster
+	}
 	claims := maps.Clone(s.claims)
 	claims[s.env.Rollout] = claim
 	noneLeft := len(claims.Rollouts()) == 0
 	stored, _ := s.store(rules, claim)
+	if s.claim.Empty() && claim.Empty() && sameRules(s.stored.Rules, stored) {
+		return Result{Rules: stored, Unchanged: true, Release: noneLeft && mayRelease}, nil
+	}
+	if s.fleet.Active() {
+		return Result{}, &FleetConflictError{Route: s.live.Ref, Rollout: s.env.Rollout, Cluster: s.env.Cluster, Walking: s.fleet.Cluster}
+	}
 	r := Result{
 		Rules:       stored,
 		Annotations: claims.Annotations(),
