@@ -17,6 +17,7 @@ import (
 	rolloutsrpc "github.com/argoproj/argo-rollouts/rollout/trafficrouting/plugin/rpc"
 	goplugin "github.com/hashicorp/go-plugin"
 	"github.com/sirupsen/logrus"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/cli"
 	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
@@ -103,6 +104,8 @@ type flags struct {
 	cleanupOn, showVersion, routeEvents bool
 	cleanupEvery                        time.Duration
 	routeClusters                       decode.RouteClusterFlags
+	clusterName                         string
+	requireGrants                       bool
 }
 
 // registerFlags defines the plugin's flags on fs.
@@ -123,6 +126,8 @@ func registerFlags(fs *flag.FlagSet) *flags {
 	fs.StringVar(&f.pprofAddr, "pprof-addr", "", "serve Go's pprof profiles on this loopback address (e.g. 127.0.0.1:6060) for measuring the plugin; off when empty, and refused on any address but 127.0.0.1 or ::1")
 	fs.BoolVar(&f.routeEvents, "route-events", true, "record Kubernetes Events on the routes the plugin writes (what each write changed, for which Rollout, and what it refused there); Events on the Rollout, for every error a call returns, are recorded whatever this says")
 	fs.StringVar(&f.peersNS, "peers-namespace", "", "namespace of the Leases through which the plugin's processes of one field manager (sharded or restarting controllers) know of each other, the same for all of them; empty: POD_NAMESPACE (the controller's), else the pod's namespace")
+	fs.StringVar(&f.clusterName, "cluster-name", "", "the name the claims give this cluster (the one the controller runs in) where no ClusterProperty cluster.clusterset.k8s.io names it; empty: the UID of namespace kube-system. Members of a fleet whose Rollouts share routes in a config cluster must each have their own")
+	fs.BoolVar(&f.requireGrants, "require-reference-grants", true, "a Rollout reaches routes in another namespace than its own only where that namespace holds a ReferenceGrant from its Rollouts (argoproj.io/Rollout) to the route's kind; false lets every Rollout reach every namespace, as before 2026-12 (for a migration)")
 	f.routeClusters.Register(fs)
 	return f
 }
@@ -137,18 +142,20 @@ func (f *flags) options(routeClusters []decode.RouteCluster) plugin.Options {
 	}
 	host, _ := os.Hostname()
 	return plugin.Options{
-		PeersNamespace:      cmp.Or(f.peersNS, defaultPeersNamespace(os.Getenv, os.ReadFile)),
-		Identity:            fmt.Sprintf("%s/%d", host, os.Getpid()),
-		FieldManager:        f.fieldManager,
-		PluginName:          f.pluginName,
-		QPS:                 float32(f.qps),
-		Burst:               f.burst,
-		CallTimeout:         f.callTimeout,
-		Retry:               retry,
-		MaxConcurrentRoutes: f.maxRoutes,
-		CleanupInterval:     cleanupInterval,
-		RouteClusters:       routeClusters,
-		RouteEvents:         f.routeEvents,
+		PeersNamespace:        cmp.Or(f.peersNS, defaultPeersNamespace(os.Getenv, os.ReadFile)),
+		Identity:              fmt.Sprintf("%s/%d", host, os.Getpid()),
+		FieldManager:          f.fieldManager,
+		PluginName:            f.pluginName,
+		QPS:                   float32(f.qps),
+		Burst:                 f.burst,
+		CallTimeout:           f.callTimeout,
+		Retry:                 retry,
+		MaxConcurrentRoutes:   f.maxRoutes,
+		CleanupInterval:       cleanupInterval,
+		RouteClusters:         routeClusters,
+		RouteEvents:           f.routeEvents,
+		ClusterName:           f.clusterName,
+		IgnoreReferenceGrants: !f.requireGrants,
 	}
 }
 
@@ -182,6 +189,9 @@ func (f *flags) check() error {
 		return errors.New("-field-manager must not be empty")
 	case f.cleanupOn && f.cleanupEvery <= 0:
 		return errors.New("-cleanup-interval must be positive")
+	}
+	if errs := validation.IsDNS1123Subdomain(f.clusterName); f.clusterName != "" && len(errs) > 0 {
+		return fmt.Errorf("-cluster-name %q is not a cluster name (lower case letters, digits, '-' and '.'): %s", f.clusterName, strings.Join(errs, "; "))
 	}
 	return nil
 }

@@ -69,13 +69,19 @@ func runInspect(args []string, out, errOut io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	live, err := kube.NewCluster(gw.GatewayV1().RESTClient(), quietLog()).Fresh(ctx, ref)
+	reader := kube.NewCluster(gw.GatewayV1().RESTClient(), quietLog())
+	defer reader.Close()
+	live, err := reader.Fresh(ctx, ref)
 	if err != nil {
 		fmt.Fprintf(errOut, "reading %s: %v\n", ref, err)
 		return 1
 	}
 	in, err := desired.Inspect(live, *fieldManager)
 	if err != nil {
+		fmt.Fprintln(errOut, err)
+		return 1
+	}
+	if err := reachOfClaims(ctx, reader, live.Ref, in.Claims); err != nil {
 		fmt.Fprintln(errOut, err)
 		return 1
 	}
@@ -89,6 +95,28 @@ func runInspect(args []string, out, errOut io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// reachOfClaims says, for each claim, whether its Rollout may reach the
+// route: a Rollout of another namespace only where the route's namespace
+// grants it (as the plugin checks with -require-reference-grants).
+func reachOfClaims(ctx context.Context, reader kube.Reader, route routes.Ref, claims []desired.ClaimState) error {
+	for i, c := range claims {
+		ns, _, _ := strings.Cut(c.Rollout, "/")
+		if ns == route.Namespace {
+			continue
+		}
+		refused, err := kube.Reach(ctx, reader, ns, routes.Targets{Named: []routes.Ref{route}})
+		switch {
+		case err != nil:
+			return fmt.Errorf("reading the ReferenceGrants of namespace %s: %w", route.Namespace, err)
+		case len(refused) > 0:
+			claims[i].Reach = "not granted: the plugin refuses its calls: " + refused[0].Error()
+		default:
+			claims[i].Reach = "granted by a ReferenceGrant of namespace " + route.Namespace
+		}
+	}
+	return nil
 }
 
 // parseRouteArg reads KIND/NAME, kind in kubectl's spelling.
@@ -136,6 +164,9 @@ func inspectText(in desired.Inspection, fieldManager string) []byte {
 			cluster = ", of cluster " + c.Cluster
 		}
 		fmt.Fprintf(&b, "\nRollout %s (active: %v, canary weight %d%s):\n", c.Rollout, c.Active, c.CanaryWeight, cluster)
+		if c.Reach != "" {
+			fmt.Fprintf(&b, "  reach: %s\n", c.Reach)
+		}
 		for _, w := range c.Weights {
 			now := fmt.Sprint(w.Now)
 			if w.Now < 0 {

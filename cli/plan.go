@@ -26,6 +26,10 @@ code from the routes as they are (in the cluster, or in --routes FILE, which
 may hold the routes and the Rollout's Services; no cluster needed then; with
 --crds, the Gateway API CRDs the cluster runs decide which fields the plugin
 writes, as the cluster's do).
+A route in another namespace than the Rollout's is read only where that
+namespace grants the Rollout's namespace with a ReferenceGrant, as the plugin
+does; plan lists the ReferenceGrants the Rollout lacks (as manifests to apply)
+and plans no step until they are there.
 Against a cluster it also sends every computed route as a server-side dry-run
 apply (schema, CEL, limits), checks the Rollout's Services and the
 ReferenceGrants of cross-namespace backends, and the permissions the plugin
@@ -45,6 +49,7 @@ type planOptions struct {
 	output               string
 	pluginName           string
 	timeout              time.Duration
+	requireGrants        bool
 }
 
 func runPlan(args []string, out, errOut io.Writer) int {
@@ -57,6 +62,7 @@ func runPlan(args []string, out, errOut io.Writer) int {
 	fs.StringVar(&o.output, "o", "text", "output: text, json or yaml")
 	fs.StringVar(&o.pluginName, "plugin-name", decode.DefaultPluginName, "the plugin's -plugin-name")
 	fs.DurationVar(&o.timeout, "timeout", time.Minute, "deadline of the whole command")
+	fs.BoolVar(&o.requireGrants, "require-reference-grants", true, "the plugin's -require-reference-grants: routes in another namespace than the Rollout's need a ReferenceGrant there")
 	if err := fs.Parse(args); err != nil || o.file == "" || fs.NArg() > 0 || !strings.Contains(" text json yaml ", " "+o.output+" ") ||
 		(o.crdsFile != "" && o.routesFile == "") {
 		fs.Usage()
@@ -93,7 +99,7 @@ type Report struct {
 }
 
 func plan(ctx context.Context, o *planOptions, ro *v1alpha1.Rollout) (Report, error) {
-	in := preflight.Input{Rollout: ro, PluginName: o.pluginName, FieldManager: o.fieldManager}
+	in := preflight.Input{Rollout: ro, PluginName: o.pluginName, FieldManager: o.fieldManager, AnyNamespace: !o.requireGrants}
 	var c *clusterChecks
 	if o.routesFile != "" {
 		f, err := os.Open(o.routesFile)
@@ -223,6 +229,16 @@ func render(out io.Writer, format string, r Report) error {
 			for _, u := range rs.Unchecked {
 				fmt.Fprintf(&b, "    not checked: %s\n", u)
 			}
+		}
+	}
+	if len(r.MissingGrants) > 0 {
+		b.WriteString("\nReferenceGrants the routes' namespaces lack for the Rollout (their owners create them: kubectl apply -f):\n")
+		for _, g := range r.MissingGrants {
+			data, err := yaml.Marshal(g)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(&b, "---\n%s", data)
 		}
 	}
 	fmt.Fprintf(&b, "\nchecks: %s\n", strings.Join(r.Checks, "; "))

@@ -54,6 +54,10 @@ type ClaimState struct {
 	Filters      []string      `json:"mirrorFilters,omitempty"`
 	// Cookies are stickyCanary's Set-Cookie filters on backendRefs.
 	Cookies []string `json:"stickyCookies,omitempty"`
+	// Reach says whether a Rollout of another namespace than the route's may
+	// reach it, as its namespace's ReferenceGrants say (inspect fills it in):
+	// "granted …" or "not granted …"; "" for a Rollout of its namespace.
+	Reach string `json:"reach,omitempty"`
 	// Changed lists what another owner changed since the plugin set it; with
 	// the plugin no longer owning spec.rules, a call that would set any of it
 	// again is a conflict.

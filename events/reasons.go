@@ -26,6 +26,7 @@ const (
 	reasonServiceNotFound      = "ServiceNotFound"
 	reasonServiceImportMissing = "ServiceImportMissing"
 	reasonPermissionMissing    = "PermissionMissing"
+	reasonNotGranted           = "ReferenceGrantMissing"
 	reasonConflict             = "Conflict"
 	reasonLimitExceeded        = "LimitExceeded"
 	reasonGatewayUnsupported   = "GatewayUnsupported"
@@ -53,6 +54,8 @@ func reason(err error) string {
 		service     *decode.MissingServiceError
 		imported    *desired.MissingImportError
 		conflict    *desired.ConflictError
+		fleet       *desired.FleetConflictError
+		notGranted  *routes.NotGrantedError
 		limit       *transform.LimitError
 		unsupported *desired.UnsupportedError
 		schema      *routes.SchemaError
@@ -68,13 +71,15 @@ func reason(err error) string {
 		return reasonInvalidStep
 	case errors.As(err, &permission):
 		return reasonPermissionMissing
+	case errors.As(err, &notGranted):
+		return reasonNotGranted
 	case errors.As(err, &missing):
 		return reasonRouteNotFound
 	case errors.As(err, &service):
 		return reasonServiceNotFound
 	case errors.As(err, &imported):
 		return reasonServiceImportMissing
-	case errors.As(err, &conflict):
+	case errors.As(err, &conflict), errors.As(err, &fleet):
 		return reasonConflict
 	case errors.As(err, &limit):
 		return reasonLimitExceeded

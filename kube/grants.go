@@ -2,7 +2,6 @@ package kube
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 
@@ -18,23 +17,18 @@ import (
 
 // Reach says whether a Rollout of namespace rollouts may reach its targets:
 // it reads the ReferenceGrants of every namespace of the targets other than
-// the Rollout's, and nothing else there, and answers with a
-// *routes.NotGrantedError for each target they do not grant (joined), or
-// the error of a read.
-func Reach(ctx context.Context, r Reader, rollouts string, t routes.Targets) error {
+// the Rollout's, and nothing else there, and answers with the targets they
+// do not grant (routes.Reach), or the error of a read.
+func Reach(ctx context.Context, r Reader, rollouts string, t routes.Targets) ([]*routes.NotGrantedError, error) {
 	grants := map[string][]routes.ReferenceGrant{}
 	for _, ns := range routes.ForeignNamespaces(rollouts, t) {
 		g, err := r.ReferenceGrants(ctx, ns)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		grants[ns] = g
 	}
-	var errs []error
-	for _, e := range routes.Reach(rollouts, t, grants) {
-		errs = append(errs, e)
-	}
-	return errors.Join(errs...)
+	return routes.Reach(rollouts, t, grants), nil
 }
 
 // grantObject is what the plugin keeps of a ReferenceGrant.

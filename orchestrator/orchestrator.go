@@ -95,6 +95,7 @@ type Job struct {
 	Rollout, Name string
 	Intent        desired.Intent
 	Targets       routes.Targets
+	Reach         Reach
 	// Env is what the decision runs in on each route.
 	Env func(routes.Ref) desired.Env
 }
@@ -103,6 +104,9 @@ type Job struct {
 // decide every route's desired state, and only if all of that worked, write
 // the routes that change, concurrently.
 func (o *Orchestrator) Run(ctx context.Context, c Job) error {
+	if err := o.reach(ctx, c.Reach, c.Targets); err != nil {
+		return nothingWritten(err)
+	}
 	res := kube.ResolveEach(ctx, o.reader, c.Targets)
 	if _, removing := c.Intent.(desired.RemoveManaged); removing {
 		// Nothing of the plugin's is on a route that is not there; SetWeight
@@ -132,6 +136,30 @@ func (o *Orchestrator) Run(ctx context.Context, c Job) error {
 	}
 	res.Routes = nil // the plans hold what is still needed of them
 	return o.write(ctx, c, plans, res.Failed)
+}
+
+// Reach is where a Rollout may reach routes: in its own namespace (From),
+// and in another only where that namespace grants it with a ReferenceGrant
+// (kube.Reach), unless the platform team lets Rollouts reach every
+// namespace (AnyNamespace: -require-reference-grants=false).
+type Reach struct {
+	From         string
+	AnyNamespace bool
+}
+
+// reach checks that the targets are within the Rollout's reach before
+// anything of theirs is read; outside it, nothing is read, written or
+// recorded.
+func (o *Orchestrator) reach(ctx context.Context, r Reach, t routes.Targets) error {
+	if r.AnyNamespace {
+		return nil
+	}
+	refused, err := kube.Reach(ctx, o.reader, r.From, t)
+	errs := []error{err}
+	for _, e := range refused {
+		errs = append(errs, e)
+	}
+	return errors.Join(errs...)
 }
 
 // write writes the plans concurrently and says which routes failed: those

@@ -22,6 +22,7 @@ type Check struct {
 	// Rollout is the Rollout's namespace/name; Name the call as logged.
 	Rollout, Name string
 	Targets       routes.Targets
+	Reach         Reach
 	Split         transform.Split
 	// Extra are the experiment Services' weights, out of stable's share.
 	Extra []desired.BackendWeight
@@ -40,6 +41,9 @@ type Check struct {
 // gives false and one log line saying what is behind; a condition reported
 // False gives an error naming the route, the parent and the reason.
 func (o *Orchestrator) Verify(ctx context.Context, c Check) (bool, error) {
+	if err := o.reach(ctx, c.Reach, c.Targets); err != nil {
+		return false, err
+	}
 	live, err := o.freshRoutes(ctx, c.Targets)
 	if err != nil {
 		return false, err

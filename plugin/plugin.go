@@ -68,6 +68,15 @@ type Options struct {
 	// (what each write changed, and what it refused); Events on the
 	// Rollout are recorded whatever it says.
 	RouteEvents bool
+	// ClusterName names the controller's cluster in the claims where no
+	// ClusterProperty cluster.clusterset.k8s.io does (-cluster-name; empty:
+	// the UID of namespace kube-system): kube.NameCluster.
+	ClusterName string
+	// IgnoreReferenceGrants lets every Rollout reach routes in every
+	// namespace (-require-reference-grants=false), as before grants were
+	// checked; by default a Rollout reaches another namespace's routes only
+	// where that namespace grants it (orchestrator.Reach).
+	IgnoreReferenceGrants bool
 }
 
 // DefaultCallTimeout is the deadline of a call: a stuck call holds one of the
@@ -99,6 +108,10 @@ type Plugin struct {
 	rollouts *events.Rollouts
 	// sweeping is set once the cleanup sweep runs.
 	sweeping bool
+	// naming reaches the controller's cluster to name it (clusterName),
+	// once: cluster holds the name from then on.
+	naming  rest.Interface
+	cluster string
 }
 
 // routeCluster is what the plugin reads and writes one route cluster's
@@ -160,7 +173,33 @@ func (p *Plugin) InitPlugin() (resp types.RpcError) {
 	}
 	p.connectRouteClusters()
 	p.log.WithFields(logrus.Fields{"host": cfg.Host, "fieldManager": p.opts.FieldManager, "pluginName": p.opts.PluginName}).Info("plugin initialized")
+	ctx, cancel := p.callContext()
+	defer cancel()
+	if _, err := p.clusterName(ctx); err != nil {
+		p.log.WithError(err).Error("cannot name this cluster for the claims yet; every call that writes asks again, and fails until it can")
+	}
 	return types.RpcError{}
+}
+
+// clusterName names the controller's cluster for the claims
+// (kube.NameCluster), once: until a name is found, every call that writes
+// asks again. "" when the plugin has no client to ask with.
+func (p *Plugin) clusterName(ctx context.Context) (string, error) {
+	p.mu.Lock()
+	name, client := p.cluster, p.naming
+	p.mu.Unlock()
+	if name != "" || client == nil {
+		return name, nil
+	}
+	n, err := kube.NameCluster(ctx, client, p.opts.ClusterName, func(msg string) { p.log.Warn(msg) })
+	if err != nil {
+		return "", err
+	}
+	p.mu.Lock()
+	p.cluster = n.Name
+	p.mu.Unlock()
+	p.log.WithFields(logrus.Fields{"cluster": n.Name, "from": n.Source}).Info("claims name this cluster")
+	return n.Name, nil
 }
 
 // connectRouteClusters builds the clients of every route cluster. One whose
@@ -292,6 +331,7 @@ func (p *Plugin) Use(reviews authorizationv1.SelfSubjectAccessReviewInterface, g
 	p.dyn = dyn
 	p.reader = reader
 	p.peers = pp
+	p.naming = gw.GatewayV1().RESTClient()
 	p.orch = p.orchestrator(reviews, gw, dyn, reader, pp, routeEvents, p.log)
 }
 
@@ -381,7 +421,7 @@ func (p *Plugin) VerifyWeight(ro *v1alpha1.Rollout, desiredWeight int32, additio
 	}
 	s := call.Settings
 	ok, err := where.orch.Verify(ctx, orchestrator.Check{
-		Rollout: ro.Namespace + "/" + ro.Name, Name: name, Targets: s.Targets,
+		Rollout: ro.Namespace + "/" + ro.Name, Name: name, Targets: s.Targets, Reach: p.reach(ro),
 		Split: call.Split, Extra: call.Extra, RuleNames: s.RuleNames, Settle: s.VerifyWeightSettle,
 	})
 	if err != nil {
@@ -411,15 +451,29 @@ func (p *Plugin) run(ro *v1alpha1.Rollout, req decode.Request) (resp types.RpcEr
 		p.succeeded(ro, req)
 		return types.RpcError{}
 	}
+	cluster, err := p.clusterName(ctx)
+	if err != nil {
+		return p.fail(ro, req, err)
+	}
 	err = where.orch.Run(ctx, orchestrator.Job{
-		Rollout: rollout, Name: name, Intent: call.Intent, Targets: call.Settings.Targets,
-		Env: func(ref routes.Ref) desired.Env { return call.Settings.Env(rollout, p.opts.FieldManager, ref) },
+		Rollout: rollout, Name: name, Intent: call.Intent, Targets: call.Settings.Targets, Reach: p.reach(ro),
+		Env: func(ref routes.Ref) desired.Env {
+			env := call.Settings.Env(rollout, p.opts.FieldManager, ref)
+			env.Cluster = cluster
+			return env
+		},
 	})
 	if err != nil {
 		return p.fail(ro, req, where.about(err))
 	}
 	p.succeeded(ro, req)
 	return types.RpcError{}
+}
+
+// reach is where the Rollout may reach routes: its own namespace, others
+// only where they grant it (unless the platform team turned that off).
+func (p *Plugin) reach(ro *v1alpha1.Rollout) orchestrator.Reach {
+	return orchestrator.Reach{From: ro.Namespace, AnyNamespace: p.opts.IgnoreReferenceGrants}
 }
 
 // decode decodes the call (package decode), reading the experiment

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -27,6 +28,10 @@ type Input struct {
 	// experiment Services, which do not exist yet, are made up from the
 	// experiment templates.
 	Ports decode.ServicePorts
+	// AnyNamespace plans as the plugin does with
+	// -require-reference-grants=false: routes in other namespaces need no
+	// ReferenceGrant.
+	AnyNamespace bool
 }
 
 // Plan is every step of a Rollout with what it does to each route.
@@ -37,6 +42,10 @@ type Plan struct {
 	// Problems are what would fail, step by step; none means the rollout's
 	// writes pass (as far as this plan and its checks can tell).
 	Problems []Problem `json:"problems"`
+	// MissingGrants are the ReferenceGrants the routes' namespaces lack for
+	// the Rollout: without them the plugin reads nothing there, and the
+	// plan plans no step.
+	MissingGrants []Manifest `json:"missingGrants,omitempty"`
 	// After is each route at the end of each step, for checks against the
 	// apiserver; not shown.
 	After [][]routes.Route `json:"-"`
@@ -113,6 +122,20 @@ func Compute(ctx context.Context, in Input) Plan {
 	if err != nil {
 		p.Problems = append(p.Problems, Problem{Step: "config", Reason: err.Error()})
 		return p
+	}
+	if !in.AnyNamespace {
+		refused, err := kube.Reach(ctx, in.Reader, ro.Namespace, settings.Targets)
+		if err != nil {
+			p.Problems = append(p.Problems, Problem{Step: "ReferenceGrants", Reason: err.Error()})
+			return p
+		}
+		for _, e := range refused {
+			p.Problems = append(p.Problems, Problem{Step: "ReferenceGrants", Reason: e.Error()})
+		}
+		if len(refused) > 0 {
+			p.MissingGrants = grantsFor(refused)
+			return p // the plugin reads nothing of those namespaces: neither does the plan
+		}
 	}
 	live, err := kube.Resolve(ctx, in.Reader, settings.Targets)
 	if err != nil {
@@ -254,6 +277,44 @@ func (p *Plan) run(ctx context.Context, in Input, settings decode.Settings, st *
 	step.Routes = routeSteps
 	p.Steps = append(p.Steps, step)
 	p.After = append(p.After, after)
+}
+
+// Manifest is an object to create, as kubectl applies it.
+type Manifest struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   struct {
+		Name      string `json:"name"`
+		Namespace string `json:"namespace"`
+	} `json:"metadata"`
+	Spec any `json:"spec"`
+}
+
+// grantsFor are the ReferenceGrants that would grant what was refused: one
+// per namespace, with every kind and route refused there.
+func grantsFor(refused []*routes.NotGrantedError) []Manifest {
+	var out []Manifest
+	index := map[string]int{}
+	var specs []routes.ReferenceGrant
+	for _, e := range refused {
+		g := e.Grant()
+		i, ok := index[g.Namespace]
+		if !ok {
+			m := Manifest{APIVersion: routes.Group + "/v1beta1", Kind: "ReferenceGrant"}
+			m.Metadata.Name, m.Metadata.Namespace = g.Name, g.Namespace
+			index[g.Namespace], i = len(out), len(out)
+			out, specs = append(out, m), append(specs, routes.ReferenceGrant{From: g.From})
+		}
+		for _, to := range g.To {
+			if !slices.ContainsFunc(specs[i].To, func(t routes.GrantTarget) bool { return reflect.DeepEqual(t, to) }) {
+				specs[i].To = append(specs[i].To, to)
+			}
+		}
+	}
+	for i := range out {
+		out[i].Spec = specs[i]
+	}
+	return out
 }
 
 func stepLabel(s Step) string {

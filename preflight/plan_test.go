@@ -225,3 +225,54 @@ status: {currentPodHash: bbb222, stableRS: aaa111}
 		}
 	}
 }
+
+// A route in another namespace than the Rollout's is planned only where that
+// namespace grants the Rollout's: without a grant the plan plans no step and
+// says which ReferenceGrant to create; with it, it plans every step.
+func TestPlanListsTheReferenceGrantsARolloutLacks(t *testing.T) {
+	shared := strings.Replace(planRoutes, "metadata: {name: shop, namespace: prod, resourceVersion: \"7\"}", "metadata: {name: shop, namespace: shared, resourceVersion: \"7\"}", 1)
+	shared = strings.Replace(shared, "name: shop-stable, port", "name: shop-stable, namespace: prod, port", 1)
+	shared = strings.Replace(shared, "name: shop-canary, port", "name: shop-canary, namespace: prod, port", 1)
+	rollout := strings.Replace(planRollout, "{httpRoute: shop}", "{httpRoute: shop, namespace: shared}", 1)
+
+	p := planOf(t, rollout, shared)
+	if len(p.Steps) > 0 {
+		t.Errorf("planned %d steps on a route the Rollout may not reach", len(p.Steps))
+	}
+	wantGrant := `- apiVersion: gateway.networking.k8s.io/v1beta1
+  kind: ReferenceGrant
+  metadata:
+    name: rollouts-of-prod
+    namespace: shared
+  spec:
+    from:
+    - group: argoproj.io
+      kind: Rollout
+      namespace: prod
+    to:
+    - group: gateway.networking.k8s.io
+      kind: HTTPRoute
+      name: shop
+`
+	got, err := yaml.Marshal(p.MissingGrants)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(wantGrant, string(got)); diff != "" {
+		t.Errorf("missing grants (-want +got):\n%s", diff)
+	}
+	if len(p.Problems) != 1 || p.Problems[0].Step != "ReferenceGrants" || !strings.Contains(p.Problems[0].Reason, "namespace shared does not grant Rollouts of namespace prod") {
+		t.Errorf("problems: %+v", p.Problems)
+	}
+
+	// The grant it printed, applied, is enough.
+	var granted strings.Builder
+	for _, g := range p.MissingGrants {
+		data, _ := yaml.Marshal(g)
+		granted.WriteString("---\n" + string(data))
+	}
+	p = planOf(t, rollout, shared+granted.String())
+	if len(p.Problems) > 0 || len(p.MissingGrants) > 0 || len(p.Steps) == 0 {
+		t.Errorf("with the grant: %d steps, problems %+v, missing grants %+v", len(p.Steps), p.Problems, p.MissingGrants)
+	}
+}

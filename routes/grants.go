@@ -129,6 +129,17 @@ type NotGrantedError struct {
 	Name, Selector      string
 }
 
+// Grant is the ReferenceGrant that would grant what e refused.
+func (e *NotGrantedError) Grant() ReferenceGrant {
+	to := GrantTarget{Group: Group, Kind: string(e.Kind)}
+	if e.Name != "" {
+		name := e.Name
+		to.Name = &name
+	}
+	return ReferenceGrant{Namespace: e.Namespace, Name: "rollouts-of-" + e.Rollouts,
+		From: []GrantFrom{{Group: RolloutGroup, Kind: RolloutKind, Namespace: e.Rollouts}}, To: []GrantTarget{to}}
+}
+
 func (e *NotGrantedError) Error() string {
 	var b strings.Builder
 	if e.Name != "" {
