@@ -1,0 +1,166 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// rolloutGrant is a ReferenceGrant in namespace ns that lets Rollouts of
+// namespace from reach its HTTPRoutes (named only name, if set).
+func rolloutGrant(from, name string) string {
+	to := "{group: gateway.networking.k8s.io, kind: HTTPRoute}"
+	if name != "" {
+		to = fmt.Sprintf("{group: gateway.networking.k8s.io, kind: HTTPRoute, name: %s}", name)
+	}
+	return fmt.Sprintf(`apiVersion: gateway.networking.k8s.io/v1beta1
+kind: ReferenceGrant
+metadata: {name: rollouts-of-%[1]s}
+spec:
+  from: [{group: argoproj.io, kind: Rollout, namespace: %[1]s}]
+  to: [%[2]s]
+`, from, to)
+}
+
+// stored is the whole route as the apiserver keeps it, bookkeeping included:
+// what must not move by a byte when a call leaves the route untouched.
+func stored(t *testing.T, u *unstructured.Unstructured) any {
+	t.Helper()
+	return normalizeJSON(t, u.Object)
+}
+
+// pluginEventsIn are the Events the plugin recorded in namespace ns.
+func pluginEventsIn(t *testing.T, ns string) []string {
+	t.Helper()
+	list, err := standard.Kube.EventsV1().Events(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range list.Items {
+		if e.ReportingController == fieldManager {
+			out = append(out, e.Reason+": "+e.Note)
+		}
+	}
+	return out
+}
+
+// A Rollout of namespace shop names a route of namespace team-b, which team
+// b's own Rollout walks. Without a ReferenceGrant in team-b every call of
+// the shop Rollout fails naming the grant, and team-b's route is the same
+// byte for byte (labels, annotations and managedFields included), no Event
+// is recorded in team-b, and nothing of team-b but its ReferenceGrants is
+// read. With the grant, a shared-routes namespace whose route reaches the
+// shop's Services (with Gateway API's own ReferenceGrant for the
+// backendRefs) walks exactly, and ends as it began.
+func TestARolloutReachesAnotherNamespaceOnlyWhereGranted(t *testing.T) {
+	shop := namespace(t, standard)
+	teamB := namespace(t, standard)
+	create(t, standard, teamB, `apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: store, labels: {team: b}}
+spec:
+  rules:
+  - backendRefs:
+    - {name: stable, port: 80, weight: 100}
+    - {name: canary, port: 80, weight: 0}
+`)
+	p := startPlugin(t, standard)
+	// team b's own Rollout walks its route.
+	if err := p.SetWeight(rollout(teamB, `{"httpRoute": "store"}`), 20, nil); err.HasError() {
+		t.Fatal(err)
+	}
+	before := get(t, standard, "v1", "HTTPRoute", teamB, "store")
+	readsBefore := standard.Recorder.Count()
+
+	intruder := rollout(shop, fmt.Sprintf(`{"httpRoute": "store", "namespace": %q, "inProgressLabelKey": "shop/rollout", "verifyWeight": true}`, teamB))
+	intruder.Spec.Strategy.Canary.TrafficRouting.ManagedRoutes = []v1alpha1.MangedRoutes{{Name: "beta"}}
+	grant := fmt.Sprintf("its owners grant it with a ReferenceGrant in namespace %s: from [{group: argoproj.io, kind: Rollout, namespace: %s}] "+
+		"to [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: store}]", teamB, shop)
+	for name, call := range map[string]func() rpcErr{
+		"SetWeight":      func() rpcErr { return p.SetWeight(intruder, 30, nil) },
+		"SetHeaderRoute": func() rpcErr { return p.SetHeaderRoute(intruder, headerStep("beta", "X-Canary", "yes")) },
+		"RemoveManagedRoutes": func() rpcErr {
+			return p.RemoveManagedRoutes(intruder)
+		},
+	} {
+		err := call()
+		if !err.HasError() || !strings.Contains(err.ErrorString, grant) || !strings.Contains(err.ErrorString, "nothing was written") {
+			t.Errorf("%s of a Rollout of %s on %s's route: %q, want an error saying %q", name, shop, teamB, err.ErrorString, grant)
+		}
+	}
+	if _, err := p.VerifyWeight(intruder, 30, nil); !err.HasError() || !strings.Contains(err.ErrorString, grant) {
+		t.Errorf("VerifyWeight: %q, want the grant named", err.ErrorString)
+	}
+	after := get(t, standard, "v1", "HTTPRoute", teamB, "store")
+	if diff := cmp.Diff(stored(t, before), stored(t, after)); diff != "" {
+		t.Errorf("team b's route changed (-before +after):\n%s", diff)
+	}
+	for _, r := range standard.Recorder.RequestsSince(readsBefore) {
+		if strings.Contains(r.Path, "/namespaces/"+teamB+"/") && !strings.HasSuffix(r.Path, "/referencegrants") && strings.HasPrefix(r.UserAgent, "rollouts-gatewayapi-ssa") {
+			t.Errorf("the plugin read or wrote in %s for the shop Rollout: %s %s", teamB, r.Method, r.Path)
+		}
+	}
+	for _, e := range pluginEventsIn(t, teamB) {
+		if strings.Contains(e, shop) {
+			t.Errorf("an Event about the shop Rollout was recorded in %s: %s", teamB, e)
+		}
+	}
+
+	// A namespace of shared routes grants shop's Rollouts its HTTPRoutes; the
+	// route's backendRefs reach shop's Services, which shop grants it.
+	shared := namespace(t, standard)
+	create(t, standard, shared, rolloutGrant(shop, ""))
+	create(t, standard, shop, fmt.Sprintf(`apiVersion: gateway.networking.k8s.io/v1beta1
+kind: ReferenceGrant
+metadata: {name: routes-of-%[1]s}
+spec:
+  from: [{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: %[1]s}]
+  to: [{group: "", kind: Service}]
+`, shared))
+	create(t, standard, shared, fmt.Sprintf(`apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: front, labels: {team: platform}, annotations: {owner: platform}}
+spec:
+  hostnames: [shop.example.com]
+  rules:
+  - backendRefs:
+    - {name: stable, namespace: %[1]s, port: 80, weight: 100}
+    - {name: canary, namespace: %[1]s, port: 80, weight: 0}
+  - matches: [{path: {type: PathPrefix, value: /static}}]
+    backendRefs: [{name: static, port: 80}]
+`, shop))
+	begin := get(t, standard, "v1", "HTTPRoute", shared, "front")
+	tenant := rollout(shop, fmt.Sprintf(`{"httpRoute": "front", "namespace": %q}`, shared))
+	tenant.Spec.Strategy.Canary.TrafficRouting.ManagedRoutes = []v1alpha1.MangedRoutes{{Name: "beta"}}
+	walk := []struct {
+		name string
+		do   func() rpcErr
+		want map[string]int64
+	}{
+		{"SetWeight(30)", func() rpcErr { return p.SetWeight(tenant, 30, nil) }, map[string]int64{"0/stable": 70, "0/canary": 30, "1/static": 1}},
+		{"SetHeaderRoute(beta)", func() rpcErr { return p.SetHeaderRoute(tenant, headerStep("beta", "X-Canary", "yes")) },
+			map[string]int64{"0/stable": 70, "0/canary": 30, "1/static": 1, "2/canary": 1}},
+		{"RemoveManagedRoutes", func() rpcErr { return p.RemoveManagedRoutes(tenant) }, map[string]int64{"0/stable": 70, "0/canary": 30, "1/static": 1}},
+		{"SetWeight(0)", func() rpcErr { return p.SetWeight(tenant, 0, nil) }, map[string]int64{"0/stable": 100, "0/canary": 0, "1/static": 1}},
+	}
+	for _, step := range walk {
+		if err := step.do(); err.HasError() {
+			t.Fatalf("%s on the granted route: %s", step.name, err.ErrorString)
+		}
+		if diff := cmp.Diff(step.want, weights(get(t, standard, "v1", "HTTPRoute", shared, "front"))); diff != "" {
+			t.Errorf("after %s (-want +got):\n%s", step.name, diff)
+		}
+	}
+	end := get(t, standard, "v1", "HTTPRoute", shared, "front")
+	if diff := cmp.Diff(userView(t, begin), userView(t, end)); diff != "" {
+		t.Errorf("the shared route does not end as it began (-begin +end):\n%s", diff)
+	}
+	pluginOwnsNothing(t, end)
+}
