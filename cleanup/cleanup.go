@@ -21,22 +21,47 @@ import (
 // rolloutsResource is the resource of Argo Rollouts' Rollout.
 var rolloutsResource = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "rollouts"}
 
-// Versions tells the served API version of each route kind.
-type Versions interface {
+// Reader is what the Cleaner reads of the routes' cluster besides the
+// routes: the version each route kind is served in, and the ReferenceGrants
+// of a namespace (a kube.Reader has both).
+type Reader interface {
 	ServedVersion(ctx context.Context, kind routes.Kind) (string, error)
+	ReferenceGrants(ctx context.Context, namespace string) ([]routes.ReferenceGrant, error)
 }
 
-// Cleaner finds and undoes Rollouts' claims on routes.
+// defaultPageSize is the limit of each LIST when the Cleaner sets none.
+const defaultPageSize = 500
+
+// Cleaner finds and undoes Rollouts' claims on routes: only the claims of
+// its own cluster's Rollouts, and only where the Rollout may reach the
+// route.
 type Cleaner struct {
 	// Dynamic lists the routes; Rollouts reads the Rollouts, in the
 	// controller's cluster (nil: with Dynamic, when the routes are there
 	// too).
-	Dynamic      dynamic.Interface
-	Rollouts     dynamic.Interface
-	Versions     Versions
+	Dynamic  dynamic.Interface
+	Rollouts dynamic.Interface
+	// Versions reads the routes' cluster: the served versions and the
+	// ReferenceGrants.
+	Versions     Reader
 	Orchestrator *orchestrator.Orchestrator
 	FieldManager string
-	Log          *logrus.Entry
+	// Cluster names the cluster the Rollouts run in (kube.NameCluster). A
+	// fleet runs the same Rollout in several member clusters against one
+	// route: the Cleaner takes back only the claims its cluster made, and
+	// those that name no cluster (written before claims named one). With
+	// "" it takes back only the latter.
+	Cluster string
+	// IgnoreReferenceGrants lets a claim on a route in another namespace
+	// than the Rollout's be undone where that namespace grants the
+	// Rollout's nothing (the plugin's -require-reference-grants=false). By
+	// default such a route is left, and its Outcome says which grant is
+	// missing.
+	IgnoreReferenceGrants bool
+	// PageSize is the limit of each LIST of routes and of Rollouts (0:
+	// 500), so no LIST holds a whole cluster at once.
+	PageSize int64
+	Log      *logrus.Entry
 }
 
 // Routes lists every route (of every kind the cluster serves) in namespace,
@@ -44,60 +69,114 @@ type Cleaner struct {
 // is skipped.
 func (c *Cleaner) Routes(ctx context.Context, namespace string) ([]routes.Route, error) {
 	var out []routes.Route
+	err := c.eachRoute(ctx, namespace, func(r routes.Route) { out = append(out, r) })
+	return out, err
+}
+
+// eachRoute hands each route of namespace ("" for all) to fn, listing them
+// a page at a time.
+func (c *Cleaner) eachRoute(ctx context.Context, namespace string, fn func(routes.Route)) error {
 	for _, kind := range routes.Kinds {
 		version, err := c.Versions.ServedVersion(ctx, kind)
 		if err != nil {
 			continue // not installed: nothing of the plugin's can be there
 		}
-		list, err := c.Dynamic.Resource(kind.GVR(version)).Namespace(namespace).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return nil, fmt.Errorf("listing %s: %w", kind.Resource(), err)
-		}
-		for i := range list.Items {
-			r, err := routes.FromUnstructured(&list.Items[i])
+		opts := metav1.ListOptions{Limit: c.pageSize()}
+		for {
+			list, err := c.Dynamic.Resource(kind.GVR(version)).Namespace(namespace).List(ctx, opts)
 			if err != nil {
-				return nil, err
+				return fmt.Errorf("listing %s: %w", kind.Resource(), err)
 			}
-			out = append(out, r)
+			for i := range list.Items {
+				r, err := routes.FromUnstructured(&list.Items[i])
+				if err != nil {
+					return err
+				}
+				fn(r)
+			}
+			if opts.Continue = list.GetContinue(); opts.Continue == "" {
+				break
+			}
 		}
 	}
-	return out, nil
+	return nil
+}
+
+func (c *Cleaner) pageSize() int64 {
+	if c.PageSize > 0 {
+		return c.PageSize
+	}
+	return defaultPageSize
+}
+
+// ours says whether the claim is the Cleaner's cluster's to take back: it
+// names that cluster, or none.
+func (c *Cleaner) ours(claim routes.Claim) bool {
+	return claim.Cluster == "" || claim.Cluster == c.Cluster
 }
 
 // Claimed are the routes among rs on which rollout ("<namespace>/<name>")
-// has a claim that records anything.
-func Claimed(rs []routes.Route, rollout string) []routes.Route {
+// has a claim of the Cleaner's cluster that records anything.
+func (c *Cleaner) Claimed(rs []routes.Route, rollout string) []routes.Route {
 	var out []routes.Route
 	for _, r := range rs {
 		claims, err := routes.ReadClaims(r)
-		if err == nil && !claims[rollout].Empty() {
+		if claim := claims[rollout]; err == nil && !claim.Empty() && c.ours(claim) {
 			out = append(out, r)
 		}
 	}
 	return out
 }
 
-// claimingRollouts lists the Rollouts that have a claim recording anything
-// on any of rs, sorted.
-func claimingRollouts(rs []routes.Route) []string {
+// ForeignClaim is a claim of a Rollout of the same namespace and name that
+// another cluster made on a route: the Cleaner leaves it.
+type ForeignClaim struct {
+	Route routes.Ref
+	// Cluster is the cluster that made the claim.
+	Cluster string
+}
+
+// ClaimedElsewhere are the claims of rollout ("<namespace>/<name>") on rs
+// that another cluster than the Cleaner's made (in a fleet, the same
+// Rollout of another member cluster).
+func (c *Cleaner) ClaimedElsewhere(rs []routes.Route, rollout string) []ForeignClaim {
+	var out []ForeignClaim
+	for _, r := range rs {
+		claims, err := routes.ReadClaims(r)
+		if claim := claims[rollout]; err == nil && !claim.Empty() && !c.ours(claim) {
+			out = append(out, ForeignClaim{Route: r.Ref, Cluster: claim.Cluster})
+		}
+	}
+	return out
+}
+
+// claimingRollouts lists the Rollouts that have a claim of the Cleaner's
+// cluster recording anything on any of rs, sorted; and, apart, the keys of
+// such claims that name no Rollout (not "<namespace>/<name>"): the plugin
+// never wrote them.
+func (c *Cleaner) claimingRollouts(rs []routes.Route) (rollouts, malformed []string) {
 	seen := map[string]bool{}
 	for _, r := range rs {
 		claims, err := routes.ReadClaims(r)
 		if err != nil {
 			continue
 		}
-		for k, c := range claims {
-			if !c.Empty() {
+		for k, claim := range claims {
+			if !claim.Empty() && c.ours(claim) {
 				seen[k] = true
 			}
 		}
 	}
-	out := make([]string, 0, len(seen))
 	for k := range seen {
-		out = append(out, k)
+		if ns, name, ok := strings.Cut(k, "/"); ok && ns != "" && name != "" && !strings.Contains(name, "/") {
+			rollouts = append(rollouts, k)
+		} else {
+			malformed = append(malformed, k)
+		}
 	}
-	sort.Strings(out)
-	return out
+	sort.Strings(rollouts)
+	sort.Strings(malformed)
+	return rollouts, malformed
 }
 
 // Exists says whether the Rollout ("<namespace>/<name>") exists.
@@ -106,11 +185,7 @@ func (c *Cleaner) Exists(ctx context.Context, rollout string) (bool, error) {
 	if !ok {
 		return false, fmt.Errorf("%q is not <namespace>/<name>", rollout)
 	}
-	rollouts := c.Rollouts
-	if rollouts == nil {
-		rollouts = c.Dynamic
-	}
-	_, err := rollouts.Resource(rolloutsResource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	_, err := c.rollouts().Resource(rolloutsResource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case err == nil:
 		return true, nil
@@ -118,6 +193,41 @@ func (c *Cleaner) Exists(ctx context.Context, rollout string) (bool, error) {
 		return false, nil
 	}
 	return false, fmt.Errorf("reading Rollout %s: %w", rollout, err)
+}
+
+// rollouts is the client of the Rollouts' cluster.
+func (c *Cleaner) rollouts() dynamic.Interface {
+	if c.Rollouts != nil {
+		return c.Rollouts
+	}
+	return c.Dynamic
+}
+
+// existing says which of the Rollouts ("<namespace>/<name>") exist, with
+// one LIST of the Rollouts of every namespace, a page at a time: one
+// LIST however many Rollouts it is asked about, as their names come from
+// the routes' claims annotations, which a route's owner may write.
+func (c *Cleaner) existing(ctx context.Context, rollouts []string) (map[string]bool, error) {
+	out := make(map[string]bool, len(rollouts))
+	for _, r := range rollouts {
+		out[r] = false
+	}
+	opts := metav1.ListOptions{Limit: c.pageSize()}
+	for {
+		list, err := c.rollouts().Resource(rolloutsResource).List(ctx, opts)
+		if err != nil {
+			return nil, fmt.Errorf("listing Rollouts: %w", err)
+		}
+		for _, u := range list.Items {
+			key := u.GetNamespace() + "/" + u.GetName()
+			if _, asked := out[key]; asked {
+				out[key] = true
+			}
+		}
+		if opts.Continue = list.GetContinue(); opts.Continue == "" {
+			return out, nil
+		}
+	}
 }
 
 // Outcome is what undoing a claim did, or would do, on one route.
@@ -131,14 +241,23 @@ type Outcome struct {
 
 // Undo takes rollout's claim back on each route. With dryRun it only says
 // what it would change. policy says what to do with values another manager
-// changed since the plugin set them.
+// changed since the plugin set them. A route in another namespace than the
+// Rollout's that does not grant it the route (a ReferenceGrant, as for the
+// plugin's calls) is not written: its Outcome's Err is the
+// *routes.NotGrantedError.
 func (c *Cleaner) Undo(ctx context.Context, rollout string, rs []routes.Route, policy desired.ConflictPolicy, dryRun bool) []Outcome {
-	env := desired.Env{Rollout: rollout, FieldManager: c.FieldManager, ConflictPolicy: policy}
+	env := desired.Env{Rollout: rollout, Cluster: c.Cluster, FieldManager: c.FieldManager, ConflictPolicy: policy}
 	compute := func(l routes.Route) (desired.Result, error) { return desired.Undo{}.Desired(l, env) }
 	by := orchestrator.Cause{Rollout: rollout, Call: "cleanup"}
+	grants := map[string][]routes.ReferenceGrant{}
 	out := make([]Outcome, 0, len(rs))
 	for _, r := range rs {
 		o := Outcome{Route: r.Ref}
+		if err := c.reach(ctx, rollout, r.Ref, grants); err != nil {
+			o.Err = err
+			out = append(out, o)
+			continue
+		}
 		plan, err := orchestrator.MakePlan(r, compute)
 		if err != nil {
 			o.Err = err
@@ -148,6 +267,29 @@ func (c *Cleaner) Undo(ctx context.Context, rollout string, rs []routes.Route, p
 		out = append(out, o)
 	}
 	return out
+}
+
+// reach says whether rollout may reach the route ref: one in its own
+// namespace, or in one whose ReferenceGrants grant it (read once per
+// namespace into grants); nil also when the Cleaner ignores the grants, or
+// for no Rollout (rollout ""). Else a *routes.NotGrantedError, or the
+// error of the read.
+func (c *Cleaner) reach(ctx context.Context, rollout string, ref routes.Ref, grants map[string][]routes.ReferenceGrant) error {
+	ns, _, _ := strings.Cut(rollout, "/")
+	if rollout == "" || ns == ref.Namespace || c.IgnoreReferenceGrants {
+		return nil
+	}
+	if _, read := grants[ref.Namespace]; !read {
+		g, err := c.Versions.ReferenceGrants(ctx, ref.Namespace)
+		if err != nil {
+			return err
+		}
+		grants[ref.Namespace] = g
+	}
+	if missing := routes.Reach(ns, routes.Targets{Named: []routes.Ref{ref}}, grants); len(missing) > 0 {
+		return missing[0]
+	}
+	return nil
 }
 
 // Failed joins the errors of the outcomes.

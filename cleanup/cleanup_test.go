@@ -76,7 +76,7 @@ func TestUndoDryRunReportsAndWritesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	claimed := Claimed(all, "shop/demo")
+	claimed := c.Claimed(all, "shop/demo")
 	got := c.Undo(ctx, "shop/demo", claimed, desired.ReportConflicts, true)
 	want := []Outcome{{Route: routes.Ref{Kind: routes.HTTPRoute, Namespace: ns, Name: "web"}, Changes: undoneWeb}}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -101,7 +101,7 @@ func TestUndoPutsTheRouteBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := c.Undo(ctx, "shop/demo", Claimed(all, "shop/demo"), desired.ReportConflicts, false)
+	got := c.Undo(ctx, "shop/demo", c.Claimed(all, "shop/demo"), desired.ReportConflicts, false)
 	want := []Outcome{{Route: routes.Ref{Kind: routes.HTTPRoute, Namespace: ns, Name: "web"}, Changes: undoneWeb}}
 	if diff := cmp.Diff(want, got, cmp.Comparer(sameError)); diff != "" {
 		t.Errorf("the outcomes (-want +got):\n%s", diff)
@@ -148,7 +148,7 @@ func TestUndoOfARouteSomeoneElseChanged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := c.Undo(ctx, "shop/demo", Claimed(all, "shop/demo"), desired.ReportConflicts, false)
+	got := c.Undo(ctx, "shop/demo", c.Claimed(all, "shop/demo"), desired.ReportConflicts, false)
 	var conflict *desired.ConflictError
 	if len(got) != 1 || !errors.As(got[0].Err, &conflict) || !strings.Contains(got[0].Err.Error(), "the plugin set 70, now 50") {
 		t.Fatalf("without force: %+v; want a conflict naming the changed weight", got)
@@ -160,7 +160,7 @@ func TestUndoOfARouteSomeoneElseChanged(t *testing.T) {
 		t.Error("Failed says nothing failed")
 	}
 
-	got = c.Undo(ctx, "shop/demo", Claimed(all, "shop/demo"), desired.TakeOver, false)
+	got = c.Undo(ctx, "shop/demo", c.Claimed(all, "shop/demo"), desired.TakeOver, false)
 	if err := Failed(got); err != nil {
 		t.Fatalf("with force: %v", err)
 	}
@@ -170,28 +170,129 @@ func TestUndoOfARouteSomeoneElseChanged(t *testing.T) {
 }
 
 // The Rollouts with a claim on any route, and the routes a Rollout has a
-// claim on: what the sweep and the command start from.
+// claim on, as each member cluster of a fleet sees them: what the sweep and
+// the command start from. Rollout shop/gone's claim on route gone names no
+// cluster (written before claims did): every cluster takes it for its own.
+// On route shared, shop/gone's claim is member-b's and shop/kept's
+// member-a's; route odd carries a claim whose key names no Rollout.
 func TestClaimingRolloutsAndClaimed(t *testing.T) {
-	f := newFakeCluster(t, sweepRoutes(t)...)
-	all, err := newCleaner(t, f).Routes(testContext(t), "")
+	odd := route(t, "odd", split{"/", "odd", 30})
+	annotations := odd.GetAnnotations()
+	annotations[routes.ClaimsAnnotation] = strings.Replace(annotations[routes.ClaimsAnnotation], `"shop/odd"`, `"odd"`, 1)
+	odd.SetAnnotations(annotations)
+	f := newFakeCluster(t,
+		route(t, "gone", split{"/", "gone", 30}),
+		madeBy(t, route(t, "kept", split{"/", "kept", 40}), "member-a", "shop/kept"),
+		madeBy(t, madeBy(t, sweepRoutes(t)[2], "member-b", "shop/gone"), "member-a", "shop/kept"),
+		odd)
+	c := newCleaner(t, f)
+	all, err := c.Routes(testContext(t), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]string{"shop/gone", "shop/kept"}, claimingRollouts(all)); diff != "" {
-		t.Errorf("claimingRollouts (-want +got):\n%s", diff)
+	type seen struct {
+		Claiming, Malformed []string
+		Claimed             map[string][]string
+		Elsewhere           map[string][]ForeignClaim
 	}
-	for rollout, want := range map[string][]string{
-		"shop/gone": {"HTTPRoute shop/gone", "HTTPRoute shop/shared"},
-		"shop/kept": {"HTTPRoute shop/kept", "HTTPRoute shop/shared"},
-		"shop/none": nil,
+	ref := func(name string) routes.Ref { return routes.Ref{Kind: routes.HTTPRoute, Namespace: ns, Name: name} }
+	for cluster, want := range map[string]seen{
+		"member-a": {Claiming: []string{"shop/gone", "shop/kept"}, Malformed: []string{"odd"},
+			Claimed:   map[string][]string{"shop/gone": {"HTTPRoute shop/gone"}, "shop/kept": {"HTTPRoute shop/kept", "HTTPRoute shop/shared"}},
+			Elsewhere: map[string][]ForeignClaim{"shop/gone": {{Route: ref("shared"), Cluster: "member-b"}}}},
+		"member-b": {Claiming: []string{"shop/gone"}, Malformed: []string{"odd"},
+			Claimed:   map[string][]string{"shop/gone": {"HTTPRoute shop/gone", "HTTPRoute shop/shared"}},
+			Elsewhere: map[string][]ForeignClaim{"shop/kept": {{Route: ref("kept"), Cluster: "member-a"}, {Route: ref("shared"), Cluster: "member-a"}}}},
 	} {
-		var got []string
-		for _, r := range Claimed(all, rollout) {
-			got = append(got, r.Ref.String())
+		c.Cluster = cluster
+		got := seen{Claimed: map[string][]string{}, Elsewhere: map[string][]ForeignClaim{}}
+		got.Claiming, got.Malformed = c.claimingRollouts(all)
+		for _, rollout := range []string{"shop/gone", "shop/kept", "shop/none"} {
+			for _, r := range c.Claimed(all, rollout) {
+				got.Claimed[rollout] = append(got.Claimed[rollout], r.Ref.String())
+			}
+			if e := c.ClaimedElsewhere(all, rollout); e != nil {
+				got.Elsewhere[rollout] = e
+			}
 		}
 		if diff := cmp.Diff(want, got); diff != "" {
-			t.Errorf("Claimed(%s) (-want +got):\n%s", rollout, diff)
+			t.Errorf("as cluster %s sees them (-want +got):\n%s", cluster, diff)
 		}
+	}
+}
+
+// Another cluster's claim is not undone even when a caller hands Undo the
+// route: the claim on it is not the Cleaner's cluster's (desired.Undo
+// leaves it), and a legacy claim, which names no cluster, is.
+func TestUndoTakesOnlyItsClustersClaim(t *testing.T) {
+	f := newFakeCluster(t, madeBy(t, route(t, "web", split{"/", "demo", 30}), "member-b", "shop/demo"), route(t, "legacy", split{"/", "demo", 30}))
+	c := newCleaner(t, f)
+	c.Cluster = "member-a"
+	ctx := testContext(t)
+	all, err := c.Routes(ctx, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := c.Undo(ctx, "shop/demo", c.Claimed(all, "shop/demo"), desired.ReportConflicts, false)
+	want := []Outcome{{Route: routes.Ref{Kind: routes.HTTPRoute, Namespace: ns, Name: "legacy"}, Changes: undoneWeb}}
+	if diff := cmp.Diff(want, got, cmp.Comparer(sameError)); diff != "" {
+		t.Errorf("the outcomes (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"apply shop/legacy", "patch shop/legacy"}, f.Written()); diff != "" {
+		t.Errorf("the writes (-want +got):\n%s", diff)
+	}
+}
+
+// Rollout shop/demo's claims on routes in namespace edge: the cleanup
+// undoes them only where edge grants Rollouts of shop its HTTPRoutes (a
+// ReferenceGrant), as the plugin's calls reach them. An ungranted route is
+// reported with the grant to create, and neither written nor read: no GET
+// of it, no write.
+func TestUndoOnlyWhereTheRoutesNamespaceGrantsIt(t *testing.T) {
+	web := func() *unstructured.Unstructured { return routeIn(t, "edge", "web", split{"/", "demo", 30}) }
+	edgeWeb := routes.Ref{Kind: routes.HTTPRoute, Namespace: "edge", Name: "web"}
+	undone := []string{"rule 0 Service shop/demo-stable 70→100", "rule 0 Service shop/demo-canary 30→0",
+		"label " + canaryLabel + " no longer applied", "annotation " + routes.ClaimsAnnotation + " no longer applied"}
+	notGranted := &routes.NotGrantedError{Rollouts: ns, Namespace: "edge", Kind: routes.HTTPRoute, Name: "web"}
+	for name, tc := range map[string]struct {
+		grants []*unstructured.Unstructured
+		ignore bool
+		want   Outcome
+		writes []string
+	}{
+		"no grant":                     {want: Outcome{Route: edgeWeb, Err: notGranted}},
+		"a grant of another namespace": {grants: []*unstructured.Unstructured{grant("other")}, want: Outcome{Route: edgeWeb, Err: notGranted}},
+		"granted":                      {grants: []*unstructured.Unstructured{grant("edge")}, want: Outcome{Route: edgeWeb, Changes: undone}, writes: []string{"apply edge/web", "patch edge/web"}},
+		"grants not required":          {ignore: true, want: Outcome{Route: edgeWeb, Changes: undone}, writes: []string{"apply edge/web", "patch edge/web"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFakeCluster(t, append(tc.grants, web())...)
+			c := newCleaner(t, f)
+			c.IgnoreReferenceGrants = tc.ignore
+			ctx := testContext(t)
+			all, err := c.Routes(ctx, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := c.Undo(ctx, "shop/demo", c.Claimed(all, "shop/demo"), desired.ReportConflicts, false)
+			if diff := cmp.Diff([]Outcome{tc.want}, got, cmp.Comparer(sameError)); diff != "" {
+				t.Errorf("the outcomes (-want +got):\n%s", diff)
+			}
+			var ungranted *routes.NotGrantedError
+			if tc.want.Err != nil && !errors.As(got[0].Err, &ungranted) {
+				t.Errorf("the error is not a *routes.NotGrantedError: %#v", got[0].Err)
+			}
+			if diff := cmp.Diff(tc.writes, f.Written()); diff != "" {
+				t.Errorf("the writes (-want +got):\n%s", diff)
+			}
+			if tc.writes == nil {
+				for _, r := range f.Requests() {
+					if strings.HasSuffix(r.Path, "/namespaces/edge/httproutes/web") {
+						t.Errorf("the ungranted route was read: %s", r)
+					}
+				}
+			}
+		})
 	}
 }
 

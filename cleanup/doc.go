@@ -11,4 +11,9 @@
 // no longer exists. A Rollout deleted and created again under the same name
 // exists, so its claim is left alone: the new Rollout's calls carry on from
 // it.
+//
+// It takes back only what the plugin's calls could have written: the claims
+// of its own cluster's Rollouts (in a fleet, the same Rollout of another
+// member cluster has its own claim on a shared route), on routes of the
+// Rollout's namespace or of one that grants it them with a ReferenceGrant.
 package cleanup

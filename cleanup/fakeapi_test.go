@@ -1,8 +1,6 @@
 package cleanup
 
 import (
-	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -17,7 +15,6 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube/kubetest"
 	"github.com/gatewayapi-ssa/rollouts-plugin/orchestrator"
-	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
 )
 
@@ -51,11 +48,14 @@ func newFakeCluster(t *testing.T, objects ...*unstructured.Unstructured) *fakeCl
 	t.Helper()
 	f := &fakeCluster{Server: kubetest.New(t), t: t}
 	f.Add(objects...)
+	// No client-side rate limit: a sweep asks discovery about every route
+	// kind the fake does not serve, every time.
+	cfg := &rest.Config{Host: f.URL(), QPS: -1}
 	var err error
-	if f.dyn, err = dynamic.NewForConfig(&rest.Config{Host: f.URL()}); err != nil {
+	if f.dyn, err = dynamic.NewForConfig(cfg); err != nil {
 		t.Fatal(err)
 	}
-	if f.gw, err = gateway.NewForConfig(&rest.Config{Host: f.URL()}); err != nil {
+	if f.gw, err = gateway.NewForConfig(cfg); err != nil {
 		t.Fatal(err)
 	}
 	return f
@@ -113,17 +113,6 @@ func (f *fakeCluster) Route(namespace, name string) *unstructured.Unstructured {
 	return u
 }
 
-// servedV1 is a cluster's discovery that serves HTTPRoutes in v1 and no
-// other route kind.
-type servedV1 struct{}
-
-func (servedV1) ServedVersion(_ context.Context, kind routes.Kind) (string, error) {
-	if kind == routes.HTTPRoute {
-		return "v1", nil
-	}
-	return "", fmt.Errorf("the cluster serves %s in none of the versions this plugin supports", kind)
-}
-
 // newCleaner is the Cleaner of the cleanup command and of the plugin's
 // sweep, built as they build it, on the fake cluster.
 func newCleaner(t *testing.T, f *fakeCluster) *Cleaner {
@@ -133,7 +122,7 @@ func newCleaner(t *testing.T, f *fakeCluster) *Cleaner {
 	log.Logger.SetLevel(logrus.WarnLevel)
 	reader := kube.NewCluster(f.gw.GatewayV1().RESTClient(), log)
 	orch := orchestrator.New(reader, ssa.NewWriter(f.gw, f.dyn, fieldManager, log), nil, nil, log, orchestrator.Bounds{WritesPerCall: 1})
-	return &Cleaner{Dynamic: f.dyn, Versions: servedV1{}, Orchestrator: orch, FieldManager: fieldManager, Log: log}
+	return &Cleaner{Dynamic: f.dyn, Versions: reader, Orchestrator: orch, FieldManager: fieldManager, Log: log}
 }
 
 // testWriter sends the Cleaner's log to the test's.

@@ -2,6 +2,7 @@ package cleanup
 
 import (
 	"encoding/json"
+	"maps"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,10 +27,15 @@ type split struct {
 	canary        int64
 }
 
-// rule is the rule as the apiserver serves it.
-func (s split) rule() map[string]any {
+// rule is the rule as the apiserver serves it on a route in namespace
+// routeNS: its backendRefs name namespace shop when the route is in another.
+func (s split) rule(routeNS string) map[string]any {
 	ref := func(svc string, weight int64) any {
-		return map[string]any{"group": "", "kind": "Service", "name": svc, "port": int64(80), "weight": weight}
+		r := map[string]any{"group": "", "kind": "Service", "name": svc, "port": int64(80), "weight": weight}
+		if routeNS != ns {
+			r["namespace"] = ns
+		}
+		return r
 	}
 	return map[string]any{
 		"matches":     []any{map[string]any{"path": map[string]any{"type": "PathPrefix", "value": s.path}}},
@@ -52,17 +58,24 @@ func (s split) claim(i int) routes.Claim {
 // Splits with canary weight 0 are the route before any rollout.
 func route(t *testing.T, name string, splits ...split) *unstructured.Unstructured {
 	t.Helper()
+	return routeIn(t, ns, name, splits...)
+}
+
+// routeIn is route <namespace>/<name>, as route makes it, of the Rollouts
+// of namespace shop.
+func routeIn(t *testing.T, namespace, name string, splits ...split) *unstructured.Unstructured {
+	t.Helper()
 	claims := routes.Claims{}
 	var rules []any
 	for i, s := range splits {
-		rules = append(rules, s.rule())
+		rules = append(rules, s.rule(namespace))
 		if s.canary > 0 {
 			claims[ns+"/"+s.rollout] = s.claim(i)
 		}
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": routes.Group + "/v1", "kind": "HTTPRoute",
-		"metadata": map[string]any{"name": name, "namespace": ns, "resourceVersion": "7"},
+		"metadata": map[string]any{"name": name, "namespace": namespace, "resourceVersion": "7"},
 		"spec":     map[string]any{"parentRefs": []any{map[string]any{"name": "gw"}}, "rules": rules},
 	}}
 	u.SetAnnotations(map[string]string{"owner": "shop-team@example.com"})
@@ -109,6 +122,45 @@ func rollout(name string) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
 		"metadata": map[string]any{"name": name, "namespace": ns, "resourceVersion": "3"},
+	}}
+}
+
+// madeBy is route u with the claims of rollouts recording that cluster
+// made them (as the plugin records it since claims name their cluster).
+func madeBy(t *testing.T, u *unstructured.Unstructured, cluster string, rollouts ...string) *unstructured.Unstructured {
+	t.Helper()
+	r, err := routes.FromUnstructured(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims, err := routes.ReadClaims(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rollout := range rollouts {
+		claim, ok := claims[rollout]
+		if !ok {
+			t.Fatalf("route %s carries no claim of %s", r.Ref, rollout)
+		}
+		claim.Cluster = cluster
+		claims[rollout] = claim
+	}
+	annotations := u.GetAnnotations()
+	maps.Copy(annotations, claims.Annotations())
+	u.SetAnnotations(annotations)
+	return u
+}
+
+// grant is a ReferenceGrant in namespace that lets the Rollouts of
+// namespace shop reach its HTTPRoutes.
+func grant(namespace string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": routes.Group + "/v1", "kind": "ReferenceGrant",
+		"metadata": map[string]any{"name": "rollouts-of-shop", "namespace": namespace, "resourceVersion": "2"},
+		"spec": map[string]any{
+			"from": []any{map[string]any{"group": "argoproj.io", "kind": "Rollout", "namespace": ns}},
+			"to":   []any{map[string]any{"group": routes.Group, "kind": "HTTPRoute"}},
+		},
 	}}
 }
 

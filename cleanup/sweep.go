@@ -2,6 +2,7 @@ package cleanup
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -10,18 +11,30 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
-// Sweeper undoes, on every route of the cluster, the claims of Rollouts that
-// no longer exist (the plugin's -cleanup-deleted-rollouts). A Rollout counts
-// as gone only when two sweeps an interval apart found it missing and a
-// fresh read just before the write still does: a Rollout deleted and created
-// again in between is left alone. Values another manager changed since the
-// plugin set them are not overwritten: that route is logged as a conflict
-// and left as it is.
+// Sweeper undoes, on the routes of a cluster, the claims of Rollouts that
+// no longer exist (the plugin's -cleanup-deleted-rollouts): the claims of
+// its Cleaner's cluster, where the Rollout may reach the route. A Rollout
+// counts as gone only when two sweeps an interval apart found it missing: a
+// Rollout deleted and created again in between is left alone. Values
+// another manager changed since the plugin set them are not overwritten:
+// that route is logged as a conflict and left as it is.
+//
+// What a sweep costs is bounded by the routes, not by what their claims
+// annotations say (a route's owner may write them): the routes are listed
+// a page at a time, and the Rollouts with one LIST per sweep, however many
+// Rollouts the claims name.
 type Sweeper struct {
 	Cleaner  *Cleaner
 	Interval time.Duration
+	// Namespaces are the namespaces whose routes it sweeps (a route
+	// cluster's -route-namespaces); nil for every namespace.
+	Namespaces []string
 	// missing records since when each Rollout was seen missing.
 	missing map[string]time.Time
+	// notGranted are the routes of deleted Rollouts whose namespace does
+	// not grant them (by "<rollout> <route>"), as logged: each is logged
+	// once while it lasts.
+	notGranted map[string]bool
 }
 
 // Run sweeps every interval until ctx ends.
@@ -41,54 +54,98 @@ func (s *Sweeper) Run(ctx context.Context) {
 // Sweep is one pass; now is the time of the pass.
 func (s *Sweeper) Sweep(ctx context.Context, now time.Time) {
 	c := s.Cleaner
-	if s.missing == nil {
-		s.missing = map[string]time.Time{}
-	}
 	ctx, cancel := context.WithTimeout(ctx, s.Interval)
 	defer cancel()
-	all, err := c.Routes(ctx, "")
+	claimed, err := s.routes(ctx)
 	if err != nil {
 		c.Log.WithError(err).Warn("cleanup sweep: cannot list routes; the next sweep tries again")
 		return
 	}
-	gone := map[string]bool{}
-	for _, rollout := range claimingRollouts(all) {
-		exists, err := c.Exists(ctx, rollout)
-		switch {
-		case err != nil:
-			c.Log.WithError(err).WithField("rollout", rollout).Warn("cleanup sweep: cannot tell whether the Rollout exists; leaving its claims")
-		case exists:
-			delete(s.missing, rollout)
-		default:
-			since, seen := s.missing[rollout]
-			if !seen {
-				s.missing[rollout] = now
-				continue
-			}
-			gone[rollout] = now.Sub(since) >= s.Interval/2
-		}
-	}
-	for rollout, ripe := range gone {
-		if !ripe {
-			continue
-		}
-		if exists, err := c.Exists(ctx, rollout); err != nil || exists {
-			delete(s.missing, rollout)
-			continue
-		}
-		outcomes := c.Undo(ctx, rollout, Claimed(all, rollout), desired.ReportConflicts, false)
-		for _, o := range outcomes {
+	notGranted := map[string]bool{}
+	for _, rollout := range s.gone(ctx, now, claimed) {
+		undone := 0
+		for _, o := range c.Undo(ctx, rollout, c.Claimed(claimed, rollout), desired.ReportConflicts, false) {
 			entry := c.Log.WithFields(logrus.Fields{"rollout": rollout, "route": o.Route.String()})
-			if o.Err != nil {
+			var ungranted *routes.NotGrantedError
+			switch {
+			case errors.As(o.Err, &ungranted):
+				key := rollout + " " + o.Route.String()
+				if notGranted[key] = true; !s.notGranted[key] {
+					entry.WithError(o.Err).Warn("cleanup sweep: the route's namespace does not grant the deleted Rollout's namespace; its claim there is left as it is")
+				}
+			case o.Err != nil:
 				entry.WithError(o.Err).Error("cleanup sweep: the deleted Rollout's claim could not be undone; run the cleanup command, with --force to take over")
+			default:
+				undone++
 			}
 		}
-		if Failed(outcomes) == nil {
-			delete(s.missing, rollout)
-			c.Log.WithFields(logrus.Fields{"rollout": rollout, "routes": len(outcomes)}).Info("cleanup sweep: undid the claims of a deleted Rollout")
+		if undone > 0 {
+			c.Log.WithFields(logrus.Fields{"rollout": rollout, "routes": undone}).Info("cleanup sweep: undid the claims of a deleted Rollout")
 		}
 	}
-	s.releaseUnclaimed(ctx, all)
+	s.notGranted = notGranted
+	s.releaseUnclaimed(ctx, claimed)
+}
+
+// routes lists the routes of the Sweeper's namespaces that matter to it:
+// those that carry claims, and those the plugin owns fields of. It lists
+// them a page at a time, and keeps no other.
+func (s *Sweeper) routes(ctx context.Context) ([]routes.Route, error) {
+	c := s.Cleaner
+	namespaces := s.Namespaces
+	if len(namespaces) == 0 {
+		namespaces = []string{""}
+	}
+	var out []routes.Route
+	for _, ns := range namespaces {
+		err := c.eachRoute(ctx, ns, func(r routes.Route) {
+			if _, claims := r.Annotations[routes.ClaimsAnnotation]; claims || routes.OwnsAnything(r.ManagedFields, c.FieldManager) {
+				out = append(out, r)
+			}
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// gone are the Rollouts with a claim of the Cleaner's cluster on the routes
+// that count as gone now: missing from this sweep's LIST of Rollouts, and
+// from one at least half an interval before. It remembers the Rollouts
+// missing now, and forgets every other.
+func (s *Sweeper) gone(ctx context.Context, now time.Time, claimed []routes.Route) []string {
+	c := s.Cleaner
+	claiming, malformed := c.claimingRollouts(claimed)
+	if len(malformed) > 0 {
+		c.Log.WithField("claims", malformed).Warn("cleanup sweep: claims whose key is not <namespace>/<name> name no Rollout; leaving them")
+	}
+	if len(claiming) == 0 {
+		s.missing = nil
+		return nil
+	}
+	exists, err := c.existing(ctx, claiming)
+	if err != nil {
+		c.Log.WithError(err).Warn("cleanup sweep: cannot tell which Rollouts exist; leaving every claim until the next sweep")
+		return nil
+	}
+	missing := map[string]time.Time{}
+	var gone []string
+	for _, rollout := range claiming {
+		if exists[rollout] {
+			continue
+		}
+		since, seen := s.missing[rollout]
+		if !seen {
+			since = now
+		}
+		missing[rollout] = since
+		if seen && now.Sub(since) >= s.Interval/2 {
+			gone = append(gone, rollout)
+		}
+	}
+	s.missing = missing
+	return gone
 }
 
 // releaseUnclaimed gives up the plugin's ownership of routes on which no

@@ -37,6 +37,17 @@ cluster (reached with the kubeconfig --route-cluster gives it, in the
 namespaces --route-namespaces allows) and the Rollout is looked for in the
 kubeconfig's cluster.
 
+Only what the plugin's calls could have written is undone. A claim records the
+cluster whose Rollout made it: the command takes back the claims of the
+kubeconfig's cluster (named as the plugin names it: its ClusterProperty
+cluster.clusterset.k8s.io, else --cluster-name, else the UID of its namespace
+kube-system) and claims that name no cluster; a route whose claim is another
+cluster's (the same Rollout in another member of a fleet) is left alone and
+said so. A route in another namespace than the Rollout's is cleaned only where
+that namespace grants the Rollout's namespace its routes with a ReferenceGrant
+(from argoproj.io Rollout), unless --require-reference-grants=false, as the
+plugin's flag.
+
 flags:
 `
 
@@ -46,6 +57,8 @@ func runCleanup(args []string, out, errOut io.Writer) int {
 	force := fs.Bool("force", false, "undo also values another manager changed since the plugin set them (default: report them and leave the route)")
 	dryRun := fs.Bool("dry-run", false, "say what would change, write nothing")
 	timeout := fs.Duration("timeout", time.Minute, "deadline of the whole command")
+	clusterName := fs.String("cluster-name", "", "the plugin's -cluster-name: names the kubeconfig's cluster, whose claims are undone, where it has no ClusterProperty cluster.clusterset.k8s.io; default: the UID of its namespace kube-system")
+	requireGrants := fs.Bool("require-reference-grants", true, "the plugin's -require-reference-grants: undo a claim on a route in another namespace than the Rollout's only where a ReferenceGrant there grants it")
 	peersNS := fs.String("peers-namespace", "argo-rollouts", "namespace of the plugin's Leases (the controller's): the command keeps one while it writes, so that the controller's plugin writes those routes guarded by their resourceVersion meanwhile; empty: keep none")
 	fs.selectCluster()
 	if err := fs.Parse(args); err != nil {
@@ -88,6 +101,13 @@ func runCleanup(args []string, out, errOut io.Writer) int {
 		fmt.Fprintf(errOut, "Rollout %s exists: abort it (kubectl argo rollouts abort) or delete it first; its controller would undo the cleanup\n", rollout)
 		return 1
 	}
+	// The claims name the cluster of the Rollouts: the kubeconfig's.
+	cluster, err := nameCluster(ctx, &fs.conn, *clusterName, errOut)
+	if err != nil {
+		fmt.Fprintln(errOut, err)
+		return 1
+	}
+	c.Cluster, c.IgnoreReferenceGrants = cluster.Name, !*requireGrants
 	var all []routes.Route
 	for _, ns := range namespaces {
 		found, err := c.Routes(ctx, ns)
@@ -97,11 +117,7 @@ func runCleanup(args []string, out, errOut io.Writer) int {
 		}
 		all = append(all, found...)
 	}
-	claimed := cleanup.Claimed(all, rollout)
-	if len(claimed) == 0 {
-		fmt.Fprintf(out, "no route carries a claim of Rollout %s: nothing to do\n", rollout)
-		return 0
-	}
+	claimed, elsewhere := c.Claimed(all, rollout), c.ClaimedElsewhere(all, rollout)
 	policy := desired.ReportConflicts
 	if *force {
 		policy = desired.TakeOver
@@ -121,10 +137,34 @@ func runCleanup(args []string, out, errOut io.Writer) int {
 			fmt.Fprintf(out, "%s: %s: %s\n", o.Route, verb, strings.Join(o.Changes, "; "))
 		}
 	}
+	for _, e := range elsewhere {
+		fmt.Fprintf(out, "%s: left alone: its claim of Rollout %s is cluster %s's, not this cluster's (%s, named by %s)\n",
+			e.Route, rollout, e.Cluster, cluster.Name, cluster.Source)
+	}
+	switch {
+	case len(claimed) == 0 && len(elsewhere) == 0:
+		fmt.Fprintf(out, "no route carries a claim of Rollout %s: nothing to do\n", rollout)
+	case len(claimed) == 0:
+		fmt.Fprintf(out, "no route carries a claim of Rollout %s of this cluster: nothing to do\n", rollout)
+	}
 	if cleanup.Failed(outcomes) != nil {
 		return 1
 	}
 	return 0
+}
+
+// nameCluster names the cluster conn reaches, as the plugin names its own
+// (kube.NameCluster, flag its -cluster-name); a warning goes to errOut.
+func nameCluster(ctx context.Context, conn *connection, flag string, errOut io.Writer) (kube.ClusterName, error) {
+	cfg, err := conn.config()
+	if err != nil {
+		return kube.ClusterName{}, err
+	}
+	gw, err := gateway.NewForConfig(cfg)
+	if err != nil {
+		return kube.ClusterName{}, fmt.Errorf("building the Kubernetes clients: %w", err)
+	}
+	return kube.NameCluster(ctx, gw.GatewayV1().RESTClient(), flag, func(warning string) { fmt.Fprintln(errOut, "warning: "+warning) })
 }
 
 // routeNamespaces are the namespaces cleanup looks in: namespace (-n; ""

@@ -174,3 +174,155 @@ func TestCleanupWithoutTheLeaseRoleSaysSoAndCleansUp(t *testing.T) {
 		}
 	}
 }
+
+// midCanaryRouteOf is midCanaryRoute with Rollout shop/demo's claim made by
+// cluster (as the plugin records it since claims name their cluster).
+func midCanaryRouteOf(cluster string) string {
+	return strings.Replace(midCanaryRoute, `{"shop/demo":{`, `{"shop/demo":{"cluster":"`+cluster+`",`, 1)
+}
+
+// clusterProperty is the ClusterProperty that names a member cluster of a
+// clusterset (KEP-2149).
+func clusterProperty(name string) string {
+	return `apiVersion: about.k8s.io/v1alpha1
+kind: ClusterProperty
+metadata: {name: cluster.clusterset.k8s.io}
+spec: {value: ` + name + `}
+`
+}
+
+// In a fleet, the same Rollout runs in several member clusters against one
+// route, and each claim records its cluster. The command names the
+// kubeconfig's cluster as the plugin names its own (its ClusterProperty,
+// else --cluster-name, else the UID of its namespace kube-system) and takes
+// back only that cluster's claim; a route whose claim is another cluster's
+// is left alone, and said so.
+func TestCleanupTakesBackOnlyItsClustersClaim(t *testing.T) {
+	leftAlone := func(named string) string {
+		return "HTTPRoute shop/web: left alone: its claim of Rollout shop/demo is cluster member-b's, not this cluster's (" + named + ")\n" +
+			"no route carries a claim of Rollout shop/demo of this cluster: nothing to do\n"
+	}
+	undone := "HTTPRoute shop/web: undone: " + undoneDemo + "\n"
+	for name, tc := range map[string]struct {
+		objects []string
+		flags   []string
+		want    string
+		writes  int
+	}{
+		"another cluster's claim": {objects: []string{midCanaryRouteOf("member-b")}, flags: []string{"--cluster-name", "member-a"},
+			want: leftAlone("member-a, named by -cluster-name")},
+		"another cluster's, this one named by its kube-system": {objects: []string{midCanaryRouteOf("member-b")},
+			want: leftAlone(kubetest.KubeSystemUID + ", named by the UID of namespace kube-system")},
+		"this cluster's claim": {objects: []string{midCanaryRouteOf("member-a")}, flags: []string{"--cluster-name", "member-a"},
+			want: undone, writes: 2},
+		"this cluster's, named by its kube-system": {objects: []string{midCanaryRouteOf(kubetest.KubeSystemUID)},
+			want: undone, writes: 2},
+		"its ClusterProperty names it before --cluster-name": {objects: []string{midCanaryRouteOf("member-b"), clusterProperty("member-b")},
+			flags: []string{"--cluster-name", "member-a"}, want: undone, writes: 2},
+		"a claim that names no cluster": {objects: []string{midCanaryRoute}, flags: []string{"--cluster-name", "member-a"},
+			want: undone, writes: 2},
+	} {
+		t.Run(name, func(t *testing.T) {
+			api := kubetest.New(t, tc.objects...)
+			args := append([]string{"cleanup", "--kubeconfig", api.Kubeconfig, "--peers-namespace="}, tc.flags...)
+			code, out, errOut := runCLI(t, append(args, "shop/demo")...)
+			if code != 0 || errOut != "" {
+				t.Errorf("exit %d, stderr %q; want 0 and nothing", code, errOut)
+			}
+			if diff := cmp.Diff(tc.want, out); diff != "" {
+				t.Errorf("the report (-want +got):\n%s", diff)
+			}
+			if n := len(api.Writes()); n != tc.writes {
+				t.Errorf("%d writes, want %d: %v", n, tc.writes, api.Writes())
+			}
+		})
+	}
+}
+
+// edgeRoute is route edge/web mid-canary for Rollout shop/demo, whose
+// Services are in namespace shop: 30 % to canary.
+const edgeRoute = `apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata:
+  name: web
+  namespace: edge
+  resourceVersion: "7"
+  labels: {rollouts.argoproj.io/gatewayapi-canary: in-progress}
+  annotations:
+    gatewayapi-ssa.dev/claims: '{"shop/demo":{"canaryWeight":30,"weights":[{"rule":0,"service":"shop/stable","weight":70},{"rule":0,"service":"shop/canary","weight":30}]}}'
+  managedFields:
+  - manager: argo-rollouts-gatewayapi
+    operation: Apply
+    apiVersion: gateway.networking.k8s.io/v1
+    time: "2025-03-04T06:07:08Z"
+    fieldsType: FieldsV1
+    fieldsV1:
+      "f:metadata":
+        "f:annotations": {"f:gatewayapi-ssa.dev/claims": {}}
+        "f:labels": {"f:rollouts.argoproj.io/gatewayapi-canary": {}}
+      "f:spec": {"f:rules": {}}
+spec:
+  parentRefs: [{name: gw}]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /}}]
+    backendRefs:
+    - {group: "", kind: Service, name: stable, namespace: shop, port: 80, weight: 70}
+    - {group: "", kind: Service, name: canary, namespace: shop, port: 80, weight: 30}
+`
+
+// edgeGrantsShop lets Rollouts of namespace shop reach the HTTPRoutes of
+// namespace edge.
+const edgeGrantsShop = `apiVersion: gateway.networking.k8s.io/v1
+kind: ReferenceGrant
+metadata: {name: rollouts-of-shop, namespace: edge}
+spec:
+  from: [{group: argoproj.io, kind: Rollout, namespace: shop}]
+  to: [{group: gateway.networking.k8s.io, kind: HTTPRoute}]
+`
+
+// A Rollout reaches a route in another namespace only where that namespace
+// grants it, and so does its cleanup: without the ReferenceGrant the route
+// is reported with the grant to create (exit 1) and not written;
+// --require-reference-grants=false, as the plugin's flag, lets it through.
+func TestCleanupOfARouteInAnotherNamespace(t *testing.T) {
+	undone := "HTTPRoute edge/web: undone: rule 0 Service shop/stable 70→100; rule 0 Service shop/canary 30→0; " +
+		"label rollouts.argoproj.io/gatewayapi-canary no longer applied; annotation gatewayapi-ssa.dev/claims no longer applied\n"
+	for name, tc := range map[string]struct {
+		objects []string
+		flags   []string
+		code    int
+		want    string
+		writes  int
+	}{
+		"not granted": {objects: []string{edgeRoute}, code: 1,
+			want: "error: " + (&routes.NotGrantedError{Rollouts: "shop", Namespace: "edge", Kind: routes.HTTPRoute, Name: "web"}).Error() + "\n"},
+		"granted":             {objects: []string{edgeRoute, edgeGrantsShop}, want: undone, writes: 2},
+		"grants not required": {objects: []string{edgeRoute}, flags: []string{"--require-reference-grants=false"}, want: undone, writes: 2},
+	} {
+		t.Run(name, func(t *testing.T) {
+			api := kubetest.New(t, tc.objects...)
+			args := append([]string{"cleanup", "--kubeconfig", api.Kubeconfig, "--peers-namespace="}, tc.flags...)
+			code, out, errOut := runCLI(t, append(args, "shop/demo")...)
+			if code != tc.code || errOut != "" {
+				t.Errorf("exit %d, stderr %q; want %d and nothing", code, errOut, tc.code)
+			}
+			if diff := cmp.Diff(tc.want, out); diff != "" {
+				t.Errorf("the report (-want +got):\n%s", diff)
+			}
+			if n := len(api.Writes()); n != tc.writes {
+				t.Errorf("%d writes, want %d: %v", n, tc.writes, api.Writes())
+			}
+		})
+	}
+}
+
+// The usage names the flags that say whose claims the command takes back,
+// and where.
+func TestCleanupUsageNamesTheClusterAndGrantFlags(t *testing.T) {
+	_, _, errOut := runCLI(t, "cleanup")
+	for _, want := range []string{"-cluster-name string", "-require-reference-grants", "ReferenceGrant", "another\ncluster's"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("the usage does not say %q:\n%s", want, errOut)
+		}
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -36,11 +37,15 @@ import (
 )
 
 // Server is an apiserver for tests, on 127.0.0.1: discovery
-// of gateway.networking.k8s.io/v1 (HTTPRoutes only; every other version of
-// the group is not served), its OpenAPI document (every field), GET, LIST
-// and watch of HTTPRoutes, server-side apply and JSON patch (PATCH) of
-// them, GET of Rollouts and Services, ReferenceGrants (none) and
-// SelfSubjectAccessReviews (allowed). It records every request it gets.
+// of gateway.networking.k8s.io/v1 (HTTPRoutes and ReferenceGrants; every
+// other version of the group is not served), its OpenAPI document (every
+// field), GET, LIST and watch of HTTPRoutes, server-side apply and JSON
+// patch (PATCH) of them, LIST and watch of ReferenceGrants, GET and LIST of
+// Rollouts, GET of Services, the ClusterProperty that names the cluster
+// (about.k8s.io is not served unless one is held), namespace kube-system
+// (its uid KubeSystemUID) and SelfSubjectAccessReviews (allowed). A LIST
+// pages as the apiserver does (limit, continue). It records every request
+// it gets.
 //
 // Its resourceVersion is the highest of the objects it has held (1 at
 // least); each write it stores takes the next one.
@@ -53,12 +58,16 @@ type Server struct {
 	// closing ends the watch streams, so that the server can close.
 	closing chan struct{}
 
-	mu       sync.Mutex
-	rv       int
-	routes   map[string]*unstructured.Unstructured // "<namespace>/<name>"
-	rollouts map[string]bool                       // "<namespace>/<name>"
-	services map[string]bool                       // "<namespace>/<name>"
-	// rolloutsAnswer, when not 0, is the status of every GET of a Rollout.
+	mu sync.Mutex
+	rv int
+	// The objects held, by "<namespace>/<name>".
+	routes, rollouts, grants map[string]*unstructured.Unstructured
+	services                 map[string]bool
+	// clusterProperty is the value of ClusterProperty
+	// cluster.clusterset.k8s.io; "" when the fake holds none.
+	clusterProperty string
+	// rolloutsAnswer, when not 0, is the status of every GET and LIST of
+	// Rollouts.
 	rolloutsAnswer int
 	// answers script the applies of a route ("<namespace>/<name>"), and
 	// applied counts them.
@@ -91,12 +100,17 @@ func (r Request) String() string {
 	return s
 }
 
+// KubeSystemUID is the uid of namespace kube-system in the fake: what names
+// its cluster where no ClusterProperty and no -cluster-name does.
+const KubeSystemUID = "0d2c3e4f-kube-test-0000-kube-system0"
+
 // New starts the fake with the given objects, as YAML documents:
-// HTTPRoutes, Rollouts and Services.
+// HTTPRoutes, Rollouts, Services, ReferenceGrants and ClusterProperties.
 func New(t *testing.T, objects ...string) *Server {
 	t.Helper()
 	f := &Server{t: t, closing: make(chan struct{}), rv: 1,
-		routes: map[string]*unstructured.Unstructured{}, rollouts: map[string]bool{}, services: map[string]bool{},
+		routes: map[string]*unstructured.Unstructured{}, rollouts: map[string]*unstructured.Unstructured{},
+		grants: map[string]*unstructured.Unstructured{}, services: map[string]bool{},
 		answers: map[string][]Answer{}, applied: map[string]int{}}
 	for _, doc := range objects {
 		u := &unstructured.Unstructured{}
@@ -132,7 +146,8 @@ current-context: fake
 	return f
 }
 
-// Add holds the objects from now on: HTTPRoutes, Rollouts and Services.
+// Add holds the objects from now on: HTTPRoutes, Rollouts, Services,
+// ReferenceGrants and the ClusterProperty cluster.clusterset.k8s.io.
 func (f *Server) Add(objects ...*unstructured.Unstructured) {
 	f.t.Helper()
 	f.mu.Lock()
@@ -143,14 +158,50 @@ func (f *Server) Add(objects ...*unstructured.Unstructured) {
 		case "HTTPRoute":
 			f.hold(key, u.DeepCopy())
 		case "Rollout":
-			f.rollouts[key] = true
+			f.rollouts[key] = u.DeepCopy()
 		case "Service":
 			f.services[key] = true
+		case "ReferenceGrant":
+			f.grants[key] = u.DeepCopy()
+		case "ClusterProperty":
+			if u.GetName() != clusterPropertyName {
+				f.t.Fatalf("the fake apiserver holds only ClusterProperty %s, not %s", clusterPropertyName, u.GetName())
+			}
+			f.clusterProperty, _, _ = unstructured.NestedString(u.Object, "spec", "value")
 		default:
 			f.t.Fatalf("the fake apiserver holds no %s", u.GetKind())
 		}
 	}
 }
+
+// Delete holds the objects no longer (by kind, namespace and name): as if
+// they were deleted.
+func (f *Server) Delete(objects ...*unstructured.Unstructured) {
+	f.t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, u := range objects {
+		key := u.GetNamespace() + "/" + u.GetName()
+		switch u.GetKind() {
+		case "HTTPRoute":
+			delete(f.routes, key)
+		case "Rollout":
+			delete(f.rollouts, key)
+		case "Service":
+			delete(f.services, key)
+		case "ReferenceGrant":
+			delete(f.grants, key)
+		case "ClusterProperty":
+			f.clusterProperty = ""
+		default:
+			f.t.Fatalf("the fake apiserver holds no %s", u.GetKind())
+		}
+	}
+}
+
+// clusterPropertyName is the ClusterProperty that names a member cluster of
+// a clusterset (KEP-2149), the one the fake serves.
+const clusterPropertyName = "cluster.clusterset.k8s.io"
 
 // hold keeps u as the route at key, and the server's resourceVersion at
 // least u's.
@@ -175,8 +226,8 @@ func (f *Server) AnswerApplies(namespace, name string, answers ...Answer) {
 // URL is where the server listens.
 func (f *Server) URL() string { return f.srv.URL }
 
-// AnswerRollouts makes every GET of a Rollout answer code from now on (0:
-// what the fake holds).
+// AnswerRollouts makes every GET and LIST of Rollouts answer code from now
+// on (0: what the fake holds).
 func (f *Server) AnswerRollouts(code int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -230,21 +281,28 @@ func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 			TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
 			GroupVersion: routes.Group + "/v1",
 			APIResources: []metav1.APIResource{{Name: "httproutes", SingularName: "httproute", Namespaced: true, Kind: "HTTPRoute",
-				Verbs: metav1.Verbs{"delete", "get", "list", "patch", "update", "watch"}}},
+				Verbs: metav1.Verbs{"delete", "get", "list", "patch", "update", "watch"}},
+				{Name: "referencegrants", SingularName: "referencegrant", Namespaced: true, Kind: "ReferenceGrant",
+					Verbs: metav1.Verbs{"delete", "get", "list", "patch", "update", "watch"}}},
 		})
 	case r.Method == http.MethodGet && path == "/openapi/v3"+gatewayV1:
 		// No route schema: the reader takes the kinds to have every field.
 		f.answer(w, http.StatusOK, map[string]any{"openapi": "3.0.0", "components": map[string]any{"schemas": map[string]any{}}})
-	case strings.HasPrefix(path, gatewayV1+"/") && strings.HasSuffix(path, "/httproutes"):
+	case r.Method == http.MethodGet && strings.HasPrefix(path, gatewayV1+"/") && (len(parts) == 4 || len(parts) == 6) &&
+		(parts[len(parts)-1] == "httproutes" || parts[len(parts)-1] == "referencegrants"):
 		ns := ""
 		if len(parts) == 6 { // apis, group, v1, namespaces, ns, httproutes
 			ns = parts[4]
 		}
+		kind, store := "HTTPRoute", f.routes
+		if parts[len(parts)-1] == "referencegrants" {
+			kind, store = "ReferenceGrant", f.grants
+		}
 		if r.URL.Query().Get("watch") == "true" {
-			f.watch(w, r, ns)
+			f.watch(w, r, kind, store, ns)
 			return
 		}
-		f.answer(w, http.StatusOK, f.list(ns))
+		f.answer(w, http.StatusOK, f.list(kind, store, ns, r.URL.Query()))
 	case strings.HasPrefix(path, gatewayV1+"/namespaces/") && len(parts) == 7 && parts[5] == "httproutes":
 		f.route(w, r, request, parts[4], parts[6], body)
 	case strings.HasPrefix(path, gatewayV1+"/"):
@@ -257,6 +315,25 @@ func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 		f.status(w, apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "", errors.New("RBAC: no Role for Leases")))
 	case r.Method == http.MethodGet && strings.HasPrefix(path, "/apis/argoproj.io/v1alpha1/namespaces/") && len(parts) == 7 && parts[5] == "rollouts":
 		f.rollout(w, parts[4], parts[6])
+	case r.Method == http.MethodGet && (path == "/apis/argoproj.io/v1alpha1/rollouts" ||
+		strings.HasPrefix(path, "/apis/argoproj.io/v1alpha1/namespaces/") && len(parts) == 6 && parts[5] == "rollouts"):
+		ns := ""
+		if len(parts) == 6 {
+			ns = parts[4]
+		}
+		f.mu.Lock()
+		code := f.rolloutsAnswer
+		f.mu.Unlock()
+		if code != 0 {
+			f.status(w, apierrors.NewGenericServerResponse(code, http.MethodGet, schema.GroupResource{Group: "argoproj.io", Resource: "rollouts"}, "", "the fake apiserver answers so", 0, false))
+			return
+		}
+		f.answer(w, http.StatusOK, f.list("Rollout", f.rollouts, ns, r.URL.Query()))
+	case r.Method == http.MethodGet && path == "/api/v1/namespaces/kube-system":
+		f.answer(w, http.StatusOK, map[string]any{"apiVersion": "v1", "kind": "Namespace",
+			"metadata": map[string]any{"name": "kube-system", "uid": KubeSystemUID, "resourceVersion": "1"}})
+	case r.Method == http.MethodGet && (path == "/apis/about.k8s.io" || strings.HasPrefix(path, "/apis/about.k8s.io/")):
+		f.about(w, path)
 	case r.Method == http.MethodGet && strings.HasPrefix(path, "/api/v1/namespaces/") && len(parts) == 6 && parts[4] == "services":
 		f.mu.Lock()
 		exists := f.services[parts[3]+"/"+parts[5]]
@@ -268,9 +345,6 @@ func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 		f.answer(w, http.StatusOK, map[string]any{"apiVersion": "v1", "kind": "Service",
 			"metadata": map[string]any{"name": parts[5], "namespace": parts[3]},
 			"spec":     map[string]any{"ports": []any{map[string]any{"name": "http", "port": 80}}}})
-	case r.Method == http.MethodGet && strings.HasSuffix(path, "/referencegrants"):
-		f.answer(w, http.StatusOK, map[string]any{"apiVersion": routes.Group + "/v1beta1", "kind": "ReferenceGrantList",
-			"metadata": map[string]any{"resourceVersion": "1"}, "items": []any{}})
 	case r.Method == http.MethodPost && path == "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews":
 		// Sent as protobuf, like every built-in type; the answer may be JSON.
 		review := &authorizationv1.SelfSubjectAccessReview{}
@@ -322,46 +396,94 @@ func (f *Server) notFound(w http.ResponseWriter, gr schema.GroupResource, name s
 func (f *Server) rollout(w http.ResponseWriter, namespace, name string) {
 	gr := schema.GroupResource{Group: "argoproj.io", Resource: "rollouts"}
 	f.mu.Lock()
-	exists, code := f.rollouts[namespace+"/"+name], f.rolloutsAnswer
+	u, code := f.rollouts[namespace+"/"+name], f.rolloutsAnswer
 	f.mu.Unlock()
 	switch {
 	case code != 0:
 		f.status(w, apierrors.NewGenericServerResponse(code, http.MethodGet, gr, name, "the fake apiserver answers so", 0, false))
-	case !exists:
+	case u == nil:
 		f.notFound(w, gr, name)
 	default:
-		f.answer(w, http.StatusOK, map[string]any{"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
-			"metadata": map[string]any{"name": name, "namespace": namespace, "resourceVersion": "3"}})
+		f.answer(w, http.StatusOK, served(u, "argoproj.io/v1alpha1", "3"))
 	}
 }
 
-func (f *Server) list(namespace string) map[string]any {
+// served is u as the fake serves it: with apiVersion, and a
+// resourceVersion (rv when u has none).
+func served(u *unstructured.Unstructured, apiVersion, rv string) map[string]any {
+	out := u.DeepCopy()
+	out.SetAPIVersion(apiVersion)
+	if out.GetResourceVersion() == "" {
+		out.SetResourceVersion(rv)
+	}
+	return out.Object
+}
+
+// apiVersions are the versions the fake serves each kind it lists in.
+var apiVersions = map[string]string{"HTTPRoute": routes.Group + "/v1", "ReferenceGrant": routes.Group + "/v1", "Rollout": "argoproj.io/v1alpha1"}
+
+// list is the LIST of the objects of kind in store, in namespace ("" for
+// all), sorted by namespace and name; with limit, one page of them from
+// where continue says, and the continue of the next page while any is
+// left. The token is the key of the page's last object: the fake's own
+// choice, as the apiserver's token is its own.
+func (f *Server) list(kind string, store map[string]*unstructured.Unstructured, namespace string, q url.Values) map[string]any {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	limit, _ := strconv.Atoi(q.Get("limit"))
+	after := q.Get("continue")
 	items := []any{}
-	for _, key := range slices.Sorted(maps.Keys(f.routes)) {
-		if u := f.routes[key]; namespace == "" || u.GetNamespace() == namespace {
-			items = append(items, u.DeepCopy().Object)
+	meta := map[string]any{"resourceVersion": strconv.Itoa(f.rv)}
+	for _, key := range slices.Sorted(maps.Keys(store)) {
+		u := store[key]
+		if (namespace != "" && u.GetNamespace() != namespace) || (after != "" && key <= after) {
+			continue
 		}
+		if limit > 0 && len(items) == limit {
+			meta["continue"] = after
+			break
+		}
+		items = append(items, served(u, apiVersions[kind], "1"))
+		after = key
 	}
-	return map[string]any{"apiVersion": routes.Group + "/v1", "kind": "HTTPRouteList",
-		"metadata": map[string]any{"resourceVersion": strconv.Itoa(f.rv)}, "items": items}
+	return map[string]any{"apiVersion": apiVersions[kind], "kind": kind + "List", "metadata": meta, "items": items}
 }
 
-// watch streams the routes as ADDED events when asked for the initial
-// events (a watch list), then a bookmark that ends them, then nothing until
-// the client or the test goes.
-func (f *Server) watch(w http.ResponseWriter, r *http.Request, namespace string) {
+// about serves the ClusterProperty API (about.k8s.io, KEP-2149): its group
+// and the ClusterProperty the fake holds; not served while it holds none.
+func (f *Server) about(w http.ResponseWriter, path string) {
+	f.mu.Lock()
+	value := f.clusterProperty
+	f.mu.Unlock()
+	gv := metav1.GroupVersionForDiscovery{GroupVersion: "about.k8s.io/v1alpha1", Version: "v1alpha1"}
+	switch {
+	case value == "":
+		f.notFound(w, schema.GroupResource{}, "")
+	case path == "/apis/about.k8s.io":
+		f.answer(w, http.StatusOK, metav1.APIGroup{TypeMeta: metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"},
+			Name: "about.k8s.io", Versions: []metav1.GroupVersionForDiscovery{gv}, PreferredVersion: gv})
+	case path == "/apis/about.k8s.io/v1alpha1/clusterproperties/"+clusterPropertyName:
+		f.answer(w, http.StatusOK, map[string]any{"apiVersion": gv.GroupVersion, "kind": "ClusterProperty",
+			"metadata": map[string]any{"name": clusterPropertyName}, "spec": map[string]any{"value": value}})
+	default:
+		f.notFound(w, schema.GroupResource{Group: "about.k8s.io", Resource: "clusterproperties"}, "")
+	}
+}
+
+// watch streams the objects of kind in store as ADDED events when asked
+// for the initial events (a watch list), then a bookmark that ends them,
+// then nothing until the client or the test goes.
+func (f *Server) watch(w http.ResponseWriter, r *http.Request, kind string, store map[string]*unstructured.Unstructured, namespace string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	enc := json.NewEncoder(w)
-	list := f.list(namespace)
+	list := f.list(kind, store, namespace, nil)
 	if r.URL.Query().Get("sendInitialEvents") == "true" {
 		for _, item := range list["items"].([]any) {
 			_ = enc.Encode(map[string]any{"type": "ADDED", "object": item})
 		}
 		_ = enc.Encode(map[string]any{"type": "BOOKMARK", "object": map[string]any{
-			"apiVersion": routes.Group + "/v1", "kind": "HTTPRoute",
+			"apiVersion": apiVersions[kind], "kind": kind,
 			"metadata": map[string]any{"resourceVersion": list["metadata"].(map[string]any)["resourceVersion"],
 				"annotations": map[string]any{metav1.InitialEventsAnnotationKey: "true"}}}})
 	}
