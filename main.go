@@ -101,7 +101,7 @@ type flags struct {
 	pluginName, pprofAddr, peersNS      string
 	callTimeout, reqTimeout             time.Duration
 	cleanupOn, showVersion, routeEvents bool
-	cleanupEvery                        time.Duration
+	cleanupEvery, watchCacheIdle        time.Duration
 	routeClusters                       decode.RouteClusterFlags
 }
 
@@ -123,6 +123,7 @@ func registerFlags(fs *flag.FlagSet) *flags {
 	fs.StringVar(&f.pprofAddr, "pprof-addr", "", "serve Go's pprof profiles on this loopback address (e.g. 127.0.0.1:6060) for measuring the plugin; off when empty, and refused on any address but 127.0.0.1 or ::1")
 	fs.BoolVar(&f.routeEvents, "route-events", true, "record Kubernetes Events on the routes the plugin writes (what each write changed, for which Rollout, and what it refused there); Events on the Rollout, for every error a call returns, are recorded whatever this says")
 	fs.StringVar(&f.peersNS, "peers-namespace", "", "namespace of the Leases through which the plugin's processes of one field manager (sharded or restarting controllers) know of each other, the same for all of them; empty: POD_NAMESPACE (the controller's), else the pod's namespace")
+	fs.DurationVar(&f.watchCacheIdle, "watch-cache-idle", 10*time.Minute, "stop a watch cache (the routes of a kind in a namespace, Gateways, ReferenceGrants) that no call used for this long; the next call that needs it starts it again. 0: never stop one")
 	f.routeClusters.Register(fs)
 	return f
 }
@@ -149,6 +150,7 @@ func (f *flags) options(routeClusters []decode.RouteCluster) plugin.Options {
 		CleanupInterval:     cleanupInterval,
 		RouteClusters:       routeClusters,
 		RouteEvents:         f.routeEvents,
+		WatchCacheIdle:      f.watchCacheIdle,
 	}
 }
 
@@ -182,6 +184,8 @@ func (f *flags) check() error {
 		return errors.New("-field-manager must not be empty")
 	case f.cleanupOn && f.cleanupEvery <= 0:
 		return errors.New("-cleanup-interval must be positive")
+	case f.watchCacheIdle < 0:
+		return errors.New("-watch-cache-idle must not be negative (0: never stop a watch cache)")
 	}
 	return nil
 }

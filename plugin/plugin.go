@@ -68,6 +68,9 @@ type Options struct {
 	// (what each write changed, and what it refused); Events on the
 	// Rollout are recorded whatever it says.
 	RouteEvents bool
+	// WatchCacheIdle stops a watch cache no call used for that long (the
+	// next call that needs it starts it again); 0: every cache runs on.
+	WatchCacheIdle time.Duration
 }
 
 // DefaultCallTimeout is the deadline of a call: a stuck call holds one of the
@@ -199,6 +202,7 @@ func (p *Plugin) connectRouteCluster(rc decode.RouteCluster, log *logrus.Entry) 
 		return nil, err
 	}
 	reader := kube.NewCluster(c.Gateway.GatewayV1().RESTClient(), log)
+	reader.StopIdleCaches(p.opts.WatchCacheIdle)
 	pp := peers.Start(c.Leases, peers.Options{Namespace: p.opts.PeersNamespace, FieldManager: p.opts.FieldManager, Identity: p.opts.Identity}, log)
 	rec, err := p.eventRecorder(cfg, log) // the routes' Events, in their cluster
 	if err != nil {
@@ -214,6 +218,7 @@ func (p *Plugin) Connect(cfg *rest.Config) error {
 		return err
 	}
 	reader := kube.NewCluster(c.Gateway.GatewayV1().RESTClient(), p.log)
+	reader.StopIdleCaches(p.opts.WatchCacheIdle)
 	pp := peers.Start(c.Leases, peers.Options{Namespace: p.opts.PeersNamespace, FieldManager: p.opts.FieldManager, Identity: p.opts.Identity}, p.log)
 	rec, err := p.eventRecorder(cfg, p.log)
 	if err != nil {
