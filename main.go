@@ -102,7 +102,7 @@ type flags struct {
 	pluginName, pprofAddr, peersNS      string
 	callTimeout, reqTimeout             time.Duration
 	cleanupOn, showVersion, routeEvents bool
-	cleanupEvery                        time.Duration
+	cleanupEvery, watchCacheIdle        time.Duration
 	routeClusters                       decode.RouteClusterFlags
 	clusterName                         string
 	requireGrants                       bool
@@ -120,7 +120,7 @@ func registerFlags(fs *flag.FlagSet) *flags {
 	fs.DurationVar(&f.callTimeout, "call-timeout", plugin.DefaultCallTimeout, "deadline of each call from Argo Rollouts, all its requests and retries included")
 	fs.DurationVar(&f.reqTimeout, "request-timeout", kubeclient.DefaultRetryPolicy.RequestTimeout, "timeout of each attempt of a request to the apiserver; a request that gets no answer in time is abandoned and retried within the call's deadline")
 	fs.IntVar(&f.maxRoutes, "max-concurrent-routes", 16, "how many routes all calls together work on at once (one call: at most 8)")
-	fs.BoolVar(&f.cleanupOn, "cleanup-deleted-rollouts", false, "undo, on every route, the claims of Rollouts that no longer exist (canary weight, experiment backends, header and mirror rules); needs get on rollouts.argoproj.io and list on the route kinds cluster-wide")
+	fs.BoolVar(&f.cleanupOn, "cleanup-deleted-rollouts", false, "undo, on every route, the claims of Rollouts that no longer exist (canary weight, experiment backends, header and mirror rules); needs list on rollouts.argoproj.io and on the route kinds cluster-wide; sweeps the route clusters too, each process only the claims its own cluster made")
 	fs.DurationVar(&f.cleanupEvery, "cleanup-interval", time.Minute, "how often -cleanup-deleted-rollouts looks; a Rollout must be missing in two looks in a row")
 	fs.BoolVar(&f.showVersion, "version", false, "print the version and exit")
 	fs.StringVar(&f.pprofAddr, "pprof-addr", "", "serve Go's pprof profiles on this loopback address (e.g. 127.0.0.1:6060) for measuring the plugin; off when empty, and refused on any address but 127.0.0.1 or ::1")
@@ -128,6 +128,7 @@ func registerFlags(fs *flag.FlagSet) *flags {
 	fs.StringVar(&f.peersNS, "peers-namespace", "", "namespace of the Leases through which the plugin's processes of one field manager (sharded or restarting controllers) know of each other, the same for all of them; empty: POD_NAMESPACE (the controller's), else the pod's namespace")
 	fs.StringVar(&f.clusterName, "cluster-name", "", "the name the claims give this cluster (the one the controller runs in) where no ClusterProperty cluster.clusterset.k8s.io names it; empty: the UID of namespace kube-system. Members of a fleet whose Rollouts share routes in a config cluster must each have their own")
 	fs.BoolVar(&f.requireGrants, "require-reference-grants", true, "a Rollout reaches routes in another namespace than its own only where that namespace holds a ReferenceGrant from its Rollouts (argoproj.io/Rollout) to the route's kind; false lets every Rollout reach every namespace, as before 2026-12 (for a migration)")
+	fs.DurationVar(&f.watchCacheIdle, "watch-cache-idle", 10*time.Minute, "stop a watch cache (the routes of a kind in a namespace, Gateways, ReferenceGrants) that no call used for this long; the next call that needs it starts it again. 0: never stop one")
 	f.routeClusters.Register(fs)
 	return f
 }
@@ -156,6 +157,7 @@ func (f *flags) options(routeClusters []decode.RouteCluster) plugin.Options {
 		RouteEvents:           f.routeEvents,
 		ClusterName:           f.clusterName,
 		IgnoreReferenceGrants: !f.requireGrants,
+		WatchCacheIdle:        f.watchCacheIdle,
 	}
 }
 
@@ -189,6 +191,8 @@ func (f *flags) check() error {
 		return errors.New("-field-manager must not be empty")
 	case f.cleanupOn && f.cleanupEvery <= 0:
 		return errors.New("-cleanup-interval must be positive")
+	case f.watchCacheIdle < 0:
+		return errors.New("-watch-cache-idle must not be negative (0: never stop a watch cache)")
 	}
 	if errs := validation.IsDNS1123Subdomain(f.clusterName); f.clusterName != "" && len(errs) > 0 {
 		return fmt.Errorf("-cluster-name %q is not a cluster name (lower case letters, digits, '-' and '.'): %s", f.clusterName, strings.Join(errs, "; "))

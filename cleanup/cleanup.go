@@ -49,9 +49,14 @@ type Cleaner struct {
 	// Cluster names the cluster the Rollouts run in (kube.NameCluster). A
 	// fleet runs the same Rollout in several member clusters against one
 	// route: the Cleaner takes back only the claims its cluster made, and
-	// those that name no cluster (written before claims named one). With
-	// "" it takes back only the latter.
+	// those that name no cluster (written before claims named one), unless
+	// SharedRoutes. With "" it takes back only the latter.
 	Cluster string
+	// SharedRoutes says the routes are in a route cluster, which the
+	// Rollouts of several clusters may share: a claim that names no cluster
+	// may be any of theirs, so it is left (the next call of its Rollout
+	// names its cluster).
+	SharedRoutes bool
 	// IgnoreReferenceGrants lets a claim on a route in another namespace
 	// than the Rollout's be undone where that namespace grants the
 	// Rollout's nothing (the plugin's -require-reference-grants=false). By
@@ -110,9 +115,9 @@ func (c *Cleaner) pageSize() int64 {
 }
 
 // ours says whether the claim is the Cleaner's cluster's to take back: it
-// names that cluster, or none.
+// names that cluster, or none where no other cluster's Rollouts write.
 func (c *Cleaner) ours(claim routes.Claim) bool {
-	return claim.Cluster == "" || claim.Cluster == c.Cluster
+	return claim.Cluster == c.Cluster || (claim.Cluster == "" && !c.SharedRoutes)
 }
 
 // Claimed are the routes among rs on which rollout ("<namespace>/<name>")

@@ -212,6 +212,19 @@ func TestSweepTakesBackOnlyItsClustersClaims(t *testing.T) {
 		t.Errorf("member-b's route changed (-before +after):\n%s", diff)
 	}
 
+	// In a route cluster, which the Rollouts of several clusters share, a
+	// claim that names no cluster may be any member's: left alone.
+	shared := newFakeCluster(t, route(t, "legacy", split{"/", "gone", 30}),
+		madeBy(t, route(t, "ours", split{"/", "gone", 30}), "member-a", "shop/gone"))
+	c = newCleaner(t, shared)
+	c.Cluster, c.SharedRoutes = "member-a", true
+	s = &Sweeper{Cleaner: c, Interval: sweepInterval}
+	s.Sweep(ctx, start)
+	s.Sweep(ctx, start.Add(sweepInterval))
+	if diff := cmp.Diff([]string{"apply shop/ours", "patch shop/ours"}, shared.Written()); diff != "" {
+		t.Errorf("the writes in a route cluster (-want +got):\n%s", diff)
+	}
+
 	only := newFakeCluster(t, theirs())
 	c = newCleaner(t, only)
 	c.Cluster = "member-a"

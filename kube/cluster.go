@@ -83,10 +83,10 @@ type Cluster struct {
 	// grantsServed is the version of ReferenceGrant the cluster serves
 	// (grants.go), "" until it is known.
 	grantsServed string
-	discoveries    kubeclient.Flights[routes.Kind, string]
-	informers      map[informerKey]*namespaceCache
-	// parents are the watch caches of GatewayClasses, Gateways and
-	// ListenerSets (gateways.go).
+	discoveries  kubeclient.Flights[routes.Kind, string]
+	informers    map[informerKey]*namespaceCache
+	// parents are the watch caches of GatewayClasses, Gateways,
+	// ListenerSets (gateways.go) and ReferenceGrants (grants.go).
 	parents map[parentKey]*namespaceCache
 	// overlay holds, per route, the newest version the plugin has
 	// seen beyond its watch cache (the answer to its write, or a fresh
@@ -100,6 +100,9 @@ type Cluster struct {
 	freshWhole  map[routes.Ref]routes.Route
 	labelSets   labelSets
 	closed      bool
+	// stopIdle ends the goroutine that stops idle caches (idle.go); nil
+	// while none runs.
+	stopIdle chan struct{}
 	// changes are closed at the next watch event of their route (Changed).
 	changes map[routes.Ref]chan struct{}
 
@@ -127,7 +130,10 @@ type informerKey struct {
 type namespaceCache struct {
 	informer cache.SharedIndexInformer
 	started  time.Time
-	stop     chan struct{}
+	// used is when a call last looked the cache up (under Cluster.mu): a
+	// cache no call used for a while is stopped (idle.go).
+	used time.Time
+	stop chan struct{}
 	// synced is closed when the cache has synced; failed when its list or
 	// watch failed before that (the informer keeps retrying).
 	synced, failed chan struct{}
@@ -162,6 +168,10 @@ func (c *Cluster) Close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.closed = true
+	if c.stopIdle != nil {
+		close(c.stopIdle)
+		c.stopIdle = nil
+	}
 	for key, nc := range c.informers {
 		close(nc.stop)
 		delete(c.informers, key)
@@ -613,6 +623,7 @@ func (c *Cluster) cacheFor(ctx context.Context, kind routes.Kind, namespace stri
 		nc = c.start(kind.GVR(version), namespace)
 		c.informers[key] = nc
 	}
+	nc.used = time.Now()
 	c.mu.Unlock()
 	return nc.ready(ctx), nil
 }
@@ -637,6 +648,7 @@ func (nc *namespaceCache) ready(ctx context.Context) cache.SharedIndexInformer {
 	case <-nc.synced:
 		return nc.informer
 	case <-nc.failed:
+	case <-nc.stop: // stopped unused (idle.go) or by Close: read with GETs
 	case <-timer.C:
 	case <-ctx.Done():
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/google/go-cmp/cmp"
@@ -20,12 +21,17 @@ import (
 // parentServer is an apiserver holding GatewayClasses, Gateways and
 // ListenerSets: it answers LISTs, and watches (streamed initial events with
 // their closing bookmark, or none after a LIST) that stay open; a namespace
-// in refused answers 403. It counts the requests per path.
+// in refused answers 403. It counts the requests per path, and the watches
+// open and opened so far per path, telling changed (when set) each time one
+// opens or ends.
 type parentServer struct {
 	objects map[string][]map[string]any // collection path → objects
 	refused string
+	changed chan struct{}
 	mu      sync.Mutex
 	served  map[string]int
+	open    map[string]int
+	opened  map[string]int
 }
 
 func (s *parentServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -52,7 +58,9 @@ func (s *parentServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				"metadata": map[string]any{"resourceVersion": "10", "annotations": map[string]any{"k8s.io/initial-events-end": "true"}}}})
 		}
 		w.(http.Flusher).Flush()
+		s.watching(r.URL.Path, 1)
 		<-r.Context().Done()
+		s.watching(r.URL.Path, -1)
 		return
 	}
 	// One object of a collection: its GET.
@@ -65,6 +73,44 @@ func (s *parentServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(http.StatusNotFound)
 	fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404,"message":"%s not found"}`, r.URL.Path[i+1:])
+}
+
+// watching counts a watch of path that opens (1) or ends (-1).
+func (s *parentServer) watching(path string, n int) {
+	s.mu.Lock()
+	if s.open == nil {
+		s.open, s.opened = map[string]int{}, map[string]int{}
+	}
+	s.open[path] += n
+	if n > 0 {
+		s.opened[path] += n
+	}
+	s.mu.Unlock()
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+}
+
+// await waits until cond holds of the watches open and opened so far per
+// path, checking each time one opens or ends; after 30 s it fails the test.
+func (s *parentServer) await(t *testing.T, what string, cond func(open, opened map[string]int) bool) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		s.mu.Lock()
+		ok := cond(s.open, s.opened)
+		open := fmt.Sprint(s.open)
+		s.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-s.changed:
+		case <-deadline:
+			t.Fatalf("waited 30 s for %s; open watches: %s", what, open)
+		}
+	}
 }
 
 func (s *parentServer) requests() int {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -68,6 +69,7 @@ func (c *Cluster) objectCache(ctx context.Context, gvr schema.GroupVersionResour
 		}, example, gvr, namespace, gvr.Resource, nil)
 		c.parents[key] = nc
 	}
+	nc.used = time.Now()
 	c.mu.Unlock()
 	return nc.ready(ctx)
 }

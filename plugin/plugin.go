@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -77,6 +78,9 @@ type Options struct {
 	// checked; by default a Rollout reaches another namespace's routes only
 	// where that namespace grants it (orchestrator.Reach).
 	IgnoreReferenceGrants bool
+	// WatchCacheIdle stops a watch cache no call used for that long (the
+	// next call that needs it starts it again); 0: every cache runs on.
+	WatchCacheIdle time.Duration
 }
 
 // DefaultCallTimeout is the deadline of a call: a stuck call holds one of the
@@ -120,9 +124,13 @@ type Plugin struct {
 // every call that names it fails with it, and no other call.
 type routeCluster struct {
 	reader kube.Reader
+	dyn    dynamic.Interface
 	peers  *peers.Peers
 	orch   *orchestrator.Orchestrator
-	err    error
+	// namespaces are the namespaces Rollouts may reach there
+	// (-route-namespaces).
+	namespaces []string
+	err        error
 }
 
 // New returns a plugin that builds its clients in InitPlugin.
@@ -172,6 +180,7 @@ func (p *Plugin) InitPlugin() (resp types.RpcError) {
 		return types.RpcError{ErrorString: err.Error()}
 	}
 	p.connectRouteClusters()
+	p.startSweeps()
 	p.log.WithFields(logrus.Fields{"host": cfg.Host, "fieldManager": p.opts.FieldManager, "pluginName": p.opts.PluginName}).Info("plugin initialized")
 	ctx, cancel := p.callContext()
 	defer cancel()
@@ -238,12 +247,14 @@ func (p *Plugin) connectRouteCluster(rc decode.RouteCluster, log *logrus.Entry) 
 		return nil, err
 	}
 	reader := kube.NewCluster(c.Gateway.GatewayV1().RESTClient(), log)
+	reader.StopIdleCaches(p.opts.WatchCacheIdle)
 	pp := peers.Start(c.Leases, peers.Options{Namespace: p.opts.PeersNamespace, FieldManager: p.opts.FieldManager, Identity: p.opts.Identity}, log)
 	rec, err := p.eventRecorder(cfg, log) // the routes' Events, in their cluster
 	if err != nil {
 		return nil, err
 	}
-	return &routeCluster{reader: reader, peers: pp, orch: p.orchestrator(c.Reviews, c.Gateway, c.Dynamic, reader, pp, p.routeEvents(rec), log)}, nil
+	return &routeCluster{reader: reader, dyn: c.Dynamic, peers: pp, namespaces: rc.Namespaces,
+		orch: p.orchestrator(c.Reviews, c.Gateway, c.Dynamic, reader, pp, p.routeEvents(rec), log)}, nil
 }
 
 // Connect builds the plugin's clients for a cluster.
@@ -253,6 +264,7 @@ func (p *Plugin) Connect(cfg *rest.Config) error {
 		return err
 	}
 	reader := kube.NewCluster(c.Gateway.GatewayV1().RESTClient(), p.log)
+	reader.StopIdleCaches(p.opts.WatchCacheIdle)
 	pp := peers.Start(c.Leases, peers.Options{Namespace: p.opts.PeersNamespace, FieldManager: p.opts.FieldManager, Identity: p.opts.Identity}, p.log)
 	rec, err := p.eventRecorder(cfg, p.log)
 	if err != nil {
@@ -262,7 +274,6 @@ func (p *Plugin) Connect(cfg *rest.Config) error {
 	p.rollouts = events.NewRollouts(rec) // the Rollouts are in the controller's cluster
 	p.mu.Unlock()
 	p.Use(c.Reviews, c.Gateway, c.Dynamic, reader, pp, p.routeEvents(rec))
-	p.startSweep(c.Dynamic, reader)
 	return nil
 }
 
@@ -301,18 +312,54 @@ func (p *Plugin) Close(ctx context.Context) {
 	}
 }
 
-// startSweep starts the cleanup of deleted Rollouts' claims, once, if the
-// plugin was asked to.
-func (p *Plugin) startSweep(dyn dynamic.Interface, reader kube.Reader) {
+// startSweeps starts, once, if the plugin was asked to, the cleanup of
+// deleted Rollouts' claims: on the routes of the controller's cluster and of
+// each route cluster (there within -route-namespaces), each taking back
+// only this cluster's claims, so it starts once the cluster has a name.
+func (p *Plugin) startSweeps() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.opts.CleanupInterval <= 0 || p.sweeping {
+	if p.opts.CleanupInterval <= 0 || p.sweeping || p.orch == nil {
 		return
 	}
 	p.sweeping = true
-	c := &cleanup.Cleaner{Dynamic: dyn, Versions: reader, Orchestrator: p.orch, FieldManager: p.opts.FieldManager, Log: p.log}
-	go (&cleanup.Sweeper{Cleaner: c, Interval: p.opts.CleanupInterval}).Run(context.Background())
-	p.log.WithField("interval", p.opts.CleanupInterval.String()).Info("undoing the claims of deleted Rollouts")
+	own := &cleanup.Cleaner{Dynamic: p.dyn, Versions: p.reader, Orchestrator: p.orch, FieldManager: p.opts.FieldManager,
+		IgnoreReferenceGrants: p.opts.IgnoreReferenceGrants, Log: p.log}
+	sweepers := []*cleanup.Sweeper{{Cleaner: own, Interval: p.opts.CleanupInterval}}
+	for name, rc := range p.routeClusters {
+		if rc.err != nil {
+			continue
+		}
+		c := *own
+		c.Dynamic, c.Rollouts, c.Versions, c.Orchestrator, c.SharedRoutes = rc.dyn, p.dyn, rc.reader, rc.orch, true
+		c.Log = p.log.WithField("routeCluster", name)
+		var namespaces []string
+		if !slices.Contains(rc.namespaces, decode.AnyNamespace) {
+			namespaces = rc.namespaces
+		}
+		sweepers = append(sweepers, &cleanup.Sweeper{Cleaner: &c, Interval: p.opts.CleanupInterval, Namespaces: namespaces})
+	}
+	go p.sweep(sweepers)
+	p.log.WithFields(logrus.Fields{"interval": p.opts.CleanupInterval.String(), "routeClusters": len(sweepers) - 1}).Info("undoing the claims of deleted Rollouts")
+}
+
+// sweep runs the sweepers once the cluster has a name, asking again every
+// interval until it has.
+func (p *Plugin) sweep(sweepers []*cleanup.Sweeper) {
+	for {
+		ctx, cancel := p.callContext()
+		name, err := p.clusterName(ctx)
+		cancel()
+		if err == nil {
+			for _, s := range sweepers {
+				s.Cleaner.Cluster = name
+				go s.Run(context.Background())
+			}
+			return
+		}
+		p.log.WithError(err).Warn("cleanup sweep: waiting for a name of this cluster, which its claims carry")
+		time.Sleep(p.opts.CleanupInterval)
+	}
 }
 
 // Use sets the clients the plugin reads and writes with (reviews may be nil:

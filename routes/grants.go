@@ -11,11 +11,11 @@ import (
 // ReferenceGrant in the route's namespace, from Rollouts of the Rollout's
 // namespace, to the route's kind (all of them, or the one it names).
 
-// RolloutGroup and RolloutKind name Argo Rollouts' Rollout in a
+// rolloutGroup and rolloutKind name Argo Rollouts' Rollout in a
 // ReferenceGrant's from.
 const (
-	RolloutGroup = "argoproj.io"
-	RolloutKind  = "Rollout"
+	rolloutGroup = "argoproj.io"
+	rolloutKind  = "Rollout"
 )
 
 // ReferenceGrant is what the plugin reads of a Gateway API ReferenceGrant.
@@ -47,7 +47,7 @@ type GrantTarget struct {
 func (g ReferenceGrant) Grants(rollouts string, kind Kind, name string) bool {
 	from := false
 	for _, f := range g.From {
-		if f.Group == RolloutGroup && f.Kind == RolloutKind && f.Namespace == rollouts {
+		if f.Group == rolloutGroup && f.Kind == rolloutKind && f.Namespace == rollouts {
 			from = true
 			break
 		}
@@ -137,7 +137,7 @@ func (e *NotGrantedError) Grant() ReferenceGrant {
 		to.Name = &name
 	}
 	return ReferenceGrant{Namespace: e.Namespace, Name: "rollouts-of-" + e.Rollouts,
-		From: []GrantFrom{{Group: RolloutGroup, Kind: RolloutKind, Namespace: e.Rollouts}}, To: []GrantTarget{to}}
+		From: []GrantFrom{{Group: rolloutGroup, Kind: rolloutKind, Namespace: e.Rollouts}}, To: []GrantTarget{to}}
 }
 
 func (e *NotGrantedError) Error() string {
@@ -149,7 +149,7 @@ func (e *NotGrantedError) Error() string {
 	}
 	fmt.Fprintf(&b, ": namespace %s does not grant Rollouts of namespace %s its %ss, so the plugin reads and writes nothing there; "+
 		"its owners grant it with a ReferenceGrant in namespace %s: from [{group: %s, kind: %s, namespace: %s}] to [{group: %s, kind: %s",
-		e.Namespace, e.Rollouts, e.Kind, e.Namespace, RolloutGroup, RolloutKind, e.Rollouts, Group, e.Kind)
+		e.Namespace, e.Rollouts, e.Kind, e.Namespace, rolloutGroup, rolloutKind, e.Rollouts, Group, e.Kind)
 	if e.Name != "" {
 		fmt.Fprintf(&b, ", name: %s}] (or without name, for every %s there)", e.Name, e.Kind)
 	} else {

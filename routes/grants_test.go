@@ -14,7 +14,7 @@ func grantOf(ns, from string, kind Kind, name string) ReferenceGrant {
 	if name != "" {
 		to.Name = &name
 	}
-	return ReferenceGrant{Namespace: ns, Name: "rollouts", From: []GrantFrom{{Group: RolloutGroup, Kind: RolloutKind, Namespace: from}}, To: []GrantTarget{to}}
+	return ReferenceGrant{Namespace: ns, Name: "rollouts", From: []GrantFrom{{Group: rolloutGroup, Kind: rolloutKind, Namespace: from}}, To: []GrantTarget{to}}
 }
 
 func TestReachNeedsAGrantOutsideTheRolloutsNamespace(t *testing.T) {

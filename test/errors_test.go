@@ -92,7 +92,9 @@ func TestForbiddenWriteNamesRouteAndPermission(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rec.Close()
-	proc, err := harness.StartPlugin(pluginBin, kubeconfig, testWriter{t})
+	// Named by the flag: a user that may not read kube-system's UID either
+	// would be refused that first.
+	proc, err := harness.StartPlugin(pluginBin, kubeconfig, testWriter{t}, "-cluster-name", "read-only")
 	if err != nil {
 		t.Fatal(err)
 	}

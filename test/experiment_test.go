@@ -229,8 +229,9 @@ func TestExperimentErrorsWriteNothing(t *testing.T) {
 	}
 }
 
-// A route in another namespace than the Rollout gets experiment backendRefs
-// with the Rollout's namespace set (a ReferenceGrant there allows them).
+// A route in another namespace than the Rollout (which grants the Rollout's
+// namespace its route) gets experiment backendRefs with the Rollout's
+// namespace set (a ReferenceGrant there allows them).
 func TestExperimentOnRouteInAnotherNamespace(t *testing.T) {
 	ns := namespace(t, standard)
 	service(t, standard, ns, "exp-baseline", "http:80")
@@ -246,6 +247,7 @@ spec:
     - {name: canary, namespace: %[1]s, port: 80, weight: 0}
     - {name: stable, port: 80, weight: 3}
 `, ns))
+	create(t, standard, routesNS, rolloutGrant(ns, "route"))
 	p := startPlugin(t, standard)
 	ro := rollout(ns, `{"httpRoute": "route", "namespace": "`+routesNS+`"}`)
 	if err := p.SetWeight(ro, 10, experimentDestinations(5, 25)); err.HasError() {

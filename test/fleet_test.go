@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,7 +21,9 @@ import (
 // object cluster.clusterset.k8s.io names a member cluster of a clusterset.
 const clusterPropertyCRD = `apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
-metadata: {name: clusterproperties.about.k8s.io}
+metadata:
+  name: clusterproperties.about.k8s.io
+  annotations: {api-approved.kubernetes.io: "https://github.com/kubernetes/enhancements/pull/2149"}
 spec:
   group: about.k8s.io
   scope: Cluster
@@ -107,6 +110,7 @@ func TestAFleetMemberDoesNotTakeARouteAnotherMemberWalks(t *testing.T) {
 	a, _ := startPluginWith(t, pluginBin, memberA.Kubeconfig, routeCluster...)
 	b, _ := startPluginWith(t, pluginBin, memberB.Kubeconfig, append(routeCluster, "-cluster-name", "member-b")...)
 	ro := rollout(ns, `{"httpRoute": "store", "cluster": "fleet"}`)
+	ro.Spec.Strategy.Canary.TrafficRouting.ManagedRoutes = []v1alpha1.MangedRoutes{{Name: "beta"}}
 	route := func() *unstructured.Unstructured { return get(t, f.config, "v1", "HTTPRoute", ns, "store") }
 	weighted := func(u *unstructured.Unstructured) map[string]int64 {
 		w := weights(u)

@@ -2,6 +2,7 @@ package test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -146,8 +147,8 @@ backendRefs: [{group: "", kind: Service, name: canary, port: 80, weight: 1}]
 		if diff := cmp.Diff(specWith(created, wantRule), u.Object["spec"]); diff != "" {
 			t.Errorf("spec after SetHeaderRoute (-want +got):\n%s", diff)
 		}
-		if got := u.GetAnnotations()[claimsAnnotation]; !strings.Contains(got, `{"`+ns+`/demo":{"rules":["beta"]`) {
-			t.Errorf("claims annotation = %s, want the rule recorded for the Rollout", got)
+		if got := claimsOn(t, u)[ns+"/demo"].Rules; !slices.Equal(got, []string{"beta"}) {
+			t.Errorf("claims annotation = %s, want the rule recorded for the Rollout", u.GetAnnotations()[claimsAnnotation])
 		}
 		if _, ok := u.GetLabels()["rollouts.argoproj.io/gatewayapi-canary"]; !ok {
 			t.Errorf("no in-progress label while the header rule is on the route")

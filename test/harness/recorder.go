@@ -210,6 +210,20 @@ func (r *Recorder) CutWatches(path string) int {
 	return n
 }
 
+// OpenWatches is how many watches whose path contains path are in flight:
+// open between the plugin and the apiserver.
+func (r *Recorder) OpenWatches(path string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for req := range r.watches {
+		if strings.Contains(req.URL.Path, path) {
+			n++
+		}
+	}
+	return n
+}
+
 func isWatch(r *http.Request) bool {
 	q := r.URL.Query().Get("watch")
 	return q == "true" || q == "1"
