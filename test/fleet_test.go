@@ -95,7 +95,8 @@ func claimsOn(t *testing.T, u *unstructured.Unstructured) routes.Claims {
 // member is named by its ClusterProperty, the other by -cluster-name. While
 // member-a's Rollout walks the route, member-b's is refused, naming
 // member-a, and the route is left as it is; once member-a's has ended,
-// member-b's walks.
+// member-b's walks. Each member's sweep of the config cluster takes back
+// only its own claims.
 func TestAFleetMemberDoesNotTakeARouteAnotherMemberWalks(t *testing.T) {
 	const ns = "store"
 	f := startFleet(t)
@@ -106,7 +107,13 @@ func TestAFleetMemberDoesNotTakeARouteAnotherMemberWalks(t *testing.T) {
 	created := create(t, f.config, ns, storeRoute("net.gke.io"))
 	memberA, memberB := startMember(t, ns), startMember(t, ns)
 	nameByClusterProperty(t, memberA, "member-a")
-	routeCluster := []string{"-route-cluster", "fleet=" + f.routeKubeconfig, "-route-namespaces", "fleet=" + ns}
+	// Both members' plugins sweep the claims of deleted Rollouts, the
+	// config cluster's among them; the Rollout exists in both, for now.
+	routeCluster := []string{"-route-cluster", "fleet=" + f.routeKubeconfig, "-route-namespaces", "fleet=" + ns,
+		"-cleanup-deleted-rollouts", "-cleanup-interval=1s"}
+	for _, m := range []*harness.Cluster{memberA, memberB} {
+		create(t, m, ns, rolloutObject("demo", "store"))
+	}
 	a, _ := startPluginWith(t, pluginBin, memberA.Kubeconfig, routeCluster...)
 	b, _ := startPluginWith(t, pluginBin, memberB.Kubeconfig, append(routeCluster, "-cluster-name", "member-b")...)
 	ro := rollout(ns, `{"httpRoute": "store", "cluster": "fleet"}`)
@@ -159,12 +166,33 @@ func TestAFleetMemberDoesNotTakeARouteAnotherMemberWalks(t *testing.T) {
 	if err := a.SetWeight(ro, 50, nil); !strings.Contains(err.ErrorString, "of cluster member-b is in progress on this route") {
 		t.Errorf("member-a's SetWeight while member-b walks: %q, want a conflict naming member-b", err.ErrorString)
 	}
-	if err := b.SetWeight(ro, 0, nil); err.HasError() {
-		t.Fatal(err.ErrorString)
+
+	// member-a's Rollout is deleted: member-a's sweep of the config cluster
+	// leaves member-b's claim (of a Rollout of the same name) alone. Once
+	// member-b's is deleted too, member-b's sweep takes its claim back.
+	deleteIn(t, memberA, ns, "demo")
+	time.Sleep(4 * time.Second) // four sweeps of member-a, two of them an interval after the Rollout was seen gone
+	if got := claimsOn(t, route())[ns+"/demo"]; got.Cluster != "member-b" || got.CanaryWeight != 30 {
+		t.Fatalf("member-a's sweep took member-b's claim: %+v", got)
 	}
+	deleteIn(t, memberB, ns, "demo")
+	eventually20s(t, "member-b's sweep to take its claim back", func() bool {
+		u := route()
+		_, claimed := u.GetAnnotations()[claimsAnnotation]
+		return !claimed && !ownsRules(u, fieldManager)
+	})
 	end := route()
 	if diff := cmp.Diff(userView(t, created), userView(t, end)); diff != "" {
 		t.Errorf("the route after both walks differs from the route before them (-before +after):\n%s", diff)
 	}
 	pluginOwnsNothing(t, end)
+}
+
+// deleteIn deletes Rollout ns/name in cluster c.
+func deleteIn(t *testing.T, c *harness.Cluster, ns, name string) {
+	t.Helper()
+	gvr := schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "rollouts"}
+	if err := c.Dynamic.Resource(gvr).Namespace(ns).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
