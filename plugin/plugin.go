@@ -182,17 +182,13 @@ func (p *Plugin) InitPlugin() (resp types.RpcError) {
 	p.connectRouteClusters()
 	p.startSweeps()
 	p.log.WithFields(logrus.Fields{"host": cfg.Host, "fieldManager": p.opts.FieldManager, "pluginName": p.opts.PluginName}).Info("plugin initialized")
-	ctx, cancel := p.callContext()
-	defer cancel()
-	if _, err := p.clusterName(ctx); err != nil {
-		p.log.WithError(err).Error("cannot name this cluster for the claims yet; every call that writes asks again, and fails until it can")
-	}
 	return types.RpcError{}
 }
 
 // clusterName names the controller's cluster for the claims
-// (kube.NameCluster), once: until a name is found, every call that writes
-// asks again. "" when the plugin has no client to ask with.
+// (kube.NameCluster), at the first call that writes (InitPlugin sends no
+// request), once: until a name is found, every such call asks again. ""
+// when the plugin has no client to ask with.
 func (p *Plugin) clusterName(ctx context.Context) (string, error) {
 	p.mu.Lock()
 	name, client := p.cluster, p.naming

@@ -323,7 +323,9 @@ func countPlugin(rs []harness.Request) int {
 // The platform team decides which clusters and namespaces a Rollout may
 // reach: a cluster the plugin was not given, or a namespace there it was not
 // allowed, is refused before anything is read; a route cluster whose
-// kubeconfig cannot be read fails only the Rollouts that name it.
+// kubeconfig cannot be read fails only the Rollouts that name it. Within the
+// allowed namespaces, one that is not the Rollout's needs a ReferenceGrant
+// in the route cluster, as in the controller's.
 func TestRouteClusterSelectionIsThePlatformTeams(t *testing.T) {
 	f := startFleet(t)
 	ns := namespace(t, standard)
@@ -348,6 +350,35 @@ func TestRouteClusterSelectionIsThePlatformTeams(t *testing.T) {
 			t.Errorf("%s: %d requests to the config cluster", tc.config, n)
 		}
 	}
+	// Namespace store is allowed, but it is not the Rollout's: the route
+	// cluster's store must grant it, and nothing else is read there before.
+	f.namespace(t, "store")
+	create(t, f.config, "store", fmt.Sprintf(`apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: route}
+spec:
+  rules:
+  - backendRefs:
+    - {name: stable, namespace: %[1]s, port: 80, weight: 100}
+    - {name: canary, namespace: %[1]s, port: 80, weight: 0}
+`, ns))
+	inStore := rollout(ns, `{"httpRoute": "route", "cluster": "fleet", "namespace": "store"}`)
+	routeAt := f.routeRecorder.Count()
+	err := p.SetWeight(inStore, 30, nil)
+	if want := `in route cluster "fleet": nothing was written: HTTPRoute store/route: namespace store does not grant Rollouts of namespace ` + ns; !strings.Contains(err.ErrorString, want) {
+		t.Errorf("a Rollout on an allowed namespace of the route cluster that does not grant it: %q, want %q", err.ErrorString, want)
+	}
+	for _, r := range f.routeRecorder.RequestsSince(routeAt) {
+		if strings.Contains(r.Path, "/httproutes") {
+			t.Errorf("the plugin read the ungranted namespace's routes: %s %s", r.Method, r.Path)
+		}
+	}
+	create(t, f.config, "store", rolloutGrant(ns, ""))
+	eventually(t, "the route cluster's grant to take effect", func() bool { return !p.SetWeight(inStore, 30, nil).HasError() })
+	if diff := cmp.Diff(map[string]int64{"0/stable": 70, "0/canary": 30}, weights(get(t, f.config, "v1", "HTTPRoute", "store", "route"))); diff != "" {
+		t.Errorf("the granted route in the route cluster (-want +got):\n%s", diff)
+	}
+
 	// The Rollouts of the controller's own cluster go on.
 	if err := p.SetWeight(rollout(ns, `{"httpRoute": "route"}`), 30, nil); err.HasError() {
 		t.Fatal(err.ErrorString)
