@@ -29,8 +29,21 @@ func asInstalled(t *testing.T, c *harness.Cluster) string {
 	if _, err := c.Kube.CoreV1().ServiceAccounts(sa.Namespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
+	applyKustomization(t, c, filepath.Join(harness.RepoRoot(), "install", "base"))
+	kubeconfig, rec, err := c.KubeconfigForServiceAccount(sa.Namespace, sa.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rec.Close)
+	return kubeconfig
+}
+
+// applyKustomization applies the files of the kustomization in dir to c,
+// as a platform team applies install/'s (manager platform-team).
+func applyKustomization(t *testing.T, c *harness.Cluster, dir string) {
+	t.Helper()
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(c.Kube.Discovery()))
-	for _, f := range kustomizationFiles(t, filepath.Join(harness.RepoRoot(), "install", "base")) {
+	for _, f := range kustomizationFiles(t, dir) {
 		data, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
@@ -45,12 +58,6 @@ func asInstalled(t *testing.T, c *harness.Cluster) string {
 			}
 		}
 	}
-	kubeconfig, rec, err := c.KubeconfigForServiceAccount(sa.Namespace, sa.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rec.Close)
-	return kubeconfig
 }
 
 // With exactly install/base's ClusterRole, in one cluster that serves the

@@ -3,7 +3,6 @@ package test
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -19,8 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/restmapper"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/test/harness"
 )
@@ -46,22 +43,7 @@ func startFleet(t *testing.T) fleet {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = config.Stop() })
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(config.Kube.Discovery()))
-	for _, f := range kustomizationFiles(t, filepath.Join(harness.RepoRoot(), "install", "route-cluster")) {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		docs, err := splitYAML(string(data))
-		if err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		for _, doc := range docs {
-			if err := applyDocAs(config, mapper, doc, "platform-team"); err != nil {
-				t.Fatalf("%s: %s %s: %v", f, doc.GetKind(), doc.GetName(), err)
-			}
-		}
-	}
+	applyKustomization(t, config, filepath.Join(harness.RepoRoot(), "install", "route-cluster"))
 	kubeconfig, rec, err := config.KubeconfigForServiceAccount("argo-rollouts", "rollouts-gatewayapi-ssa")
 	if err != nil {
 		t.Fatal(err)
@@ -353,15 +335,7 @@ func TestRouteClusterSelectionIsThePlatformTeams(t *testing.T) {
 	// Namespace store is allowed, but it is not the Rollout's: the route
 	// cluster's store must grant it, and nothing else is read there before.
 	f.namespace(t, "store")
-	create(t, f.config, "store", fmt.Sprintf(`apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: route}
-spec:
-  rules:
-  - backendRefs:
-    - {name: stable, namespace: %[1]s, port: 80, weight: 100}
-    - {name: canary, namespace: %[1]s, port: 80, weight: 0}
-`, ns))
+	create(t, f.config, "store", routeToServicesOf(ns))
 	inStore := rollout(ns, `{"httpRoute": "route", "cluster": "fleet", "namespace": "store"}`)
 	routeAt := f.routeRecorder.Count()
 	err := p.SetWeight(inStore, 30, nil)

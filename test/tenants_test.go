@@ -28,6 +28,20 @@ spec:
 `, from, to)
 }
 
+// routeToServicesOf is HTTPRoute "route" whose one rule splits between the
+// Services stable and canary of namespace ns, wherever the route is.
+func routeToServicesOf(ns string) string {
+	return fmt.Sprintf(`apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: route}
+spec:
+  rules:
+  - backendRefs:
+    - {name: stable, namespace: %[1]s, port: 80, weight: 100}
+    - {name: canary, namespace: %[1]s, port: 80, weight: 0}
+`, ns)
+}
+
 // stored is the whole route as the apiserver keeps it, bookkeeping included:
 // what must not move by a byte when a call leaves the route untouched.
 func stored(t *testing.T, u *unstructured.Unstructured) any {
