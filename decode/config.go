@@ -2,6 +2,7 @@ package decode
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -60,9 +61,10 @@ type Config struct {
 	// platform team configured with -route-cluster); default: the
 	// controller's own cluster.
 	Cluster string `json:"cluster,omitempty"`
-	// ConfigMap is where the argoproj-labs plugin keeps its bookkeeping. This
-	// plugin keeps what it needs on the routes themselves; the key is accepted
-	// so existing Rollouts need no change, and ignored.
+	// ConfigMap is where the argoproj-labs plugin (up to its v0.12) kept the
+	// header rules it added, in the routes' namespace. This plugin keeps
+	// what it needs on the routes themselves; it reads the ConfigMap only to
+	// adopt those rules (desired.Predecessor).
 	ConfigMap string `json:"configMap,omitempty"`
 
 	HTTPRouteSelector *metav1.LabelSelector `json:"httpRouteSelector,omitempty"`
@@ -168,6 +170,10 @@ type Settings struct {
 	AssumedFeatures []string
 	// Sticky is stickyCanary with its defaults; nil without it.
 	Sticky *StickySettings
+	// Predecessor is what adopting the argoproj-labs plugin's header rules
+	// takes of the Rollout (its managedRoutes, its canary, configMap); nil
+	// when it has no managedRoutes.
+	Predecessor *desired.Predecessor
 }
 
 // StickySettings is a validated stickyCanary.
@@ -200,7 +206,24 @@ func ParseConfig(ro *v1alpha1.Rollout, pluginName string) (Settings, error) {
 	if err != nil {
 		return Settings{}, fmt.Errorf("%s: %w", where, err)
 	}
+	s.Predecessor = predecessor(ro, cfg.ConfigMap)
 	return s, nil
+}
+
+// predecessor is what adopting the argoproj-labs plugin's header rules
+// takes of the Rollout: its managedRoutes names and its canary Service (as
+// that plugin wrote them: by name, in the route's namespace, which is the
+// Rollout's where adoption finds them), and that plugin's ConfigMap.
+func predecessor(ro *v1alpha1.Rollout, configMap string) *desired.Predecessor {
+	c := ro.Spec.Strategy.Canary
+	if c.CanaryService == "" || len(c.TrafficRouting.ManagedRoutes) == 0 {
+		return nil
+	}
+	p := &desired.Predecessor{Canary: routes.ServiceRef(ro.Namespace, c.CanaryService), ConfigMap: cmp.Or(configMap, routes.PredecessorConfigMap)}
+	for _, m := range c.TrafficRouting.ManagedRoutes {
+		p.Entries = append(p.Entries, m.Name)
+	}
+	return p
 }
 
 // fields maps each config key, spelled exactly, to where it is decoded.
@@ -509,7 +532,18 @@ func (s Settings) Env(rollout, fieldManager string, ref routes.Ref) desired.Env 
 		RuleName:              s.RuleNames[ref],
 		MirrorMode:            s.MirrorMode,
 		AssumedFeatures:       s.AssumedFeatures,
+		Predecessor:           s.predecessorOn(),
 	}
+}
+
+// predecessorOn is the Rollout's Predecessor for one route: a copy, which
+// the route's records go into.
+func (s Settings) predecessorOn() *desired.Predecessor {
+	if s.Predecessor == nil {
+		return nil
+	}
+	p := *s.Predecessor
+	return &p
 }
 
 // ruleTargets collects the ruleName of each named route.

@@ -90,6 +90,10 @@ type Env struct {
 	// AssumedFeatures are features the Rollout's config says its gateways
 	// carry whatever their classes publish (assumeGatewayFeatures).
 	AssumedFeatures []string
+	// Predecessor is what the argoproj-labs/gatewayAPI plugin recorded of
+	// the header rules it added for the Rollout on the route, adopted at the
+	// Rollout's first call there (adopt.go); nil: nothing to adopt.
+	Predecessor *Predecessor
 }
 
 // MirrorMode says how a setMirrorRoute step mirrors.

@@ -34,6 +34,9 @@ type state struct {
 	located map[string]bool
 	// owned is what the plugin's field manager owns on the live route.
 	owned routes.Owned
+	// adoptions say which rules of the argoproj-labs plugin the claim
+	// adopted (adopt.go), for the write's changes.
+	adoptions []string
 }
 
 // decide reads the live route and hands it to a call's decision.
@@ -50,12 +53,17 @@ func read(live routes.Route, env Env) (state, error) {
 	if err != nil {
 		return state{}, invalid(err)
 	}
+	adopted, adoptions := env.Predecessor.adopt(live, claims, env.Rollout)
+	if len(adopted.Rules) > 0 {
+		claims = maps.Clone(claims)
+		claims[env.Rollout] = adopted
+	}
 	view, located, err := claims.Named(live)
 	if err != nil {
 		return state{}, invalid(err)
 	}
 	s := state{live: view, stored: live, env: env, claims: claims, claim: claims[env.Rollout], added: claims.AddedRules(),
-		located: located, owned: routes.OwnedBy(live.ManagedFields, env.FieldManager)}
+		located: located, owned: routes.OwnedBy(live.ManagedFields, env.FieldManager), adoptions: adoptions}
 	if other := s.claim.Cluster; other != "" && env.Cluster != "" && other != env.Cluster {
 		if s.claim.Active() {
 			s.fleet = s.claim
@@ -135,7 +143,7 @@ func (s state) finish(rules []routes.Rule, changes []string, claim routes.Claim,
 		Annotations: claims.Annotations(),
 		Claim:       claim,
 		Release:     noneLeft && mayRelease,
-		Changes:     append(slices.Clip(changes), takeover...),
+		Changes:     slices.Concat(s.adoptions, changes, takeover),
 		Needs:       s.introduced(rules, claim),
 	}
 	if !noneLeft {

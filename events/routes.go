@@ -17,6 +17,7 @@ const (
 	reasonRulesAdded                = "RulesAdded"
 	reasonRulesChanged              = "RulesChanged"
 	reasonRulesRemoved              = "RulesRemoved"
+	reasonRulesAdopted              = "RulesAdopted"
 	reasonMirrorFiltersAdded        = "MirrorFiltersAdded"
 	reasonMirrorFiltersRemoved      = "MirrorFiltersRemoved"
 	reasonRulesTakenOver            = "RulesTakenOver"
@@ -27,7 +28,7 @@ const (
 // changeReasons is the order a write's Events are recorded in.
 var changeReasons = []string{
 	reasonRulesTakenOver, reasonWeightsChanged, reasonExperimentBackendsAdded, reasonExperimentBackendsRemoved,
-	reasonRulesAdded, reasonRulesChanged, reasonRulesRemoved, reasonMirrorFiltersAdded, reasonMirrorFiltersRemoved, reasonRouteChanged,
+	reasonRulesAdopted, reasonRulesAdded, reasonRulesChanged, reasonRulesRemoved, reasonMirrorFiltersAdded, reasonMirrorFiltersRemoved, reasonRouteChanged,
 }
 
 // Routes records Events on the routes of one cluster, with that cluster's
@@ -126,6 +127,8 @@ func changeReason(c string) string {
 		return reasonRulesChanged
 	case strings.HasPrefix(c, "− rule "):
 		return reasonRulesRemoved
+	case strings.HasPrefix(c, "adopted rule "):
+		return reasonRulesAdopted
 	case strings.HasPrefix(c, "conflictPolicy Force:"):
 		return reasonRulesTakenOver
 	case strings.HasPrefix(c, "label "), strings.HasPrefix(c, "annotation "):

@@ -60,6 +60,9 @@ type Reader interface {
 	ServiceImported(ctx context.Context, ref routes.ObjectRef) (bool, error)
 	// ReferenceGrants are the ReferenceGrants of a namespace.
 	ReferenceGrants(ctx context.Context, namespace string) ([]routes.ReferenceGrant, error)
+	// PredecessorRecords are the header rules the argoproj-labs plugin
+	// recorded in ConfigMap name of namespace.
+	PredecessorRecords(ctx context.Context, namespace, name string) (routes.PredecessorRecords, error)
 }
 
 // cacheSyncWait bounds how long the calls of the first moments of a watch
@@ -80,6 +83,9 @@ type Cluster struct {
 	// importVersions are the preferred versions of the ServiceImport
 	// groups asked about (imports.go).
 	importVersions map[string]string
+	// predecessors are the reads of the argoproj-labs plugin's ConfigMaps
+	// (predecessor.go), by namespace/name.
+	predecessors map[string]predecessorRead
 	// grantsServed is the version of ReferenceGrant the cluster serves
 	// (grants.go), "" until it is known.
 	grantsServed string
@@ -159,6 +165,7 @@ func NewCluster(client rest.Interface, log *logrus.Entry) *Cluster {
 		readByCalls:    map[routes.Ref]bool{},
 		freshWhole:     map[routes.Ref]routes.Route{},
 		schemas:        map[string]schemaDoc{},
+		predecessors:   map[string]predecessorRead{},
 		changes:        map[routes.Ref]chan struct{}{},
 	}
 }

@@ -180,6 +180,10 @@ func (r *reader) ReferenceGrants(context.Context, string) ([]routes.ReferenceGra
 	return nil, errors.New("not used")
 }
 
+func (r *reader) PredecessorRecords(context.Context, string, string) (routes.PredecessorRecords, error) {
+	return routes.PredecessorRecords{}, errors.New("not used")
+}
+
 // ResourceVersion cannot tell: Get decides, as it answers.
 func (r *reader) ResourceVersion(context.Context, routes.Ref) string { return "" }
 

@@ -37,6 +37,9 @@ type Files struct {
 	parents kube.ParentIndex
 	// grants are the ReferenceGrants of the files, by namespace.
 	grants map[string][]routes.ReferenceGrant
+	// predecessors are the argoproj-labs plugin's ConfigMaps of the files,
+	// by namespace/name.
+	predecessors map[string]routes.PredecessorRecords
 }
 
 // ReadFiles reads routes and Services from YAML documents (other kinds are
@@ -129,6 +132,16 @@ func (f *Files) add(namespace string, raw []byte) error {
 			f.grants = map[string][]routes.ReferenceGrant{}
 		}
 		f.grants[g.Namespace] = append(f.grants[g.Namespace], g)
+	case gvk.Group == "" && gvk.Kind == "ConfigMap":
+		data, _, _ := unstructured.NestedStringMap(u.Object, "data")
+		records, err := routes.ReadPredecessorRecords(data)
+		if err != nil {
+			return fmt.Errorf("ConfigMap %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+		}
+		if f.predecessors == nil {
+			f.predecessors = map[string]routes.PredecessorRecords{}
+		}
+		f.predecessors[u.GetNamespace()+"/"+u.GetName()] = records
 	case gvk.Kind == "ServiceImport":
 		f.imports[routes.ObjectRef{Group: gvk.Group, Kind: gvk.Kind, Namespace: u.GetNamespace(), Name: u.GetName()}] = true
 	}
@@ -150,6 +163,11 @@ func referenceGrant(u *unstructured.Unstructured) (routes.ReferenceGrant, error)
 // ReferenceGrants answers with the ReferenceGrants of the files.
 func (f *Files) ReferenceGrants(_ context.Context, namespace string) ([]routes.ReferenceGrant, error) {
 	return f.grants[namespace], nil
+}
+
+// PredecessorRecords answers with the ConfigMaps of the files.
+func (f *Files) PredecessorRecords(_ context.Context, namespace, name string) (routes.PredecessorRecords, error) {
+	return f.predecessors[namespace+"/"+name], nil
 }
 
 // ServiceImported answers from the ServiceImports of the files.

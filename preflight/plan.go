@@ -233,7 +233,17 @@ func (p *Plan) run(ctx context.Context, in Input, settings decode.Settings, st *
 		core := desired.WithImports(desired.WithGateways(c.core, func(parents routes.Parents) []routes.Gateway { return in.Reader.Gateways(ctx, parents) }),
 			func(ref routes.ObjectRef) (bool, error) { return in.Reader.ServiceImported(ctx, ref) })
 		for i, live := range st.live {
-			r, err := core.Desired(live, settings.Env(rollout, in.FieldManager, live.Ref))
+			env := settings.Env(rollout, in.FieldManager, live.Ref)
+			var err error
+			if pr := env.Predecessor; pr.NeedsRecords(live, rollout) {
+				var records routes.PredecessorRecords
+				records, err = in.Reader.PredecessorRecords(ctx, live.Namespace, pr.ConfigMap)
+				pr.Indexes = records.Indexes(live.Ref)
+			}
+			var r desired.Result
+			if err == nil {
+				r, err = core.Desired(live, env)
+			}
 			if err != nil {
 				failed = true
 				routeSteps[i].Error = c.name + ": " + err.Error()

@@ -106,6 +106,17 @@ func inEntry(name, base string, routeNames []string) bool {
 	return !slices.Contains(routeNames, name)
 }
 
+// EntryOf is the managedRoutes entry (of entries) whose rule name is: the
+// entry itself or <entry>-<n>; "" for none.
+func EntryOf(name string, entries []string) string {
+	for _, e := range entries {
+		if inEntry(name, e, entries) {
+			return e
+		}
+	}
+	return ""
+}
+
 // SetHeaderRules returns the route with the header rules of managedRoutes
 // entry name as the step asks: for every weighted rule (one holding both
 // stable and canary, in route order), a rule with that rule's matches, each

@@ -1,0 +1,105 @@
+package desired
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
+)
+
+// A platform that swaps the argoproj-labs/gatewayAPI plugin for this one
+// while rollouts are in progress leaves header rules that plugin added on
+// the routes, which this plugin's claims do not list: they would stay for
+// good. At a Rollout's first call on a route (no claim of its own there
+// yet), the rules that plugin recorded for the Rollout's managedRoutes
+// entries are adopted into the claim, so the Rollout's RemoveManagedRoutes
+// takes them away as if this plugin had added them. That plugin kept no
+// mirror rules: its SetMirrorRoute writes nothing.
+
+// Predecessor is what the argoproj-labs/gatewayAPI plugin recorded of the
+// header rules it added for the Rollout on one route.
+type Predecessor struct {
+	// Entries are the Rollout's managedRoutes names; Canary its canary
+	// Service: that plugin's header rules send to it alone.
+	Entries []string
+	Canary  routes.ObjectRef
+	// Indexes are the indexes of the rules its ConfigMap lists for this
+	// route, by managedRoutes entry (versions up to 0.12, whose rules have
+	// no name); nil without one. Later versions name the rules after the
+	// entry (<entry>, <entry>-<n>).
+	Indexes map[string]int
+	// ConfigMap names the ConfigMap Indexes come from, for the changes.
+	ConfigMap string
+}
+
+// adopt is the claim of the rules that plugin added for the Rollout on the
+// live route, with what a write says of them; none when the Rollout has a
+// claim there already, or nothing of that plugin is found. A rule is that
+// plugin's only when it sends to the canary alone, no claim holds it, and
+// it is named after one of the Rollout's entries or listed by index in
+// that plugin's ConfigMap.
+func (p *Predecessor) adopt(live routes.Route, claims routes.Claims, rollout string) (routes.Claim, []string) {
+	if p == nil || len(p.Entries) == 0 || !live.Kind.HasMatches() || !claims[rollout].Empty() {
+		return routes.Claim{}, nil
+	}
+	added := claims.AddedRules()
+	var claim routes.Claim
+	var changes []string
+	take := func(name string, rule routes.Rule, unnamed bool) {
+		claim.Rules = append(claim.Rules, name)
+		if claim.RuleDigests == nil {
+			claim.RuleDigests = map[string]string{}
+		}
+		claim.RuleDigests[name] = routes.RuleDigest(rule)
+		how := "named after managedRoutes entry"
+		if unnamed {
+			claim.Unnamed = append(claim.Unnamed, name)
+			how = "listed in ConfigMap " + p.ConfigMap + " for entry"
+		}
+		changes = append(changes, fmt.Sprintf("adopted rule %s: the argoproj-labs/gatewayAPI plugin added it (%s %s)", name, how, transform.EntryOf(name, p.Entries)))
+	}
+	for _, rule := range live.Rules {
+		if n := rule.Name(); n != "" && !added[n] && p.sendsToCanary(live.Namespace, rule) && transform.EntryOf(n, p.Entries) != "" {
+			take(n, rule, false)
+		}
+	}
+	for _, entry := range slices.Sorted(maps.Keys(p.Indexes)) {
+		i := p.Indexes[entry]
+		if !slices.Contains(p.Entries, entry) || i < 0 || i >= len(live.Rules) || slices.Contains(claim.Rules, entry) {
+			continue
+		}
+		rule := live.Rules[i]
+		named := slices.ContainsFunc(live.Rules, func(r routes.Rule) bool { return r.Name() == entry })
+		if _, hasName := rule["name"]; hasName || named || added[entry] || !p.sendsToCanary(live.Namespace, rule) {
+			continue
+		}
+		take(entry, rule, true)
+	}
+	return claim, changes
+}
+
+// NeedsRecords says whether adopting on the live route needs the records of
+// that plugin's ConfigMap: the Rollout has no claim there and the route
+// holds a rule without a name that sends to the canary alone (a later
+// version's rules are known by their names).
+func (p *Predecessor) NeedsRecords(live routes.Route, rollout string) bool {
+	if p == nil || len(p.Entries) == 0 || !live.Kind.HasMatches() {
+		return false
+	}
+	claims, err := routes.ReadClaims(live)
+	if err != nil || !claims[rollout].Empty() {
+		return false
+	}
+	return slices.ContainsFunc(live.Rules, func(r routes.Rule) bool {
+		_, named := r["name"]
+		return !named && p.sendsToCanary(live.Namespace, r)
+	})
+}
+
+// sendsToCanary says the rule's one backendRef is the canary Service.
+func (p *Predecessor) sendsToCanary(namespace string, rule routes.Rule) bool {
+	refs := rule.BackendRefs()
+	return len(refs) == 1 && refs[0].Target(namespace).Backend() == p.Canary.Backend()
+}
