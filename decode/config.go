@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"path"
 	"reflect"
 	"regexp"
 	"slices"
@@ -206,20 +207,23 @@ func ParseConfig(ro *v1alpha1.Rollout, pluginName string) (Settings, error) {
 	if err != nil {
 		return Settings{}, fmt.Errorf("%s: %w", where, err)
 	}
-	s.Predecessor = predecessor(ro, cfg.ConfigMap)
+	s.Predecessor = predecessor(ro, cfg.ConfigMap, pluginName)
 	return s, nil
 }
 
 // predecessor is what adopting the argoproj-labs plugin's header rules
 // takes of the Rollout: its managedRoutes names and its canary Service (as
 // that plugin wrote them: by name, in the route's namespace, which is the
-// Rollout's where adoption finds them), and that plugin's ConfigMap.
-func predecessor(ro *v1alpha1.Rollout, configMap string) *desired.Predecessor {
+// Rollout's where adoption finds them), that plugin's ConfigMap, and its
+// field manager: the name Argo Rollouts gave its binary, the last element
+// of the name it was registered under, which this plugin now has.
+func predecessor(ro *v1alpha1.Rollout, configMap, pluginName string) *desired.Predecessor {
 	c := ro.Spec.Strategy.Canary
 	if c.CanaryService == "" || len(c.TrafficRouting.ManagedRoutes) == 0 {
 		return nil
 	}
-	p := &desired.Predecessor{Canary: routes.ServiceRef(ro.Namespace, c.CanaryService), ConfigMap: cmp.Or(configMap, routes.PredecessorConfigMap)}
+	p := &desired.Predecessor{Manager: path.Base(pluginName), Canary: routes.ServiceRef(ro.Namespace, c.CanaryService),
+		ConfigMap: cmp.Or(configMap, routes.PredecessorConfigMap)}
 	for _, m := range c.TrafficRouting.ManagedRoutes {
 		p.Entries = append(p.Entries, m.Name)
 	}

@@ -21,6 +21,12 @@ import (
 // Predecessor is what the argoproj-labs/gatewayAPI plugin recorded of the
 // header rules it added for the Rollout on one route.
 type Predecessor struct {
+	// Manager is that plugin's field manager: its binary's name, which
+	// Argo Rollouts gives it from the name it is registered under (the last
+	// element of "argoproj-labs/gatewayAPI": gatewayAPI), as its Updates
+	// carry client-go's default user agent. Only rules that manager wrote
+	// last, and nobody changed since, are adopted.
+	Manager string
 	// Entries are the Rollout's managedRoutes names; Canary its canary
 	// Service: that plugin's header rules send to it alone.
 	Entries []string
@@ -37,11 +43,13 @@ type Predecessor struct {
 // adopt is the claim of the rules that plugin added for the Rollout on the
 // live route, with what a write says of them; none when the Rollout has a
 // claim there already, or nothing of that plugin is found. A rule is that
-// plugin's only when it sends to the canary alone, no claim holds it, and
-// it is named after one of the Rollout's entries or listed by index in
-// that plugin's ConfigMap.
+// plugin's only when that plugin wrote the rules last (its manager owns
+// spec.rules), the rule sends to the canary alone, no claim holds it, and
+// it is named after one of the Rollout's entries or listed by index in that
+// plugin's ConfigMap: a rule someone else wrote that only looks like it is
+// never taken.
 func (p *Predecessor) adopt(live routes.Route, claims routes.Claims, rollout string) (routes.Claim, []string) {
-	if p == nil || len(p.Entries) == 0 || !live.Kind.HasMatches() || !claims[rollout].Empty() {
+	if !p.wroteRules(live) || !claims[rollout].Empty() {
 		return routes.Claim{}, nil
 	}
 	added := claims.AddedRules()
@@ -85,7 +93,7 @@ func (p *Predecessor) adopt(live routes.Route, claims routes.Claims, rollout str
 // holds a rule without a name that sends to the canary alone (a later
 // version's rules are known by their names).
 func (p *Predecessor) NeedsRecords(live routes.Route, rollout string) bool {
-	if p == nil || len(p.Entries) == 0 || !live.Kind.HasMatches() {
+	if !p.wroteRules(live) {
 		return false
 	}
 	claims, err := routes.ReadClaims(live)
@@ -96,6 +104,13 @@ func (p *Predecessor) NeedsRecords(live routes.Route, rollout string) bool {
 		_, named := r["name"]
 		return !named && p.sendsToCanary(live.Namespace, r)
 	})
+}
+
+// wroteRules says that plugin may have rules of the Rollout on the route:
+// the Rollout has managedRoutes, the route's kind has matches, and that
+// plugin's manager wrote spec.rules last.
+func (p *Predecessor) wroteRules(live routes.Route) bool {
+	return p != nil && len(p.Entries) > 0 && live.Kind.HasMatches() && routes.WroteRules(live.ManagedFields, p.Manager)
 }
 
 // sendsToCanary says the rule's one backendRef is the canary Service.

@@ -24,7 +24,7 @@ func oldHeaderRule(name string) routes.Rule {
 // fromPredecessor is a call's env with what the old plugin recorded.
 func fromPredecessor(p Predecessor) func(*Env) {
 	return func(e *Env) {
-		p.Canary = svc("canary")
+		p.Canary, p.Manager = svc("canary"), "gatewayAPI"
 		e.Predecessor = &p
 	}
 }
@@ -75,6 +75,20 @@ func TestOnlyTheOldPluginsOwnRulesAreAdopted(t *testing.T) {
 		{call{c: RemoveManaged{}, env: p}, expect{owners: plugins, labels: inProgress, claims: true, rules: append(gitRules(40, 60), others...)}},
 	})
 
+	// A rule named after the entry that the old plugin did not write last:
+	// someone's own, or changed by someone else since.
+	for _, writer := range []op{create{kubectl, append(gitRules(75, 25), oldHeaderRule("beta"))},
+		forceApply{argocd, append(gitRules(75, 25), oldHeaderRule("beta"))}} {
+		runScenario(t, routes.HTTPRoute, []step{
+			{create{"gatewayAPI", append(gitRules(70, 30), oldHeaderRule("beta"))}, expect{owners: []string{"gatewayAPI"}}},
+			{writer, expect{owners: []string{managerOf(writer)}}},
+			{call{c: setWeight(60), env: fromPredecessor(Predecessor{Entries: []string{"beta"}})},
+				expect{wrote: true, owners: plugins, labels: inProgress, claims: true, rules: append(gitRules(40, 60), oldHeaderRule("beta"))}},
+			{call{c: RemoveManaged{}, env: fromPredecessor(Predecessor{Entries: []string{"beta"}})},
+				expect{owners: plugins, labels: inProgress, claims: true, rules: append(gitRules(40, 60), oldHeaderRule("beta"))}},
+		})
+	}
+
 	// A Rollout that already has a claim on the route adopts nothing.
 	runScenario(t, routes.HTTPRoute, []step{
 		{create{kubectl, gitRules(100, 0)}, expect{owners: []string{kubectl}}},
@@ -84,4 +98,15 @@ func TestOnlyTheOldPluginsOwnRulesAreAdopted(t *testing.T) {
 		{call{c: RemoveManaged{}, env: fromPredecessor(Predecessor{Entries: []string{"beta"}})},
 			expect{owners: []string{"old-plugin-by-hand"}, labels: inProgress, claims: true, rules: append(gitRules(70, 30), oldHeaderRule("beta"))}},
 	})
+}
+
+// managerOf is the manager of a create or forceApply.
+func managerOf(o op) string {
+	switch o := o.(type) {
+	case create:
+		return o.manager
+	case forceApply:
+		return o.manager
+	}
+	return ""
 }

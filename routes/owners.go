@@ -153,6 +153,18 @@ func OwnsRules(entries []metav1.ManagedFieldsEntry, manager string) bool {
 	return false
 }
 
+// WroteRules says whether manager owns spec.rules, by an apply or an
+// update: the rules are as it last wrote them (anyone who changed them since
+// took them from it).
+func WroteRules(entries []metav1.ManagedFieldsEntry, manager string) bool {
+	for _, e := range entries {
+		if e.Manager == manager && holdsRules(e) {
+			return true
+		}
+	}
+	return false
+}
+
 // RulesOwners lists the other managers that own spec.rules, as
 // "name (Apply)" or "name (Update, apiVersion)".
 func RulesOwners(entries []metav1.ManagedFieldsEntry, except string) []string {
