@@ -10,7 +10,6 @@ import (
 	"maps"
 	"path"
 	"reflect"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -118,9 +117,6 @@ type StickyCanary struct {
 // defaultStickyMaxAge is stickyCanary's default Max-Age: one day, Flagger's
 // default for its session affinity cookie.
 const defaultStickyMaxAge = 86400
-
-// cookieName is an RFC 6265 cookie-name: an RFC 2616 token.
-var cookieName = regexp.MustCompile(`^[A-Za-z0-9!#$%&'*+\-.^_` + "`" + `|~]+$`)
 
 // maxCookieName bounds a cookie's name, so that the header match the plugin
 // writes stays far from Gateway API's limit on a match value.
@@ -405,7 +401,7 @@ func (cfg Config) sticky(rolloutName string, t routes.Targets) (*StickySettings,
 	if s.Cookie == "" {
 		s.Cookie = rolloutName + "-canary"
 	}
-	if len(s.Cookie) > maxCookieName || !cookieName.MatchString(s.Cookie) {
+	if len(s.Cookie) > maxCookieName || !transform.IsToken(s.Cookie) {
 		return nil, fmt.Errorf("key \"stickyCanary.cookieName\": %q is not a cookie name (an RFC 6265 token of at most %d characters: letters, digits and !#$%%&'*+-.^_`|~)", s.Cookie, maxCookieName)
 	}
 	if m := cfg.StickyCanary.MaxAgeSeconds; m != nil {
