@@ -68,8 +68,9 @@ func NewClients(cfg *rest.Config, policy RetryPolicy, log *logrus.Entry) (Client
 		cfg.RateLimiter = tokenBucket(cfg.QPS, cfg.Burst)
 	}
 	limiter := cfg.RateLimiter
-	c := Clients{Requests: &Requests{}}
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return newTransport(rt, limiter, policy, log, c.Requests) })
+	requests := &Requests{}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return newTransport(rt, limiter, policy, log, requests) })
+	c := Clients{Requests: requests}
 	var errs [4]error
 	c.Gateway, errs[0] = gateway.NewForConfig(cfg)
 	c.Dynamic, errs[1] = dynamic.NewForConfig(cfg)
