@@ -22,6 +22,7 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/cli"
 	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kubeclient"
+	"github.com/gatewayapi-ssa/rollouts-plugin/metrics"
 	"github.com/gatewayapi-ssa/rollouts-plugin/plugin"
 	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
 )
@@ -78,8 +79,20 @@ func main() {
 			os.Exit(2)
 		}
 	}
+	opts := f.options(routeClusters)
+	if f.metricsAddr != "" {
+		// Listening before the handshake: an address the plugin cannot
+		// serve on stops it here, with the flag's name, not at a scrape.
+		opts.Metrics = metrics.New(version)
+		addr, err := opts.Metrics.Serve(f.metricsAddr)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "-metrics-address: %v\n", err)
+			os.Exit(2)
+		}
+		log.WithField("address", addr.String()).Info("serving Prometheus metrics at /metrics")
+	}
 
-	impl := plugin.New(f.options(routeClusters), logrus.NewEntry(log).WithFields(logrus.Fields{"plugin": "gatewayapi-ssa", "version": version}))
+	impl := plugin.New(opts, logrus.NewEntry(log).WithFields(logrus.Fields{"plugin": "gatewayapi-ssa", "version": version}))
 	go exitWhenOrphaned(os.Getppid, time.Second, func() {
 		log.Info("the Argo Rollouts controller that started the plugin is gone; exiting")
 		closeAndExit(impl)
@@ -100,6 +113,7 @@ type flags struct {
 	burst, maxRoutes                    int
 	logFormat, logLevel, fieldManager   string
 	pluginName, pprofAddr, peersNS      string
+	metricsAddr                         string
 	callTimeout, reqTimeout             time.Duration
 	cleanupOn, showVersion, routeEvents bool
 	cleanupEvery, watchCacheIdle        time.Duration
@@ -124,6 +138,7 @@ func registerFlags(fs *flag.FlagSet) *flags {
 	fs.DurationVar(&f.cleanupEvery, "cleanup-interval", time.Minute, "how often -cleanup-deleted-rollouts looks; a Rollout must be missing in two looks in a row")
 	fs.BoolVar(&f.showVersion, "version", false, "print the version and exit")
 	fs.StringVar(&f.pprofAddr, "pprof-addr", "", "serve Go's pprof profiles on this loopback address (e.g. 127.0.0.1:6060) for measuring the plugin; off when empty, and refused on any address but 127.0.0.1 or ::1")
+	fs.StringVar(&f.metricsAddr, "metrics-address", "", "serve Prometheus metrics at /metrics on this address: :PORT for every interface of the pod (what a PodMonitor scrapes), or 127.0.0.1:PORT; off when empty (docs/metrics.md)")
 	fs.BoolVar(&f.routeEvents, "route-events", true, "record Kubernetes Events on the routes the plugin writes (what each write changed, for which Rollout, and what it refused there); Events on the Rollout, for every error a call returns, are recorded whatever this says")
 	fs.StringVar(&f.peersNS, "peers-namespace", "", "namespace of the Leases through which the plugin's processes of one field manager (sharded or restarting controllers) know of each other, the same for all of them; empty: POD_NAMESPACE (the controller's), else the pod's namespace")
 	fs.StringVar(&f.clusterName, "cluster-name", "", "the name the claims give this cluster (the one the controller runs in) where no ClusterProperty cluster.clusterset.k8s.io names it; empty: the UID of namespace kube-system. Members of a fleet whose Rollouts share routes in a config cluster must each have their own")

@@ -43,8 +43,9 @@ type Panic struct{ Value any }
 
 func (p Panic) Error() string { return fmt.Sprintf("panic: %v", p.Value) }
 
-// Reason names the kind of err, for a Warning's reason.
-func reason(err error) string {
+// Reason names the kind of err, for a Warning's reason, and for the result
+// of a call in the plugin's metrics: one of the reasons above, a bounded set.
+func Reason(err error) string {
 	var (
 		config      *decode.ConfigError
 		cluster     *decode.ClusterError

@@ -57,8 +57,8 @@ func TestReasonOfEachError(t *testing.T) {
 			routes.RouteError(web, &desired.InvalidError{Err: &transform.LimitError{Msg: "17 rules"}}),
 			routes.RouteError(web, &desired.ConflictError{Route: web}))), "Conflict"},
 	} {
-		if got := reason(tc.err); got != tc.want {
-			t.Errorf("reason(%q) = %s, want %s", tc.err, got, tc.want)
+		if got := Reason(tc.err); got != tc.want {
+			t.Errorf("Reason(%q) = %s, want %s", tc.err, got, tc.want)
 		}
 	}
 }

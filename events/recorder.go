@@ -81,9 +81,22 @@ type Options struct {
 // Recorder sends Events to one cluster's Events API, best effort: Record
 // never blocks, and nothing a call does waits for an Event.
 type Recorder struct {
-	queue   chan Event
-	dropped atomic.Int64
-	state   *state
+	queue chan Event
+	// recorded and dropped count the Events handed to Record: queued to
+	// be sent, or dropped for a full queue.
+	recorded, dropped atomic.Int64
+	state             *state
+}
+
+// Recorded says how many Events were handed to the Recorder so far: queued
+// to be sent (a repeat counts in its series), and dropped because the
+// queue was full (the Events API slow or unreachable), for people watching
+// the plugin (package metrics).
+func (r *Recorder) Recorded() (queued, dropped int64) {
+	if r == nil {
+		return 0, 0
+	}
+	return r.recorded.Load(), r.dropped.Load()
 }
 
 // NewRecorder returns a Recorder for the cluster of cfg, already running.
@@ -117,6 +130,7 @@ func (r *Recorder) Record(e Event) {
 	}
 	select {
 	case r.queue <- e:
+		r.recorded.Add(1)
 	default:
 		if r.dropped.Add(1) == 1 {
 			r.state.log.Warn("the queue of Events to record is full: Events are dropped (the Events API is slow or unreachable)")

@@ -294,11 +294,15 @@ func TestRecordNeverBlocks(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Record blocked")
 	}
-	if r.dropped.Load() != 10 {
-		t.Errorf("dropped %d, want 10", r.dropped.Load())
+	queued, dropped := r.Recorded()
+	if diff := cmp.Diff([2]int64{queueSize, 10}, [2]int64{queued, dropped}); diff != "" {
+		t.Errorf("Events [queued, dropped] (-want +got):\n%s", diff)
 	}
 	var nilRecorder *Recorder
 	nilRecorder.Record(warning(conflictText))
+	if queued, dropped := nilRecorder.Recorded(); queued != 0 || dropped != 0 {
+		t.Errorf("a nil Recorder says it queued %d and dropped %d", queued, dropped)
+	}
 }
 
 // An Event the apiserver refuses as invalid is never sent again.

@@ -52,7 +52,7 @@ func (r *Rollouts) Failed(rollout corev1.ObjectReference, method, text string, e
 	if r == nil {
 		return
 	}
-	why := reason(err)
+	why := Reason(err)
 	now := time.Now()
 	k := failingCall{rollout.UID, rollout.Namespace + "/" + rollout.Name, method}
 	r.mu.Lock()

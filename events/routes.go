@@ -83,7 +83,7 @@ func (r *Routes) Refused(route routes.Route, rollout, call string, err error) {
 	if r == nil {
 		return
 	}
-	if why := reason(err); refusedOnRoute[why] {
+	if why := Reason(err); refusedOnRoute[why] {
 		r.record(route, rollout, call, corev1.EventTypeWarning, why, strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
 }

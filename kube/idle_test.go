@@ -171,3 +171,33 @@ func keysOf[V any](m map[routes.Ref]V) []routes.Ref {
 	slices.SortFunc(out, func(a, b routes.Ref) int { return strings.Compare(a.String(), b.String()) })
 	return out
 }
+
+// What a Cluster holds follows the calls: two namespaces' routes read and
+// one namespace's ReferenceGrants give two route caches, one grant cache
+// and two routes kept whole; once idle's caches stopped, shop's remain.
+func TestHeldCountsTheCachesRunningAndTheRoutesKeptWhole(t *testing.T) {
+	c, _ := idleCluster(t)
+	ctx := context.Background()
+	if diff := cmp.Diff(Held{}, c.Held()); diff != "" {
+		t.Errorf("held before any call (-want +got):\n%s", diff)
+	}
+	for _, ns := range []string{wtNS, idleNS} {
+		if _, err := c.Get(ctx, web(ns)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.ReferenceGrants(ctx, idleNS); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(Held{RouteCaches: 2, GrantCaches: 1, WholeRoutes: 2}, c.Held()); diff != "" {
+		t.Errorf("held after the calls (-want +got):\n%s", diff)
+	}
+	cutoff := time.Now()
+	if _, err := c.Get(ctx, web(wtNS)); err != nil {
+		t.Fatal(err)
+	}
+	c.stopUnusedSince(cutoff)
+	if diff := cmp.Diff(Held{RouteCaches: 1, WholeRoutes: 1}, c.Held()); diff != "" {
+		t.Errorf("held after idle's caches stopped (-want +got):\n%s", diff)
+	}
+}

@@ -53,20 +53,24 @@ type Clients struct {
 	Dynamic dynamic.Interface
 	Reviews authorizationv1.SelfSubjectAccessReviewInterface
 	Leases  coordinationv1.LeasesGetter
+	// Requests counts every attempt of every request they sent.
+	Requests *Requests
 }
 
 // NewClients builds the clients for a cluster. They share one token bucket
 // (cfg.RateLimiter, or one made from cfg.QPS and cfg.Burst), so the process's
 // requests together stay within it, and one transport that times out and
-// retries every request as policy says (transport.go).
+// retries every request as policy says (transport.go), and counts every
+// attempt (Requests).
 func NewClients(cfg *rest.Config, policy RetryPolicy, log *logrus.Entry) (Clients, error) {
 	cfg = rest.CopyConfig(cfg)
 	if cfg.RateLimiter == nil {
 		cfg.RateLimiter = tokenBucket(cfg.QPS, cfg.Burst)
 	}
 	limiter := cfg.RateLimiter
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return newTransport(rt, limiter, policy, log) })
-	var c Clients
+	requests := &Requests{}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return newTransport(rt, limiter, policy, log, requests) })
+	c := Clients{Requests: requests}
 	var errs [4]error
 	c.Gateway, errs[0] = gateway.NewForConfig(cfg)
 	c.Dynamic, errs[1] = dynamic.NewForConfig(cfg)

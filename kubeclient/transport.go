@@ -48,18 +48,22 @@ type retrying struct {
 	limiter flowcontrol.RateLimiter
 	policy  RetryPolicy
 	log     *logrus.Entry
+	// requests counts every attempt (nil: none).
+	requests *Requests
 }
 
 // newTransport wraps next with the plugin's retry policy; every retry waits
-// for a token of limiter.
-func newTransport(next http.RoundTripper, limiter flowcontrol.RateLimiter, policy RetryPolicy, log *logrus.Entry) http.RoundTripper {
-	return &retrying{next: next, limiter: limiter, policy: policy, log: log}
+// for a token of limiter; requests counts every attempt.
+func newTransport(next http.RoundTripper, limiter flowcontrol.RateLimiter, policy RetryPolicy, log *logrus.Entry, requests *Requests) http.RoundTripper {
+	return &retrying{next: next, limiter: limiter, policy: policy, log: log, requests: requests}
 }
 
 func (t *retrying) RoundTrip(req *http.Request) (*http.Response, error) {
 	if isWatch(req) {
 		// A watch lasts as long as it lasts; the informer restarts it.
-		return t.next.RoundTrip(req)
+		resp, err := t.next.RoundTrip(req)
+		t.requests.count(req, resp, err)
+		return resp, err
 	}
 	ctx := req.Context()
 	repeatable := safeToRepeat(req)
@@ -78,6 +82,7 @@ func (t *retrying) RoundTrip(req *http.Request) (*http.Response, error) {
 			r.Body = body
 		}
 		resp, err := t.next.RoundTrip(r)
+		t.requests.count(req, resp, err)
 		reason, after := t.retryable(ctx, actx, resp, err)
 		if reason == "" {
 			if err != nil {

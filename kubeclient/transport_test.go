@@ -56,7 +56,7 @@ func quietLog() *logrus.Entry {
 
 func send(t *testing.T, ctx context.Context, policy RetryPolicy, req *http.Request) (*http.Response, error) {
 	t.Helper()
-	client := &http.Client{Transport: newTransport(http.DefaultTransport, flowcontrol.NewFakeAlwaysRateLimiter(), policy, quietLog())}
+	client := &http.Client{Transport: newTransport(http.DefaultTransport, flowcontrol.NewFakeAlwaysRateLimiter(), policy, quietLog(), nil)}
 	resp, err := client.Do(req.WithContext(ctx))
 	if err == nil {
 		t.Cleanup(func() { resp.Body.Close() })

@@ -27,6 +27,8 @@ type Orchestrator struct {
 	// warnedGateways are the parents whose unknown features have been logged: once
 	// each per process.
 	warnedGateways sync.Map
+	// counts are what came of the writes (Writes).
+	counts writeCounts
 }
 
 // Bounds are how much of the apiserver calls take at once, and how long.
@@ -141,6 +143,7 @@ func (o *Orchestrator) Run(ctx context.Context, c Job) error {
 	})
 	for i, err := range errs {
 		if err != nil {
+			o.counts.ended(err)
 			o.events.Refused(res.Routes[i], c.Rollout, c.Name, err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/apierr"
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
@@ -67,6 +68,7 @@ func refused(errs []error) bool {
 func (o *Orchestrator) Write(ctx context.Context, p Plan, by Cause) (err error) {
 	log := o.log.WithFields(logrus.Fields{"rollout": by.Rollout, "call": by.Call})
 	defer func(live routes.Route) {
+		o.counts.ended(err)
 		if err != nil {
 			o.events.Refused(live, by.Rollout, by.Call, err)
 		}
@@ -89,7 +91,10 @@ func (o *Orchestrator) Write(ctx context.Context, p Plan, by Cause) (err error) 
 	// fresh read, at most maxAttempts times in all.
 	attempts, busy := 1, 0
 	takeOver := false
-	for {
+	for again := false; ; again = true {
+		if again && !p.Desired.Unchanged {
+			o.counts.retried.Add(1)
+		}
 		next, what, err := o.applyOnce(ctx, p, route, takeOver, by, log)
 		switch what {
 		case finished:
@@ -165,6 +170,7 @@ const (
 // decided again on the route as the watch cache brings it.
 func (o *Orchestrator) applyOnce(ctx context.Context, p Plan, route *routeLock, takeOver bool, by Cause, log *logrus.Entry) (next Plan, what attempt, err error) {
 	if p.Desired.Unchanged {
+		o.counts.unchanged.Add(1)
 		return p, finished, o.releaseIfDone(ctx, p, p.Live, nil, route, by, log)
 	}
 	d := p.Desired
@@ -174,8 +180,12 @@ func (o *Orchestrator) applyOnce(ctx context.Context, p Plan, route *routeLock, 
 	}
 	answer, unstructured, err := o.writer.Apply(ctx, p.Live, ssa.Content{Rules: d.Rules, Labels: d.Labels, Annotations: d.Annotations}, guard)
 	leave()
+	if apierrors.IsConflict(err) {
+		o.counts.conflicts.Add(1)
+	}
 	switch {
 	case err == nil:
+		o.counts.applied.Add(1)
 		return p, finished, o.applied(ctx, p, answer, guard, unstructured, route, by, log)
 	case guard == ssa.ByOwnership && ssa.IsOwnershipConflict(err):
 		// The decision, made again on the route as it is, reports a change
@@ -303,6 +313,7 @@ func (o *Orchestrator) releaseIfDone(ctx context.Context, p Plan, current routes
 		return nil
 	}
 	route.released()
+	o.counts.released.Add(1)
 	if done.Answer != nil {
 		o.reader.Written(done.Answer)
 	}

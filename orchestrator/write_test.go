@@ -314,6 +314,9 @@ func TestAConflictIsAnsweredByReadingAndDecidingAgain(t *testing.T) {
 	if diff := cmp.Diff([]string{"9→11 rule 0 canary 0→30"}, applied); diff != "" {
 		t.Errorf("log lines of writes (-want +got):\n%s", diff)
 	}
+	if diff := cmp.Diff(Writes{Conflicts: 2, Retried: 2, Applied: 1}, o.Writes()); diff != "" {
+		t.Errorf("writes counted (-want +got):\n%s", diff)
+	}
 }
 
 // A route whose rules another manager changes before every attempt: each
@@ -335,6 +338,9 @@ func TestARouteWhoseRulesKeepChangingEndsTheCallAfterMaxAttempts(t *testing.T) {
 	}
 	if n, decisions := len(api.requests()), 2*maxAttempts; n != maxAttempts || len(d.seen) != decisions || len(rd.written) != 0 {
 		t.Errorf("%d applies, %d decisions, %d recorded; want %d, %d, 0", n, len(d.seen), len(rd.written), maxAttempts, decisions)
+	}
+	if diff := cmp.Diff(Writes{Conflicts: maxAttempts, Retried: maxAttempts - 1, Failed: 1}, o.Writes()); diff != "" {
+		t.Errorf("writes counted (-want +got):\n%s", diff)
 	}
 }
 
@@ -394,6 +400,9 @@ func TestAFieldManagerConflictIsNotRetried(t *testing.T) {
 	if diff := cmp.Diff([]string{"PATCH at 5"}, api.requests()); diff != "" {
 		t.Errorf("requests (-want +got):\n%s", diff)
 	}
+	if diff := cmp.Diff(Writes{Conflicts: 1, Failed: 1}, o.Writes()); diff != "" {
+		t.Errorf("writes counted (-want +got):\n%s", diff)
+	}
 }
 
 // The last write of the last Rollout on a route: the apply, then the
@@ -430,6 +439,9 @@ func TestTheLastWriteReleasesOwnership(t *testing.T) {
 	if diff := cmp.Diff([]string{"applied route 5→6", "released route 6→7"}, lines); diff != "" {
 		t.Errorf("log lines (-want +got):\n%s", diff)
 	}
+	if diff := cmp.Diff(Writes{Applied: 1, Released: 1}, o.Writes()); diff != "" {
+		t.Errorf("writes counted (-want +got):\n%s", diff)
+	}
 }
 
 // Nothing to apply and nothing of the plugin's left: the release alone,
@@ -444,6 +456,9 @@ func TestAnUnchangedRouteIsReleasedWithoutAnApply(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"GET", "RELEASE at 5"}, api.requests()); diff != "" {
 		t.Errorf("requests (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(Writes{Unchanged: 1, Released: 1}, o.Writes()); diff != "" {
+		t.Errorf("writes counted (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff([]string{"6"}, rd.written); diff != "" {
 		t.Errorf("recorded with the reader (-want +got):\n%s", diff)
@@ -724,5 +739,8 @@ func TestARefusalAfterAConflictReadsAsOneBeforeAnyWrite(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"PATCH at 3", "PATCH owned"}, api.requests()); diff != "" {
 		t.Errorf("requests (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(Writes{Applied: 1, Conflicts: 1, Refused: 1}, o.Writes()); diff != "" {
+		t.Errorf("writes counted (-want +got):\n%s", diff)
 	}
 }

@@ -188,6 +188,21 @@ func (p *Peers) Enter(ctx context.Context) (alone bool, epoch uint64, leave func
 	}
 }
 
+// Others is how many other processes of the field manager this one takes
+// for live now (their Lease renewed within a lease duration), for people
+// watching the plugin (package metrics).
+func (p *Peers) Others() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now, n := p.clock.Now(), 0
+	for _, q := range p.others {
+		if p.live(q, now) {
+			n++
+		}
+	}
+	return n
+}
+
 // Stop stops keeping the Lease and deletes it, so the other processes need
 // not wait for it to go stale: once an apply of it was sent, even if no
 // answer came (the apiserver may have stored it).

@@ -188,7 +188,8 @@ func TestANewcomerWaitsForEveryLiveProcessToAcknowledgeIt(t *testing.T) {
 
 // A process that never acknowledges the newcomer and stops renewing its
 // Lease keeps the newcomer waiting one lease duration, no longer; the
-// newcomer then writes alone.
+// newcomer counts it among the live processes until then, and then writes
+// alone.
 func TestANewcomerWaitsNoLongerThanALeaseForAProcessThatIsGone(t *testing.T) {
 	c := newCluster(t)
 	c.another("gatewayapi-ssa-other")
@@ -200,8 +201,14 @@ func TestANewcomerWaitsNoLongerThanALeaseForAProcessThatIsGone(t *testing.T) {
 	if whyWaiting(b) == "" || solo(b) {
 		t.Fatalf("b was admitted (alone: %v) two thirds of a lease after the other's last renewal", solo(b))
 	}
+	if n := b.Others(); n != 1 {
+		t.Errorf("b two thirds of a lease after the other's last renewal counts %d other processes, want 1", n)
+	}
 	c.renew(b)
 	c.until("b to know it is alone", func() bool { return solo(b) })
+	if n := b.Others(); n != 0 {
+		t.Errorf("b a lease after the other's last renewal counts %d other processes, want 0", n)
+	}
 	if alone, epoch, err := enter(b); !alone || epoch != 1 || err != nil {
 		t.Errorf("b a lease after the other's last renewal: alone %v, epoch %d, error %v; want alone in epoch 1", alone, epoch, err)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/events"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kubeclient"
+	"github.com/gatewayapi-ssa/rollouts-plugin/metrics"
 	"github.com/gatewayapi-ssa/rollouts-plugin/orchestrator"
 	"github.com/gatewayapi-ssa/rollouts-plugin/peers"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
@@ -81,6 +82,10 @@ type Options struct {
 	// WatchCacheIdle stops a watch cache no call used for that long (the
 	// next call that needs it starts it again); 0: every cache runs on.
 	WatchCacheIdle time.Duration
+	// Metrics shows the calls and what each cluster's clients, watch
+	// caches, writes, Events and peers count (-metrics-address); nil:
+	// nothing is shown.
+	Metrics *metrics.Metrics
 }
 
 // DefaultCallTimeout is the deadline of a call: a stuck call holds one of the
@@ -160,7 +165,7 @@ func New(opts Options, log *logrus.Entry) *Plugin {
 // ~/.kube/config), else an error saying neither is there. Once it has
 // succeeded, calling it again does nothing.
 func (p *Plugin) InitPlugin() (resp types.RpcError) {
-	defer p.recoverInto(nil, "InitPlugin", &resp)
+	defer p.recoverInto(nil, "InitPlugin", nil, &resp)
 	p.initMu.Lock()
 	defer p.initMu.Unlock()
 	p.mu.Lock()
@@ -249,8 +254,9 @@ func (p *Plugin) connectRouteCluster(rc decode.RouteCluster, log *logrus.Entry) 
 	if err != nil {
 		return nil, err
 	}
-	return &routeCluster{reader: reader, dyn: c.Dynamic, peers: pp, namespaces: rc.Namespaces,
-		orch: p.orchestrator(c.Reviews, c.Gateway, c.Dynamic, reader, pp, p.routeEvents(rec), log)}, nil
+	orch := p.orchestrator(c.Reviews, c.Gateway, c.Dynamic, reader, pp, p.routeEvents(rec), log)
+	p.opts.Metrics.Watch(rc.Name, metrics.Cluster{Requests: c.Requests, Reader: reader, Writes: orch, Events: rec, Peers: pp})
+	return &routeCluster{reader: reader, dyn: c.Dynamic, peers: pp, namespaces: rc.Namespaces, orch: orch}, nil
 }
 
 // Connect builds the plugin's clients for a cluster.
@@ -270,6 +276,10 @@ func (p *Plugin) Connect(cfg *rest.Config) error {
 	p.rollouts = events.NewRollouts(rec) // the Rollouts are in the controller's cluster
 	p.mu.Unlock()
 	p.Use(c.Reviews, c.Gateway, c.Dynamic, reader, pp, p.routeEvents(rec))
+	p.mu.Lock()
+	orch := p.orch
+	p.mu.Unlock()
+	p.opts.Metrics.Watch("", metrics.Cluster{Requests: c.Requests, Reader: reader, Writes: orch, Events: rec, Peers: pp})
 	return nil
 }
 
@@ -449,18 +459,20 @@ func (p *Plugin) VerifyWeight(ro *v1alpha1.Rollout, desiredWeight int32, additio
 	req := decode.Request{Method: decode.VerifyWeight, Weight: desiredWeight, Additional: additional}
 	name := req.Name()
 	verified = types.NotVerified
-	defer p.recoverInto(ro, name, &resp)
+	m := p.meter(ro, req.Method)
+	defer p.recoverInto(ro, name, m, &resp)
 	ctx, cancel := p.callContext()
 	defer cancel()
 	where, call, err := p.decode(ctx, ro, req)
+	m.in(where)
 	switch {
 	case err != nil:
-		return types.NotVerified, p.fail(ro, req, err)
+		return types.NotVerified, p.fail(ro, req, m, err)
 	case !call.Settings.VerifyWeight:
-		p.succeeded(ro, req)
+		p.succeeded(ro, req, m)
 		return types.NotImplemented, types.RpcError{}
 	case where.orch == nil:
-		return types.NotVerified, p.fail(ro, req, errNoClient)
+		return types.NotVerified, p.fail(ro, req, m, errNoClient)
 	}
 	s := call.Settings
 	ok, err := where.orch.Verify(ctx, orchestrator.Check{
@@ -468,9 +480,9 @@ func (p *Plugin) VerifyWeight(ro *v1alpha1.Rollout, desiredWeight int32, additio
 		Split: call.Split, Extra: call.Extra, RuleNames: s.RuleNames, Settle: s.VerifyWeightSettle,
 	})
 	if err != nil {
-		return types.NotVerified, p.fail(ro, req, where.about(err))
+		return types.NotVerified, p.fail(ro, req, m, where.about(err))
 	}
-	p.succeeded(ro, req) // NotVerified without an error is an answer too
+	p.succeeded(ro, req, m) // NotVerified without an error is an answer too
 	if !ok {
 		return types.NotVerified, types.RpcError{}
 	}
@@ -481,22 +493,24 @@ func (p *Plugin) VerifyWeight(ro *v1alpha1.Rollout, desiredWeight int32, additio
 // orchestrator) and answers as the controller expects.
 func (p *Plugin) run(ro *v1alpha1.Rollout, req decode.Request) (resp types.RpcError) {
 	name := req.Name()
-	defer p.recoverInto(ro, name, &resp)
+	m := p.meter(ro, req.Method)
+	defer p.recoverInto(ro, name, m, &resp)
 	ctx, cancel := p.callContext()
 	defer cancel()
 	where, call, err := p.decode(ctx, ro, req)
+	m.in(where)
 	if err != nil {
-		return p.fail(ro, req, err)
+		return p.fail(ro, req, m, err)
 	}
 	rollout := ro.Namespace + "/" + ro.Name
 	if call.Skip != "" {
 		p.log.WithFields(logrus.Fields{"rollout": rollout, "call": name}).Info("nothing to do: " + call.Skip)
-		p.succeeded(ro, req)
+		p.succeeded(ro, req, m)
 		return types.RpcError{}
 	}
 	cluster, err := p.clusterName(ctx)
 	if err != nil {
-		return p.fail(ro, req, err)
+		return p.fail(ro, req, m, err)
 	}
 	err = where.orch.Run(ctx, orchestrator.Job{
 		Rollout: rollout, Name: name, Intent: call.Intent, Targets: call.Settings.Targets, Reach: p.reach(ro),
@@ -507,9 +521,9 @@ func (p *Plugin) run(ro *v1alpha1.Rollout, req decode.Request) (resp types.RpcEr
 		},
 	})
 	if err != nil {
-		return p.fail(ro, req, where.about(err))
+		return p.fail(ro, req, m, where.about(err))
 	}
-	p.succeeded(ro, req)
+	p.succeeded(ro, req, m)
 	return types.RpcError{}
 }
 
@@ -574,8 +588,9 @@ func (w routesIn) about(err error) error {
 var errNoClient = errors.New("the plugin has no Kubernetes client: InitPlugin failed or was not called")
 
 // fail logs and returns an RpcError that names the Rollout and the call,
-// and records it on the Rollout as a Warning Event.
-func (p *Plugin) fail(ro *v1alpha1.Rollout, req decode.Request, err error) types.RpcError {
+// records it on the Rollout as a Warning Event, and ends the call's meter.
+func (p *Plugin) fail(ro *v1alpha1.Rollout, req decode.Request, m *callMeter, err error) types.RpcError {
+	m.end(err)
 	call := req.Name()
 	msg := fmt.Sprintf("rollout %s/%s: %s: %s", ro.Namespace, ro.Name, call, strings.ReplaceAll(err.Error(), "\n", "; "))
 	p.log.WithFields(logrus.Fields{"rollout": ro.Namespace + "/" + ro.Name, "call": call}).Error(err.Error())
@@ -584,8 +599,9 @@ func (p *Plugin) fail(ro *v1alpha1.Rollout, req decode.Request, err error) types
 }
 
 // succeeded records that the call answered without an error: on the
-// Rollout, once, if the last such call failed.
-func (p *Plugin) succeeded(ro *v1alpha1.Rollout, req decode.Request) {
+// Rollout, once, if the last such call failed; and ends the call's meter.
+func (p *Plugin) succeeded(ro *v1alpha1.Rollout, req decode.Request, m *callMeter) {
+	m.end(nil)
 	p.rolloutEvents().Succeeded(rolloutRef(ro), string(req.Method), req.Name())
 }
 
@@ -604,12 +620,14 @@ func rolloutRef(ro *v1alpha1.Rollout) corev1.ObjectReference {
 
 // recoverInto turns a panic into an RpcError naming the Rollout (nil for
 // InitPlugin) and the call: a panic crossing the RPC boundary would kill the
-// plugin process under the controller.
-func (p *Plugin) recoverInto(ro *v1alpha1.Rollout, call string, resp *types.RpcError) {
+// plugin process under the controller. It ends the call's meter (nil for
+// InitPlugin) with the panic.
+func (p *Plugin) recoverInto(ro *v1alpha1.Rollout, call string, m *callMeter, resp *types.RpcError) {
 	r := recover()
 	if r == nil {
 		return
 	}
+	m.end(events.Panic{Value: r})
 	where := call
 	if ro != nil {
 		where = fmt.Sprintf("rollout %s/%s: %s", ro.Namespace, ro.Name, call)

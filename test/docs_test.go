@@ -54,8 +54,11 @@ func TestDocumentedYAMLApplies(t *testing.T) {
 	}
 	// Documented Argo CD Applications and Flux Kustomizations are checked
 	// against those projects' own CRDs.
-	// So are ServiceExports and ServiceImports (docs/multicluster.md).
-	for _, crds := range []func() ([]*apiextensionsv1.CustomResourceDefinition, error){harness.ArgoCDCRDs, harness.FluxCRDs, harness.MultiClusterCRDs} {
+	// So are ServiceExports and ServiceImports (docs/multicluster.md), and
+	// the Prometheus Operator's PodMonitors and PrometheusRules
+	// (docs/metrics.md).
+	for _, crds := range []func() ([]*apiextensionsv1.CustomResourceDefinition, error){harness.ArgoCDCRDs, harness.FluxCRDs, harness.MultiClusterCRDs,
+		harness.PrometheusOperatorCRDs} {
 		list, err := crds()
 		if err != nil {
 			t.Fatal(err)

@@ -21,9 +21,10 @@ var theCluster *cluster.Cluster
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	// The plugin undoes the claims of deleted Rollouts (deleted-rollout scenario).
+	// The plugin undoes the claims of deleted Rollouts (deleted-rollout
+	// scenario), and serves its metrics (events-walk).
 	c, err := cluster.Start(cluster.Options{Name: "e2e", Dir: os.Getenv("E2E_DIR"),
-		PluginArgs: []string{"-cleanup-deleted-rollouts", "-cleanup-interval=2s"}, RouteCluster: true})
+		PluginArgs: []string{"-cleanup-deleted-rollouts", "-cleanup-interval=2s"}, RouteCluster: true, PluginMetrics: true})
 	// Stop everything on interrupt too: the processes run in process groups of
 	// their own, so a ^C in the terminal does not reach them.
 	signals := make(chan os.Signal, 1)

@@ -275,4 +275,5 @@ steps:
 	}
 	(&run{sc: sc}).record(t, append([]string{fmt.Sprintf("the route's Events after the walk (%d writes, %d release logged by the plugin):", applied, released)}, lines...)...)
 	t.Logf("kubectl describe httproute evw:\n%s", kubectl(c, "describe", "httproute", "evw", "-n", ns))
+	checkPluginMetrics(t, c, &run{sc: sc}, applied)
 }

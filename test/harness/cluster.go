@@ -342,6 +342,26 @@ func FluxCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	return publishedCRDs("github.com/fluxcd/kustomize-controller@"+FluxKustomizeVersion, "config/crd/bases/*.yaml")
 }
 
+// PrometheusOperatorVersion is the Prometheus Operator release whose CRDs
+// documented PodMonitors and PrometheusRules are checked against.
+const PrometheusOperatorVersion = "v0.85.0"
+
+// PrometheusOperatorCRDs fetches the Prometheus Operator's PodMonitor and
+// PrometheusRule CRDs (docs/metrics.md), not the others: the Prometheus
+// and Alertmanager CRDs are megabytes the docs do not need.
+func PrometheusOperatorCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	var out []*apiextensionsv1.CustomResourceDefinition
+	for _, resource := range []string{"podmonitors", "prometheusrules"} {
+		crds, err := publishedCRDs("github.com/prometheus-operator/prometheus-operator@"+PrometheusOperatorVersion,
+			"example/prometheus-operator-crd/monitoring.coreos.com_"+resource+".yaml")
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, crds...)
+	}
+	return out, nil
+}
+
 // publishedCRDs reads the CRDs matching pattern in a module fetched from the
 // Go module proxy.
 func publishedCRDs(moduleAtVersion, pattern string) ([]*apiextensionsv1.CustomResourceDefinition, error) {

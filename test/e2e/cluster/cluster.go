@@ -88,6 +88,9 @@ type Options struct {
 	// Rollouts, with a Traefik of its own (RouteCluster), and gives it to
 	// the plugin with -route-cluster.
 	RouteCluster bool
+	// PluginMetrics has the plugin serve its metrics on a free port of
+	// 127.0.0.1 (-metrics-address); Cluster.PluginMetrics is their URL.
+	PluginMetrics bool
 }
 
 // Cluster is a Kubernetes cluster made of local processes: etcd and
@@ -119,7 +122,10 @@ type Cluster struct {
 	// RouteCluster is the second cluster Options.RouteCluster asks for; nil
 	// without it.
 	RouteCluster *RouteCluster
-	netns        *traffic.Netns
+	// PluginMetrics is the URL of the plugin's /metrics, with
+	// Options.PluginMetrics; "" without it.
+	PluginMetrics string
+	netns         *traffic.Netns
 
 	name     string
 	out      io.Writer
@@ -196,6 +202,15 @@ func Start(opts Options) (c *Cluster, err error) {
 		return c, err
 	}
 	c.printf("logs of every process in %s\n", c.LogDir)
+	if opts.PluginMetrics {
+		port, err := freePort()
+		if err != nil {
+			return c, err
+		}
+		address := fmt.Sprintf("127.0.0.1:%d", port)
+		c.pluginArgs = append(slices.Clip(c.pluginArgs), "-metrics-address="+address)
+		c.PluginMetrics = "http://" + address + "/metrics"
+	}
 	ctrllog.SetLogger(logr.Discard()) // envtest's own logging; its processes log to files
 
 	// Binaries: cached outside the repository, built from the Go module proxy when missing.
