@@ -266,7 +266,7 @@ func (c *Cleaner) Undo(ctx context.Context, rollout string, rs []routes.Route, p
 		plan, err := orchestrator.MakePlan(r, compute)
 		if err != nil {
 			o.Err = err
-		} else if o.Changes, o.Unchanged = plan.Desired.Changes, plan.Desired.Unchanged; !dryRun {
+		} else if o.Changes, o.Unchanged = routes.ChangeTexts(plan.Desired.Changes), plan.Desired.Unchanged; !dryRun {
 			o.Err = c.Orchestrator.Write(ctx, plan, by)
 		}
 		out = append(out, o)

@@ -48,13 +48,13 @@ type Predecessor struct {
 // it is named after one of the Rollout's entries or listed by index in that
 // plugin's ConfigMap: a rule someone else wrote that only looks like it is
 // never taken.
-func (p *Predecessor) adopt(live routes.Route, claims routes.Claims, rollout string) (routes.Claim, []string) {
+func (p *Predecessor) adopt(live routes.Route, claims routes.Claims, rollout string) (routes.Claim, []routes.Change) {
 	if !p.wroteRules(live) || !claims[rollout].Empty() {
 		return routes.Claim{}, nil
 	}
 	added := claims.AddedRules()
 	var claim routes.Claim
-	var changes []string
+	var changes []routes.Change
 	take := func(name string, rule routes.Rule, unnamed bool) {
 		claim.Rules = append(claim.Rules, name)
 		if claim.RuleDigests == nil {
@@ -66,7 +66,8 @@ func (p *Predecessor) adopt(live routes.Route, claims routes.Claims, rollout str
 			claim.Unnamed = append(claim.Unnamed, name)
 			how = "listed in ConfigMap " + p.ConfigMap + " for entry"
 		}
-		changes = append(changes, fmt.Sprintf("adopted rule %s: the argoproj-labs/gatewayAPI plugin added it (%s %s)", name, how, transform.EntryOf(name, p.Entries)))
+		changes = append(changes, routes.Change{Kind: routes.RuleAdopted, Rule: name,
+			Text: fmt.Sprintf("adopted rule %s: the argoproj-labs/gatewayAPI plugin added it (%s %s)", name, how, transform.EntryOf(name, p.Entries))})
 	}
 	for _, rule := range live.Rules {
 		if n := rule.Name(); n != "" && !added[n] && p.sendsToCanary(live.Namespace, rule) && transform.EntryOf(n, p.Entries) != "" {

@@ -129,7 +129,7 @@ type Result struct {
 	// with a SetWeight in the same reconcile.
 	Release bool
 	// Changes says what differs from the live route, for the write's log line.
-	Changes []string
+	Changes []routes.Change
 	// Needs are the features what the call adds (new or changed added
 	// rules, new mirror filters) needs of the route's gateways.
 	Needs []RuleNeed

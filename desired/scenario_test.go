@@ -506,8 +506,11 @@ func TestSetWeightResult(t *testing.T) {
 		Labels:      inProgress,
 		Annotations: routes.Claims{"shop/demo": claim}.Annotations(),
 		Claim:       claim,
-		Changes: []string{"rule 0 Service shop/stable 100→75", "rule 0 Service shop/canary 0→20", "rule 0 + Service shop/baseline weight 5",
-			"label rollouts.argoproj.io/gatewayapi-canary set", "annotation gatewayapi-ssa.dev/claims set"},
+		Changes: []routes.Change{
+			routes.Changef(routes.WeightChanged, "rule 0 Service shop/stable 100→75"), routes.Changef(routes.WeightChanged, "rule 0 Service shop/canary 0→20"),
+			routes.Changef(routes.BackendAdded, "rule 0 + Service shop/baseline weight 5"),
+			routes.Changef(routes.Bookkeeping, "label rollouts.argoproj.io/gatewayapi-canary set"),
+			routes.Changef(routes.Bookkeeping, "annotation gatewayapi-ssa.dev/claims set")},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Result (-want +got):\n%s", diff)

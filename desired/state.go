@@ -1,7 +1,6 @@
 package desired
 
 import (
-	"fmt"
 	"maps"
 	"reflect"
 	"slices"
@@ -36,7 +35,7 @@ type state struct {
 	owned routes.Owned
 	// adoptions say which rules of the argoproj-labs plugin the claim
 	// adopted (adopt.go), for the write's changes.
-	adoptions []string
+	adoptions []routes.Change
 }
 
 // decide reads the live route and hands it to a call's decision.
@@ -104,7 +103,7 @@ func (s state) finishRules(res transform.RulesResult, filters []routes.AddedFilt
 // recordRules records in the claim the digest of each rule it names as the
 // rules store it, and which of them are stored without a name; the changes
 // then name those by what they are.
-func (s state) recordRules(rules []routes.Rule, claim routes.Claim, changes []string) (routes.Claim, []string) {
+func (s state) recordRules(rules []routes.Rule, claim routes.Claim, changes []routes.Change) (routes.Claim, []routes.Change) {
 	stored, unnamed := s.store(rules, claim)
 	claim.RuleDigests = digestRules(rules, stored, claim.Rules)
 	claim.Unnamed = s.unnamedAfter(rules, claim.Rules, unnamed)
@@ -120,7 +119,7 @@ func (s state) recordRules(rules []routes.Rule, claim routes.Claim, changes []st
 // A Rollout that has nothing on the route and nothing to set there leaves
 // it untouched, labels and annotations included: the route may be shared
 // with Rollouts of other namespaces, whose in-progress label it is.
-func (s state) finish(rules []routes.Rule, changes []string, claim routes.Claim, mayRelease bool) (Result, error) {
+func (s state) finish(rules []routes.Rule, changes []routes.Change, claim routes.Claim, mayRelease bool) (Result, error) {
 	takeover, err := s.checkConflict(rules)
 	if err != nil {
 		return Result{}, err
@@ -161,7 +160,7 @@ func (s state) finish(rules []routes.Rule, changes []string, claim routes.Claim,
 // another manager changed since the plugin set them, while the Rollout is in
 // progress on the route. With ReportConflicts that is a ConflictError; with
 // TakeOver the plugin writes anyway and says so in the write's log line.
-func (s state) checkConflict(desired []routes.Rule) ([]string, error) {
+func (s state) checkConflict(desired []routes.Rule) ([]routes.Change, error) {
 	if !s.claim.Active() || s.owned.Rules {
 		// Not in progress here, or nobody has changed spec.rules since the plugin's last apply.
 		return nil, nil
@@ -177,7 +176,7 @@ func (s state) checkConflict(desired []routes.Rule) ([]string, error) {
 	if s.env.ConflictPolicy != TakeOver {
 		return nil, conflict
 	}
-	return []string{fmt.Sprintf("conflictPolicy Force: took spec.rules over from %s", strings.Join(conflict.Managers, ", "))}, nil
+	return []routes.Change{routes.Changef(routes.RulesTakenOver, "conflictPolicy Force: took spec.rules over from %s", strings.Join(conflict.Managers, ", "))}, nil
 }
 
 func sameRules(live, desired []routes.Rule) bool {
@@ -253,16 +252,16 @@ func sameKeys(live, want map[string]string, owned []string) bool {
 
 // keyChanges says which of the plugin's labels or annotations a write sets
 // or stops applying.
-func keyChanges(what string, live, want map[string]string, owned []string) []string {
-	var out []string
+func keyChanges(what string, live, want map[string]string, owned []string) []routes.Change {
+	var out []routes.Change
 	for _, k := range slices.Sorted(maps.Keys(want)) {
 		if got, ok := live[k]; !ok || got != want[k] {
-			out = append(out, fmt.Sprintf("%s %s set", what, k))
+			out = append(out, routes.Changef(routes.Bookkeeping, "%s %s set", what, k))
 		}
 	}
 	for _, k := range owned {
 		if _, keep := want[k]; !keep {
-			out = append(out, fmt.Sprintf("%s %s no longer applied", what, k))
+			out = append(out, routes.Changef(routes.Bookkeeping, "%s %s no longer applied", what, k))
 		}
 	}
 	return out

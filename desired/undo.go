@@ -24,7 +24,7 @@ func (Undo) Desired(live routes.Route, env Env) (Result, error) {
 func (Undo) decide(s state) (Result, error) {
 	live := s.live
 	rules := routes.CopyRules(live.Rules)
-	var changes []string
+	var changes []routes.Change
 	split, err := recordedSplit(live.Namespace, s.claim.Weights)
 	if err != nil {
 		return Result{}, invalid(routes.RouteError(live.Ref, err))
@@ -47,13 +47,13 @@ func (Undo) decide(s state) (Result, error) {
 			continue // an experiment backend (removed below), or a ref someone removed
 		}
 		if b := rules[i].BackendRefs()[j]; b.Weight() != want {
-			changes = append(changes, transform.Change{Rule: i, Backend: b.Target(live.Namespace), From: b.Weight(), To: want}.String())
+			changes = append(changes, routes.Changef(routes.WeightChanged, "%s", transform.Change{Rule: i, Backend: b.Target(live.Namespace), From: b.Weight(), To: want}))
 			b.SetWeight(want)
 		}
 	}
 	if len(s.claim.Backends) > 0 {
 		in := experiment.Input{RolloutNamespace: split.stable.Namespace, Stable: split.stable, Canary: split.canary, Targeting: transform.Targeting{Added: s.added}}
-		var expChanges []string
+		var expChanges []routes.Change
 		if rules, _, expChanges, err = experiment.Apply(live, rules, in, s.claim.Backends); err != nil {
 			return Result{}, invalid(err)
 		}

@@ -4,7 +4,6 @@ import (
 	"maps"
 	"reflect"
 	"slices"
-	"strings"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
@@ -84,16 +83,14 @@ func (s state) unnamedAfter(rules []routes.Rule, names []string, unnamed map[str
 
 // withoutNames says, in the changes of a call, which rules it writes
 // without a name.
-func withoutNames(changes []string, unnamed map[string]bool) []string {
+func withoutNames(changes []routes.Change, unnamed map[string]bool) []routes.Change {
 	if len(unnamed) == 0 {
 		return changes
 	}
 	out := slices.Clone(changes)
 	for i, c := range out {
-		for _, prefix := range []string{"+ rule ", "~ rule "} {
-			if n, ok := strings.CutPrefix(c, prefix); ok && unnamed[n] {
-				out[i] = c + " (without a name: the CRD has no rule names)"
-			}
+		if (c.Kind == routes.RuleAdded || c.Kind == routes.RuleChanged) && unnamed[c.Rule] {
+			out[i].Text += " (without a name: the CRD has no rule names)"
 		}
 	}
 	return out

@@ -27,9 +27,9 @@ func (c SetWeight) decide(s state) (Result, error) {
 	}
 	claim := s.claim
 	claim.CanaryWeight, claim.Backends = c.Split.CanaryWeight, backends
-	var changes []string
+	var changes []routes.Change
 	for _, ch := range weightChanges {
-		changes = append(changes, ch.String())
+		changes = append(changes, routes.Changef(routes.WeightChanged, "%s", ch))
 	}
 	changes = append(changes, expChanges...)
 	if c.Sticky != nil || len(s.claim.StickyRules) > 0 || len(s.claim.RefFilters) > 0 {
@@ -47,7 +47,7 @@ func (c SetWeight) decide(s state) (Result, error) {
 // sticky puts the cookie filters and rules of stickyCanary on the rules
 // while the canary and stable both have weight, and takes those the claim
 // records away otherwise.
-func (c SetWeight) sticky(s state, rules []routes.Rule, claim routes.Claim, changes []string) ([]routes.Rule, routes.Claim, []string, error) {
+func (c SetWeight) sticky(s state, rules []routes.Rule, claim routes.Claim, changes []routes.Change) ([]routes.Rule, routes.Claim, []routes.Change, error) {
 	in := transform.StickyInput{Stable: c.Split.Stable, Canary: c.Split.Canary, Targeting: s.targeting(),
 		ClaimedRules: s.claim.StickyRules, ClaimedFilters: s.claim.RefFilters,
 		AddedFilters: s.claims.AddedFilters(), AddedRefFilters: s.claims.AddedRefFilters()}

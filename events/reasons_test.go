@@ -142,6 +142,7 @@ spec:
 	}
 	mirror := desired.SetMirror{Name: "mirror", Rules: services, Percent: &pct, Match: []transform.RequestMatch{{Path: &transform.StringMatch{Prefix: "/api"}}}}
 	env := desired.Env{Rollout: "shop/web", FieldManager: "argo-rollouts-gatewayapi", TakesHeaderRoutes: true}
+	sticky := &transform.Sticky{Cookie: "web-canary", MaxAge: 60, StableHash: "aaa", CanaryHash: "bbb", RuleBase: "web-sticky"}
 	filterEnv := env
 	filterEnv.MirrorMode = desired.MirrorFilter
 	for _, step := range []struct {
@@ -158,7 +159,8 @@ spec:
 		{desired.RemoveManaged{}, env, []string{"RulesRemoved"}},
 		{mirror, filterEnv, []string{"MirrorFiltersAdded"}},
 		{desired.RemoveManaged{}, filterEnv, []string{"MirrorFiltersRemoved"}},
-		{desired.SetWeight{Split: split(0, 0), Experiment: exp()}, env, []string{"WeightsChanged", "ExperimentBackendsRemoved"}},
+		{desired.SetWeight{Split: split(30, 0), Experiment: exp(), Sticky: sticky}, env, []string{"WeightsChanged", "ExperimentBackendsRemoved", "StickyCookiesAdded", "RulesAdded"}},
+		{desired.SetWeight{Split: split(0, 0), Experiment: exp()}, env, []string{"WeightsChanged", "StickyCookiesRemoved", "RulesRemoved"}},
 	} {
 		res, err := step.call.Desired(live, step.env)
 		if err != nil {
@@ -166,8 +168,8 @@ spec:
 		}
 		var got []string
 		for _, c := range res.Changes {
-			why := changeReason(c)
-			if why == reasonRouteChanged {
+			why := changeReason[c.Kind]
+			if why == "" && c.Kind != routes.Bookkeeping {
 				t.Errorf("%T: change %q has no reason of its own", step.call, c)
 			}
 			if why != "" && (len(got) == 0 || got[len(got)-1] != why) {
@@ -180,8 +182,10 @@ spec:
 		live.Rules, live.Annotations, live.Labels = res.Rules, res.Annotations, res.Labels
 		live.ManagedFields = ownedByPlugin
 	}
-	if got := changeReason("conflictPolicy Force: took spec.rules over from argocd"); got != reasonRulesTakenOver {
-		t.Errorf("a takeover is told as %s", got)
+	for kind := routes.WeightChanged; kind < routes.Bookkeeping; kind++ {
+		if changeReason[kind] == "" {
+			t.Errorf("change kind %d is told under no reason", kind)
+		}
 	}
 }
 

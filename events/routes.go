@@ -20,15 +20,17 @@ const (
 	reasonRulesAdopted              = "RulesAdopted"
 	reasonMirrorFiltersAdded        = "MirrorFiltersAdded"
 	reasonMirrorFiltersRemoved      = "MirrorFiltersRemoved"
+	reasonStickyCookiesAdded        = "StickyCookiesAdded"
+	reasonStickyCookiesRemoved      = "StickyCookiesRemoved"
 	reasonRulesTakenOver            = "RulesTakenOver"
 	reasonOwnershipReleased         = "OwnershipReleased"
-	reasonRouteChanged              = "RouteChanged"
 )
 
 // changeReasons is the order a write's Events are recorded in.
 var changeReasons = []string{
 	reasonRulesTakenOver, reasonWeightsChanged, reasonExperimentBackendsAdded, reasonExperimentBackendsRemoved,
-	reasonRulesAdopted, reasonRulesAdded, reasonRulesChanged, reasonRulesRemoved, reasonMirrorFiltersAdded, reasonMirrorFiltersRemoved, reasonRouteChanged,
+	reasonRulesAdopted, reasonRulesAdded, reasonRulesChanged, reasonRulesRemoved, reasonMirrorFiltersAdded, reasonMirrorFiltersRemoved,
+	reasonStickyCookiesAdded, reasonStickyCookiesRemoved,
 }
 
 // Routes records Events on the routes of one cluster, with that cluster's
@@ -42,14 +44,14 @@ func NewRoutes(rec *Recorder) *Routes { return &Routes{rec: rec} }
 // changed on the route: one Normal Event per kind of change. changes are the
 // write's, as desired.Result.Changes says them; the plugin's own label and
 // claims annotation are bookkeeping, not told.
-func (r *Routes) Changed(route routes.Route, rollout, call string, changes []string) {
+func (r *Routes) Changed(route routes.Route, rollout, call string, changes []routes.Change) {
 	if r == nil {
 		return
 	}
 	byReason := map[string][]string{}
 	for _, c := range changes {
-		if why := changeReason(c); why != "" {
-			byReason[why] = append(byReason[why], c)
+		if why := changeReason[c.Kind]; why != "" {
+			byReason[why] = append(byReason[why], c.Text)
 		}
 	}
 	for _, why := range changeReasons {
@@ -107,49 +109,13 @@ func method(call string) string {
 	return m
 }
 
-// changeReason is the kind of one change as the transforms word it (the
-// same grammar transform and desired read back, e.g. desired.withoutNames):
-//
-//	rule 0 Service shop/stable 100→70       a weight
-//	rule 0 + Service shop/exp weight 5      an experiment backend added
-//	rule 0 − Service shop/exp               an experiment backend removed
-//	+ rule beta, ~ rule beta, − rule beta   a header or mirror rule added, changed, removed
-//	rule 0 + mirror filter "m" 50%          a mirror filter added (− removed)
-//	conflictPolicy Force: took spec.rules over from …
-//	label …, annotation …                   the plugin's bookkeeping: "" (not told)
-//
-// Anything else is RouteChanged: told, under a general reason.
-func changeReason(c string) string {
-	switch {
-	case strings.HasPrefix(c, "+ rule "):
-		return reasonRulesAdded
-	case strings.HasPrefix(c, "~ rule "):
-		return reasonRulesChanged
-	case strings.HasPrefix(c, "− rule "):
-		return reasonRulesRemoved
-	case strings.HasPrefix(c, "adopted rule "):
-		return reasonRulesAdopted
-	case strings.HasPrefix(c, "conflictPolicy Force:"):
-		return reasonRulesTakenOver
-	case strings.HasPrefix(c, "label "), strings.HasPrefix(c, "annotation "):
-		return ""
-	}
-	rest, ok := strings.CutPrefix(c, "rule ")
-	if !ok {
-		return reasonRouteChanged
-	}
-	_, rest, _ = strings.Cut(rest, " ") // the rule's index
-	switch {
-	case strings.HasPrefix(rest, "+ mirror filter "):
-		return reasonMirrorFiltersAdded
-	case strings.HasPrefix(rest, "− mirror filter "):
-		return reasonMirrorFiltersRemoved
-	case strings.HasPrefix(rest, "+ "):
-		return reasonExperimentBackendsAdded
-	case strings.HasPrefix(rest, "− "):
-		return reasonExperimentBackendsRemoved
-	case strings.Contains(rest, "→"):
-		return reasonWeightsChanged
-	}
-	return reasonRouteChanged
+// changeReasons are the Event reasons of the kinds of change; the plugin's
+// bookkeeping (its label, its claims annotation) is not told.
+var changeReason = map[routes.ChangeKind]string{
+	routes.WeightChanged: reasonWeightsChanged, routes.BackendAdded: reasonExperimentBackendsAdded,
+	routes.BackendRemoved: reasonExperimentBackendsRemoved, routes.RuleAdded: reasonRulesAdded,
+	routes.RuleChanged: reasonRulesChanged, routes.RuleRemoved: reasonRulesRemoved, routes.RuleAdopted: reasonRulesAdopted,
+	routes.MirrorFilterAdded: reasonMirrorFiltersAdded, routes.MirrorFilterRemoved: reasonMirrorFiltersRemoved,
+	routes.CookieAdded: reasonStickyCookiesAdded, routes.CookieRemoved: reasonStickyCookiesRemoved,
+	routes.RulesTakenOver: reasonRulesTakenOver,
 }

@@ -38,7 +38,7 @@ type Input struct {
 // and canary) holds one backendRef per destination with its weight, and no
 // other backendRef the plugin added for this Rollout; the new record of added
 // backendRefs; and a description of each change.
-func Apply(route routes.Route, rules []routes.Rule, in Input, claimed []routes.AddedBackend) ([]routes.Rule, []routes.AddedBackend, []string, error) {
+func Apply(route routes.Route, rules []routes.Rule, in Input, claimed []routes.AddedBackend) ([]routes.Rule, []routes.AddedBackend, []routes.Change, error) {
 	if len(in.Destinations) == 0 && len(claimed) == 0 {
 		// Only a destination to add or weigh, or a recorded backendRef to
 		// remove, changes rules: without either (a step with no experiment)
@@ -78,7 +78,7 @@ type step struct {
 	weighted, related map[int]bool
 	// wanted are the destinations by their Service.
 	wanted  map[routes.ObjectRef]Destination
-	changes []string
+	changes []routes.Change
 }
 
 // newStep reads which rules are weighted and related, and which Services are
@@ -123,7 +123,7 @@ func (s *step) settle(claimed []routes.AddedBackend) (kept []routes.AddedBackend
 			continue
 		}
 		if ours && removeLast(s.rules[i], s.ns, target) {
-			s.changes = append(s.changes, fmt.Sprintf("rule %d − %s", i, target))
+			s.changes = append(s.changes, routes.Changef(routes.BackendRemoved, "rule %d − %s", i, target))
 		}
 	}
 	return kept, have
@@ -140,7 +140,7 @@ func (s *step) add(i int, have map[routes.ObjectRef]routes.ObjectRef) ([]routes.
 		if kept, ok := have[target]; ok {
 			b := routes.BackendRef(rule.BackendRefs()[lastOf(rule, ns, kept)])
 			if b.Weight() != d.Weight {
-				s.changes = append(s.changes, fmt.Sprintf("rule %d %s %d→%d", i, kept, b.Weight(), d.Weight))
+				s.changes = append(s.changes, routes.Changef(routes.WeightChanged, "rule %d %s %d→%d", i, kept, b.Weight(), d.Weight))
 				b.SetWeight(d.Weight)
 			}
 			continue
@@ -161,7 +161,7 @@ func (s *step) add(i int, have map[routes.ObjectRef]routes.ObjectRef) ([]routes.
 		refs, _ := rule["backendRefs"].([]any)
 		rule["backendRefs"] = append(refs, ref)
 		added = append(added, routes.AddedBackend{Rule: i, RuleName: rule.Name(), Group: target.Group, Kind: target.Kind, Namespace: target.Namespace, Name: d.Service, Others: others})
-		s.changes = append(s.changes, fmt.Sprintf("rule %d + %s weight %d", i, target, d.Weight))
+		s.changes = append(s.changes, routes.Changef(routes.BackendAdded, "rule %d + %s weight %d", i, target, d.Weight))
 	}
 	if n := len(rule.BackendRefs()); n > maxBackendRefs {
 		return nil, &transform.LimitError{Msg: fmt.Sprintf("rule %d would hold %d backendRefs with the experiment's Services; Gateway API allows %d per rule", i, n, maxBackendRefs)}

@@ -148,7 +148,7 @@ func TestApplyTellsOwnRefsFromLookalikes(t *testing.T) {
 			if diff := cmp.Diff(tc.wantAdded, added, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("record (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(tc.wantChanges, changes, cmpopts.EquateEmpty()); diff != "" {
+			if diff := cmp.Diff(tc.wantChanges, routes.ChangeTexts(changes), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("changes (-want +got):\n%s", diff)
 			}
 		})
@@ -518,7 +518,7 @@ func TestApply(t *testing.T) {
 			if diff := cmp.Diff(tt.wantAdded, gotAdded); diff != "" {
 				t.Errorf("record (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(tt.wantChanges, gotChanges); diff != "" {
+			if diff := cmp.Diff(tt.wantChanges, routes.ChangeTexts(gotChanges)); diff != "" {
 				t.Errorf("changes (-want +got):\n%s", diff)
 			}
 		})
@@ -908,7 +908,7 @@ func TestApplyOnServiceImportRoutes(t *testing.T) {
 		"rule 1 + ServiceImport.multicluster.x-k8s.io shop/" + baseline + " weight 5", "rule 1 + ServiceImport.multicluster.x-k8s.io shop/" + expCanary + " weight 5",
 		"rule 2 + Service shop/" + baseline + " weight 5", "rule 2 + Service shop/" + expCanary + " weight 5",
 	}
-	if diff := cmp.Diff(wantChanges, changes); diff != "" {
+	if diff := cmp.Diff(wantChanges, routes.ChangeTexts(changes)); diff != "" {
 		t.Errorf("changes (-want +got):\n%s", diff)
 	}
 
@@ -924,8 +924,8 @@ func TestApplyOnServiceImportRoutes(t *testing.T) {
 		t.Errorf("record after the weight change (-want +got):\n%s", diff)
 	}
 	if want := []string{"rule 0 ServiceImport.net.gke.io shop/" + baseline + " 5→10", "rule 1 ServiceImport.multicluster.x-k8s.io shop/" + baseline + " 5→10",
-		"rule 2 Service shop/" + baseline + " 5→10"}; !cmp.Equal(want, changes) {
-		t.Errorf("changes after the weight change: %q, want %q", changes, want)
+		"rule 2 Service shop/" + baseline + " 5→10"}; !cmp.Equal(want, routes.ChangeTexts(changes)) {
+		t.Errorf("changes after the weight change: %q, want %q", routes.ChangeTexts(changes), want)
 	}
 	foreign := routestest.BackendOn(baseline, 8080, 1)
 	got[0]["backendRefs"] = append(got[0]["backendRefs"].([]any), foreign)

@@ -57,7 +57,7 @@ type Exclusion interface {
 // logs name it.
 type RouteEvents interface {
 	// Changed says what a write changed (desired.Result.Changes).
-	Changed(route routes.Route, rollout, call string, changes []string)
+	Changed(route routes.Route, rollout, call string, changes []routes.Change)
 	// Released says the plugin gave its ownership of spec.rules back,
 	// removing the managedFields entries dropped.
 	Released(route routes.Route, rollout, call string, dropped []string)
@@ -82,9 +82,9 @@ func New(reader kube.Reader, writer *ssa.Writer, peers Exclusion, events RouteEv
 // untold is RouteEvents that tells nobody.
 type untold struct{}
 
-func (untold) Changed(routes.Route, string, string, []string)  {}
-func (untold) Released(routes.Route, string, string, []string) {}
-func (untold) Refused(routes.Route, string, string, error)     {}
+func (untold) Changed(routes.Route, string, string, []routes.Change) {}
+func (untold) Released(routes.Route, string, string, []string)       {}
+func (untold) Refused(routes.Route, string, string, error)           {}
 
 // Cause is what a write is for: the Rollout (namespace/name) and the call,
 // as logs, errors and Events name them.

@@ -223,7 +223,7 @@ func (o *Orchestrator) applied(ctx context.Context, p Plan, answer *routes.Answe
 		"fieldManager":    o.writer.FieldManager(),
 		"resourceVersion": p.Live.ResourceVersion + "→" + answer.ResourceVersion,
 		"guard":           guard.String(),
-		"changes":         strings.Join(d.Changes, "; "),
+		"changes":         routes.JoinChanges(d.Changes),
 	}
 	if unstructured != "" {
 		fields["unstructured"] = unstructured

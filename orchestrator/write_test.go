@@ -273,7 +273,7 @@ func (d *decider) decide(live routes.Route) (desired.Result, error) {
 	rules := routes.CopyRules(live.Rules)
 	rules[0].BackendRefs()[0].SetWeight(70)
 	rules[0].BackendRefs()[1].SetWeight(30)
-	return desired.Result{Rules: rules, Changes: []string{"rule 0 canary 0→30"}, Release: d.release}, nil
+	return desired.Result{Rules: rules, Changes: []routes.Change{routes.Changef(routes.WeightChanged, "rule 0 canary 0→30")}, Release: d.release}, nil
 }
 
 func ctx(t *testing.T) context.Context {

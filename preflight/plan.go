@@ -269,8 +269,8 @@ func (p *Plan) run(ctx context.Context, in Input, settings decode.Settings, st *
 			if !r.Unchanged {
 				routeSteps[i].Unchanged = false
 				for _, c := range r.Changes {
-					if !slices.Contains(routeSteps[i].Changes, c) {
-						routeSteps[i].Changes = append(routeSteps[i].Changes, c)
+					if !slices.Contains(routeSteps[i].Changes, c.Text) {
+						routeSteps[i].Changes = append(routeSteps[i].Changes, c.Text)
 					}
 				}
 			}

@@ -76,7 +76,7 @@ type RulesResult struct {
 	// Claimed are the names of the rules the plugin has added for the Rollout
 	// on this route, after the change.
 	Claimed []string
-	Changes []string
+	Changes []routes.Change
 }
 
 // entryRuleNames are the names of the n rules of managedRoutes entry base.
@@ -268,7 +268,7 @@ func RemoveAddedRules(r routes.Route, claimed []string) RulesResult {
 	}
 	res := RulesResult{Rules: kept}
 	for _, n := range removed {
-		res.Changes = append(res.Changes, "− rule "+n)
+		res.Changes = append(res.Changes, routes.RuleChange(routes.RuleRemoved, n))
 	}
 	return res
 }
@@ -331,7 +331,7 @@ func withoutEntry(r routes.Route, in RuleInput, base string) ([]routes.Rule, Rul
 	var res RulesResult
 	for _, rule := range routes.CopyRules(r.Rules) {
 		if n := rule.Name(); n != "" && slices.Contains(in.Claimed, n) && inEntry(n, base, in.ManagedRoutes) {
-			res.Changes = append(res.Changes, "− rule "+n)
+			res.Changes = append(res.Changes, routes.RuleChange(routes.RuleRemoved, n))
 			continue
 		}
 		kept = append(kept, rule)
@@ -407,17 +407,21 @@ func (p placement) place() (RulesResult, error) {
 	if err := checkLimits(p.route.Kind, rules); err != nil {
 		return RulesResult{}, fmt.Errorf("%s: %w", p.what, err)
 	}
-	var changes []string
+	var changes []routes.Change
+	removed := map[string]bool{}
 	for _, c := range p.removal.Changes {
-		if n := strings.TrimPrefix(c, "− rule "); !slices.Contains(p.names, n) {
+		if c.Kind == routes.RuleRemoved {
+			removed[c.Rule] = true
+		}
+		if !slices.Contains(p.names, c.Rule) {
 			changes = append(changes, c)
 		}
 	}
 	for _, n := range p.names {
-		if slices.Contains(p.removal.Changes, "− rule "+n) {
-			changes = append(changes, "~ rule "+n)
+		if removed[n] {
+			changes = append(changes, routes.RuleChange(routes.RuleChanged, n))
 		} else {
-			changes = append(changes, "+ rule "+n)
+			changes = append(changes, routes.RuleChange(routes.RuleAdded, n))
 		}
 	}
 	return RulesResult{Rules: rules, Claimed: append(p.removal.Claimed, p.names...), Changes: changes}, nil

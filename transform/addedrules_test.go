@@ -82,7 +82,7 @@ func TestSetHeaderRules(t *testing.T) {
 		match       []HeaderMatch
 		wantRules   []routes.Rule
 		wantClaimed []string
-		wantChanges []string
+		wantChanges []routes.Change
 	}{
 		{
 			name:        "one managed rule: a header rule appended, canary only with weight 1 although the canary has 0",
@@ -91,7 +91,7 @@ func TestSetHeaderRules(t *testing.T) {
 			match:       mrMatch(exact("X-Canary", "yes")),
 			wantRules:   []routes.Rule{managed("/", 0), mrHeaderRule("beta", "/", mrHeader("X-Canary", "Exact", "yes"))},
 			wantClaimed: []string{"beta"},
-			wantChanges: []string{"+ rule beta"},
+			wantChanges: []routes.Change{routes.RuleChange(routes.RuleAdded, "beta")},
 		},
 		{
 			name:  "prefix becomes an escaped, anchored regular expression; regex passes as is",
@@ -105,7 +105,7 @@ func TestSetHeaderRules(t *testing.T) {
 				mrHeader("X-Version", "RegularExpression", `^v1\.2\+.*`),
 				mrHeader("X-User", "RegularExpression", "^(alice|bob)$"))},
 			wantClaimed: []string{"beta"},
-			wantChanges: []string{"+ rule beta"},
+			wantChanges: []routes.Change{routes.RuleChange(routes.RuleAdded, "beta")},
 		},
 		{
 			name:  "one header rule per managed rule, named beta, beta-1; other rules stay, a user's canary-only rule too",
@@ -118,7 +118,7 @@ func TestSetHeaderRules(t *testing.T) {
 				mrHeaderRule("beta-1", "/b", mrHeader("X-Canary", "Exact", "yes")),
 			},
 			wantClaimed: []string{"beta", "beta-1"},
-			wantChanges: []string{"+ rule beta", "+ rule beta-1"},
+			wantChanges: []routes.Change{routes.RuleChange(routes.RuleAdded, "beta"), routes.RuleChange(routes.RuleAdded, "beta-1")},
 		},
 		{
 			name: "the same call again changes nothing, even with the set not last",
@@ -142,7 +142,7 @@ func TestSetHeaderRules(t *testing.T) {
 			match:       mrMatch(exact("X-Canary", "always")),
 			wantRules:   []routes.Rule{managed("/", 30), mrHeaderRule("beta", "/", mrHeader("X-Canary", "Exact", "always"))},
 			wantClaimed: []string{"beta"},
-			wantChanges: []string{"~ rule beta"},
+			wantChanges: []routes.Change{routes.RuleChange(routes.RuleChanged, "beta")},
 		},
 		{
 			name: "no match removes the set, recorded names whose rules are gone too; other sets and a look-alike stay",
@@ -157,7 +157,7 @@ func TestSetHeaderRules(t *testing.T) {
 				mrHeaderRule("other", "/a", mrHeader("X-Other", "Exact", "yes")),
 				mrHeaderRule("beta-7", "/b", mrHeader("X-Canary", "Exact", "yes"))},
 			wantClaimed: []string{"other"},
-			wantChanges: []string{"− rule beta"},
+			wantChanges: []routes.Change{routes.RuleChange(routes.RuleRemoved, "beta")},
 		},
 		{
 			name:        "no match and nothing recorded: nothing changes",
@@ -424,7 +424,7 @@ func TestRemoveAddedRules(t *testing.T) {
 	if diff := cmp.Diff([]routes.Rule{managed, theirs, userLookAlike, unnamed}, got.Rules); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{"− rule beta"}, got.Changes); diff != "" {
+	if diff := cmp.Diff([]routes.Change{routes.RuleChange(routes.RuleRemoved, "beta")}, got.Changes); diff != "" {
 		t.Errorf("changes (-want +got):\n%s", diff)
 	}
 	again := RemoveAddedRules(routes.Route{Ref: r.Ref, Rules: got.Rules}, []string{"beta", "mirror"})

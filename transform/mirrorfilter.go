@@ -27,7 +27,7 @@ type FiltersResult struct {
 	// Claimed are the filters the plugin has added for the Rollout on this
 	// route, after the change.
 	Claimed []routes.AddedFilter
-	Changes []string
+	Changes []routes.Change
 }
 
 // SetMirrorFilters returns the route with the RequestMirror filters of
@@ -83,7 +83,7 @@ func SetMirrorFilters(r routes.Route, in RuleInput, claimed []routes.AddedFilter
 		filters, _ := rules[i]["filters"].([]any)
 		rules[i]["filters"] = append(filters, runtime.DeepCopyJSONValue(want[i]))
 		res.Claimed = append(res.Claimed, f)
-		res.Changes = append(res.Changes, fmt.Sprintf("rule %d + mirror filter %s %d%%", i, strconv.Quote(name), pct))
+		res.Changes = append(res.Changes, routes.Changef(routes.MirrorFilterAdded, "rule %d + mirror filter %s %d%%", i, strconv.Quote(name), pct))
 	}
 	if err := checkLimits(r.Kind, rules); err != nil {
 		return FiltersResult{}, fmt.Errorf("mirror route %q: %w", name, err)
@@ -93,9 +93,9 @@ func SetMirrorFilters(r routes.Route, in RuleInput, claimed []routes.AddedFilter
 
 // RemoveMirrorFilters removes from a copy of the rules every filter claimed
 // records, and says what it removed.
-func RemoveMirrorFilters(rules []routes.Rule, claimed []routes.AddedFilter) ([]routes.Rule, []string) {
+func RemoveMirrorFilters(rules []routes.Rule, claimed []routes.AddedFilter) ([]routes.Rule, []routes.Change) {
 	rules = routes.CopyRules(rules)
-	var changes []string
+	var changes []routes.Change
 	for _, f := range claimed {
 		changes = append(changes, removeFilter(rules, f)...)
 	}
@@ -108,12 +108,12 @@ func HasFilter(rules []routes.Rule, f routes.AddedFilter) bool {
 	return i >= 0 && countFilters(rules[i], f.Filter) > f.Others
 }
 
-func removeFilter(rules []routes.Rule, f routes.AddedFilter) []string {
+func removeFilter(rules []routes.Rule, f routes.AddedFilter) []routes.Change {
 	i := routes.LocateRule(rules, f.Rule, f.RuleName)
 	if i < 0 || !removeLastFilter(rules[i], f.Filter, f.Others) {
 		return nil
 	}
-	return []string{fmt.Sprintf("rule %d − mirror filter %s", i, strconv.Quote(f.Entry))}
+	return []routes.Change{routes.Changef(routes.MirrorFilterRemoved, "rule %d − mirror filter %s", i, strconv.Quote(f.Entry))}
 }
 
 // mirrorFilter is a RequestMirror filter to the canary backendRef, with the

@@ -64,7 +64,7 @@ type StickyResult struct {
 	// the backendRef filters.
 	Claimed []string
 	Filters []routes.AddedRefFilter
-	Changes []string
+	Changes []routes.Change
 }
 
 // SetSticky returns a copy of rules (the route's, with the call's weights)
@@ -165,7 +165,7 @@ func (res *StickyResult) setFilters(namespace string, rules []routes.Rule, claim
 		filters, _ := ref["filters"].([]any)
 		ref["filters"] = append(filters, runtime.DeepCopyJSONValue(w.filter))
 		res.Filters = append(res.Filters, f)
-		res.Changes = append(res.Changes, fmt.Sprintf("rule %d + sticky cookie on %s", w.rule, w.backend.Backend()))
+		res.Changes = append(res.Changes, routes.Changef(routes.CookieAdded, "rule %d + sticky cookie on %s", w.rule, w.backend.Backend()))
 	}
 	return nil
 }
@@ -204,7 +204,7 @@ func stickyRules(r routes.Route, rules []routes.Rule, weighted []int, in StickyI
 // mirror rules come first where Gateway API's precedence ties), and drops the
 // claimed rules no longer generated. moved maps the index of each rule kept
 // to its index in out.
-func placeSticky(rules, generated []routes.Rule, claimed []string) ([]routes.Rule, map[int]int, []string, error) {
+func placeSticky(rules, generated []routes.Rule, claimed []string) ([]routes.Rule, map[int]int, []routes.Change, error) {
 	byName := map[string]routes.Rule{}
 	for _, g := range generated {
 		byName[g.Name()] = g
@@ -212,18 +212,18 @@ func placeSticky(rules, generated []routes.Rule, claimed []string) ([]routes.Rul
 	out := make([]routes.Rule, 0, len(rules)+len(generated))
 	moved := map[int]int{}
 	placed := map[string]bool{}
-	var changes []string
+	var changes []routes.Change
 	for i, rule := range rules {
 		n := rule.Name()
 		g, wanted := byName[n]
 		switch {
 		case n != "" && slices.Contains(claimed, n) && wanted:
 			if !sameJSON(map[string]any(rule), map[string]any(g)) {
-				changes = append(changes, "~ rule "+n)
+				changes = append(changes, routes.RuleChange(routes.RuleChanged, n))
 			}
 			rule, placed[n] = g, true
 		case n != "" && slices.Contains(claimed, n):
-			changes = append(changes, "− rule "+n)
+			changes = append(changes, routes.RuleChange(routes.RuleRemoved, n))
 			continue
 		case n != "" && wanted:
 			return nil, nil, nil, fmt.Errorf("stickyCanary: the route already has a rule named %q that the plugin did not add for this Rollout; rename that rule", n)
@@ -234,7 +234,7 @@ func placeSticky(rules, generated []routes.Rule, claimed []string) ([]routes.Rul
 	for _, g := range generated {
 		if !placed[g.Name()] {
 			out = append(out, g)
-			changes = append(changes, "+ rule "+g.Name())
+			changes = append(changes, routes.RuleChange(routes.RuleAdded, g.Name()))
 		}
 	}
 	return out, moved, changes, nil
@@ -347,19 +347,19 @@ func HasRefFilter(namespace string, rules []routes.Rule, f routes.AddedRefFilter
 
 // RemoveRefFilters removes from a copy of the rules every backendRef filter
 // claimed records, and says what it removed.
-func RemoveRefFilters(namespace string, rules []routes.Rule, claimed []routes.AddedRefFilter) ([]routes.Rule, []string) {
+func RemoveRefFilters(namespace string, rules []routes.Rule, claimed []routes.AddedRefFilter) ([]routes.Rule, []routes.Change) {
 	rules = routes.CopyRules(rules)
-	var changes []string
+	var changes []routes.Change
 	for _, f := range claimed {
 		changes = append(changes, removeRefFilter(namespace, rules, f)...)
 	}
 	return rules, changes
 }
 
-func removeRefFilter(namespace string, rules []routes.Rule, f routes.AddedRefFilter) []string {
+func removeRefFilter(namespace string, rules []routes.Rule, f routes.AddedRefFilter) []routes.Change {
 	ref := refOf(namespace, rules, f)
 	if ref == nil || !removeLastFilter(routes.Rule(ref), f.Filter, f.Others) {
 		return nil
 	}
-	return []string{fmt.Sprintf("rule %d − sticky cookie on Service %s", routes.LocateRule(rules, f.Rule, f.RuleName), f.Backend)}
+	return []routes.Change{routes.Changef(routes.CookieRemoved, "rule %d − sticky cookie on Service %s", routes.LocateRule(rules, f.Rule, f.RuleName), f.Backend)}
 }
