@@ -32,7 +32,7 @@ var allowedImports = map[string][]string{
 	"ssa":          {"routes", "apierr", "kubeclient"},
 	"orchestrator": {"routes", "transform", "desired", "apierr", "kube", "ssa"},
 	"peers":        {},
-	"events":       {"routes", "transform", "desired", "decode", "apierr", "kubeclient", "kube"},
+	"events":       {"routes"},
 	"metrics":      {"kubeclient", "kube", "orchestrator", "events"},
 	"plugin":       {"routes", "desired", "decode", "kubeclient", "kube", "ssa", "orchestrator", "cleanup", "peers", "events", "metrics"},
 	"cleanup":      {"routes", "desired", "orchestrator"},

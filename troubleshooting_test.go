@@ -490,3 +490,38 @@ func longestFragment(text string, format bool) string {
 var space = regexp.MustCompile(`\s+`)
 
 func normalizeSpace(s string) string { return space.ReplaceAllString(s, " ") }
+
+// reasonMethod is an error type's Event reason, as it says it.
+var reasonMethod = regexp.MustCompile(`(?m)^func \([a-z]+ \*?([A-Za-z]+)\) Reason\(\) string \{ return "([A-Za-z]+)" \}`)
+
+// Every Event reason an error type says of itself (its Reason method: how
+// package events names the Warning on the Rollout) is a row of the table
+// in docs/troubleshooting.md#events.
+func TestEveryErrorReasonIsInTheEventsTable(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("docs", "troubleshooting.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for _, pkg := range append(troubleshootingPackages, "apierr", "kubeclient") {
+		files, _ := filepath.Glob(filepath.Join(pkg, "*.go"))
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			src, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range reasonMethod.FindAllStringSubmatch(string(src), -1) {
+				found++
+				if !strings.Contains(string(doc), "| `"+m[2]+"` |") {
+					t.Errorf("%s: %s says Event reason %s, which the table of docs/troubleshooting.md#events has no row for", f, m[1], m[2])
+				}
+			}
+		}
+	}
+	if found < 10 {
+		t.Errorf("found %d Reason methods; the pattern no longer matches how they are written", found)
+	}
+}

@@ -25,6 +25,9 @@ type PermissionError struct {
 	Err error
 }
 
+// Reason is the Event reason of the error (package events).
+func (e *PermissionError) Reason() string { return "PermissionMissing" }
+
 func (e *PermissionError) Error() string {
 	verbs := strings.Join(e.Verbs, ", ")
 	if n := len(e.Verbs); n > 1 {

@@ -99,6 +99,9 @@ func DynamicServicePorts(dyn dynamic.Interface, namespace string) ServicePorts {
 // MissingServiceError says a Service a call needs does not exist.
 type MissingServiceError struct{ Namespace, Name string }
 
+// Reason is the Event reason of the error (package events).
+func (e *MissingServiceError) Reason() string { return "ServiceNotFound" }
+
 func (e *MissingServiceError) Error() string {
 	return fmt.Sprintf("Service %s/%s not found; nothing was written", e.Namespace, e.Name)
 }

@@ -111,6 +111,9 @@ type ClusterError struct {
 	Allowed []string
 }
 
+// Reason is the Event reason of the error (package events).
+func (e *ClusterError) Reason() string { return "InvalidConfig" }
+
 func (e *ClusterError) Error() string {
 	if e.Allowed == nil {
 		known := "the plugin is started with none"

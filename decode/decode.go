@@ -153,12 +153,18 @@ func Decode(ctx context.Context, ro *v1alpha1.Rollout, pluginName string, req Re
 // user fixes the Rollout; no route was read.
 type ConfigError struct{ Err error }
 
+// Reason is the Event reason of the error (package events).
+func (e *ConfigError) Reason() string { return "InvalidConfig" }
+
 func (e *ConfigError) Error() string { return e.Err.Error() }
 func (e *ConfigError) Unwrap() error { return e.Err }
 
 // StepError says the call's own values are wrong (a step, a weight): the
 // user fixes the Rollout's step; no route was read.
 type StepError struct{ Err error }
+
+// Reason is the Event reason of the error (package events).
+func (e *StepError) Reason() string { return "InvalidStep" }
 
 func (e *StepError) Error() string { return e.Err.Error() }
 func (e *StepError) Unwrap() error { return e.Err }

@@ -25,6 +25,9 @@ type ConflictError struct {
 	Rules []string
 }
 
+// Reason is the Event reason of the error (package events).
+func (e *ConflictError) Reason() string { return "Conflict" }
+
 func (e *ConflictError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: conflict: while rollout %s is in progress, spec.rules was changed by %s; ",
@@ -52,6 +55,9 @@ type FleetConflictError struct {
 	Cluster, Walking string
 }
 
+// Reason is the Event reason of the error (package events).
+func (e *FleetConflictError) Reason() string { return "Conflict" }
+
 func (e *FleetConflictError) Error() string {
 	return fmt.Sprintf("%s: conflict: rollout %s of cluster %s is in progress on this route, so the same rollout of this cluster (%s) leaves it as it is "+
 		"until that one has ended; the members of a fleet must not walk one route at once: let one member drive the shared route, or give each member a route "+
@@ -63,6 +69,9 @@ func (e *FleetConflictError) Error() string {
 // does not allow. Its message says what to fix. A *transform.LimitError inside
 // says a Gateway API limit would be exceeded.
 type InvalidError struct{ Err error }
+
+// Reason is the Event reason of the error (package events).
+func (e *InvalidError) Reason() string { return "RouteMismatch" }
 
 func (e *InvalidError) Error() string { return e.Err.Error() }
 func (e *InvalidError) Unwrap() error { return e.Err }

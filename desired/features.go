@@ -62,6 +62,9 @@ type UnsupportedError struct {
 	Missing []RuleNeed
 }
 
+// Reason is the Event reason of the error (package events).
+func (e *UnsupportedError) Reason() string { return "GatewayUnsupported" }
+
 func (e *UnsupportedError) Error() string {
 	features := make([]string, 0, len(e.Missing))
 	for _, n := range e.Missing {

@@ -18,6 +18,9 @@ type MissingImportError struct {
 	Import  routes.ObjectRef
 }
 
+// Reason is the Event reason of the error (package events).
+func (e *MissingImportError) Reason() string { return "ServiceImportMissing" }
+
 func (e *MissingImportError) Error() string {
 	return fmt.Sprintf("%s: rollout %s: the experiment's Service %s/%s would be added as %s, as the route reaches the canary through a ServiceImport, "+
 		"but the route's cluster has no such ServiceImport; nothing was written. Export the Service from the cluster that runs it "+

@@ -6,14 +6,6 @@ import (
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-
-	"github.com/gatewayapi-ssa/rollouts-plugin/apierr"
-	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
-	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
-	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
-	"github.com/gatewayapi-ssa/rollouts-plugin/kubeclient"
-	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
-	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
 )
 
 // The reasons of the Warnings, one per kind of error. An error about
@@ -43,65 +35,67 @@ type Panic struct{ Value any }
 
 func (p Panic) Error() string { return fmt.Sprintf("panic: %v", p.Value) }
 
+// Reason is the Event reason of a panic.
+func (p Panic) Reason() string { return reasonInternalError }
+
+// reasoned is an error that says its Event reason: each package's error
+// types do (decode.ConfigError, desired.ConflictError, …), so this package
+// classifies them without knowing them.
+type reasoned interface{ Reason() string }
+
+// byPriority are the reasons an error may say of itself, in the order an
+// error about several routes takes the first it holds.
+var byPriority = []string{
+	reasonInternalError, reasonInvalidConfig, reasonInvalidStep, reasonPermissionMissing, reasonNotGranted,
+	reasonRouteNotFound, reasonServiceNotFound, reasonServiceImportMissing, reasonConflict, reasonLimitExceeded,
+	reasonGatewayUnsupported, reasonCRDTooOld, reasonRouteMismatch,
+}
+
 // Reason names the kind of err, for a Warning's reason, and for the result
 // of a call in the plugin's metrics: one of the reasons above, a bounded set.
+// What the errors in err say of themselves comes first (byPriority), then
+// what the apiserver's answer says, else CallFailed.
 func Reason(err error) string {
-	var (
-		config      *decode.ConfigError
-		cluster     *decode.ClusterError
-		step        *decode.StepError
-		permission  *apierr.PermissionError
-		missing     *kube.MissingError
-		service     *decode.MissingServiceError
-		imported    *desired.MissingImportError
-		conflict    *desired.ConflictError
-		fleet       *desired.FleetConflictError
-		notGranted  *routes.NotGrantedError
-		limit       *transform.LimitError
-		unsupported *desired.UnsupportedError
-		schema      *routes.SchemaError
-		invalid     *desired.InvalidError
-		panicked    Panic
-	)
+	said := map[string]bool{}
+	walk(err, func(e error) {
+		if r, ok := e.(reasoned); ok {
+			said[r.Reason()] = true
+		}
+	})
+	for _, r := range byPriority {
+		if said[r] {
+			return r
+		}
+	}
 	switch {
-	case errors.As(err, &panicked):
-		return reasonInternalError
-	case errors.As(err, &config), errors.As(err, &cluster):
-		return reasonInvalidConfig
-	case errors.As(err, &step):
-		return reasonInvalidStep
-	case errors.As(err, &permission):
-		return reasonPermissionMissing
-	case errors.As(err, &notGranted):
-		return reasonNotGranted
-	case errors.As(err, &missing):
-		return reasonRouteNotFound
-	case errors.As(err, &service):
-		return reasonServiceNotFound
-	case errors.As(err, &imported):
-		return reasonServiceImportMissing
-	case errors.As(err, &conflict), errors.As(err, &fleet):
-		return reasonConflict
-	case errors.As(err, &limit):
-		return reasonLimitExceeded
-	case errors.As(err, &unsupported):
-		return reasonGatewayUnsupported
-	case errors.As(err, &schema):
-		return reasonCRDTooOld
-	case errors.As(err, &invalid):
-		return reasonRouteMismatch
 	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
 		return reasonWriteRejected
-	case unavailable(err):
+	case said[reasonApiserverUnavailable] || unavailable(err):
 		return reasonApiserverUnavailable
 	}
 	return reasonCallFailed
 }
 
+// walk calls fn with err and every error it wraps, depth first.
+func walk(err error, fn func(error)) {
+	if err == nil {
+		return
+	}
+	fn(err)
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		walk(u.Unwrap(), fn)
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			walk(e, fn)
+		}
+	}
+}
+
 // unavailable says err is the apiserver's not answering, or answering that
 // it cannot now.
 func unavailable(err error) bool {
-	return kubeclient.Unanswered(err) || errors.Is(err, context.DeadlineExceeded) ||
+	return errors.Is(err, context.DeadlineExceeded) ||
 		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) || apierrors.IsServerTimeout(err) ||
 		apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) || apierrors.IsUnexpectedServerError(err)
 }

@@ -15,6 +15,9 @@ import (
 // matches nothing.
 type MissingError struct{ msg string }
 
+// Reason is the Event reason of the error (package events).
+func (e *MissingError) Reason() string { return "RouteNotFound" }
+
 func (e *MissingError) Error() string { return e.msg }
 
 // Resolution is what reading a Rollout's targets found.

@@ -2,7 +2,8 @@
 // one token bucket for all of them, and one transport that gives every
 // attempt of a request its own timeout and retries what is safe to repeat
 // within the call's deadline (RetryPolicy, transport.go). Flights lets
-// concurrent callers share one request per key. Unanswered says a request
-// got no usable answer in any attempt. The reading side (watch caches,
+// concurrent callers share one request per key. A request that got no
+// usable answer in any attempt fails with an error whose Reason says so
+// (ApiserverUnavailable). The reading side (watch caches,
 // discovery, resolving routes) is package kube.
 package kubeclient

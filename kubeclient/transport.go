@@ -289,6 +289,9 @@ type requestError struct {
 	reason   string
 }
 
+// Reason is the Event reason of the error (package events).
+func (e *requestError) Reason() string { return "ApiserverUnavailable" }
+
 func (e *requestError) Error() string {
 	if e.attempts == 1 {
 		return fmt.Sprintf("the apiserver did not answer: %s", e.reason)
@@ -310,12 +313,4 @@ func (c cancelOnClose) Close() error {
 	err := c.ReadCloser.Close()
 	c.cancel()
 	return err
-}
-
-// Unanswered says a request got no usable answer from the apiserver in any
-// of its attempts (transport.go): a fault of the apiserver or the network,
-// not of the request.
-func Unanswered(err error) bool {
-	var re *requestError
-	return errors.As(err, &re)
 }

@@ -140,6 +140,9 @@ func (e *NotGrantedError) Grant() ReferenceGrant {
 		From: []GrantFrom{{Group: rolloutGroup, Kind: rolloutKind, Namespace: e.Rollouts}}, To: []GrantTarget{to}}
 }
 
+// Reason is the Event reason of the error (package events).
+func (e *NotGrantedError) Reason() string { return "ReferenceGrantMissing" }
+
 func (e *NotGrantedError) Error() string {
 	var b strings.Builder
 	if e.Name != "" {

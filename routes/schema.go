@@ -41,6 +41,9 @@ type SchemaError struct {
 	Field, Since, Need, Instead string
 }
 
+// Reason is the Event reason of the error (package events).
+func (e *SchemaError) Reason() string { return "CRDTooOld" }
+
 func (e *SchemaError) Error() string {
 	return fmt.Sprintf("%s needs %s, which the installed %s CRD (%s) does not have: it is in %s and later; upgrade the Gateway API CRDs, or %s",
 		e.Need, e.Field, e.Kind, e.Version, e.Since, e.Instead)

@@ -317,6 +317,9 @@ func checkLimits(kind routes.Kind, rules []routes.Rule) error {
 // (rules, matches, filters or backendRefs); the apiserver would refuse it.
 type LimitError struct{ Msg string }
 
+// Reason is the Event reason of the error (package events).
+func (e *LimitError) Reason() string { return "LimitExceeded" }
+
 func (e *LimitError) Error() string { return e.Msg }
 
 func limitf(format string, args ...any) error {

@@ -83,6 +83,7 @@ func main() {
 		instr       = flag.Bool("instructions", false, "run the plugin under valgrind's callgrind and count the instructions it executes during the steady steps (needs valgrind; the plugin runs some 50 times slower, so the time columns are not its own): a figure of the plugin's CPU work that the machine's speed does not move")
 		interleave  = flag.String("interleave", "", "FROM,TO: how the step grows from FROM to TO routes, measured interleaved: one plugin serves a Rollout over each count, and every round steps both, and the bare client over both, in an order drawn for the round, run after the other rows (-scale: 200,1000)")
 		ilRounds    = flag.Int("interleave-rounds", 20, "rounds of -interleave")
+		extraArgs   = flag.String("plugin-args", "", "more flags for the plugin, space-separated (e.g. \"-route-events=false\" to see what route Events cost)")
 		repeat      = flag.Int("repeat", 1, "runs of each route count of -routes (one Rollout each): with more than 1, every run of a route count is followed by a calibration run of it (-aa unwatched: the bare client on both sides), each on namespaces of its own, run after run, and a summary table gives each run's paired ratio, their mean and standard deviation beside the calibration's, and whether the target is met; the usual table shows the first run, and the -together, -defaults-routes and -scale rows run once, after the first run")
 	)
 	flag.Parse()
@@ -122,7 +123,7 @@ func main() {
 	start := time.Now()
 	if err := run(config{
 		counts: parseCounts("-routes", *routeCounts), interleave: parseCounts("-interleave", *interleave), interleaveRounds: *ilRounds, runs: *runs, repeat: *repeat, together: *together, eachRoutes: *eachRoutes, defaultsRoutes: *defaultsN, bareWatch: *bareWatch, profileBare: *profileBare, aa: *aa, scale: *scale,
-		qps: *qps, burst: *burst, bin: *bin, profileDir: *profileDir, profileSeconds: *profileSecs, keepLogs: *keepLogs, stepsOut: *stepsOut, pin: *pinCPUs, install: *install, instructions: *instr,
+		qps: *qps, burst: *burst, extraArgs: strings.Fields(*extraArgs), bin: *bin, profileDir: *profileDir, profileSeconds: *profileSecs, keepLogs: *keepLogs, stepsOut: *stepsOut, pin: *pinCPUs, install: *install, instructions: *instr,
 	}); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -148,6 +149,7 @@ type config struct {
 	bareWatch, profileBare     bool
 	aa                         string
 	qps, burst                 int
+	extraArgs                  []string
 	bin, profileDir            string
 	profileSeconds             int
 	keepLogs, pin              bool
@@ -304,7 +306,7 @@ func run(cfg config) error {
 // lifted are the plugin's flags that lift its client's rate limits to the
 // bench's -qps and -burst.
 func lifted(cfg config) []string {
-	return []string{fmt.Sprintf("-kubeClientQPS=%d", cfg.qps), fmt.Sprintf("-kubeClientBurst=%d", cfg.burst)}
+	return append([]string{fmt.Sprintf("-kubeClientQPS=%d", cfg.qps), fmt.Sprintf("-kubeClientBurst=%d", cfg.burst)}, cfg.extraArgs...)
 }
 
 // plan is the scenarios of a bench in the order they run: one Rollout over
