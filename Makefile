@@ -82,7 +82,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME) ./decode/
 	$(GO) test -run '^$$' -fuzz '^FuzzEncode$$' -fuzztime $(FUZZTIME) ./ssa/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./routes/
-	$(GO) test -run '^$$' -fuzz '^FuzzResourceVersionOf$$' -fuzztime $(FUZZTIME) ./routes/
+	$(GO) test -run '^$$' -fuzz '^FuzzResourceVersionIn$$' -fuzztime $(FUZZTIME) ./routes/
 	$(GO) test -run '^$$' -fuzz '^FuzzApplyThenRemove$$' -fuzztime $(FUZZTIME) ./experiment/
 
 ## dev-cluster: the cluster of make e2e with the Argo Rollouts controller loading the plugin (file://), kept

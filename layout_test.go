@@ -27,7 +27,7 @@ var allowedImports = map[string][]string{
 	"desired":      {"routes", "transform", "experiment"},
 	"decode":       {"routes", "transform", "experiment", "pingpong", "desired", "apierr"},
 	"apierr":       {},
-	"kubeclient":   {"routes"},
+	"kubeclient":   {},
 	"kube":         {"routes", "apierr", "kubeclient"},
 	"ssa":          {"routes", "apierr", "kubeclient"},
 	"orchestrator": {"routes", "transform", "desired", "apierr", "kube", "ssa"},

@@ -278,24 +278,6 @@ func TestAnUnreadableAnswerIsForgotten(t *testing.T) {
 	}
 }
 
-// ResourceVersionOf reads metadata.resourceVersion and says when there is
-// none.
-func TestResourceVersionOf(t *testing.T) {
-	for _, tc := range []struct{ body, rv string }{
-		{`{"apiVersion":"v1","kind":"K","metadata":{"name":"a","resourceVersion":"12"},"spec":{}}`, "12"},
-		{`{"metadata":{"resourceVersion":"3"},"spec":`, "3"}, // nothing after metadata is read
-		{`{"kind":"K","metadata":{"name":"a"}}`, ""},
-		{`{"kind":"K"}`, ""},
-		{`[]`, ""},
-		{`{"metadata":{"resourceVersion":7}}`, ""},
-	} {
-		rv, err := routes.ResourceVersionOf(strings.NewReader(tc.body))
-		if rv != tc.rv || (err == nil) != (tc.rv != "") {
-			t.Errorf("%s: %q, %v; want %q", tc.body, rv, err, tc.rv)
-		}
-	}
-}
-
 // cached is what a watch cache keeps of the served object u.
 func cached(t *testing.T, u *unstructured.Unstructured) *cachedRoute {
 	t.Helper()

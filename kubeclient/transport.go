@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,8 +16,6 @@ import (
 
 	"github.com/sirupsen/logrus"
 	"k8s.io/client-go/util/flowcontrol"
-
-	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
 // Every request the plugin sends, from every client it builds, goes through
@@ -184,63 +181,32 @@ func isWatch(req *http.Request) bool {
 	return w == "true" || w == "1"
 }
 
+// repeatable marks a request's context as safe to send again (SafeToRepeat).
+type repeatable struct{}
+
+// SafeToRepeat marks the requests sent with ctx as safe to send again: the
+// writer that builds a write knows whether a second attempt could do
+// anything twice (package ssa marks its applies, which carry their
+// resourceVersion or are not forced, and its release, a JSON patch that
+// tests first); the transport does not read the body to guess.
+func SafeToRepeat(ctx context.Context) context.Context {
+	return context.WithValue(ctx, repeatable{}, true)
+}
+
 // safeToRepeat says whether sending the request again cannot do anything
-// twice: reads, access reviews (which store nothing), and the plugin's
-// writes. A write with a resourceVersion precondition (an apply that takes
-// spec.rules, computed from a read): if the first attempt was applied and
-// only its answer was lost, the second fails with a 409 and the
-// orchestrator reads the route again instead of writing twice. An apply
-// that is not forced: applying the same configuration again changes
-// nothing, and conflicts if another manager changed what it sets. A JSON
-// patch that begins with a test (the release): once applied, its test
-// fails.
+// twice: reads, access reviews (which store nothing), and what its writer
+// marked (SafeToRepeat) and can be sent again (its body can be read again).
 func safeToRepeat(req *http.Request) bool {
 	switch req.Method {
 	case http.MethodGet, http.MethodHead:
 		return true
 	case http.MethodPost:
-		return strings.HasPrefix(req.URL.Path, "/apis/authorization.k8s.io/")
-	case http.MethodPatch, http.MethodPut:
-		if req.GetBody == nil {
-			return false
+		if strings.HasPrefix(req.URL.Path, "/apis/authorization.k8s.io/") {
+			return true
 		}
-		switch req.Header.Get("Content-Type") {
-		case "application/apply-patch+yaml":
-			if req.URL.Query().Get("force") != "true" {
-				return true
-			}
-		case "application/json-patch+json":
-			return beginsWithTest(req)
-		}
-		return hasResourceVersion(req)
 	}
-	return false
-}
-
-// beginsWithTest says whether a JSON patch's first operation is a test.
-func beginsWithTest(req *http.Request) bool {
-	body, err := req.GetBody()
-	if err != nil {
-		return false
-	}
-	defer body.Close()
-	var ops []struct {
-		Op string `json:"op"`
-	}
-	return json.NewDecoder(body).Decode(&ops) == nil && len(ops) > 0 && ops[0].Op == "test"
-}
-
-// hasResourceVersion reads the body's metadata.resourceVersion. It reads the
-// body only up to the end of metadata: an apply configuration puts metadata
-// before spec, so what follows is never read.
-func hasResourceVersion(req *http.Request) bool {
-	body, err := req.GetBody()
-	if err != nil {
-		return false
-	}
-	defer body.Close()
-	_, err = routes.ResourceVersionOf(body)
-	return err == nil
+	marked, _ := req.Context().Value(repeatable{}).(bool)
+	return marked && (req.Body == nil || req.GetBody != nil)
 }
 
 // retryAfter is the wait an answer asks for in its Retry-After header: a

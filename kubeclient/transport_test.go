@@ -285,15 +285,17 @@ func TestRetriesClosedConnections(t *testing.T) {
 	}
 }
 
-// Writes are sent again only when they carry a resourceVersion
-// precondition, and then with the same body.
-func TestRepeatsOnlyPreconditionedWrites(t *testing.T) {
+// Writes are sent again only when their writer marked them safe to repeat,
+// and then with the same body.
+func TestRepeatsOnlyWritesMarkedSafe(t *testing.T) {
+	body := `{"metadata":{"name":"web","resourceVersion":"42"},"spec":{}}`
 	for _, tc := range []struct {
-		name, body string
-		attempts   int32
+		name     string
+		marked   bool
+		attempts int32
 	}{
-		{"apply with resourceVersion", `{"metadata":{"name":"web","resourceVersion":"42"},"spec":{}}`, 2},
-		{"apply without resourceVersion", `{"metadata":{"name":"web"},"spec":{}}`, 1},
+		{"marked safe to repeat", true, 2},
+		{"not marked", false, 1},
 	} {
 		s := newServer(t, func(n int, w http.ResponseWriter, _ *http.Request) {
 			if n == 1 {
@@ -302,20 +304,23 @@ func TestRepeatsOnlyPreconditionedWrites(t *testing.T) {
 			}
 			w.WriteHeader(200)
 		})
-		req, err := http.NewRequest(http.MethodPatch, s.URL, bytes.NewReader([]byte(tc.body)))
+		ctx := context.Background()
+		if tc.marked {
+			ctx = SafeToRepeat(ctx)
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPatch, s.URL, bytes.NewReader([]byte(body)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = send(t, context.Background(), testPolicy, req)
-		if err != nil {
+		if _, err = send(t, ctx, testPolicy, req); err != nil {
 			t.Fatal(err)
 		}
 		if n := s.hits.Load(); n != tc.attempts {
 			t.Errorf("%s: %d attempts, want %d", tc.name, n, tc.attempts)
 		}
 		for i, b := range s.bodies {
-			if b != tc.body {
-				t.Errorf("%s: attempt %d sent %q, want %q", tc.name, i+1, b, tc.body)
+			if b != body {
+				t.Errorf("%s: attempt %d sent %q, want %q", tc.name, i+1, b, body)
 			}
 		}
 	}
@@ -386,40 +391,31 @@ func TestClientsShareOneTokenBucket(t *testing.T) {
 }
 
 // Only requests that cannot do anything twice are repeated: reads, access
-// reviews, writes whose body carries a resourceVersion, wherever in the
-// body its metadata stands, applies that are not forced, and JSON patches
-// that begin with a test.
+// reviews, and what the writer marked safe to repeat, whatever its body
+// says: the transport does not read it.
 func TestSafeToRepeat(t *testing.T) {
 	for _, tc := range []struct {
-		method, path, body string
-		want               bool
-		contentType        string
+		method, path string
+		marked, want bool
 	}{
-		{http.MethodPatch, "/apis/x?fieldManager=m", `{"kind":"HTTPRoute","metadata":{"name":"web"},"spec":{"rules":[]}}`, true, "application/apply-patch+yaml"},
-		{http.MethodPatch, "/apis/x?fieldManager=m&force=true", `{"kind":"HTTPRoute","metadata":{"name":"web"},"spec":{"rules":[]}}`, false, "application/apply-patch+yaml"},
-		{http.MethodPatch, "/apis/x?fieldManager=m&force=true", `{"kind":"HTTPRoute","metadata":{"name":"web","resourceVersion":"4"}}`, true, "application/apply-patch+yaml"},
-		{http.MethodPatch, "/apis/x", `[{"op":"test","path":"/metadata/managedFields/0","value":{}},{"op":"remove","path":"/metadata/managedFields/0"}]`, true, "application/json-patch+json"},
-		{http.MethodPatch, "/apis/x", `[{"op":"remove","path":"/metadata/managedFields/0"}]`, false, "application/json-patch+json"},
-		{http.MethodGet, "/apis/gateway.networking.k8s.io/v1/namespaces/shop/httproutes/web", "", true, ""},
-		{http.MethodPost, "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", `{}`, true, ""},
-		{http.MethodPost, "/api/v1/namespaces/shop/services", `{"metadata":{"resourceVersion":"1"}}`, false, ""},
-		{http.MethodPatch, "/apis/x", `{"kind":"HTTPRoute","apiVersion":"v1","metadata":{"name":"web","resourceVersion":"42"},"spec":{"rules":[]}}`, true, ""},
-		{http.MethodPatch, "/apis/x", `{"spec":{"rules":[{"name":"a"}]},"metadata":{"resourceVersion":"42"}}`, true, ""},
-		{http.MethodPut, "/apis/x", `{"apiVersion":"v1","kind":"HTTPRoute","metadata":{"annotations":{"resourceVersion":"no"},"managedFields":[{"manager":"m"}],"resourceVersion":"7"}}`, true, ""},
-		{http.MethodPatch, "/apis/x", `{"kind":"HTTPRoute","metadata":{"name":"web","labels":{"resourceVersion":"1"}},"spec":{}}`, false, ""},
-		{http.MethodPatch, "/apis/x", `{"metadata":{"resourceVersion":""}}`, false, ""},
-		{http.MethodPatch, "/apis/x", `not json`, false, ""},
-		{http.MethodDelete, "/apis/x", ``, false, ""},
+		{http.MethodGet, "/apis/gateway.networking.k8s.io/v1/namespaces/shop/httproutes/web", false, true},
+		{http.MethodPost, "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", false, true},
+		{http.MethodPost, "/api/v1/namespaces/shop/services", false, false},
+		{http.MethodPatch, "/apis/x?fieldManager=m", false, false},
+		{http.MethodPatch, "/apis/x?fieldManager=m&force=true", true, true},
+		{http.MethodPut, "/apis/x", true, true},
+		{http.MethodDelete, "/apis/x", false, false},
 	} {
-		req, err := http.NewRequest(tc.method, "http://apiserver"+tc.path, strings.NewReader(tc.body))
+		ctx := context.Background()
+		if tc.marked {
+			ctx = SafeToRepeat(ctx)
+		}
+		req, err := http.NewRequestWithContext(ctx, tc.method, "http://apiserver"+tc.path, strings.NewReader(`{"metadata":{"resourceVersion":"4"}}`))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if tc.contentType != "" {
-			req.Header.Set("Content-Type", tc.contentType)
-		}
 		if got := safeToRepeat(req); got != tc.want {
-			t.Errorf("%s %s %s: safe to repeat %v, want %v", tc.method, tc.path, tc.body, got, tc.want)
+			t.Errorf("%s %s (marked %v): safe to repeat %v, want %v", tc.method, tc.path, tc.marked, got, tc.want)
 		}
 	}
 	for query, want := range map[string]bool{"watch=true&resourceVersion=1": true, "watch=1": true, "watch=false": false, "labelSelector=watch%3Dtrue": false, "": false} {

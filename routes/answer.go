@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -74,19 +73,10 @@ func (a *Answer) Object() (*unstructured.Unstructured, error) {
 	return u, nil
 }
 
-// ResourceVersionOf reads metadata.resourceVersion of a JSON object. It
-// looks at nothing after metadata: the apiserver's answers and the plugin's
-// apply configurations put metadata before spec and status.
-func ResourceVersionOf(r io.Reader) (string, error) {
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return "", err
-	}
-	return resourceVersionIn(data)
-}
-
-// resourceVersionIn finds metadata.resourceVersion by following the JSON's
-// strings and nesting, without decoding what it passes over. A key or value
+// resourceVersionIn finds metadata.resourceVersion of a JSON object by
+// following its strings and nesting, without decoding what it passes over;
+// nothing after metadata is read: the apiserver's answers put metadata
+// before spec and status. A key or value
 // with an escape in it is left to encoding/json.
 func resourceVersionIn(data []byte) (string, error) {
 	s := scanner{data: data}

@@ -2,11 +2,29 @@ package routes
 
 import "testing"
 
-// FuzzResourceVersionOf feeds any JSON object to the scanner and to
+// resourceVersionIn reads metadata.resourceVersion and says when there is
+// none.
+func TestResourceVersionIn(t *testing.T) {
+	for _, tc := range []struct{ body, rv string }{
+		{`{"apiVersion":"v1","kind":"K","metadata":{"name":"a","resourceVersion":"12"},"spec":{}}`, "12"},
+		{`{"metadata":{"resourceVersion":"3"},"spec":`, "3"}, // nothing after metadata is read
+		{`{"kind":"K","metadata":{"name":"a"}}`, ""},
+		{`{"kind":"K"}`, ""},
+		{`[]`, ""},
+		{`{"metadata":{"resourceVersion":7}}`, ""},
+	} {
+		rv, err := resourceVersionIn([]byte(tc.body))
+		if rv != tc.rv || (err == nil) != (tc.rv != "") {
+			t.Errorf("%s: %q, %v; want %q", tc.body, rv, err, tc.rv)
+		}
+	}
+}
+
+// FuzzResourceVersionIn feeds any JSON object to the scanner and to
 // encoding/json (make fuzz): they find the same resourceVersion, or neither
 // finds one. The input is written again from its decoded form first, as the
 // apiserver writes no key twice.
-func FuzzResourceVersionOf(f *testing.F) {
+func FuzzResourceVersionIn(f *testing.F) {
 	f.Add([]byte(servedJSON))
 	f.Add([]byte(`{"kind":"K","metadata":{"labels":{"resourceVersion":"no"},"resourceVersion":"12"}}`))
 	f.Add([]byte(`{"a":[1,{"b":"}"}],"metadata":{"name":"x\"y","resourceVersion":"7"}}`))
@@ -23,8 +41,8 @@ func FuzzResourceVersionOf(f *testing.F) {
 	})
 }
 
-// BenchmarkResourceVersionOf: the scanner against encoding/json on an answer.
-func BenchmarkResourceVersionOf(b *testing.B) {
+// BenchmarkResourceVersionIn: the scanner against encoding/json on an answer.
+func BenchmarkResourceVersionIn(b *testing.B) {
 	data := []byte(servedJSON)
 	b.Run("scanner", func(b *testing.B) {
 		for b.Loop() {

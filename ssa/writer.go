@@ -18,6 +18,7 @@ import (
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/apierr"
+	"github.com/gatewayapi-ssa/rollouts-plugin/kubeclient"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
@@ -108,6 +109,12 @@ func (w *Writer) Apply(ctx context.Context, live routes.Route, want Content, gua
 		live.ResourceVersion = "" // live is a copy: the caller's keeps its version
 		opts.Force = false
 	}
+	if !opts.Force || live.ResourceVersion != "" {
+		// Sent again after a lost answer, it cannot write twice: a second
+		// apply guarded by the resourceVersion fails as stale, and one that
+		// is not forced applies what is already there (or conflicts).
+		ctx = kubeclient.SafeToRepeat(ctx)
+	}
 	return w.apply(ctx, live, want, opts)
 }
 
@@ -168,7 +175,8 @@ func (w *Writer) release(ctx context.Context, current routes.Route, answer *rout
 		if err != nil {
 			return nil, err
 		}
-		updated, err := res.Patch(ctx, current.Name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: w.fieldManager})
+		// Its tests make it safe to send again: applied once, they fail.
+		updated, err := res.Patch(kubeclient.SafeToRepeat(ctx), current.Name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: w.fieldManager})
 		if failedTest(err) && attempt < maxReleaseAttempts {
 			continue // the plugin's entry changed since it was read: read it again
 		}
