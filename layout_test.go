@@ -36,7 +36,7 @@ var allowedImports = map[string][]string{
 	"metrics":      {"kubeclient", "kube", "orchestrator", "events"},
 	"plugin":       {"routes", "desired", "decode", "kubeclient", "kube", "ssa", "orchestrator", "cleanup", "peers", "events", "metrics"},
 	"cleanup":      {"routes", "desired", "orchestrator"},
-	"preflight":    {"routes", "desired", "decode", "kube"},
+	"preflight":    {"routes", "desired", "decode", "kube", "orchestrator"},
 	"cli":          {"routes", "pingpong", "desired", "decode", "kube", "ssa", "orchestrator", "cleanup", "preflight", "peers"},
 	".":            {"plugin", "decode", "kubeclient", "ssa", "cli", "metrics"},
 
@@ -281,6 +281,53 @@ func TestEveryExportIsUsedByAnotherPackage(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// The decision packages take every fact as a value: no exported function
+// or method of theirs takes or returns a function, and no exported field of
+// their types holds one, so nothing that reads can reach a decision as a
+// closure (the reads are in package orchestrator: Decide).
+func TestTheDecisionPackagesTakeNoFunctions(t *testing.T) {
+	fset := token.NewFileSet()
+	for pkg := range pureDeps {
+		files, _ := filepath.Glob(filepath.Join(pkg, "*.go"))
+		for _, path := range files {
+			if strings.HasSuffix(path, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(fset, path, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			funcTyped := func(fields *ast.FieldList, what string, exported func(*ast.Field) bool) {
+				if fields == nil {
+					return
+				}
+				for _, field := range fields.List {
+					if _, ok := field.Type.(*ast.FuncType); ok && exported(field) {
+						t.Errorf("%s: %s holds a function: hand a decision its facts as values (docs/architecture.md)", fset.Position(field.Pos()), what)
+					}
+				}
+			}
+			all := func(*ast.Field) bool { return true }
+			ast.Inspect(f, func(n ast.Node) bool {
+				switch d := n.(type) {
+				case *ast.FuncDecl:
+					if d.Name.IsExported() {
+						funcTyped(d.Type.Params, d.Name.Name+"'s parameters", all)
+						funcTyped(d.Type.Results, d.Name.Name+"'s results", all)
+					}
+				case *ast.TypeSpec:
+					if st, ok := d.Type.(*ast.StructType); ok && d.Name.IsExported() {
+						funcTyped(st.Fields, "type "+d.Name.Name, func(f *ast.Field) bool {
+							return len(f.Names) == 0 || slices.ContainsFunc(f.Names, func(n *ast.Ident) bool { return n.IsExported() })
+						})
+					}
+				}
+				return true
+			})
 		}
 	}
 }

@@ -78,27 +78,36 @@ func (e *UnsupportedError) Error() string {
 		e.Route, e.Rollout, needList(e.Missing), e.Gateway, strings.Join(features, ", "), strings.Join(features, ", "))
 }
 
-// WithGateways is c with what it adds checked against the route's parents:
-// a call that adds something needing a feature (Result.Needs) reads the
-// parents with gateways, and is refused (UnsupportedError) when a class that
-// publishes its features lacks one the Rollout's config does not assume
-// (Env.AssumedFeatures). Parents that publish nothing go to
-// Result.Unchecked. A call that needs nothing reads no parent.
-func WithGateways(c Intent, gateways func(routes.Parents) []routes.Gateway) Intent {
-	return checked{call: c, gateways: gateways}
+// Facts are what a decision's result is checked against, read from the
+// route's cluster for it (orchestrator.Decide): the route's parents, read
+// when the result needs a feature of them (Result.Needs), and the
+// ServiceImports it adds (NewImports), read in order up to the first that
+// is missing or could not be read.
+type Facts struct {
+	Gateways []routes.Gateway
+	Imports  []ImportRead
 }
 
-type checked struct {
-	call     Intent
-	gateways func(routes.Parents) []routes.Gateway
-}
-
-func (c checked) Desired(live routes.Route, env Env) (Result, error) {
-	res, err := c.call.Desired(live, env)
-	if err != nil || len(res.Needs) == 0 {
-		return res, err
+// Check is res checked against the facts: refused when a parent's class
+// lacks a feature what it adds needs (checkFeatures), or the route's
+// cluster lacks a ServiceImport it adds (CheckImports).
+func Check(res Result, live routes.Route, env Env, f Facts) (Result, error) {
+	res, err := checkFeatures(res, live, env, f.Gateways)
+	if err != nil {
+		return Result{}, err
 	}
-	for _, g := range c.gateways(live.Parents) {
+	if err := checkImports(live, env, f.Imports); err != nil {
+		return Result{}, err
+	}
+	return res, nil
+}
+
+// checkFeatures is res checked against the route's parents: refused
+// (UnsupportedError) when a class that publishes its features lacks one
+// the Rollout's config does not assume (Env.AssumedFeatures); parents that
+// publish nothing go to Result.Unchecked.
+func checkFeatures(res Result, live routes.Route, env Env, gateways []routes.Gateway) (Result, error) {
+	for _, g := range gateways {
 		if g.Unknown != "" || !g.Publishes {
 			res.Unchecked = append(res.Unchecked, Unchecked{Gateway: g, Needs: res.Needs})
 			continue

@@ -25,7 +25,7 @@ func gateway(class string, features ...string) routes.Gateway {
 
 // behind is c on a route whose parents are gws.
 func behind(c Intent, gws ...routes.Gateway) Intent {
-	return WithGateways(c, func(routes.Parents) []routes.Gateway { return gws })
+	return checked{c: c, parents: func() []routes.Gateway { return gws }}
 }
 
 func TestAGatewayThatLacksMirroringGetsNoMirrorRule(t *testing.T) {
@@ -75,10 +75,10 @@ func TestAGatewayThatPublishesNothingIsWrittenAndSaidSo(t *testing.T) {
 	env := Env{Rollout: "shop/demo", FieldManager: plugin}
 	reads := 0
 	parents := func(c Intent) Intent {
-		return WithGateways(c, func(routes.Parents) []routes.Gateway {
+		return checked{c: c, parents: func() []routes.Gateway {
 			reads++
 			return []routes.Gateway{old, gateway("envoy", "HTTPRouteRequestMirror")}
-		})
+		}}
 	}
 	res, err := parents(mirror(100, "/api")).Desired(s.live(), env)
 	if err != nil {

@@ -237,3 +237,35 @@ func contains(s string, subs []string) (string, bool) {
 	}
 	return "", true
 }
+
+// checked is c decided as orchestrator.Decide decides it, with the cluster
+// read through fakes: parents (nil: none) when the result needs a feature,
+// imported (nil: every ServiceImport exists) for each ServiceImport it adds,
+// up to the first missing or failed.
+type checked struct {
+	c        Intent
+	parents  func() []routes.Gateway
+	imported func(routes.ObjectRef) (bool, error)
+}
+
+func (k checked) Desired(live routes.Route, env Env) (Result, error) {
+	res, err := k.c.Desired(live, env)
+	if err != nil || res.Unchanged {
+		return res, err
+	}
+	var facts Facts
+	if len(res.Needs) > 0 && k.parents != nil {
+		facts.Gateways = k.parents()
+	}
+	for _, ref := range NewImports(res, live, env) {
+		exists, err := true, error(nil)
+		if k.imported != nil {
+			exists, err = k.imported(ref)
+		}
+		facts.Imports = append(facts.Imports, ImportRead{Import: ref, Exists: exists, Err: err})
+		if err != nil || !exists {
+			break
+		}
+	}
+	return Check(res, live, env, facts)
+}

@@ -28,26 +28,12 @@ func (e *MissingImportError) Error() string {
 		"and the controller's next try of the step adds it", e.Route, e.Rollout, e.Import.Namespace, e.Import.Name, e.Import, e.Import.Name, e.Import.Namespace)
 }
 
-// WithImports is c with every ServiceImport it adds for an experiment
-// checked with imported, which says whether the route's cluster has it: a
-// call that adds one the cluster lacks is refused (MissingImportError); one
-// that cannot tell fails with imported's error. A call that adds no
-// ServiceImport asks nothing.
-func WithImports(c Intent, imported func(routes.ObjectRef) (bool, error)) Intent {
-	return importsChecked{call: c, imported: imported}
-}
-
-type importsChecked struct {
-	call     Intent
-	imported func(routes.ObjectRef) (bool, error)
-}
-
-func (c importsChecked) Desired(live routes.Route, env Env) (Result, error) {
-	res, err := c.call.Desired(live, env)
-	if err != nil || res.Unchanged {
-		return res, err
-	}
-	var before []routes.ObjectRef
+// NewImports are the ServiceImports res adds to the live route for an
+// experiment, each once, that the Rollout's claim did not record before:
+// each must exist in the route's cluster (CheckImports). A result that adds
+// none needs nothing read.
+func NewImports(res Result, live routes.Route, env Env) []routes.ObjectRef {
+	var before, out []routes.ObjectRef
 	if claims, err := routes.ReadClaims(live); err == nil {
 		for _, b := range claims[env.Rollout].Backends {
 			before = append(before, b.Target())
@@ -55,17 +41,33 @@ func (c importsChecked) Desired(live routes.Route, env Env) (Result, error) {
 	}
 	for _, b := range res.Claim.Backends {
 		target := b.Target()
-		if !target.IsServiceImport() || slices.Contains(before, target) {
-			continue
+		if target.IsServiceImport() && !slices.Contains(before, target) {
+			before = append(before, target)
+			out = append(out, target)
 		}
-		ok, err := c.imported(target)
-		if err != nil {
-			return Result{}, routes.RouteError(live.Ref, fmt.Errorf("rollout %s: checking that the experiment's %s exists: %w", env.Rollout, target, err))
-		}
-		if !ok {
-			return Result{}, &MissingImportError{Route: live.Ref, Rollout: env.Rollout, Import: target}
-		}
-		before = append(before, target) // asked once per call, whatever the rules
 	}
-	return res, nil
+	return out
+}
+
+// ImportRead is what reading one ServiceImport answered: whether the
+// route's cluster has it, or the error of the read.
+type ImportRead struct {
+	Import routes.ObjectRef
+	Exists bool
+	Err    error
+}
+
+// checkImports refuses a result whose new ServiceImports (NewImports, read
+// in that order) the route's cluster lacks (MissingImportError), or fails
+// with a read's error.
+func checkImports(live routes.Route, env Env, reads []ImportRead) error {
+	for _, r := range reads {
+		if r.Err != nil {
+			return routes.RouteError(live.Ref, fmt.Errorf("rollout %s: checking that the experiment's %s exists: %w", env.Rollout, r.Import, r.Err))
+		}
+		if !r.Exists {
+			return &MissingImportError{Route: live.Ref, Rollout: env.Rollout, Import: r.Import}
+		}
+	}
+	return nil
 }

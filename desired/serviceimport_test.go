@@ -73,10 +73,10 @@ type withImports struct {
 }
 
 func (o withImports) do(s *server) (bool, error) {
-	return call{c: WithImports(o.c, func(ref routes.ObjectRef) (bool, error) {
+	return call{c: checked{c: o.c, imported: func(ref routes.ObjectRef) (bool, error) {
 		*o.asked = append(*o.asked, ref.String())
 		return o.have[ref.Name], o.fail
-	})}.do(s)
+	}}}.do(s)
 }
 
 // An experiment step on a route of ServiceImports adds each experiment

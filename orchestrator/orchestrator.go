@@ -121,25 +121,11 @@ func (o *Orchestrator) Run(ctx context.Context, c Job) error {
 	}
 	plans := make([]Plan, len(res.Routes))
 	errs := make([]error, len(res.Routes))
-	envs := make([]desired.Env, len(res.Routes))
-	for i, r := range res.Routes {
-		envs[i] = c.Env(r.Ref)
-		if p := envs[i].Predecessor; p.NeedsRecords(r, c.Rollout) {
-			records, err := o.reader.PredecessorRecords(ctx, r.Namespace, p.ConfigMap)
-			if err != nil {
-				errs[i] = routes.RouteError(r.Ref, err)
-			}
-			p.Indexes = records.Indexes(r.Ref)
-		}
-	}
-	decide := desired.WithImports(desired.WithGateways(faulty(c.Intent), func(p routes.Parents) []routes.Gateway { return o.reader.Gateways(ctx, p) }),
-		func(ref routes.ObjectRef) (bool, error) { return o.reader.ServiceImported(ctx, ref) })
+	intent := faulty(c.Intent)
 	eachAtOnce(len(res.Routes), func(i int) {
-		if errs[i] != nil {
-			return
-		}
-		r, env := res.Routes[i], envs[i]
-		plans[i], errs[i] = MakePlan(r, func(l routes.Route) (desired.Result, error) { return decide.Desired(l, env) })
+		r := res.Routes[i]
+		env := c.Env(r.Ref)
+		plans[i], errs[i] = MakePlan(r, func(l routes.Route) (desired.Result, error) { return Decide(ctx, o.reader, intent, l, env) })
 	})
 	for i, err := range errs {
 		if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
+	"github.com/gatewayapi-ssa/rollouts-plugin/orchestrator"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
@@ -230,20 +231,8 @@ func (p *Plan) run(ctx context.Context, in Input, settings decode.Settings, st *
 		}
 		results := make([]desired.Result, len(st.live))
 		failed := false
-		core := desired.WithImports(desired.WithGateways(c.core, func(parents routes.Parents) []routes.Gateway { return in.Reader.Gateways(ctx, parents) }),
-			func(ref routes.ObjectRef) (bool, error) { return in.Reader.ServiceImported(ctx, ref) })
 		for i, live := range st.live {
-			env := settings.Env(rollout, in.FieldManager, live.Ref)
-			var err error
-			if pr := env.Predecessor; pr.NeedsRecords(live, rollout) {
-				var records routes.PredecessorRecords
-				records, err = in.Reader.PredecessorRecords(ctx, live.Namespace, pr.ConfigMap)
-				pr.Indexes = records.Indexes(live.Ref)
-			}
-			var r desired.Result
-			if err == nil {
-				r, err = core.Desired(live, env)
-			}
+			r, err := orchestrator.Decide(ctx, in.Reader, c.core, live, settings.Env(rollout, in.FieldManager, live.Ref))
 			if err != nil {
 				failed = true
 				routeSteps[i].Error = c.name + ": " + err.Error()
