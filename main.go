@@ -23,6 +23,7 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kubeclient"
 	"github.com/gatewayapi-ssa/rollouts-plugin/metrics"
+	"github.com/gatewayapi-ssa/rollouts-plugin/orchestrator"
 	"github.com/gatewayapi-ssa/rollouts-plugin/plugin"
 	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
 )
@@ -79,12 +80,12 @@ func main() {
 			os.Exit(2)
 		}
 	}
-	opts := f.options(routeClusters)
+	w := f.wiring(routeClusters)
 	if f.metricsAddr != "" {
 		// Listening before the handshake: an address the plugin cannot
 		// serve on stops it here, with the flag's name, not at a scrape.
-		opts.Metrics = metrics.New(version)
-		addr, err := opts.Metrics.Serve(f.metricsAddr)
+		w.Metrics = metrics.New(version)
+		addr, err := w.Metrics.Serve(f.metricsAddr)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "-metrics-address: %v\n", err)
 			os.Exit(2)
@@ -92,7 +93,8 @@ func main() {
 		log.WithField("address", addr.String()).Info("serving Prometheus metrics at /metrics")
 	}
 
-	impl := plugin.New(opts, logrus.NewEntry(log).WithFields(logrus.Fields{"plugin": "gatewayapi-ssa", "version": version}))
+	entry := logrus.NewEntry(log).WithFields(logrus.Fields{"plugin": "gatewayapi-ssa", "version": version})
+	impl := plugin.New(f.options(w), entry, func() (plugin.Backend, error) { return connect(w, entry) })
 	go exitWhenOrphaned(os.Getppid, time.Second, func() {
 		log.Info("the Argo Rollouts controller that started the plugin is gone; exiting")
 		closeAndExit(impl)
@@ -148,8 +150,8 @@ func registerFlags(fs *flag.FlagSet) *flags {
 	return f
 }
 
-// options are the plugin's options from the flags.
-func (f *flags) options(routeClusters []decode.RouteCluster) plugin.Options {
+// wiring is what the backend is built from, by the flags.
+func (f *flags) wiring(routeClusters []decode.RouteCluster) wiring {
 	retry := kubeclient.DefaultRetryPolicy
 	retry.RequestTimeout = f.reqTimeout
 	var cleanupInterval time.Duration
@@ -157,22 +159,33 @@ func (f *flags) options(routeClusters []decode.RouteCluster) plugin.Options {
 		cleanupInterval = f.cleanupEvery
 	}
 	host, _ := os.Hostname()
+	return wiring{
+		PeersNamespace:  cmp.Or(f.peersNS, defaultPeersNamespace(os.Getenv, os.ReadFile)),
+		Identity:        fmt.Sprintf("%s/%d", host, os.Getpid()),
+		FieldManager:    f.fieldManager,
+		QPS:             float32(f.qps),
+		Burst:           f.burst,
+		CallTimeout:     f.callTimeout,
+		Retry:           retry,
+		WritesPerCall:   min(8, f.maxRoutes),
+		Routes:          orchestrator.NewSlots(f.maxRoutes),
+		CleanupInterval: cleanupInterval,
+		RouteClusters:   routeClusters,
+		RouteEvents:     f.routeEvents,
+		ClusterName:     f.clusterName,
+		AnyNamespace:    !f.requireGrants,
+		WatchCacheIdle:  f.watchCacheIdle,
+	}
+}
+
+// options are the adapter's options: what every call is decoded with, and
+// its deadline.
+func (f *flags) options(w wiring) plugin.Options {
 	return plugin.Options{
-		PeersNamespace:        cmp.Or(f.peersNS, defaultPeersNamespace(os.Getenv, os.ReadFile)),
-		Identity:              fmt.Sprintf("%s/%d", host, os.Getpid()),
-		FieldManager:          f.fieldManager,
-		PluginName:            f.pluginName,
-		QPS:                   float32(f.qps),
-		Burst:                 f.burst,
-		CallTimeout:           f.callTimeout,
-		Retry:                 retry,
-		MaxConcurrentRoutes:   f.maxRoutes,
-		CleanupInterval:       cleanupInterval,
-		RouteClusters:         routeClusters,
-		RouteEvents:           f.routeEvents,
-		ClusterName:           f.clusterName,
-		IgnoreReferenceGrants: !f.requireGrants,
-		WatchCacheIdle:        f.watchCacheIdle,
+		Process: decode.Process{PluginName: f.pluginName, FieldManager: f.fieldManager,
+			RouteClusters: w.RouteClusters, AnyNamespace: w.AnyNamespace},
+		CallTimeout: f.callTimeout,
+		Metrics:     w.Metrics,
 	}
 }
 

@@ -1,11 +1,21 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"flag"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
+	"github.com/sirupsen/logrus"
 )
 
 func env(vars map[string]string) func(string) string {
@@ -96,5 +106,39 @@ func TestThePluginExitsWhenOrphaned(t *testing.T) {
 	case <-exited:
 	case <-time.After(5 * time.Second):
 		t.Fatal("did not exit once its parent was gone")
+	}
+}
+
+// connect, what InitPlugin calls, builds the clients of the controller's
+// cluster and of a route cluster and sends no request: the first calls do.
+func TestConnectSendsNoRequest(t *testing.T) {
+	var hits atomic.Int32
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { hits.Add(1); w.WriteHeader(404) }))
+	defer s.Close()
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "`+s.URL+`"}}]
+users: [{name: u}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KUBECONFIG", kubeconfig)
+	f := registerFlags(flag.NewFlagSet("plugin", flag.ContinueOnError))
+	w := f.wiring([]decode.RouteCluster{{Name: "config", Kubeconfig: kubeconfig, Namespaces: []string{"shop"}}})
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	b, err := connect(w, logrus.NewEntry(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(context.Background())
+	if _, err := b.Orchestrator("config"); err != nil {
+		t.Errorf("route cluster config: %v", err)
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("connect sent %d requests; it builds clients, it does not call the apiserver", n)
 	}
 }

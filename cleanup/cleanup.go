@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/orchestrator"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
@@ -253,7 +254,8 @@ type Outcome struct {
 func (c *Cleaner) Undo(ctx context.Context, rollout string, rs []routes.Route, policy desired.ConflictPolicy, dryRun bool) []Outcome {
 	env := desired.Env{Rollout: rollout, Cluster: c.Cluster, FieldManager: c.FieldManager, ConflictPolicy: policy}
 	compute := func(l routes.Route) (desired.Result, error) { return desired.Undo{}.Desired(l, env) }
-	by := orchestrator.Cause{Rollout: rollout, Call: "cleanup"}
+	ns, name, _ := strings.Cut(rollout, "/")
+	by := decode.Call{Rollout: decode.Rollout{Namespace: ns, Name: name}, Label: decode.Label{Method: decode.Cleanup}}
 	grants := map[string][]routes.ReferenceGrant{}
 	out := make([]Outcome, 0, len(rs))
 	for _, r := range rs {

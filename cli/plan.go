@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -99,9 +100,20 @@ type Report struct {
 }
 
 func plan(ctx context.Context, o *planOptions, ro *v1alpha1.Rollout) (Report, error) {
-	in := preflight.Input{Rollout: ro, PluginName: o.pluginName, FieldManager: o.fieldManager, AnyNamespace: !o.requireGrants}
+	clusters, err := o.routeClusters.RouteClusters()
+	if err != nil {
+		return Report{}, err
+	}
+	in := preflight.Input{Rollout: ro, Process: decode.Process{PluginName: o.pluginName, FieldManager: o.fieldManager,
+		RouteClusters: clusters, AnyNamespace: !o.requireGrants}}
 	var c *clusterChecks
 	if o.routesFile != "" {
+		// A plan from files takes the routes of the files wherever the
+		// Rollout's config says they are: its route cluster needs no flags.
+		if s, err := decode.ParseConfig(ro, o.pluginName); err == nil && s.Cluster != "" &&
+			!slices.ContainsFunc(clusters, func(c decode.RouteCluster) bool { return c.Name == s.Cluster }) {
+			in.Process.RouteClusters = append(in.Process.RouteClusters, decode.RouteCluster{Name: s.Cluster, Namespaces: []string{decode.AnyNamespace}})
+		}
 		f, err := os.Open(o.routesFile)
 		if err != nil {
 			return Report{}, err

@@ -152,10 +152,11 @@ func TestHeaderAndMirrorCallsDoNothingWhileTheRolloutEnds(t *testing.T) {
 	ro := cfgRollout(DefaultPluginName, `{"httpRoute": "web"}`)
 	ro.Spec.Strategy.Canary.TrafficRouting.ManagedRoutes = []v1alpha1.MangedRoutes{{Name: "mirror"}}
 	pct := int32(250) // refused, were it carried out
-	mirror := Request{Method: SetMirrorRoute, Mirror: &v1alpha1.SetMirrorRoute{Name: "mirror", Percentage: &pct,
+	process := Process{PluginName: DefaultPluginName}
+	mirror := Label{Method: SetMirrorRoute, Mirror: &v1alpha1.SetMirrorRoute{Name: "mirror", Percentage: &pct,
 		Match: []v1alpha1.RouteMatch{{Path: &v1alpha1.StringMatch{Prefix: "/"}}}}}
-	header := Request{Method: SetHeaderRoute, Header: &v1alpha1.SetHeaderRoute{Name: "mirror"}}
-	if _, err := Decode(context.Background(), ro, DefaultPluginName, mirror, nil); err == nil {
+	header := Label{Method: SetHeaderRoute, Header: &v1alpha1.SetHeaderRoute{Name: "mirror"}}
+	if _, err := Decode(context.Background(), process, ro, mirror, nil); err == nil {
 		t.Fatal("a mirror step of 250% decoded while the Rollout progresses")
 	}
 	for _, end := range []struct {
@@ -168,18 +169,18 @@ func TestHeaderAndMirrorCallsDoNothingWhileTheRolloutEnds(t *testing.T) {
 	} {
 		r := ro.DeepCopy()
 		end.set(r)
-		for _, req := range []Request{mirror, header} {
-			c, err := Decode(context.Background(), r, DefaultPluginName, req, nil)
+		for _, req := range []Label{mirror, header} {
+			c, err := Decode(context.Background(), process, r, req, nil)
 			if err != nil || c.Intent != nil || !strings.HasPrefix(c.Skip, end.say) {
-				t.Errorf("%s, %s: err %v, Intent %v, Skip %q; want nothing to do because %s", end.name, req.Name(), err, c.Intent, c.Skip, end.say)
+				t.Errorf("%s, %s: err %v, Intent %v, Skip %q; want nothing to do because %s", end.name, req, err, c.Intent, c.Skip, end.say)
 			}
 		}
-		if c, err := Decode(context.Background(), r, DefaultPluginName, Request{Method: SetWeight}, nil); err != nil || c.Skip != "" || c.Intent == nil {
+		if c, err := Decode(context.Background(), process, r, Label{Method: SetWeight}, nil); err != nil || c.Skip != "" || c.Intent == nil {
 			t.Errorf("%s: SetWeight(0) must still be carried out: err %v, skip %q", end.name, err, c.Skip)
 		}
 		bad := r.DeepCopy()
 		bad.Spec.Strategy.Canary.TrafficRouting.Plugins[DefaultPluginName] = []byte(`{"httpRoute": 1}`)
-		if _, err := Decode(context.Background(), bad, DefaultPluginName, mirror, nil); err == nil {
+		if _, err := Decode(context.Background(), process, bad, mirror, nil); err == nil {
 			t.Errorf("%s: a bad config is not reported", end.name)
 		}
 	}

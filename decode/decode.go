@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
@@ -22,12 +23,15 @@ const (
 	SetMirrorRoute      Method = "SetMirrorRoute"
 	RemoveManagedRoutes Method = "RemoveManagedRoutes"
 	VerifyWeight        Method = "VerifyWeight"
+	// Cleanup is no call of the controller: the cleanup command's, and the
+	// sweep's, undoing of a deleted Rollout's claims (package cleanup).
+	Cleanup Method = "cleanup"
 )
 
-// Request is one call of the controller as the RPC interface hands it over:
-// Weight and Additional for SetWeight and VerifyWeight, Header for
-// SetHeaderRoute, Mirror for SetMirrorRoute.
-type Request struct {
+// Label is a call of the controller as the RPC interface hands it over:
+// its method and its arguments (Weight and Additional for SetWeight and
+// VerifyWeight, Header for SetHeaderRoute, Mirror for SetMirrorRoute).
+type Label struct {
 	Method     Method
 	Weight     int32
 	Additional []v1alpha1.WeightDestination
@@ -35,44 +39,86 @@ type Request struct {
 	Mirror     *v1alpha1.SetMirrorRoute
 }
 
-// Name names the call in logs and errors: SetWeight(20),
+// String names the call in logs, errors and Events: SetWeight(20),
 // SetWeight(20, exp-a=10), SetHeaderRoute(canary-header), RemoveManagedRoutes.
-func (r Request) Name() string {
-	switch r.Method {
+func (l Label) String() string {
+	switch l.Method {
 	case SetWeight, VerifyWeight:
-		if len(r.Additional) == 0 {
-			return fmt.Sprintf("%s(%d)", r.Method, r.Weight)
+		if len(l.Additional) == 0 {
+			return fmt.Sprintf("%s(%d)", l.Method, l.Weight)
 		}
-		parts := make([]string, len(r.Additional))
-		for i, d := range r.Additional {
+		parts := make([]string, len(l.Additional))
+		for i, d := range l.Additional {
 			parts[i] = fmt.Sprintf("%s=%d", d.ServiceName, d.Weight)
 		}
-		return fmt.Sprintf("%s(%d, %s)", r.Method, r.Weight, strings.Join(parts, ","))
+		return fmt.Sprintf("%s(%d, %s)", l.Method, l.Weight, strings.Join(parts, ","))
 	case SetHeaderRoute:
-		if r.Header != nil {
-			return fmt.Sprintf("%s(%s)", r.Method, r.Header.Name)
+		if l.Header != nil {
+			return fmt.Sprintf("%s(%s)", l.Method, l.Header.Name)
 		}
 	case SetMirrorRoute:
-		if r.Mirror != nil {
-			return fmt.Sprintf("%s(%s)", r.Method, r.Mirror.Name)
+		if l.Mirror != nil {
+			return fmt.Sprintf("%s(%s)", l.Method, l.Mirror.Name)
 		}
 	}
-	return string(r.Method)
+	return string(l.Method)
 }
 
-// Decoded is a decoded request: the Rollout's config, and what the call does.
-type Decoded struct {
+// Rollout names the Rollout a call is for.
+type Rollout struct {
+	Namespace, Name string
+	UID             types.UID
+}
+
+// String is namespace/name: the key of the Rollout's claims.
+func (r Rollout) String() string { return r.Namespace + "/" + r.Name }
+
+// Process is what every call of one plugin process decodes with: the name
+// its config is read under, the field manager it writes as, the name its
+// claims give its cluster, the route clusters the platform team allows,
+// and whether a Rollout reaches any namespace
+// (-require-reference-grants=false).
+type Process struct {
+	PluginName, FieldManager string
+	Cluster                  string
+	RouteClusters            []RouteCluster
+	AnyNamespace             bool
+}
+
+// Call is one call of the controller on one Rollout, decoded once (Decode):
+// the only value the rest of the plugin knows a call by.
+type Call struct {
+	Rollout Rollout
+	Label   Label
+	// Settings is the Rollout's plugin config.
 	Settings Settings
-	// Intent is what the call does to each route; nil for VerifyWeight.
+	// Intent is what the call does to each route; nil for VerifyWeight
+	// and when Skip says why the call does nothing.
 	Intent desired.Intent
-	// Split and Extra are the weights VerifyWeight checks (with the
-	// Rollout's verifyWeight option; without it, neither is set): the
-	// experiment Services' weights come out of stable's share.
+	// Verify is what VerifyWeight checks, with the Rollout's verifyWeight
+	// option (without it, nothing is checked).
+	Verify Verify
+	// Skip, when set, says why the call is answered without doing anything.
+	Skip string
+	// RouteCluster is the route cluster that holds the routes, "" for the
+	// controller's own.
+	RouteCluster string
+	// Process is the plugin process the call came to.
+	Process Process
+}
+
+// Verify is the split VerifyWeight checks: the experiment Services' weights
+// (Extra) come out of stable's share.
+type Verify struct {
 	Split transform.Split
 	Extra []desired.BackendWeight
-	// Skip, when set, says why the call is answered without doing anything
-	// (Intent is nil then).
-	Skip string
+}
+
+// Env is what the call's decision runs in on the route ref.
+func (c Call) Env(ref routes.Ref) desired.Env {
+	env := c.Settings.Env(c.Rollout.String(), c.Process.FieldManager, ref)
+	env.Cluster = c.Process.Cluster
+	return env
 }
 
 // skipWhenEnding says why a header or mirror step's call is to do nothing:
@@ -92,61 +138,78 @@ func skipWhenEnding(ro *v1alpha1.Rollout) string {
 	return ""
 }
 
-// Decode turns a Rollout and one call of the controller into a Call, the
-// same way for every call: first the Rollout's config for the plugin
-// registered as pluginName, then the call's own values, each validated
-// before any route is read. ports reads the Services an experiment step
-// names (SetWeight with additional destinations).
-func Decode(ctx context.Context, ro *v1alpha1.Rollout, pluginName string, req Request, ports ServicePorts) (Decoded, error) {
-	s, err := ParseConfig(ro, pluginName)
+// Decode turns a Rollout and one call of the controller (l) into a Call,
+// the same way for every call: first the Rollout's config for the plugin
+// registered as p.PluginName, then the call's own values, each validated
+// before any route is read, then the route cluster its config names, which
+// p.RouteClusters must allow. ports reads the Services an experiment step
+// names (SetWeight with additional destinations). On an error the Call
+// still names its Rollout and its Label, for the error to be told.
+func Decode(ctx context.Context, p Process, ro *v1alpha1.Rollout, l Label, ports ServicePorts) (Call, error) {
+	c := Call{Rollout: Rollout{Namespace: ro.Namespace, Name: ro.Name, UID: ro.UID}, Label: l, Process: p}
+	s, err := ParseConfig(ro, p.PluginName)
 	if err != nil {
-		return Decoded{}, &ConfigError{Err: err}
+		return c, &ConfigError{Err: err}
 	}
-	c := Decoded{Settings: s}
-	switch req.Method {
+	c.Settings = s
+	if err := c.decide(ctx, ro, ports); err != nil {
+		return Call{Rollout: c.Rollout, Label: l, Process: p}, err
+	}
+	rc, err := s.RouteClusterOf(p.RouteClusters)
+	if err != nil {
+		return Call{Rollout: c.Rollout, Label: l, Process: p}, err
+	}
+	if rc != nil {
+		c.RouteCluster = rc.Name
+	}
+	return c, nil
+}
+
+// decide decodes what the call does: its Intent (or why it does nothing),
+// or VerifyWeight's split.
+func (c *Call) decide(ctx context.Context, ro *v1alpha1.Rollout, ports ServicePorts) error {
+	var err error
+	switch c.Label.Method {
 	case SetHeaderRoute, SetMirrorRoute:
 		if c.Skip = skipWhenEnding(ro); c.Skip != "" {
-			return c, nil
+			return nil
 		}
 	}
-	switch req.Method {
+	switch c.Label.Method {
 	case SetWeight:
 		var sw desired.SetWeight
-		sw, err = setWeight(ctx, ro, req.Weight, req.Additional, ports)
-		sw.Sticky = s.Sticky.For(ro)
+		sw, err = setWeight(ctx, ro, c.Label.Weight, c.Label.Additional, ports)
+		sw.Sticky = c.Settings.Sticky.For(ro)
 		c.Intent = sw
 	case SetHeaderRoute:
-		if req.Header == nil {
-			return Decoded{}, &StepError{errors.New("no setHeaderRoute given")}
+		if c.Label.Header == nil {
+			return &StepError{errors.New("no setHeaderRoute given")}
 		}
-		c.Intent, err = setHeader(ro, req.Header, &s)
+		c.Intent, err = setHeader(ro, c.Label.Header, &c.Settings)
 		err = stepError(err)
 	case SetMirrorRoute:
-		if req.Mirror == nil {
-			return Decoded{}, &StepError{errors.New("no setMirrorRoute given")}
+		if c.Label.Mirror == nil {
+			return &StepError{errors.New("no setMirrorRoute given")}
 		}
-		c.Intent, err = setMirror(ro, req.Mirror)
+		c.Intent, err = setMirror(ro, c.Label.Mirror)
 		err = stepError(err)
 	case RemoveManagedRoutes:
 		c.Intent = desired.RemoveManaged{}
 	case VerifyWeight:
-		if !s.VerifyWeight {
-			return c, nil
+		if !c.Settings.VerifyWeight {
+			return nil
 		}
-		if c.Split, err = validateSplit(ro, req.Weight, req.Additional); err != nil {
-			return Decoded{}, &StepError{err}
+		if c.Verify.Split, err = validateSplit(ro, c.Label.Weight, c.Label.Additional); err != nil {
+			return &StepError{err}
 		}
-		for _, d := range req.Additional {
+		for _, d := range c.Label.Additional {
 			// Experiment Services are in the Rollout's namespace, as SetWeight adds them.
-			c.Extra = append(c.Extra, desired.BackendWeight{Backend: routes.ServiceRef(ro.Namespace, d.ServiceName), Weight: int64(d.Weight)})
+			c.Verify.Extra = append(c.Verify.Extra, desired.BackendWeight{Backend: routes.ServiceRef(ro.Namespace, d.ServiceName), Weight: int64(d.Weight)})
 		}
 	default:
-		return Decoded{}, &StepError{fmt.Errorf("unknown call %q", req.Method)}
+		return &StepError{fmt.Errorf("unknown call %q", c.Label.Method)}
 	}
-	if err != nil {
-		return Decoded{}, err
-	}
-	return c, nil
+	return err
 }
 
 // ConfigError says the Rollout's plugin config is wrong (ParseConfig): the

@@ -69,9 +69,9 @@ func TestRoutesHearOfRefusalsOnly(t *testing.T) {
 	r := newRecorder(newAPI(), Options{}, nil)
 	routesEvents := NewRoutes(r)
 	live := routes.Route{Ref: web, UID: "uid-route", Version: "v1"}
-	routesEvents.Refused(live, "shop/web", "SetWeight(30)", routes.RouteError(web, &desired.ConflictError{Route: web, Rollout: "shop/web", Managers: []string{"argocd"}}))
-	routesEvents.Refused(live, "shop/web", "SetWeight(30)", routes.RouteError(web, &apierr.PermissionError{Verbs: []string{"patch"}}))
-	routesEvents.Refused(live, "shop/web", "SetWeight(30)", routes.RouteError(web, apierrors.NewServiceUnavailable("etcd is down")))
+	routesEvents.Refused(live, setWeight30, routes.RouteError(web, &desired.ConflictError{Route: web, Rollout: "shop/web", Managers: []string{"argocd"}}))
+	routesEvents.Refused(live, setWeight30, routes.RouteError(web, &apierr.PermissionError{Verbs: []string{"patch"}}))
+	routesEvents.Refused(live, setWeight30, routes.RouteError(web, apierrors.NewServiceUnavailable("etcd is down")))
 	got := drain(r)
 	want := []Event{{
 		Regarding: corev1.ObjectReference{APIVersion: "gateway.networking.k8s.io/v1", Kind: "HTTPRoute", Namespace: "shop", Name: "web", UID: "uid-route"},

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -46,15 +47,16 @@ func NewRollouts(rec *Recorder) *Rollouts {
 	return &Rollouts{rec: rec, failing: map[failingCall]failure{}}
 }
 
-// Failed records that a call (method, e.g. SetWeight) on the Rollout
-// answered err, whose text, as the call returned it, is text.
-func (r *Rollouts) Failed(rollout corev1.ObjectReference, method, text string, err error) {
+// Failed records that the call answered err, whose text, as the call
+// returned it, is text.
+func (r *Rollouts) Failed(call decode.Call, text string, err error) {
 	if r == nil {
 		return
 	}
 	why := Reason(err)
 	now := time.Now()
-	k := failingCall{rollout.UID, rollout.Namespace + "/" + rollout.Name, method}
+	method := string(call.Label.Method)
+	k := failingCall{call.Rollout.UID, call.Rollout.String(), method}
 	r.mu.Lock()
 	f, ok := r.failing[k]
 	if !ok {
@@ -66,17 +68,23 @@ func (r *Rollouts) Failed(rollout corev1.ObjectReference, method, text string, e
 	f.last, f.calls, f.reason = now, f.calls+1, why
 	r.failing[k] = f
 	r.mu.Unlock()
-	r.rec.Record(Event{Regarding: rollout, Type: corev1.EventTypeWarning, Reason: why, Action: method, Note: text})
+	r.rec.Record(Event{Regarding: rolloutRef(call.Rollout), Type: corev1.EventTypeWarning, Reason: why, Action: method, Note: text})
 }
 
-// Succeeded records that a call (method; call as errors name it, e.g.
-// SetWeight(30)) on the Rollout answered without an error: if the last
-// such call failed, a Normal Event says that it works again.
-func (r *Rollouts) Succeeded(rollout corev1.ObjectReference, method, call string) {
+// rolloutRef is the Rollout as Events name it.
+func rolloutRef(r decode.Rollout) corev1.ObjectReference {
+	return corev1.ObjectReference{APIVersion: "argoproj.io/v1alpha1", Kind: "Rollout", Namespace: r.Namespace, Name: r.Name, UID: r.UID}
+}
+
+// Succeeded records that the call answered without an error: if the last
+// call of its method on its Rollout failed, a Normal Event says that it
+// works again.
+func (r *Rollouts) Succeeded(call decode.Call) {
 	if r == nil {
 		return
 	}
-	k := failingCall{rollout.UID, rollout.Namespace + "/" + rollout.Name, method}
+	method := string(call.Label.Method)
+	k := failingCall{call.Rollout.UID, call.Rollout.String(), method}
 	r.mu.Lock()
 	f, ok := r.failing[k]
 	delete(r.failing, k)
@@ -88,9 +96,9 @@ func (r *Rollouts) Succeeded(rollout corev1.ObjectReference, method, call string
 	if f.calls > 1 {
 		calls = "calls"
 	}
-	r.rec.Record(Event{Regarding: rollout, Type: corev1.EventTypeNormal, Reason: reasonRecovered, Action: method,
+	r.rec.Record(Event{Regarding: rolloutRef(call.Rollout), Type: corev1.EventTypeNormal, Reason: reasonRecovered, Action: method,
 		Note: fmt.Sprintf("rollout %s: %s: succeeded after %d failed %s %s since %s (the last with reason %s)",
-			k.ref, call, f.calls, method, calls, f.since.UTC().Format(time.RFC3339), f.reason)})
+			k.ref, call.Label, f.calls, method, calls, f.since.UTC().Format(time.RFC3339), f.reason)})
 }
 
 // forget drops the failures not seen for forgetFailuresAfter; r.mu is held.

@@ -10,6 +10,13 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 )
 
+// The calls of the tests, on the Rollout shop/web.
+var (
+	webRollout    = decode.Rollout{Namespace: "shop", Name: "web", UID: "uid-web"}
+	setWeight30   = decode.Call{Rollout: webRollout, Label: decode.Label{Method: decode.SetWeight, Weight: 30}}
+	removeManaged = decode.Call{Rollout: webRollout, Label: decode.Label{Method: decode.RemoveManagedRoutes}}
+)
+
 // A call that fails is a Warning each time; the first call of the same
 // method that succeeds after it says so, once; another method's success
 // does not.
@@ -18,13 +25,13 @@ func TestACallThatSucceedsAgainSaysSoOnce(t *testing.T) {
 	ro := NewRollouts(r)
 	bad := &decode.ConfigError{Err: errors.New(`unknown key "httpRout"`)}
 	text := `rollout shop/web: SetWeight(30): unknown key "httpRout"`
-	ro.Succeeded(rollout, "SetWeight", "SetWeight(30)") // nothing failed: nothing to say
+	ro.Succeeded(setWeight30) // nothing failed: nothing to say
 	for range 3 {
-		ro.Failed(rollout, "SetWeight", text, bad)
-		ro.Succeeded(rollout, "RemoveManagedRoutes", "RemoveManagedRoutes")
+		ro.Failed(setWeight30, text, bad)
+		ro.Succeeded(removeManaged)
 	}
-	ro.Succeeded(rollout, "SetWeight", "SetWeight(30)")
-	ro.Succeeded(rollout, "SetWeight", "SetWeight(30)")
+	ro.Succeeded(setWeight30)
+	ro.Succeeded(setWeight30)
 	var got []string
 	for _, e := range drain(r) {
 		got = append(got, e.Type+" "+e.Reason+" "+e.Action+": "+e.Note)
@@ -44,5 +51,5 @@ func TestACallThatSucceedsAgainSaysSoOnce(t *testing.T) {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
 	var none *Rollouts
-	none.Failed(rollout, "SetWeight", text, bad) // a plugin without clients records nothing
+	none.Failed(setWeight30, text, bad) // a plugin without clients records nothing
 }

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
@@ -44,7 +45,7 @@ func NewRoutes(rec *Recorder) *Routes { return &Routes{rec: rec} }
 // changed on the route: one Normal Event per kind of change. changes are the
 // write's, as desired.Result.Changes says them; the plugin's own label and
 // claims annotation are bookkeeping, not told.
-func (r *Routes) Changed(route routes.Route, rollout, call string, changes []routes.Change) {
+func (r *Routes) Changed(route routes.Route, call decode.Call, changes []routes.Change) {
 	if r == nil {
 		return
 	}
@@ -56,7 +57,7 @@ func (r *Routes) Changed(route routes.Route, rollout, call string, changes []rou
 	}
 	for _, why := range changeReasons {
 		if cs := byReason[why]; len(cs) > 0 {
-			r.record(route, rollout, call, corev1.EventTypeNormal, why, strings.Join(cs, "; "))
+			r.record(route, call, corev1.EventTypeNormal, why, strings.Join(cs, "; "))
 		}
 	}
 }
@@ -64,7 +65,7 @@ func (r *Routes) Changed(route routes.Route, rollout, call string, changes []rou
 // Released records that the plugin gave its ownership of the route's
 // spec.rules back after the call for the Rollout; dropped are the
 // managedFields entries it removed.
-func (r *Routes) Released(route routes.Route, rollout, call string, dropped []string) {
+func (r *Routes) Released(route routes.Route, call decode.Call, dropped []string) {
 	if r == nil {
 		return
 	}
@@ -72,7 +73,7 @@ func (r *Routes) Released(route routes.Route, rollout, call string, dropped []st
 	if len(dropped) > 1 {
 		entries = "entries"
 	}
-	r.record(route, rollout, call, corev1.EventTypeNormal, reasonOwnershipReleased,
+	r.record(route, call, corev1.EventTypeNormal, reasonOwnershipReleased,
 		fmt.Sprintf("the plugin gave its ownership of spec.rules back, removing its managedFields %s (%s); every value kept: GitOps tools see the route's own changes again",
 			entries, strings.Join(dropped, ", ")))
 }
@@ -81,32 +82,27 @@ func (r *Routes) Released(route routes.Route, rollout, call string, dropped []st
 // on the route for what the route (its gateway, its CRD) is: err, the
 // route's own error. Errors that are the Rollout's or the plugin's to fix
 // (a permission, the apiserver) are told on the Rollout only.
-func (r *Routes) Refused(route routes.Route, rollout, call string, err error) {
+func (r *Routes) Refused(route routes.Route, call decode.Call, err error) {
 	if r == nil {
 		return
 	}
 	if why := Reason(err); refusedOnRoute[why] {
-		r.record(route, rollout, call, corev1.EventTypeWarning, why, strings.ReplaceAll(err.Error(), "\n", "; "))
+		r.record(route, call, corev1.EventTypeWarning, why, strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
 }
 
-func (r *Routes) record(route routes.Route, rollout, call, typ, why, what string) {
-	ns, name, _ := strings.Cut(rollout, "/")
+func (r *Routes) record(route routes.Route, call decode.Call, typ, why, what string) {
+	related := rolloutRef(call.Rollout)
+	related.UID = "" // as the claims know it: by namespace and name
 	r.rec.Record(Event{
 		Regarding: corev1.ObjectReference{
 			APIVersion: routes.Group + "/" + route.Version, Kind: string(route.Kind),
 			Namespace: route.Namespace, Name: route.Name, UID: route.UID,
 		},
-		Related: &corev1.ObjectReference{APIVersion: "argoproj.io/v1alpha1", Kind: "Rollout", Namespace: ns, Name: name},
-		Type:    typ, Reason: why, Action: method(call),
-		Note: fmt.Sprintf("rollout %s: %s: %s", rollout, call, what),
+		Related: &related,
+		Type:    typ, Reason: why, Action: string(call.Label.Method),
+		Note: fmt.Sprintf("rollout %s: %s: %s", call.Rollout, call.Label, what),
 	})
-}
-
-// method is the call's name without its arguments: SetWeight(30) → SetWeight.
-func method(call string) string {
-	m, _, _ := strings.Cut(call, "(")
-	return m
 }
 
 // changeReasons are the Event reasons of the kinds of change; the plugin's

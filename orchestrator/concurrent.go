@@ -27,7 +27,7 @@ func (s Slots) acquire(ctx context.Context) error {
 	}
 }
 
-func (s Slots) release() { <-s }
+func (s Slots) free() { <-s }
 
 // perRoute runs fn for every route, each holding a slot of every bound (taken
 // in the order given), and returns the errors in route order (nil where fn
@@ -67,7 +67,7 @@ func runRoute(ctx context.Context, ref routes.Ref, bounds []Slots, fn func() err
 		if err := b.acquire(ctx); err != nil {
 			return fmt.Errorf("%s: not started: %w", ref, err)
 		}
-		defer b.release()
+		defer b.free()
 	}
 	defer func() {
 		if r := recover(); r != nil {

@@ -141,7 +141,7 @@ func TestPerRouteNotStartedAfterDeadline(t *testing.T) {
 	if err := busy.acquire(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	defer busy.release()
+	defer busy.free()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	ran := false

@@ -9,8 +9,8 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
 )
 
-// guards keep a write of the plugin from losing a change made since its
-// route was read. Three things do it, each for a case the tests measure:
+// Three things keep a write of the plugin from losing a change made since
+// its route was read, each for a case the tests measure:
 //
 //   - The guard of each apply (ssa.Guard): the resourceVersion the write
 //     was decided from, or field ownership alone where the plugin owns
@@ -19,7 +19,7 @@ import (
 //     carries its resourceVersion conflict; guarded by ownership, only a
 //     change of the rules stops it (TestABusyRoutesMetadataDoesNotStopTheWalk
 //     in test/contention_test.go).
-//   - The route's lock (routeLock): ownership does not see a change by the
+//   - The route's lock (routeLock, held in locks): ownership does not see a change by the
 //     same field manager, so two calls of one process (two Rollouts on one
 //     route) write it one after the other, the second decided again on the
 //     first one's answer (TestTwoCallsOfOneProcessWriteARouteOneAfterTheOther
@@ -32,7 +32,7 @@ import (
 //     process of the plugin's field manager; while one is there, or could
 //     be, every apply carries the resourceVersion
 //     (TestTwoProcessesOnOneRoute in test/contention_test.go).
-type guards struct {
+type locks struct {
 	peers        Exclusion // nil: every apply carries its resourceVersion
 	fieldManager string
 	// keep is how long a route the process wrote is remembered after its
@@ -46,10 +46,10 @@ type guards struct {
 
 // routeLock is one route's lock.
 type routeLock struct {
-	guards *guards
-	ref    routes.Ref
-	sem    chan struct{}
-	// Under guards.mu: users are the calls holding the lock or waiting for
+	locks *locks
+	ref   routes.Ref
+	sem   chan struct{}
+	// Under locks.mu: users are the calls holding the lock or waiting for
 	// it; wroteAt is when the process last wrote the route (zero: never),
 	// epoch the peers' epoch of that write (Exclusion).
 	users   int
@@ -60,18 +60,18 @@ type routeLock struct {
 	chosen uint64
 }
 
-func newGuards(peers Exclusion, fieldManager string, keep time.Duration) *guards {
-	return &guards{peers: peers, fieldManager: fieldManager, keep: keep, routes: map[routes.Ref]*routeLock{}}
+func newLocks(peers Exclusion, fieldManager string, keep time.Duration) *locks {
+	return &locks{peers: peers, fieldManager: fieldManager, keep: keep, routes: map[routes.Ref]*routeLock{}}
 }
 
-// lock waits for the route's lock, until ctx ends. written says whether the
-// process wrote the route lately (the caller then checks that its plan
+// acquire waits for the route's lock, until ctx ends. written says whether
+// the process wrote the route lately (the caller then checks that its plan
 // was decided from that write).
-func (g *guards) lock(ctx context.Context, ref routes.Ref) (r *routeLock, written bool, err error) {
+func (g *locks) acquire(ctx context.Context, ref routes.Ref) (r *routeLock, written bool, err error) {
 	g.mu.Lock()
 	r = g.routes[ref]
 	if r == nil {
-		r = &routeLock{guards: g, ref: ref, sem: make(chan struct{}, 1)}
+		r = &routeLock{locks: g, ref: ref, sem: make(chan struct{}, 1)}
 		g.routes[ref] = r
 	}
 	r.users++
@@ -79,7 +79,7 @@ func (g *guards) lock(ctx context.Context, ref routes.Ref) (r *routeLock, writte
 	select {
 	case r.sem <- struct{}{}:
 	case <-ctx.Done():
-		g.release(r)
+		g.leave(r)
 		return nil, false, ctx.Err()
 	}
 	g.mu.Lock()
@@ -88,14 +88,14 @@ func (g *guards) lock(ctx context.Context, ref routes.Ref) (r *routeLock, writte
 	return r, written, nil
 }
 
-// guard chooses how an apply to the live route is guarded: by field
+// chooseGuard chooses how an apply to the live route is guarded: by field
 // ownership alone where that is enough, else by the resourceVersion. It is
 // enough when the plugin owns spec.rules alone, no other process of its
 // field manager is there, this process has written the route since it
 // became the only one, and no apply to the route conflicted in this write
 // (takeOver). leave must be called once the apply has ended.
-func (r *routeLock) guard(ctx context.Context, live routes.Route, takeOver bool) (ssa.Guard, func(), error) {
-	g := r.guards
+func (r *routeLock) chooseGuard(ctx context.Context, live routes.Route, takeOver bool) (ssa.Guard, func(), error) {
+	g := r.locks
 	r.chosen = 0
 	if g.peers == nil {
 		return ssa.ByResourceVersion, func() {}, nil
@@ -116,32 +116,32 @@ func (r *routeLock) guard(ctx context.Context, live routes.Route, takeOver bool)
 // guard chosen last.
 func (r *routeLock) wrote() { r.wroteIn(r.chosen) }
 
-// released records that the route is someone else's now: its next write
-// carries the resourceVersion.
-func (r *routeLock) released() { r.wroteIn(0) }
+// gaveBack records that the plugin gave the route's ownership back: its
+// next write carries the resourceVersion.
+func (r *routeLock) gaveBack() { r.wroteIn(0) }
 
 func (r *routeLock) wroteIn(epoch uint64) {
-	r.guards.mu.Lock()
+	r.locks.mu.Lock()
 	r.wroteAt, r.epoch = time.Now(), epoch
-	r.guards.mu.Unlock()
+	r.locks.mu.Unlock()
 }
 
 // writtenIn says whether the process wrote the route in epoch (0: none).
 func (r *routeLock) writtenIn(epoch uint64) bool {
-	r.guards.mu.Lock()
-	defer r.guards.mu.Unlock()
+	r.locks.mu.Lock()
+	defer r.locks.mu.Unlock()
 	return epoch != 0 && r.epoch == epoch
 }
 
 // unlock lets the next call write the route.
 func (r *routeLock) unlock() {
 	<-r.sem
-	r.guards.release(r)
+	r.locks.leave(r)
 }
 
-// release drops a call's use of the lock, and forgets the routes nobody
-// uses that were not written within keep.
-func (g *guards) release(r *routeLock) {
+// leave drops a call's use of the lock, and forgets the routes nobody uses
+// that were not written within keep.
+func (g *locks) leave(r *routeLock) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	r.users--

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
@@ -20,7 +21,7 @@ import (
 type Orchestrator struct {
 	reader kube.Reader
 	writer *ssa.Writer
-	guards *guards
+	locks  *locks
 	events RouteEvents
 	log    *logrus.Entry
 	bounds Bounds
@@ -51,18 +52,17 @@ type Exclusion interface {
 }
 
 // RouteEvents tells the people who own the routes what the plugin did to
-// them and what it refused there (package events records Kubernetes Events
-// on the route). Its methods must return at once: they are called on the
-// call's path. rollout is the Rollout's namespace/name, call the call as
-// logs name it.
+// them for a call and what it refused there (package events records
+// Kubernetes Events on the route). Its methods must return at once: they
+// are called on the call's path.
 type RouteEvents interface {
 	// Changed says what a write changed (desired.Result.Changes).
-	Changed(route routes.Route, rollout, call string, changes []routes.Change)
+	Changed(route routes.Route, call decode.Call, changes []routes.Change)
 	// Released says the plugin gave its ownership of spec.rules back,
 	// removing the managedFields entries dropped.
-	Released(route routes.Route, rollout, call string, dropped []string)
+	Released(route routes.Route, call decode.Call, dropped []string)
 	// Refused says the call failed on the route with err.
-	Refused(route routes.Route, rollout, call string, err error)
+	Refused(route routes.Route, call decode.Call, err error)
 }
 
 // New returns an orchestrator that reads with reader and writes with
@@ -76,40 +76,25 @@ func New(reader kube.Reader, writer *ssa.Writer, peers Exclusion, events RouteEv
 		events = untold{}
 	}
 	keep := max(2*time.Minute, 2*b.CallTimeout)
-	return &Orchestrator{reader: reader, writer: writer, guards: newGuards(peers, writer.FieldManager(), keep), events: events, log: log, bounds: b}
+	return &Orchestrator{reader: reader, writer: writer, locks: newLocks(peers, writer.FieldManager(), keep), events: events, log: log, bounds: b}
 }
 
 // untold is RouteEvents that tells nobody.
 type untold struct{}
 
-func (untold) Changed(routes.Route, string, string, []routes.Change) {}
-func (untold) Released(routes.Route, string, string, []string)       {}
-func (untold) Refused(routes.Route, string, string, error)           {}
-
-// Cause is what a write is for: the Rollout (namespace/name) and the call,
-// as logs, errors and Events name them.
-type Cause struct{ Rollout, Call string }
-
-// Job is one call of the controller on a Rollout's routes.
-type Job struct {
-	// Rollout is the Rollout's namespace/name; Name the call as the logs and
-	// errors name it, e.g. SetWeight(20).
-	Rollout, Name string
-	Intent        desired.Intent
-	Targets       routes.Targets
-	Reach         Reach
-	// Env is what the decision runs in on each route.
-	Env func(routes.Ref) desired.Env
-}
+func (untold) Changed(routes.Route, decode.Call, []routes.Change) {}
+func (untold) Released(routes.Route, decode.Call, []string)       {}
+func (untold) Refused(routes.Route, decode.Call, error)           {}
 
 // Run carries out the call on every route of its targets: read every route,
 // decide every route's desired state, and only if all of that worked, write
 // the routes that change, concurrently.
-func (o *Orchestrator) Run(ctx context.Context, c Job) error {
-	if err := o.reach(ctx, c.Reach, c.Targets); err != nil {
+func (o *Orchestrator) Run(ctx context.Context, c decode.Call) error {
+	targets := c.Settings.Targets
+	if err := o.reach(ctx, c, targets); err != nil {
 		return nothingWritten(err)
 	}
-	res := kube.ResolveEach(ctx, o.reader, c.Targets)
+	res := kube.ResolveEach(ctx, o.reader, targets)
 	if _, removing := c.Intent.(desired.RemoveManaged); removing {
 		// Nothing of the plugin's is on a route that is not there; SetWeight
 		// reports the missing route (the controller shows its errors, and calls
@@ -130,33 +115,27 @@ func (o *Orchestrator) Run(ctx context.Context, c Job) error {
 	for i, err := range errs {
 		if err != nil {
 			o.counts.ended(err)
-			o.events.Refused(res.Routes[i], c.Rollout, c.Name, err)
+			o.events.Refused(res.Routes[i], c, err)
 		}
 	}
 	if errs := failures(errs); len(errs) > 0 {
 		return nothingWritten(append(errs, res.Failed...)...)
 	}
 	res.Routes = nil // the plans hold what is still needed of them
-	return o.write(ctx, c, plans, res.Failed)
+	return o.writeAll(ctx, c, plans, res.Failed)
 }
 
-// Reach is where a Rollout may reach routes: in its own namespace (From),
-// and in another only where that namespace grants it with a ReferenceGrant
-// (kube.Reach), unless the platform team lets Rollouts reach every
-// namespace (AnyNamespace: -require-reference-grants=false).
-type Reach struct {
-	From         string
-	AnyNamespace bool
-}
-
-// reach checks that the targets are within the Rollout's reach before
-// anything of theirs is read; outside it, nothing is read, written or
-// recorded.
-func (o *Orchestrator) reach(ctx context.Context, r Reach, t routes.Targets) error {
-	if r.AnyNamespace {
+// reach checks, before anything of theirs is read, that the targets are
+// within the Rollout's reach: its own namespace, and another only where
+// that namespace grants it with a ReferenceGrant (kube.Reach), unless the
+// platform team lets Rollouts reach every namespace
+// (-require-reference-grants=false). Outside it, nothing is read, written
+// or recorded.
+func (o *Orchestrator) reach(ctx context.Context, c decode.Call, t routes.Targets) error {
+	if c.Process.AnyNamespace {
 		return nil
 	}
-	refused, err := kube.Reach(ctx, o.reader, r.From, t)
+	refused, err := kube.Reach(ctx, o.reader, c.Rollout.Namespace, t)
 	errs := []error{err}
 	for _, e := range refused {
 		errs = append(errs, e)
@@ -164,20 +143,19 @@ func (o *Orchestrator) reach(ctx context.Context, r Reach, t routes.Targets) err
 	return errors.Join(errs...)
 }
 
-// write writes the plans concurrently and says which routes failed: those
+// writeAll writes the plans concurrently and says which routes failed: those
 // whose write failed and those that could not be read (unread). Input the
 // user must fix stops a call before any write (Run); a fault of the
 // apiserver on some routes does not keep the others from being written, and
 // the error names exactly the routes that were not.
-func (o *Orchestrator) write(ctx context.Context, c Job, plans []Plan, unread []error) error {
-	by := Cause{Rollout: c.Rollout, Call: c.Name}
+func (o *Orchestrator) writeAll(ctx context.Context, c decode.Call, plans []Plan, unread []error) error {
 	refs := make([]routes.Ref, len(plans))
 	for i, plan := range plans {
 		refs[i] = plan.Live.Ref
 	}
 	writes := failures(perRoute(ctx, refs, o.slots(), func(i int) error {
 		faultyWrite(plans[i])
-		err := o.Write(ctx, plans[i], by)
+		err := o.Write(ctx, plans[i], c)
 		plans[i] = Plan{} // a written route's plan is garbage: a call over many routes holds less at once
 		return err
 	}))

@@ -11,26 +11,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/apierr"
+	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
-	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
 )
-
-// Check is one VerifyWeight of a Rollout: the split it asks about.
-type Check struct {
-	// Rollout is the Rollout's namespace/name; Name the call as logged.
-	Rollout, Name string
-	Targets       routes.Targets
-	Reach         Reach
-	Split         transform.Split
-	// Extra are the experiment Services' weights, out of stable's share.
-	Extra []desired.BackendWeight
-	// RuleNames are the rules the Rollout targets (ruleName), by route.
-	RuleNames map[routes.Ref]string
-	// Settle overrides the gateways' settle time (verifyWeightSettle).
-	Settle *time.Duration
-}
 
 // Verify reads every route of the check fresh from the apiserver (it writes
 // nothing) and says verified only when every route's spec carries the
@@ -40,20 +25,21 @@ type Check struct {
 // passed since that status was written (settling). A route that is behind
 // gives false and one log line saying what is behind; a condition reported
 // False gives an error naming the route, the parent and the reason.
-func (o *Orchestrator) Verify(ctx context.Context, c Check) (bool, error) {
-	if err := o.reach(ctx, c.Reach, c.Targets); err != nil {
+func (o *Orchestrator) Verify(ctx context.Context, c decode.Call) (bool, error) {
+	s := c.Settings
+	if err := o.reach(ctx, c, s.Targets); err != nil {
 		return false, err
 	}
-	live, err := o.freshRoutes(ctx, c.Targets)
+	live, err := o.freshRoutes(ctx, s.Targets)
 	if err != nil {
 		return false, err
 	}
-	log := o.log.WithFields(logrus.Fields{"rollout": c.Rollout, "call": c.Name})
+	log := o.log.WithFields(logrus.Fields{"rollout": c.Rollout.String(), "call": c.Label.String()})
 	var errs []error
 	var failed []string
 	behind := 0
 	for _, r := range live {
-		v, err := desired.VerifyStatus(r, c.Split, c.Extra, c.RuleNames[r.Ref])
+		v, err := desired.VerifyStatus(r, c.Verify.Split, c.Verify.Extra, s.RuleNames[r.Ref])
 		if err != nil {
 			errs = append(errs, routes.RouteError(r.Ref, err))
 			continue
@@ -80,7 +66,7 @@ func (o *Orchestrator) Verify(ctx context.Context, c Check) (bool, error) {
 	if behind > 0 {
 		return false, nil
 	}
-	n, err := settling(log, live, c.Settle, time.Now())
+	n, err := settling(log, live, s.VerifyWeightSettle, time.Now())
 	if err != nil || n > 0 {
 		return false, err
 	}

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/apierr"
+	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
@@ -57,93 +58,113 @@ func refused(errs []error) bool {
 	return true
 }
 
-// Write applies the plan. The process writes one route one call at a time:
-// a plan decided before another call of the process wrote the route is
-// decided again from that write's answer first. Each apply is guarded as
-// guards chooses (guard.go). After a conflict it reads the route again and
-// decides again, as the retry policy says (retry.go, and the loop below).
+// Write applies the plan for the call. The process writes one route one
+// call at a time: a plan decided before another call of the process wrote
+// the route is decided again from that write's answer first. Each apply is
+// guarded as the route's lock chooses (guard.go). After a conflict it reads
+// the route again and decides again, as the retry policy says (retry.go).
 // It records every answer with the reader, logs one line per write that
 // reached the apiserver, and tells the route's owners (RouteEvents) what it
 // changed, or that it failed.
-func (o *Orchestrator) Write(ctx context.Context, p Plan, by Cause) (err error) {
-	log := o.log.WithFields(logrus.Fields{"rollout": by.Rollout, "call": by.Call})
-	defer func(live routes.Route) {
+func (o *Orchestrator) Write(ctx context.Context, p Plan, call decode.Call) (err error) {
+	w := &routeWrite{o: o, call: call, plan: p, log: o.log.WithFields(logrus.Fields{"rollout": call.Rollout.String(), "call": call.Label.String()})}
+	defer func() {
 		o.counts.ended(err)
 		if err != nil {
-			o.events.Refused(live, by.Rollout, by.Call, err)
+			o.events.Refused(p.Live, call, err)
 		}
-	}(p.Live)
-	route, written, err := o.guards.lock(ctx, p.Live.Ref)
+	}()
+	lock, written, err := o.locks.acquire(ctx, p.Live.Ref)
 	if err != nil {
 		return routes.RouteError(p.Live.Ref, fmt.Errorf("waiting for another call writing the route: %w", err))
 	}
-	defer route.unlock()
-	if p, err = o.prepare(ctx, p, written); err != nil {
+	defer lock.unlock()
+	w.lock = lock
+	if err := w.prepare(ctx, written); err != nil {
 		return err
 	}
-	// The retry policy. A conflict of an apply guarded by ownership (another
-	// manager took spec.rules) is answered once per write with a fresh read;
-	// every later apply carries the resourceVersion, and it counts as no
-	// attempt. An optimistic-lock conflict after which the write comes out
-	// the same (only what the plugin does not write changed) is answered at
-	// once, at most maxBusyAttempts times, and counts as no attempt either.
-	// One after which the rules changed is answered after a backoff and a
-	// fresh read, at most maxAttempts times in all.
-	attempts, busy := 1, 0
-	takeOver := false
-	for again := false; ; again = true {
-		if again && !p.Desired.Unchanged {
-			o.counts.retried.Add(1)
-		}
-		next, what, err := o.applyOnce(ctx, p, route, takeOver, by, log)
-		switch what {
-		case finished:
-			return err
-		case rulesTaken:
-			takeOver = true
-			next, err = o.replan(ctx, p)
-		case sameWriteAgain:
-			if busy == maxBusyAttempts {
-				return routes.RouteError(p.Live.Ref, keptChanging(attempts, busy))
-			}
-			busy++
-		case rulesChanged:
-			if attempts == maxAttempts || busy == maxBusyAttempts {
-				return routes.RouteError(p.Live.Ref, keptChanging(attempts, busy))
-			}
-			log.WithFields(logrus.Fields{"route": p.Live.Ref.String(), "resourceVersion": p.Live.ResourceVersion, "attempt": attempts}).
-				Debug("route changed since it was read; reading it again")
-			if err := backoff(ctx, attempts); err != nil {
-				return routes.RouteError(p.Live.Ref, fmt.Errorf("gave up after %d optimistic-lock conflicts: %w", attempts, err))
-			}
-			attempts++
-			next, err = o.replan(ctx, p)
-		}
-		if err != nil {
-			return err
-		}
-		p = next
-	}
+	return w.run(ctx)
 }
 
-// prepare makes a plan ready to write once the route's lock is held:
+// routeWrite is one call's write of one route, from the moment it holds the
+// route's lock: the plan it is at, and what the retry policy keeps of the
+// attempts so far.
+type routeWrite struct {
+	o    *Orchestrator
+	call decode.Call
+	plan Plan
+	lock *routeLock
+	log  *logrus.Entry
+	// takeOver: an apply guarded by ownership met another manager's
+	// rules; every later apply carries the resourceVersion.
+	takeOver bool
+	// attempts are the applies after which the rules changed (the first
+	// included); busy those after which only what the plugin does not
+	// write changed.
+	attempts, busy int
+}
+
+// prepare makes the plan ready to write once the route's lock is held:
 // decided again when the process wrote the route lately (written), maybe
 // after the plan was decided (the reader holds that write's answer, or
 // newer); and, when it writes, the access it needs to start or end the
 // plugin's ownership reviewed.
-func (o *Orchestrator) prepare(ctx context.Context, p Plan, written bool) (Plan, error) {
-	var err error
+func (w *routeWrite) prepare(ctx context.Context, written bool) error {
 	if written {
-		if p, err = o.replanIfNewer(ctx, p); err != nil {
-			return p, err
+		if err := w.replanIfNewer(ctx); err != nil {
+			return err
 		}
 	}
-	if !p.Desired.Unchanged {
-		if err := o.writer.ReviewOwnershipChange(ctx, p.Live, p.Desired.Release); err != nil {
-			return p, routes.RouteError(p.Live.Ref, err)
+	if p := w.plan; !p.Desired.Unchanged {
+		if err := w.o.writer.ReviewOwnershipChange(ctx, p.Live, p.Desired.Release); err != nil {
+			return routes.RouteError(p.Live.Ref, err)
 		}
 	}
-	return p, nil
+	return nil
+}
+
+// run applies the plan until it is written, or refused, or the retry
+// policy gives up. A conflict of an apply guarded by ownership (another
+// manager took spec.rules) is answered once per write with a fresh read.
+// An optimistic-lock conflict after which the write comes out the same
+// (only what the plugin does not write changed) is answered at once, at
+// most maxBusyAttempts times, and counts as no attempt. One after which the
+// rules changed is answered after a backoff and a fresh read, at most
+// maxAttempts times in all.
+func (w *routeWrite) run(ctx context.Context) error {
+	w.attempts = 1
+	for again := false; ; again = true {
+		if again && !w.plan.Desired.Unchanged {
+			w.o.counts.retried.Add(1)
+		}
+		what, err := w.applyOnce(ctx)
+		switch what {
+		case finished:
+			return err
+		case rulesTaken:
+			w.takeOver = true
+			err = w.replan(ctx)
+		case sameWriteAgain:
+			if w.busy == maxBusyAttempts {
+				return routes.RouteError(w.plan.Live.Ref, keptChanging(w.attempts, w.busy))
+			}
+			w.busy++
+		case rulesChanged:
+			if w.attempts == maxAttempts || w.busy == maxBusyAttempts {
+				return routes.RouteError(w.plan.Live.Ref, keptChanging(w.attempts, w.busy))
+			}
+			w.log.WithFields(logrus.Fields{"route": w.plan.Live.Ref.String(), "resourceVersion": w.plan.Live.ResourceVersion, "attempt": w.attempts}).
+				Debug("route changed since it was read; reading it again")
+			if err := backoff(ctx, w.attempts); err != nil {
+				return routes.RouteError(w.plan.Live.Ref, fmt.Errorf("gave up after %d optimistic-lock conflicts: %w", w.attempts, err))
+			}
+			w.attempts++
+			err = w.replan(ctx)
+		}
+		if err != nil {
+			return err
+		}
+	}
 }
 
 // attempt is what one apply came to (applyOnce).
@@ -165,18 +186,20 @@ const (
 	rulesChanged
 )
 
-// applyOnce sends the plan's apply once, guarded as the route's lock chooses (routeLock.guard), and says
-// what came of it; after an optimistic-lock conflict, next is the plan
-// decided again on the route as the watch cache brings it.
-func (o *Orchestrator) applyOnce(ctx context.Context, p Plan, route *routeLock, takeOver bool, by Cause, log *logrus.Entry) (next Plan, what attempt, err error) {
+// applyOnce sends the plan's apply once, guarded as the route's lock
+// chooses (routeLock.chooseGuard), and says what came of it; after an
+// optimistic-lock conflict the plan is decided again on the route as the
+// watch cache brings it.
+func (w *routeWrite) applyOnce(ctx context.Context) (attempt, error) {
+	p, o := w.plan, w.o
 	if p.Desired.Unchanged {
 		o.counts.unchanged.Add(1)
-		return p, finished, o.releaseIfDone(ctx, p, p.Live, nil, route, by, log)
+		return finished, w.releaseIfDone(ctx, p.Live, nil)
 	}
 	d := p.Desired
-	guard, leave, err := route.guard(ctx, p.Live, takeOver)
+	guard, leave, err := w.lock.chooseGuard(ctx, p.Live, w.takeOver)
 	if err != nil {
-		return p, finished, routes.RouteError(p.Live.Ref, err)
+		return finished, routes.RouteError(p.Live.Ref, err)
 	}
 	answer, unstructured, err := o.writer.Apply(ctx, p.Live, ssa.Content{Rules: d.Rules, Labels: d.Labels, Annotations: d.Annotations}, guard)
 	leave()
@@ -186,37 +209,38 @@ func (o *Orchestrator) applyOnce(ctx context.Context, p Plan, route *routeLock, 
 	switch {
 	case err == nil:
 		o.counts.applied.Add(1)
-		return p, finished, o.applied(ctx, p, answer, guard, unstructured, route, by, log)
+		return finished, w.applied(ctx, answer, guard, unstructured)
 	case guard == ssa.ByOwnership && ssa.IsOwnershipConflict(err):
 		// The decision, made again on the route as it is, reports a change
 		// of what the plugin manages as a conflict; what is left to write
 		// takes the rules back, guarded by the resourceVersion.
-		log.WithFields(logrus.Fields{"route": p.Live.Ref.String(), "error": err.Error()}).
+		w.log.WithFields(logrus.Fields{"route": p.Live.Ref.String(), "error": err.Error()}).
 			Debug("another manager changed the rules since the route was read; reading it again")
-		return p, rulesTaken, nil
+		return rulesTaken, nil
 	case !ssa.IsStale(err) && !apierr.NotServed(err):
-		return p, finished, routes.RouteError(p.Live.Ref, ssa.Explain(ctx, err, p.Live.Ref, "patch"))
+		return finished, routes.RouteError(p.Live.Ref, ssa.Explain(ctx, err, p.Live.Ref, "patch"))
 	}
 	// Decide again from the watch cache once it holds the change that made
 	// the apply conflict (its event comes right after it: the quietest
 	// moment to send the next attempt, and no request to read), else fresh.
 	// So it does too when the apiserver no longer serves the route's version
 	// (the reader discovers it again).
-	if next, err = o.replanOnNextEvent(ctx, p); err != nil {
-		return p, finished, err
+	if err := w.replanOnNextEvent(ctx); err != nil {
+		return finished, err
 	}
-	if sameWrite(p.Desired, next.Desired) {
-		return next, sameWriteAgain, nil
+	if sameWrite(p.Desired, w.plan.Desired) {
+		return sameWriteAgain, nil
 	}
-	return next, rulesChanged, nil
+	return rulesChanged, nil
 }
 
 // applied records an apply's answer with the route's lock and the reader,
 // logs it, tells the route's owners what it changed, and releases the
 // route when the plan says the rollouts on it are done.
-func (o *Orchestrator) applied(ctx context.Context, p Plan, answer *routes.Answer, guard ssa.Guard, unstructured string, route *routeLock, by Cause, log *logrus.Entry) error {
+func (w *routeWrite) applied(ctx context.Context, answer *routes.Answer, guard ssa.Guard, unstructured string) error {
+	p, o := w.plan, w.o
 	d := p.Desired
-	route.wrote()
+	w.lock.wrote()
 	o.reader.Written(answer)
 	fields := logrus.Fields{
 		"route":           p.Live.Ref.String(),
@@ -228,9 +252,9 @@ func (o *Orchestrator) applied(ctx context.Context, p Plan, answer *routes.Answe
 	if unstructured != "" {
 		fields["unstructured"] = unstructured
 	}
-	log.WithFields(fields).Info("applied route")
-	o.events.Changed(p.Live, by.Rollout, by.Call, d.Changes)
-	o.sayUnchecked(p.Live.Ref, d.Unchecked, log)
+	w.log.WithFields(fields).Info("applied route")
+	o.events.Changed(p.Live, w.call, d.Changes)
+	o.sayUnchecked(p.Live.Ref, d.Unchecked, w.log)
 	if !d.Release {
 		return nil
 	}
@@ -238,58 +262,69 @@ func (o *Orchestrator) applied(ctx context.Context, p Plan, answer *routes.Answe
 	if err != nil {
 		return routes.RouteError(p.Live.Ref, fmt.Errorf("reading the apiserver's answer: %w", err))
 	}
-	return o.releaseIfDone(ctx, p, stored, answer, route, by, log)
+	return w.releaseIfDone(ctx, stored, answer)
 }
 
 // replan reads the route fresh and decides again.
-func (o *Orchestrator) replan(ctx context.Context, p Plan) (Plan, error) {
-	live, err := o.reader.Fresh(ctx, p.Live.Ref)
+func (w *routeWrite) replan(ctx context.Context) error {
+	live, err := w.o.reader.Fresh(ctx, w.plan.Live.Ref)
 	if err != nil {
-		return Plan{}, routes.RouteError(p.Live.Ref, ssa.Explain(ctx, err, p.Live.Ref, "get"))
+		return routes.RouteError(w.plan.Live.Ref, ssa.Explain(ctx, err, w.plan.Live.Ref, "get"))
 	}
-	return MakePlan(live, p.decide)
+	return w.decideAgain(live)
+}
+
+// decideAgain makes the plan anew from live.
+func (w *routeWrite) decideAgain(live routes.Route) error {
+	next, err := MakePlan(live, w.plan.decide)
+	if err == nil {
+		w.plan = next
+	}
+	return err
 }
 
 // replanOnNextEvent decides again on the first version of the route newer
 // than the plan's that the reader holds within eventWait, waiting for the
 // route's watch events; failing that, or when no watch tells, on a fresh
 // read.
-func (o *Orchestrator) replanOnNextEvent(ctx context.Context, p Plan) (Plan, error) {
+func (w *routeWrite) replanOnNextEvent(ctx context.Context) error {
 	timeout := time.NewTimer(eventWait)
 	defer timeout.Stop()
+	ref := w.plan.Live.Ref
 	for {
-		changed := o.reader.Changed(p.Live.Ref) // before the read: an event after it closes it
-		live, err := o.reader.Get(ctx, p.Live.Ref)
-		if err == nil && kube.Newer(live.ResourceVersion, p.Live.ResourceVersion) {
-			return MakePlan(live, p.decide)
+		changed := w.o.reader.Changed(ref) // before the read: an event after it closes it
+		live, err := w.o.reader.Get(ctx, ref)
+		if err == nil && kube.Newer(live.ResourceVersion, w.plan.Live.ResourceVersion) {
+			return w.decideAgain(live)
 		}
 		if changed == nil {
-			return o.replan(ctx, p)
+			return w.replan(ctx)
 		}
 		select {
 		case <-changed:
 		case <-timeout.C:
-			return o.replan(ctx, p)
+			return w.replan(ctx)
 		case <-ctx.Done():
-			return o.replan(ctx, p)
+			return w.replan(ctx)
 		}
 	}
 }
 
 // replanIfNewer decides again when the reader knows a newer version of the
 // route than the plan was decided from.
-func (o *Orchestrator) replanIfNewer(ctx context.Context, p Plan) (Plan, error) {
-	if rv := o.reader.ResourceVersion(ctx, p.Live.Ref); rv != "" && !kube.Newer(rv, p.Live.ResourceVersion) {
-		return p, nil // known without a copy of the route
+func (w *routeWrite) replanIfNewer(ctx context.Context) error {
+	ref := w.plan.Live.Ref
+	if rv := w.o.reader.ResourceVersion(ctx, ref); rv != "" && !kube.Newer(rv, w.plan.Live.ResourceVersion) {
+		return nil // known without a copy of the route
 	}
-	live, err := o.reader.Get(ctx, p.Live.Ref)
+	live, err := w.o.reader.Get(ctx, ref)
 	if err != nil {
-		return Plan{}, routes.RouteError(p.Live.Ref, ssa.Explain(ctx, err, p.Live.Ref, "get"))
+		return routes.RouteError(ref, ssa.Explain(ctx, err, ref, "get"))
 	}
-	if !kube.Newer(live.ResourceVersion, p.Live.ResourceVersion) {
-		return p, nil
+	if !kube.Newer(live.ResourceVersion, w.plan.Live.ResourceVersion) {
+		return nil
 	}
-	return MakePlan(live, p.decide)
+	return w.decideAgain(live)
 }
 
 // sameWrite says whether two decisions send the same apply.
@@ -301,8 +336,9 @@ func sameWrite(a, b desired.Result) bool {
 // releaseIfDone gives up the plugin's ownership when the plan says the
 // rollouts on the route are done and the plugin still owns something there.
 // answer is the apply's answer, nil if nothing was applied.
-func (o *Orchestrator) releaseIfDone(ctx context.Context, p Plan, current routes.Route, answer *routes.Answer, route *routeLock, by Cause, log *logrus.Entry) error {
-	if !p.Desired.Release {
+func (w *routeWrite) releaseIfDone(ctx context.Context, current routes.Route, answer *routes.Answer) error {
+	o := w.o
+	if !w.plan.Desired.Release {
 		return nil
 	}
 	done, err := o.writer.Release(ctx, current, answer)
@@ -312,17 +348,17 @@ func (o *Orchestrator) releaseIfDone(ctx context.Context, p Plan, current routes
 	if done == nil {
 		return nil
 	}
-	route.released()
 	o.counts.released.Add(1)
+	w.lock.gaveBack()
 	if done.Answer != nil {
 		o.reader.Written(done.Answer)
 	}
-	log.WithFields(logrus.Fields{
+	w.log.WithFields(logrus.Fields{
 		"route":           current.Ref.String(),
 		"fieldManager":    o.writer.FieldManager(),
 		"resourceVersion": done.From + "→" + done.To,
 		"changes":         "ownership released (" + strings.Join(done.Dropped, ", ") + " entry removed), every value kept",
 	}).Info("released route")
-	o.events.Released(current, by.Rollout, by.Call, done.Dropped)
+	o.events.Released(current, w.call, done.Dropped)
 	return nil
 }

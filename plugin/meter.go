@@ -32,10 +32,10 @@ func (p *Plugin) meter(ro *v1alpha1.Rollout, method decode.Method) *callMeter {
 	return m
 }
 
-// in says the call's routes are where decode found them.
-func (m *callMeter) in(where routesIn) {
+// in says the call's routes are in routeCluster ("" the controller's own).
+func (m *callMeter) in(routeCluster string) {
 	if m != nil {
-		m.cluster = where.cluster
+		m.cluster = routeCluster
 	}
 }
 

@@ -2,13 +2,10 @@ package plugin
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
@@ -20,40 +17,36 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/metrics"
 )
 
-// InitPlugin builds the clients once: called again, it builds nothing and
-// keeps the reader (and its watch caches) it has.
+// InitPlugin builds the backend once: called again, it builds nothing and
+// keeps the backend (and its watch caches) it has. A first InitPlugin that
+// fails builds it at the next.
 func TestInitPluginTwiceBuildsOnce(t *testing.T) {
-	var hits atomic.Int32
-	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { hits.Add(1); w.WriteHeader(404) }))
-	defer s.Close()
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "`+s.URL+`"}}]
-users: [{name: u}]
-contexts: [{name: c, context: {cluster: c, user: u}}]
-current-context: c
-`), 0o600); err != nil {
-		t.Fatal(err)
+	var built []*fakeBackend
+	fail := true
+	p := New(Options{}, logrus.NewEntry(logrus.New()), func() (Backend, error) {
+		if fail {
+			fail = false
+			return nil, errors.New("no kubeconfig")
+		}
+		b := &fakeBackend{}
+		built = append(built, b)
+		return b, nil
+	})
+	if e := p.InitPlugin(); e.ErrorString != "no kubeconfig" {
+		t.Fatalf("InitPlugin = %q, want the error of connect", e.ErrorString)
 	}
-	t.Setenv("KUBECONFIG", kubeconfig)
-	p := New(Options{}, logrus.NewEntry(logrus.New()))
-	if e := p.InitPlugin(); e.HasError() {
-		t.Fatal(e.ErrorString)
-	}
-	reader, orch, dyn := p.reader, p.orch, p.dyn
 	for range 3 {
 		if e := p.InitPlugin(); e.HasError() {
 			t.Fatal(e.ErrorString)
 		}
 	}
-	if p.reader != reader || p.orch != orch || p.dyn != dyn {
-		t.Error("InitPlugin called again built new clients")
-	}
-	if n := hits.Load(); n != 0 {
-		t.Errorf("InitPlugin sent %d requests; it builds clients, it does not call the apiserver", n)
+	if len(built) != 1 || p.current() != built[0] {
+		t.Errorf("InitPlugin built %d backends after its first failure, want 1 kept", len(built))
 	}
 }
+
+// fakeBackend is a backend that was built; no call reaches it here.
+type fakeBackend struct{ Backend }
 
 // Before InitPlugin, with metrics: a SetWeight with a misspelt config key
 // is refused as InvalidConfig, one with a good config fails for want of a
@@ -62,7 +55,7 @@ current-context: c
 // controller's cluster.
 func TestEveryCallCountsOnceUnderItsResult(t *testing.T) {
 	m := metrics.New("test")
-	p := New(Options{Metrics: m}, logrus.NewEntry(logrus.New()))
+	p := New(Options{Metrics: m}, logrus.NewEntry(logrus.New()), func() (Backend, error) { return nil, errors.New("not here") })
 	config := func(c string) *v1alpha1.Rollout {
 		return &v1alpha1.Rollout{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop"}, Spec: v1alpha1.RolloutSpec{
 			Strategy: v1alpha1.RolloutStrategy{Canary: &v1alpha1.CanaryStrategy{StableService: "stable", CanaryService: "canary",

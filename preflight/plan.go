@@ -21,18 +21,15 @@ import (
 // Input is what a plan needs.
 type Input struct {
 	Rollout *v1alpha1.Rollout
-	// PluginName and FieldManager are the plugin's -plugin-name and -field-manager.
-	PluginName, FieldManager string
+	// Process is the plugin's: its -plugin-name, -field-manager, route
+	// clusters and -require-reference-grants.
+	Process decode.Process
 	// Reader reads the Rollout's routes as they are now.
 	Reader kube.Reader
 	// Ports reads the ports of the Services in the Rollout's namespace;
 	// experiment Services, which do not exist yet, are made up from the
 	// experiment templates.
 	Ports decode.ServicePorts
-	// AnyNamespace plans as the plugin does with
-	// -require-reference-grants=false: routes in other namespaces need no
-	// ReferenceGrant.
-	AnyNamespace bool
 }
 
 // Plan is every step of a Rollout with what it does to each route.
@@ -102,12 +99,11 @@ type state struct {
 	live   []routes.Route
 }
 
-// call is one call the controller makes.
+// call is one call the controller makes, as the plugin decodes it, and
+// the error of that, if any.
 type call struct {
-	name string
-	// decode makes the core's call, nil when the call itself is refused.
-	core desired.Intent
-	err  error
+	decode.Call
+	err error
 }
 
 // Compute plans every step of the Rollout's canary strategy, then its
@@ -119,12 +115,12 @@ func Compute(ctx context.Context, in Input) Plan {
 	ro := in.Rollout.DeepCopy()
 	ro.Status.Abort, ro.Status.PromoteFull = false, false
 	p := Plan{Rollout: ro.Namespace + "/" + ro.Name}
-	settings, err := decode.ParseConfig(ro, in.PluginName)
+	settings, err := decode.ParseConfig(ro, in.Process.PluginName)
 	if err != nil {
 		p.Problems = append(p.Problems, Problem{Step: "config", Reason: err.Error()})
 		return p
 	}
-	if !in.AnyNamespace {
+	if !in.Process.AnyNamespace {
 		refused, err := kube.Reach(ctx, in.Reader, ro.Namespace, settings.Targets)
 		if err != nil {
 			p.Problems = append(p.Problems, Problem{Step: "ReferenceGrants", Reason: err.Error()})
@@ -148,23 +144,25 @@ func Compute(ctx context.Context, in Input) Plan {
 	st := state{live: live}
 	steps := ro.Spec.Strategy.Canary.Steps
 	ports := experimentPorts(ro, in.Ports)
+	decoded := func(ro *v1alpha1.Rollout, l decode.Label) call {
+		c, err := decode.Decode(ctx, in.Process, ro, l, ports)
+		return call{Call: c, err: err}
+	}
+	setWeight := func(ro *v1alpha1.Rollout, w int32, dests []v1alpha1.WeightDestination) call {
+		return decoded(ro, decode.Label{Method: decode.SetWeight, Weight: w, Additional: dests})
+	}
 	for i, s := range steps {
-		name, calls := stepCalls(ctx, in.PluginName, ro, s, &st, ports)
-		p.run(ctx, in, settings, &st, Step{Index: i + 1, Name: name}, calls)
+		name, calls := stepCalls(ro, s, &st, decoded, setWeight)
+		p.run(ctx, in, &st, Step{Index: i + 1, Name: name}, calls)
 	}
 	last := state{weight: st.weight, dests: st.dests, live: slices.Clone(st.live)}
 	// All steps done: the canary takes all traffic until it is the stable version.
 	st.dests = nil
-	p.run(ctx, in, settings, &st, Step{Name: "promotion: every step done"}, []call{setWeight(ctx, in.PluginName, ro, maxWeight(ro), nil, ports)})
+	p.run(ctx, in, &st, Step{Name: "promotion: every step done"}, []call{setWeight(ro, maxWeight(ro), nil)})
 	promoted := promote(ro)
-	p.run(ctx, in, settings, &st, Step{Name: "promotion: the new version is stable"}, []call{
-		decoded(ctx, in.PluginName, promoted, decode.Request{Method: decode.RemoveManagedRoutes}, ports),
-		setWeight(ctx, in.PluginName, promoted, 0, nil, ports),
-	})
-	p.run(ctx, in, settings, &last, Step{Name: "abort (from the last step)"}, []call{
-		decoded(ctx, in.PluginName, ro, decode.Request{Method: decode.RemoveManagedRoutes}, ports),
-		setWeight(ctx, in.PluginName, ro, 0, nil, ports),
-	})
+	remove := decode.Label{Method: decode.RemoveManagedRoutes}
+	p.run(ctx, in, &st, Step{Name: "promotion: the new version is stable"}, []call{decoded(promoted, remove), setWeight(promoted, 0, nil)})
+	p.run(ctx, in, &last, Step{Name: "abort (from the last step)"}, []call{decoded(ro, remove), setWeight(ro, 0, nil)})
 	return p
 }
 
@@ -172,7 +170,8 @@ func Compute(ctx context.Context, in Input) Plan {
 // the current step, as rollout/trafficrouting.go makes them: a header or
 // mirror call if the step is one, then SetWeight with the last setWeight and
 // the experiment's weighted templates.
-func stepCalls(ctx context.Context, pluginName string, ro *v1alpha1.Rollout, s v1alpha1.CanaryStep, st *state, ports decode.ServicePorts) (string, []call) {
+func stepCalls(ro *v1alpha1.Rollout, s v1alpha1.CanaryStep, st *state, decoded func(*v1alpha1.Rollout, decode.Label) call,
+	setWeight func(*v1alpha1.Rollout, int32, []v1alpha1.WeightDestination) call) (string, []call) {
 	st.dests = nil
 	var calls []call
 	name := "pause"
@@ -191,10 +190,10 @@ func stepCalls(ctx context.Context, pluginName string, ro *v1alpha1.Rollout, s v
 		name = "experiment " + strings.Join(parts, ", ")
 	case s.SetHeaderRoute != nil:
 		name = "setHeaderRoute " + s.SetHeaderRoute.Name
-		calls = append(calls, decoded(ctx, pluginName, ro, decode.Request{Method: decode.SetHeaderRoute, Header: s.SetHeaderRoute}, ports))
+		calls = append(calls, decoded(ro, decode.Label{Method: decode.SetHeaderRoute, Header: s.SetHeaderRoute}))
 	case s.SetMirrorRoute != nil:
 		name = "setMirrorRoute " + s.SetMirrorRoute.Name
-		calls = append(calls, decoded(ctx, pluginName, ro, decode.Request{Method: decode.SetMirrorRoute, Mirror: s.SetMirrorRoute}, ports))
+		calls = append(calls, decoded(ro, decode.Label{Method: decode.SetMirrorRoute, Mirror: s.SetMirrorRoute}))
 	case s.Analysis != nil:
 		name = "analysis"
 	case s.SetCanaryScale != nil:
@@ -202,40 +201,30 @@ func stepCalls(ctx context.Context, pluginName string, ro *v1alpha1.Rollout, s v
 	case s.Pause != nil && s.Pause.Duration != nil:
 		name = "pause " + s.Pause.Duration.String()
 	}
-	return name, append(calls, setWeight(ctx, pluginName, ro, st.weight, st.dests, ports))
-}
-
-func setWeight(ctx context.Context, pluginName string, ro *v1alpha1.Rollout, w int32, dests []v1alpha1.WeightDestination, ports decode.ServicePorts) call {
-	return decoded(ctx, pluginName, ro, decode.Request{Method: decode.SetWeight, Weight: w, Additional: dests}, ports)
-}
-
-// decoded is the call req as the plugin decodes it.
-func decoded(ctx context.Context, pluginName string, ro *v1alpha1.Rollout, req decode.Request, ports decode.ServicePorts) call {
-	c, err := decode.Decode(ctx, ro, pluginName, req, ports)
-	return call{name: req.Name(), core: c.Intent, err: err}
+	return name, append(calls, setWeight(ro, st.weight, st.dests))
 }
 
 // run carries out a step's calls on every route and records what they do.
 // As in the plugin, a call that fails on one route writes no route.
-func (p *Plan) run(ctx context.Context, in Input, settings decode.Settings, st *state, step Step, calls []call) {
-	rollout := in.Rollout.Namespace + "/" + in.Rollout.Name
+func (p *Plan) run(ctx context.Context, in Input, st *state, step Step, calls []call) {
 	routeSteps := make([]RouteStep, len(st.live))
 	for i, live := range st.live {
 		routeSteps[i] = RouteStep{Route: live.Ref.String(), Unchanged: true}
 	}
 	for _, c := range calls {
-		step.Calls = append(step.Calls, c.name)
+		name := c.Label.String()
+		step.Calls = append(step.Calls, name)
 		if c.err != nil {
-			p.Problems = append(p.Problems, Problem{Step: stepLabel(step), Reason: c.name + ": " + c.err.Error()})
+			p.Problems = append(p.Problems, Problem{Step: stepLabel(step), Reason: name + ": " + c.err.Error()})
 			continue
 		}
 		results := make([]desired.Result, len(st.live))
 		failed := false
 		for i, live := range st.live {
-			r, err := orchestrator.Decide(ctx, in.Reader, c.core, live, settings.Env(rollout, in.FieldManager, live.Ref))
+			r, err := orchestrator.Decide(ctx, in.Reader, c.Intent, live, c.Env(live.Ref))
 			if err != nil {
 				failed = true
-				routeSteps[i].Error = c.name + ": " + err.Error()
+				routeSteps[i].Error = name + ": " + err.Error()
 				if key := live.Ref.String() + "\x00" + err.Error(); !p.reported[key] {
 					if p.reported == nil {
 						p.reported = map[string]bool{}
@@ -263,9 +252,9 @@ func (p *Plan) run(ctx context.Context, in Input, settings decode.Settings, st *
 					}
 				}
 			}
-			st.live[i] = applied(st.live[i], r, in.FieldManager)
+			st.live[i] = applied(st.live[i], r, in.Process.FieldManager)
 			if !r.Unchanged {
-				p.Writes = append(p.Writes, Write{Step: stepLabel(step), Call: c.name, Route: st.live[i].DeepCopy()})
+				p.Writes = append(p.Writes, Write{Step: stepLabel(step), Call: name, Route: st.live[i].DeepCopy()})
 			}
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/yaml"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
@@ -72,7 +73,7 @@ func planOf(t *testing.T, rollout, files string) Plan {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Compute(context.Background(), Input{Rollout: &ro, PluginName: "argoproj-labs/gatewayAPI", FieldManager: "argo-rollouts-gatewayapi",
+	return Compute(context.Background(), Input{Rollout: &ro, Process: decode.Process{PluginName: "argoproj-labs/gatewayAPI", FieldManager: "argo-rollouts-gatewayapi"},
 		Reader: f, Ports: f.Ports("prod")})
 }
 

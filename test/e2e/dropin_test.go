@@ -228,7 +228,7 @@ steps:
 	}
 	log := logrus.New()
 	log.SetLevel(logrus.WarnLevel)
-	p := preflight.Compute(ctx, preflight.Input{Rollout: ro, PluginName: decode.DefaultPluginName, FieldManager: "argo-rollouts-gatewayapi",
+	p := preflight.Compute(ctx, preflight.Input{Rollout: ro, Process: decode.Process{PluginName: decode.DefaultPluginName, FieldManager: "argo-rollouts-gatewayapi"},
 		Reader: kube.NewCluster(gw.GatewayV1().RESTClient(), logrus.NewEntry(log)), Ports: decode.DynamicServicePorts(c.Dynamic, ns)})
 	if len(p.Problems) > 0 {
 		t.Fatalf("the plan has problems: %+v", p.Problems)
