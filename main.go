@@ -74,23 +74,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	if f.pprofAddr != "" {
-		if err := servePprof(f.pprofAddr, log); err != nil {
-			fmt.Fprintf(os.Stderr, "-pprof-addr: %v\n", err)
-			os.Exit(2)
-		}
-	}
 	w := f.wiring(routeClusters)
-	if f.metricsAddr != "" {
-		// Listening before the handshake: an address the plugin cannot
-		// serve on stops it here, with the flag's name, not at a scrape.
-		w.Metrics = metrics.New(version)
-		addr, err := w.Metrics.Serve(f.metricsAddr)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "-metrics-address: %v\n", err)
-			os.Exit(2)
-		}
-		log.WithField("address", addr.String()).Info("serving Prometheus metrics at /metrics")
+	if err := f.serveDiagnostics(&w, log); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
 	}
 
 	entry := logrus.NewEntry(log).WithFields(logrus.Fields{"plugin": "gatewayapi-ssa", "version": version})
@@ -106,6 +93,26 @@ func main() {
 		},
 	})
 	closeAndExit(impl)
+}
+
+// serveDiagnostics serves pprof and the metrics (into w) where the flags
+// ask for them. It listens before the handshake: an address the plugin
+// cannot serve on stops it here, with the flag's name, not at a scrape.
+func (f *flags) serveDiagnostics(w *wiring, log *logrus.Logger) error {
+	if f.pprofAddr != "" {
+		if err := servePprof(f.pprofAddr, log); err != nil {
+			return fmt.Errorf("-pprof-addr: %w", err)
+		}
+	}
+	if f.metricsAddr != "" {
+		w.Metrics = metrics.New(version)
+		addr, err := w.Metrics.Serve(f.metricsAddr)
+		if err != nil {
+			return fmt.Errorf("-metrics-address: %w", err)
+		}
+		log.WithField("address", addr.String()).Info("serving Prometheus metrics at /metrics")
+	}
+	return nil
 }
 
 // flags are the plugin's flags (docs/install.md lists them; a test checks

@@ -134,7 +134,7 @@ type Result struct {
 	// rules, new mirror filters) needs of the route's gateways.
 	Needs []RuleNeed
 	// Unchecked are the parents that could not say whether they carry
-	// Needs (WithGateways): written anyway, as gateways that publish
+	// Needs (Check): written anyway, as gateways that publish
 	// nothing cannot be asked, and logged.
 	Unchecked []Unchecked
 }

@@ -422,38 +422,15 @@ func (c *Cluster) List(ctx context.Context, kind routes.Kind, namespace string, 
 	var out []routes.Route
 	slim := false
 	if inf != nil {
-		for _, o := range inf.GetIndexer().List() {
-			if !selector.Matches(labelsOf(o)) {
-				continue
-			}
-			c.use(o.(*cachedRoute).ref)
-			r, isSlim, err := c.fromCache(inf.GetIndexer(), o)
-			if err != nil {
-				return nil, err
-			}
-			slim = slim || isSlim
-			out = append(out, r)
+		if out, slim, err = c.listCached(inf, selector); err != nil {
+			return nil, err
 		}
 	}
 	if inf == nil || slim {
 		// No cache, or one that keeps only the identity of routes no call
 		// had used: one LIST reads the selected routes whole.
-		list, err := c.list(ctx, kind, namespace, selector)
-		if err != nil {
+		if out, err = c.listWhole(ctx, kind, namespace, selector, inf != nil); err != nil {
 			return nil, err
-		}
-		out = out[:0]
-		for i := range list.Items {
-			if err := list.Items[i].err; err != nil {
-				return nil, err
-			}
-			r := list.Items[i].whole()
-			c.use(r.Ref)
-			if inf != nil {
-				c.keepWhole(r)
-			}
-			r, _ = c.newest(r, false, false)
-			out = append(out, r)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
@@ -465,6 +442,47 @@ func (c *Cluster) List(ctx context.Context, kind routes.Kind, namespace string, 
 			schemas[out[i].Version] = s
 		}
 		out[i].Schema = s
+	}
+	return out, nil
+}
+
+// listCached is what the watch cache holds of the selected routes; slim
+// says that some of them it holds only by identity and labels.
+func (c *Cluster) listCached(inf cache.SharedIndexInformer, selector labels.Selector) (out []routes.Route, slim bool, err error) {
+	for _, o := range inf.GetIndexer().List() {
+		if !selector.Matches(labelsOf(o)) {
+			continue
+		}
+		c.use(o.(*cachedRoute).ref)
+		r, isSlim, err := c.fromCache(inf.GetIndexer(), o)
+		if err != nil {
+			return nil, false, err
+		}
+		slim = slim || isSlim
+		out = append(out, r)
+	}
+	return out, slim, nil
+}
+
+// listWhole reads the selected routes with one LIST, whole; cached says
+// the kind's watch cache runs, which keeps them whole from now on.
+func (c *Cluster) listWhole(ctx context.Context, kind routes.Kind, namespace string, selector labels.Selector, cached bool) ([]routes.Route, error) {
+	list, err := c.list(ctx, kind, namespace, selector)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]routes.Route, 0, len(list.Items))
+	for i := range list.Items {
+		if err := list.Items[i].err; err != nil {
+			return nil, err
+		}
+		r := list.Items[i].whole()
+		c.use(r.Ref)
+		if cached {
+			c.keepWhole(r)
+		}
+		r, _ = c.newest(r, false, false)
+		out = append(out, r)
 	}
 	return out, nil
 }

@@ -277,6 +277,13 @@ func (d *eventDecoder) decode() (watch.EventType, runtime.Object, error) {
 		}
 		return watch.EventType(ev.Type), cacheEntry(ev.Route, d.keep), nil
 	}
+	return d.decodeSlowly(frame)
+}
+
+// decodeSlowly decodes a watch event the one-pass decoder of package routes
+// does not read: an error, or a route it cannot decode (its fields then
+// read as they are).
+func (d *eventDecoder) decodeSlowly(frame []byte) (watch.EventType, runtime.Object, error) {
 	var parts struct {
 		Type   watch.EventType `json:"type"`
 		Object json.RawMessage `json:"object"`

@@ -15,7 +15,8 @@
 // the client of the cluster the routes are in). Verify reads the routes
 // fresh and judges the gateways' status.
 //
-// It knows neither the RPC interface nor the Rollout's config: package
-// plugin turns a call into a Job for Run, and cleanup uses MakePlan and
-// Write for its own undo.
+// It knows neither the RPC interface nor the Rollout's config: Run takes the
+// call as package decode made it (decode.Call), and cleanup uses MakePlan
+// and Write for its own undo. Decide is every read a decision takes and the
+// decision; preflight plans through it too.
 package orchestrator

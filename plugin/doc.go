@@ -12,10 +12,9 @@
 // boundary. Input to fix stops a call before any write; a fault of the
 // apiserver on some routes does not keep the others from being written.
 //
-// InitPlugin builds the clients (kubeclient.NewClients: one token bucket, one
-// transport that times out and retries every request inside the call's
-// deadline), the orchestrator the calls share, and the recorders of
-// Kubernetes Events (package events): every error a call returns is a
-// Warning on the Rollout, recorded with the client of the controller's
-// cluster; the orchestrator tells the routes with the client of theirs.
+// InitPlugin has main build the Backend (backend.go): each cluster's clients,
+// watch caches, Leases, Events recorder and orchestrator. Every error a call
+// returns is a Warning Event on the Rollout (package events), recorded with
+// the client of the controller's cluster; the orchestrator tells the routes
+// with the client of theirs.
 package plugin
