@@ -19,7 +19,7 @@ import (
 // it reads the ReferenceGrants of every namespace of the targets other than
 // the Rollout's, and nothing else there, and answers with the targets they
 // do not grant (routes.Reach), or the error of a read.
-func Reach(ctx context.Context, r Reader, rollouts string, t routes.Targets) ([]*routes.NotGrantedError, error) {
+func Reach(ctx context.Context, r GrantReader, rollouts string, t routes.Targets) ([]*routes.NotGrantedError, error) {
 	grants := map[string][]routes.ReferenceGrant{}
 	for _, ns := range routes.ForeignNamespaces(rollouts, t) {
 		g, err := r.ReferenceGrants(ctx, ns)

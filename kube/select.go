@@ -38,7 +38,7 @@ func (r Resolution) Err() error { return errors.Join(append(r.Missing, r.Failed.
 
 // Resolve reads every route the targets name, all or nothing: the routes, or
 // an error naming every target missing or not read.
-func Resolve(ctx context.Context, r Reader, t routes.Targets) ([]routes.Route, error) {
+func Resolve(ctx context.Context, r RouteReader, t routes.Targets) ([]routes.Route, error) {
 	res := ResolveEach(ctx, r, t)
 	return res.Routes, res.Err()
 }
@@ -47,7 +47,7 @@ func Resolve(ctx context.Context, r Reader, t routes.Targets) ([]routes.Route, e
 // target by target. A named route that does not exist and a selector that
 // matches nothing are Missing: a rollout would otherwise shift no traffic
 // without saying so.
-func ResolveEach(ctx context.Context, r Reader, t routes.Targets) Resolution {
+func ResolveEach(ctx context.Context, r RouteReader, t routes.Targets) Resolution {
 	seen := map[routes.Ref]bool{}
 	var out Resolution
 	for _, ref := range t.Named {
