@@ -26,8 +26,9 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) .
 	@sha256sum $(BIN)
 
-## release: static binaries for linux/amd64 and linux/arm64 in dist/, SHA256SUMS, and the
-## argo-rollouts-config entry with its sha256 for each (VERSION=, BASE_URL= to override; docs/install.md)
+## release: static binaries in dist/ for linux/amd64 and linux/arm64 (the plugin) and darwin/amd64 and darwin/arm64
+## (its commands), SHA256SUMS, and the argo-rollouts-config entry with its sha256 for each Linux binary
+## (VERSION=, BASE_URL=, PLATFORMS= to override; docs/install.md)
 release:
 	@bash hack/release.sh
 
