@@ -124,7 +124,7 @@ bench-micro:
 clean:
 	rm -rf bin dist
 
-## e2e: the real Argo Rollouts controller drives the plugin on a cluster of local processes, every split measured through Traefik (docs/e2e.md, docs/traffic.md; needs root)
+## e2e: the real Argo Rollouts controller drives the plugin on a cluster of local processes, every split measured through Traefik (docs/development.md; lab notes in docs/performance/e2e.md, traffic.md; needs root)
 .PHONY: e2e
 e2e:
 	@bash hack/envtest-assets.sh >/dev/null && bash hack/e2e-assets.sh >/dev/null && bash hack/traefik-assets.sh >/dev/null
