@@ -26,8 +26,9 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) .
 	@sha256sum $(BIN)
 
-## release: static binaries for linux/amd64 and linux/arm64 in dist/, SHA256SUMS, and the
-## argo-rollouts-config entry with its sha256 for each (VERSION=, BASE_URL= to override; docs/install.md)
+## release: static binaries in dist/ for linux/amd64 and linux/arm64 (the plugin) and darwin/amd64 and darwin/arm64
+## (its commands), SHA256SUMS, and the argo-rollouts-config entry with its sha256 for each Linux binary
+## (VERSION=, BASE_URL=, PLATFORMS= to override; docs/install.md)
 release:
 	@bash hack/release.sh
 
@@ -123,7 +124,7 @@ bench-micro:
 clean:
 	rm -rf bin dist
 
-## e2e: the real Argo Rollouts controller drives the plugin on a cluster of local processes, every split measured through Traefik (docs/e2e.md, docs/traffic.md; needs root)
+## e2e: the real Argo Rollouts controller drives the plugin on a cluster of local processes, every split measured through Traefik (docs/development.md; lab notes in docs/performance/e2e.md, traffic.md; needs root)
 .PHONY: e2e
 e2e:
 	@bash hack/envtest-assets.sh >/dev/null && bash hack/e2e-assets.sh >/dev/null && bash hack/traefik-assets.sh >/dev/null

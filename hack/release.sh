@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
 # Builds the release: one static binary per platform the Argo Rollouts
-# controller image is published for (linux/amd64, linux/arm64), a SHA256SUMS
-# file, and for each binary the trafficRouterPlugins entry of the
-# argo-rollouts-config ConfigMap with its sha256, ready to paste.
+# controller image is published for (linux/amd64, linux/arm64), the same
+# binary for macOS (darwin/amd64, darwin/arm64: its plan, inspect and cleanup
+# commands run from a laptop), a SHA256SUMS file, and for each Linux binary
+# the trafficRouterPlugins entry of the argo-rollouts-config ConfigMap with
+# its sha256, ready to paste.
 #
 #   VERSION   stamped into the binary (-version, and every log line); default: git describe
 #   DIST      output folder; default dist
 #   BASE_URL  where the binaries will be downloaded from; default: this version's GitHub release
+#   PLATFORMS the os/arch pairs to build; default: the four above
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 VERSION="${VERSION:-$(git describe --tags --always --dirty 2>/dev/null || echo dev)}"
 DIST="${DIST:-dist}"
 BASE_URL="${BASE_URL:-https://github.com/gatewayapi-ssa/rollouts-plugin/releases/download/$VERSION}"
-PLATFORMS="${PLATFORMS:-linux/amd64 linux/arm64}"
+PLATFORMS="${PLATFORMS:-linux/amd64 linux/arm64 darwin/amd64 darwin/arm64}"
 NAME=rollouts-gatewayapi-ssa
 
 rm -rf "$DIST" && mkdir -p "$DIST"
@@ -38,6 +41,7 @@ done
 echo "release $VERSION in $DIST/:"
 cat "$DIST/SHA256SUMS"
 for p in $PLATFORMS; do
+  [ "${p%/*}" = linux ] || continue # the controller runs on Linux; the others are for the commands
   file="$NAME-${p%/*}-${p#*/}"
   sum=$(awk -v f="$file" '$2 == f {print $1}' "$DIST/SHA256SUMS")
   cat <<ENTRY

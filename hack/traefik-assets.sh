@@ -7,7 +7,7 @@
 #             throwaway module (never this repository's go.mod)
 #
 # Traefik v3.7.x (default v3.7.13) needs three things the module proxy does not
-# give by itself (docs/traffic.md, "Building Traefik v3.7"):
+# give by itself (docs/performance/traffic.md, "Traefik v3.7: how it is built, what it reads"):
 #   - its nested module github.com/traefik/traefik/dynamic/ext is neither in its
 #     zip nor served: a local stub module declaring the two types Traefik embeds
 #     (`HTTP` and `Router`, both empty) is replaced in;

@@ -30,8 +30,9 @@
 // plugin's managedFields entry with one JSON patch that tests the entry is
 // as read and keeps every value: the one write that is not an apply. Before
 // a write that starts or ends its ownership of a route, access reviews
-// (ReviewOwnershipChange) check that the plugin may patch, get and update
-// it, so a rollout never stops half-way for want of a permission.
+// (ReviewOwnershipChange) check that the plugin may patch and get it, so a
+// rollout never stops half-way for want of a permission. Which guard a write
+// takes, and why: docs/reliability.md#what-guards-a-write.
 //
 // Timeouts and retries of the requests themselves (5xx, 429, lost
 // connections) are the transport's, below every client (package kubeclient);

@@ -97,7 +97,7 @@ func runController(ctx context.Context, out io.Writer) (err error) {
 	fmt.Fprintln(out, "")
 	fmt.Fprintln(out, "The binaries are built from the Go module proxy and cached in ~/.cache/rollouts-gatewayapi-ssa.")
 	fmt.Fprintln(out, "On a brand-new 2-core machine the first run builds them: 15 min 47 s after make test had built")
-	fmt.Fprintln(out, "kube-apiserver and etcd (2026-12-04, README); far longer on a busy machine (docs/e2e.md).")
+	fmt.Fprintln(out, "kube-apiserver and etcd (2026-12-04, README); far longer on a busy machine (docs/performance/e2e.md).")
 	fmt.Fprintln(out, "Later runs reuse them and take about 2 minutes. The backends live in a network namespace of the")
 	fmt.Fprintln(out, "demo's own: it needs root.")
 	fmt.Fprintln(out, "")

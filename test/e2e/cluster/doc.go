@@ -1,7 +1,7 @@
 // Package cluster runs a Kubernetes cluster made of local processes and the
 // real Argo Rollouts controller loading this repository's plugin binary, and
 // drives Rollouts on it the way a user does. `make e2e` (test/e2e, behind the
-// build tag e2e) and `make demo` (test/demo) run on it; docs/e2e.md describes
+// build tag e2e) and `make demo` (test/demo) run on it; docs/performance/e2e.md describes
 // the cluster.
 //
 // Start finds or builds the binaries (hack/envtest-assets.sh for etcd and

@@ -184,7 +184,7 @@ func (c *Cluster) StartTraefik(assets string, spec TraefikSpec) (*Traefik, error
 const (
 	// GRPCListener is an HTTP listener for GRPCRoutes, whose entrypoint has no
 	// read timeout: Traefik's default (60 s) ends every gRPC stream at 60 s,
-	// since Go's HTTP/2 server applies it to each stream (docs/traffic.md).
+	// since Go's HTTP/2 server applies it to each stream (docs/performance/traffic.md).
 	GRPCListener = "grpc"
 	// TLSListener is a TLS listener in Passthrough mode, for TLSRoutes (by SNI).
 	TLSListener = "tls"

@@ -2,9 +2,11 @@ package flux
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -23,11 +25,72 @@ import (
 // Rollouts v1.10.1's install.yaml (from the module cache instead of its
 // release URL) and this repository's install/argo-rollouts Component (a local
 // path instead of the Git URL): the ConfigMap carries the patched plugin
-// entry, the RBAC binds the controller's ServiceAccount, and every object of
-// the result applies to a real apiserver.
+// entry, args included, the RBAC binds the controller's ServiceAccount, and
+// every object of the result applies to a real apiserver.
 func TestInstallOverlay(t *testing.T) {
+	byName := buildOverlay(t, filepath.Join(gitopstest.RepoRoot(), "docs", "install.md"))
+	want := "- name: \"argoproj-labs/gatewayAPI\"\n  location: \"<the location make release printed>\"\n  sha256: \"<the sha256 make release printed>\"\n  args:\n  - \"-field-manager=argo-rollouts-gatewayapi\""
+	if diff := cmp.Diff(want, pluginsOf(t, byName)); diff != "" {
+		t.Errorf("argo-rollouts-config trafficRouterPlugins after the overlay's patch (-want +got):\n%s", diff)
+	}
+}
+
+// The kustomization of docs/quickstart-gke-fleet.md, built the same way with
+// both of its Components (install/argo-rollouts and
+// install/argo-rollouts-route-cluster): the entry downloads the plugin over
+// https with the route cluster's args, and the controller's Deployment mounts
+// the route clusters' Secret where those args name the kubeconfig.
+func TestQuickstartOverlay(t *testing.T) {
+	byName := buildOverlay(t, filepath.Join(gitopstest.RepoRoot(), "docs", "quickstart-gke-fleet.md"))
+	want := `- name: "argoproj-labs/gatewayAPI"
+  location: "https://downloads.example.com/gatewayapi-ssa/rollouts-gatewayapi-ssa-linux-amd64"
+  sha256: "<the sha256 make release printed for linux/amd64>"
+  args:
+  - "-field-manager=argo-rollouts-gatewayapi"
+  - "-route-cluster=fleet=/etc/rollouts-gatewayapi-ssa/route-clusters/fleet"
+  - "-route-namespaces=fleet=store"
+  - "-cluster-name=member-a"`
+	if diff := cmp.Diff(want, pluginsOf(t, byName)); diff != "" {
+		t.Errorf("argo-rollouts-config trafficRouterPlugins after the quickstart's patch (-want +got):\n%s", diff)
+	}
+	d := byName["Deployment/argo-rollouts"]
+	if d == nil {
+		t.Fatal("no Deployment argo-rollouts in the build")
+	}
+	mounts, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
+	var mounted bool
+	for _, c := range mounts {
+		vms, _, _ := unstructured.NestedSlice(c.(map[string]any), "volumeMounts")
+		for _, vm := range vms {
+			m := vm.(map[string]any)
+			mounted = mounted || m["mountPath"] == "/etc/rollouts-gatewayapi-ssa/route-clusters" && m["name"] == "route-clusters"
+		}
+	}
+	volumes, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "volumes")
+	var secret bool
+	for _, v := range volumes {
+		name, _, _ := unstructured.NestedString(v.(map[string]any), "secret", "secretName")
+		secret = secret || name == "rollouts-gatewayapi-ssa-route-clusters"
+	}
+	if !mounted || !secret {
+		t.Errorf("the controller's Deployment does not mount Secret rollouts-gatewayapi-ssa-route-clusters at /etc/rollouts-gatewayapi-ssa/route-clusters (mounted %v, volume %v)", mounted, secret)
+	}
+}
+
+// installComponent is a Git URL of one of this repository's install/
+// folders, as the docs give it.
+var installComponent = regexp.MustCompile(`^https://github.com/gatewayapi-ssa/rollouts-plugin//(install/[a-z-]+)\?ref=.+$`)
+
+// buildOverlay builds the first kustomize Kustomization of the page at path
+// with kustomize, Argo Rollouts' install.yaml and this repository's
+// install/ folders read locally, checks what every such build must hold
+// (argo-rollouts-config with Argo Rollouts' own labels, install/base's RBAC
+// bound to the controller's ServiceAccount), applies every object to a real
+// apiserver, and returns the objects by kind and name.
+func buildOverlay(t *testing.T, page string) map[string]*unstructured.Unstructured {
+	t.Helper()
 	var overlay map[string]any
-	gitopstest.DocObject(t, filepath.Join(gitopstest.RepoRoot(), "docs", "install.md"), "Kustomization", &overlay)
+	gitopstest.DocObject(t, page, "Kustomization", &overlay)
 	dir := t.TempDir()
 	rollouts := rolloutsModuleDir(t)
 	data, err := os.ReadFile(filepath.Join(rollouts, "manifests", "install.yaml"))
@@ -38,11 +101,21 @@ func TestInstallOverlay(t *testing.T) {
 		t.Fatal(err)
 	}
 	overlay["resources"] = []any{"install.yaml"}
-	component, err := filepath.Rel(dir, filepath.Join(gitopstest.RepoRoot(), "install", "argo-rollouts"))
-	if err != nil {
-		t.Fatal(err)
+	components, _ := overlay["components"].([]any)
+	if len(components) == 0 {
+		t.Fatalf("%s: the kustomization has no components", page)
 	}
-	overlay["components"] = []any{component} // kustomize takes no absolute paths
+	for i, c := range components {
+		m := installComponent.FindStringSubmatch(fmt.Sprint(c))
+		if m == nil {
+			t.Fatalf("%s: component %v is not one of this repository's install/ folders", page, c)
+		}
+		local, err := filepath.Rel(dir, filepath.Join(gitopstest.RepoRoot(), m[1]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		components[i] = local // kustomize takes no absolute paths
+	}
 	k, err := yaml.Marshal(overlay)
 	if err != nil {
 		t.Fatal(err)
@@ -51,10 +124,10 @@ func TestInstallOverlay(t *testing.T) {
 		t.Fatal(err)
 	}
 	opts := krusty.MakeDefaultOptions()
-	opts.LoadRestrictions = kustypes.LoadRestrictionsNone // the Component is outside dir
+	opts.LoadRestrictions = kustypes.LoadRestrictionsNone // the Components are outside dir
 	res, err := krusty.MakeKustomizer(opts).Run(filesys.MakeFsOnDisk(), dir)
 	if err != nil {
-		t.Fatalf("kustomize build of docs/install.md's kustomization: %v\n%s", err, k)
+		t.Fatalf("kustomize build of %s's kustomization: %v\n%s", page, err, k)
 	}
 
 	byName := map[string]*unstructured.Unstructured{}
@@ -71,11 +144,6 @@ func TestInstallOverlay(t *testing.T) {
 	cm := byName["ConfigMap/argo-rollouts-config"]
 	if cm == nil {
 		t.Fatal("no ConfigMap argo-rollouts-config in the build")
-	}
-	plugins, _, _ := unstructured.NestedString(cm.Object, "data", "trafficRouterPlugins")
-	want := "- name: \"argoproj-labs/gatewayAPI\"\n  location: \"<the location make release printed>\"\n  sha256: \"<the sha256 make release printed>\""
-	if diff := cmp.Diff(want, plugins); diff != "" {
-		t.Errorf("argo-rollouts-config trafficRouterPlugins after the overlay's patch (-want +got):\n%s", diff)
 	}
 	if cm.GetNamespace() != "argo-rollouts" || cm.GetLabels()["app.kubernetes.io/part-of"] != "argo-rollouts" {
 		t.Errorf("ConfigMap: namespace %q, labels %v; want Argo Rollouts' own, in argo-rollouts", cm.GetNamespace(), cm.GetLabels())
@@ -104,6 +172,14 @@ func TestInstallOverlay(t *testing.T) {
 			t.Errorf("applying %s %s/%s from the build: %v", u.GetKind(), u.GetNamespace(), u.GetName(), err)
 		}
 	}
+	return byName
+}
+
+// pluginsOf is the trafficRouterPlugins of the build's argo-rollouts-config.
+func pluginsOf(t *testing.T, byName map[string]*unstructured.Unstructured) string {
+	t.Helper()
+	plugins, _, _ := unstructured.NestedString(byName["ConfigMap/argo-rollouts-config"].Object, "data", "trafficRouterPlugins")
+	return plugins
 }
 
 // rolloutsModuleDir is github.com/argoproj/argo-rollouts in the module cache,
