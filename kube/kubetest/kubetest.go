@@ -264,6 +264,13 @@ func (f *Server) Route(namespace, name string) *unstructured.Unstructured {
 	return u.DeepCopy()
 }
 
+// Rules is a route's spec.rules, as the fake (Route) or an apiserver
+// serves it; nil when it has none.
+func Rules(u *unstructured.Unstructured) []any {
+	rules, _, _ := unstructured.NestedSlice(u.Object, "spec", "rules")
+	return rules
+}
+
 const gatewayV1 = "/apis/" + routes.Group + "/v1"
 
 // serve records the request and answers it: the Gateway API group's
