@@ -291,8 +291,8 @@ func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 // serveGatewayAPI answers a request of the Gateway API group (parts is its
 // path, split; request its index among the requests): discovery and the
 // OpenAPI document of v1, LIST and watch of HTTPRoutes and ReferenceGrants,
-// one route, and not found for the rest of the group. It says whether the
-// path was one of the group's.
+// one route, and not found for the rest of the group. It says whether it
+// answered.
 func (f *Server) serveGatewayAPI(w http.ResponseWriter, r *http.Request, request int, parts []string, body []byte) bool {
 	path := r.URL.Path
 	switch {
