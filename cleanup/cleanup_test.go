@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
+	"github.com/gatewayapi-ssa/rollouts-plugin/kube/kubetest"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
@@ -114,7 +115,7 @@ func TestUndoPutsTheRouteBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := route(t, "web", split{"/", "demo", 0})
-	if diff := cmp.Diff(rulesOf(before), rulesOf(f.Route(ns, "web"))); diff != "" {
+	if diff := cmp.Diff(kubetest.Rules(before), kubetest.Rules(f.Route(ns, "web"))); diff != "" {
 		t.Errorf("the rules are not as before the rollout (-before +after):\n%s", diff)
 	}
 	if diff := cmp.Diff(map[string]string{"owner": "shop-team@example.com"}, after.Annotations); diff != "" {
@@ -130,7 +131,7 @@ func TestUndoPutsTheRouteBack(t *testing.T) {
 // the route; with it, it takes the route back.
 func TestUndoOfARouteSomeoneElseChanged(t *testing.T) {
 	changed := route(t, "web", split{"/", "demo", 30})
-	rules := rulesOf(changed)
+	rules := kubetest.Rules(changed)
 	refs := rules[0].(map[string]any)["backendRefs"].([]any)
 	refs[0].(map[string]any)["weight"], refs[1].(map[string]any)["weight"] = int64(50), int64(50)
 	if err := unstructured.SetNestedSlice(changed.Object, rules, "spec", "rules"); err != nil {
@@ -164,7 +165,7 @@ func TestUndoOfARouteSomeoneElseChanged(t *testing.T) {
 	if err := Failed(got); err != nil {
 		t.Fatalf("with force: %v", err)
 	}
-	if diff := cmp.Diff(rulesOf(route(t, "web", split{"/", "demo", 0})), rulesOf(f.Route(ns, "web"))); diff != "" {
+	if diff := cmp.Diff(kubetest.Rules(route(t, "web", split{"/", "demo", 0})), kubetest.Rules(f.Route(ns, "web"))); diff != "" {
 		t.Errorf("with force, the rules are not as before the rollout (-before +after):\n%s", diff)
 	}
 }

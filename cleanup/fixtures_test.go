@@ -163,9 +163,3 @@ func grant(namespace string) *unstructured.Unstructured {
 		},
 	}}
 }
-
-// rulesOf is spec.rules of a route.
-func rulesOf(u *unstructured.Unstructured) []any {
-	rules, _, _ := unstructured.NestedSlice(u.Object, "spec", "rules")
-	return rules
-}

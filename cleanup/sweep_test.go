@@ -13,6 +13,7 @@ import (
 	logtest "github.com/sirupsen/logrus/hooks/test"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/kube/kubetest"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
@@ -66,7 +67,7 @@ func TestSweepUndoesOnlyTheDeletedRollout(t *testing.T) {
 		}
 	}
 	sharedNow := route(t, "shared", split{"/gone", "gone", 0}, split{"/kept", "kept", 40})
-	if diff := cmp.Diff(rulesOf(sharedNow), rulesOf(&unstructured.Unstructured{Object: applied})); diff != "" {
+	if diff := cmp.Diff(kubetest.Rules(sharedNow), kubetest.Rules(&unstructured.Unstructured{Object: applied})); diff != "" {
 		t.Errorf("the rules applied to route shared (-want +got):\n%s", diff)
 	}
 	keptClaim := routes.Claims{"shop/kept": split{"/kept", "kept", 40}.claim(1)}.Annotations()
@@ -84,7 +85,7 @@ func TestSweepUndoesOnlyTheDeletedRollout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(rulesOf(route(t, "gone", split{"/", "gone", 0})), rulesOf(f.Route(ns, "gone"))); diff != "" {
+	if diff := cmp.Diff(kubetest.Rules(route(t, "gone", split{"/", "gone", 0})), kubetest.Rules(f.Route(ns, "gone"))); diff != "" {
 		t.Errorf("route gone is not as before the rollout (-before +after):\n%s", diff)
 	}
 	if _, claimed := gone.Annotations[routes.ClaimsAnnotation]; claimed || routes.OwnsAnything(gone.ManagedFields, fieldManager) {

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
@@ -208,47 +209,19 @@ func (c *clusterChecks) referenceGrants(ctx context.Context, ro *v1alpha1.Rollou
 
 // permissions checks, with SelfSubjectAccessReviews as the identity, every
 // verb the plugin needs on the Rollout's routes (and on Services for an
-// experiment step).
+// experiment step). It stops at the first review the apiserver does not
+// answer.
 func (c *clusterChecks) permissions(ctx context.Context, ro *v1alpha1.Rollout, s decode.Settings, p *preflight.Plan) {
-	type target struct{ group, resource, namespace string }
-	var targets []target
-	seen := map[target]bool{}
-	add := func(t target) {
-		if !seen[t] {
-			seen[t] = true
-			targets = append(targets, t)
-		}
-	}
-	for _, ref := range s.Targets.Named {
-		add(target{routes.Group, ref.Kind.Resource(), ref.Namespace})
-	}
-	for _, sel := range s.Targets.Selectors {
-		add(target{routes.Group, sel.Kind.Resource(), sel.Namespace})
-	}
 	verbs := map[string][]string{routes.Group: {"get", "list", "watch", "patch"}, "": {"get"}}
-	for _, st := range ro.Spec.Strategy.Canary.Steps {
-		if st.Experiment != nil {
-			add(target{"", "services", ro.Namespace})
-			break
-		}
-	}
-	for _, t := range targets {
+	for _, t := range permissionTargets(ro, s) {
 		reviewer, identity := c.reviewer, c.identity
 		if t.group == routes.Group {
 			reviewer, identity = c.routeReviewer, c.routeIdentity
 		}
-		var missing []string
-		for _, verb := range verbs[t.group] {
-			review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
-				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: t.namespace, Verb: verb, Group: t.group, Resource: t.resource}}}
-			got, err := reviewer.Create(ctx, review, metav1.CreateOptions{})
-			if err != nil {
-				p.Problems = append(p.Problems, preflight.Problem{Step: "permissions", Reason: fmt.Sprintf("asking whether %s may %s %s: %v", identity, verb, t.resource, err)})
-				return
-			}
-			if !got.Status.Allowed {
-				missing = append(missing, verb)
-			}
+		missing, err := missingVerbs(ctx, reviewer, identity, t, verbs[t.group])
+		if err != nil {
+			p.Problems = append(p.Problems, preflight.Problem{Step: "permissions", Reason: err.Error()})
+			return
 		}
 		if len(missing) > 0 {
 			res := t.resource
@@ -259,4 +232,52 @@ func (c *clusterChecks) permissions(ctx context.Context, ro *v1alpha1.Rollout, s
 				identity, strings.Join(missing, ", "), res, t.namespace)})
 		}
 	}
+}
+
+// permissionTarget is a resource in a namespace the plugin acts on.
+type permissionTarget struct{ group, resource, namespace string }
+
+// permissionTargets are the resources the plugin acts on for the Rollout,
+// each once, in the order the config names them: its routes' kinds in
+// their namespaces, and Services in its own when a step runs an
+// experiment.
+func permissionTargets(ro *v1alpha1.Rollout, s decode.Settings) []permissionTarget {
+	var targets []permissionTarget
+	add := func(t permissionTarget) {
+		if !slices.Contains(targets, t) {
+			targets = append(targets, t)
+		}
+	}
+	for _, ref := range s.Targets.Named {
+		add(permissionTarget{routes.Group, ref.Kind.Resource(), ref.Namespace})
+	}
+	for _, sel := range s.Targets.Selectors {
+		add(permissionTarget{routes.Group, sel.Kind.Resource(), sel.Namespace})
+	}
+	for _, st := range ro.Spec.Strategy.Canary.Steps {
+		if st.Experiment != nil {
+			add(permissionTarget{"", "services", ro.Namespace})
+			break
+		}
+	}
+	return targets
+}
+
+// missingVerbs are the verbs of verbs the reviewer's identity may not use
+// on the target, in order; the error says which review the apiserver did
+// not answer.
+func missingVerbs(ctx context.Context, reviewer authorizationclient.SelfSubjectAccessReviewInterface, identity string, t permissionTarget, verbs []string) ([]string, error) {
+	var missing []string
+	for _, verb := range verbs {
+		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: t.namespace, Verb: verb, Group: t.group, Resource: t.resource}}}
+		got, err := reviewer.Create(ctx, review, metav1.CreateOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("asking whether %s may %s %s: %v", identity, verb, t.resource, err)
+		}
+		if !got.Status.Allowed {
+			missing = append(missing, verb)
+		}
+	}
+	return missing, nil
 }

@@ -51,106 +51,164 @@ plugin's flag.
 flags:
 `
 
+// cleanupOptions are the cleanup command's flags and its argument, the
+// Rollout ("<namespace>/<name>") whose claims it undoes.
+type cleanupOptions struct {
+	*commandFlags
+	rollout       string
+	force, dryRun bool
+	timeout       time.Duration
+	clusterName   string
+	requireGrants bool
+	peersNS       string
+}
+
+// runCleanup runs the cleanup command: it finds the routes that carry the
+// deleted Rollout's claims and undoes them, and says what it did on out.
 func runCleanup(args []string, out, errOut io.Writer) int {
-	fs := newFlags("cleanup", cleanupUsage, errOut)
-	conn, fieldManager := &fs.conn, &fs.fieldManager
-	force := fs.Bool("force", false, "undo also values another manager changed since the plugin set them (default: report them and leave the route)")
-	dryRun := fs.Bool("dry-run", false, "say what would change, write nothing")
-	timeout := fs.Duration("timeout", time.Minute, "deadline of the whole command")
-	clusterName := fs.String("cluster-name", "", "the plugin's -cluster-name: names the kubeconfig's cluster, whose claims are undone, where it has no ClusterProperty cluster.clusterset.k8s.io; default: the UID of its namespace kube-system")
-	requireGrants := fs.Bool("require-reference-grants", true, "the plugin's -require-reference-grants: undo a claim on a route in another namespace than the Rollout's only where a ReferenceGrant there grants it")
-	peersNS := fs.String("peers-namespace", "argo-rollouts", "namespace of the plugin's Leases (the controller's): the command keeps one while it writes, so that the controller's plugin writes those routes guarded by their resourceVersion meanwhile; empty: keep none")
-	fs.selectCluster()
-	if err := fs.Parse(args); err != nil {
+	o, ok := parseCleanup(args, errOut)
+	if !ok {
 		return 2
 	}
-	if fs.NArg() != 1 || !strings.Contains(fs.Arg(0), "/") {
-		fs.Usage()
-		return 2
-	}
-	rollout := fs.Arg(0)
-	rc, err := fs.routeCluster()
+	rc, err := o.routeCluster()
 	if err != nil {
 		fmt.Fprintln(errOut, err)
 		return 2
 	}
-	namespaces, err := routeNamespaces(rc, conn.namespace)
+	namespaces, err := routeNamespaces(rc, o.conn.namespace)
 	if err != nil {
 		fmt.Fprintln(errOut, err)
 		return 2
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
-	c, stop, err := newCleaner(fs.routesConnection(rc), *fieldManager, *peersNS, errOut)
+	c, stop, err := newCleaner(o.routesConnection(rc), o.fieldManager, o.peersNS, errOut)
 	if err != nil {
 		fmt.Fprintln(errOut, err)
 		return 1
 	}
 	defer stop()
-	if rc != nil {
-		// The Rollout is in the kubeconfig's cluster, its routes in the route cluster.
-		if c.Rollouts, _, err = conn.dynamic(); err != nil {
-			fmt.Fprintln(errOut, err)
-			return 1
-		}
-	}
-	if exists, err := c.Exists(ctx, rollout); err != nil {
-		fmt.Fprintln(errOut, err)
-		return 1
-	} else if exists {
-		fmt.Fprintf(errOut, "Rollout %s exists: abort it (kubectl argo rollouts abort) or delete it first; its controller would undo the cleanup\n", rollout)
+	cluster, ok := o.prepare(ctx, c, rc, errOut)
+	if !ok {
 		return 1
 	}
-	// The claims name the cluster of the Rollouts: the kubeconfig's.
-	cluster, err := nameCluster(ctx, &fs.conn, *clusterName, errOut)
+	all, err := routesIn(ctx, c, namespaces)
 	if err != nil {
 		fmt.Fprintln(errOut, err)
 		return 1
 	}
-	c.Cluster, c.IgnoreReferenceGrants = cluster.Name, !*requireGrants
-	var all []routes.Route
-	for _, ns := range namespaces {
-		found, err := c.Routes(ctx, ns)
-		if err != nil {
-			fmt.Fprintln(errOut, err)
-			return 1
-		}
-		all = append(all, found...)
-	}
-	claimed, elsewhere := c.Claimed(all, rollout), c.ClaimedElsewhere(all, rollout)
-	policy := desired.ReportConflicts
-	if *force {
-		policy = desired.TakeOver
-	}
-	outcomes := c.Undo(ctx, rollout, claimed, policy, *dryRun)
-	verb := "undone"
-	if *dryRun {
-		verb = "would change"
-	}
-	for _, o := range outcomes {
-		switch {
-		case o.Err != nil:
-			fmt.Fprintf(out, "error: %v\n", routes.RouteError(o.Route, o.Err))
-		case o.Unchanged:
-			fmt.Fprintf(out, "%s: already clean\n", o.Route)
-		default:
-			fmt.Fprintf(out, "%s: %s: %s\n", o.Route, verb, strings.Join(o.Changes, "; "))
-		}
-	}
-	for _, e := range elsewhere {
-		fmt.Fprintf(out, "%s: left alone: its claim of Rollout %s is cluster %s's, not this cluster's (%s, named by %s)\n",
-			e.Route, rollout, e.Cluster, cluster.Name, cluster.Source)
-	}
-	switch {
-	case len(claimed) == 0 && len(elsewhere) == 0:
-		fmt.Fprintf(out, "no route carries a claim of Rollout %s: nothing to do\n", rollout)
-	case len(claimed) == 0:
-		fmt.Fprintf(out, "no route carries a claim of Rollout %s of this cluster: nothing to do\n", rollout)
-	}
+	claimed, elsewhere := c.Claimed(all, o.rollout), c.ClaimedElsewhere(all, o.rollout)
+	outcomes := c.Undo(ctx, o.rollout, claimed, o.policy(), o.dryRun)
+	o.report(out, outcomes, elsewhere, len(claimed), cluster)
 	if cleanup.Failed(outcomes) != nil {
 		return 1
 	}
 	return 0
+}
+
+// parseCleanup reads the cleanup command's flags and its one argument,
+// NAMESPACE/ROLLOUT; not ok (bad usage, said on errOut) when they do not
+// parse or the argument is not one Rollout.
+func parseCleanup(args []string, errOut io.Writer) (o *cleanupOptions, ok bool) {
+	fs := newFlags("cleanup", cleanupUsage, errOut)
+	o = &cleanupOptions{commandFlags: fs}
+	fs.BoolVar(&o.force, "force", false, "undo also values another manager changed since the plugin set them (default: report them and leave the route)")
+	fs.BoolVar(&o.dryRun, "dry-run", false, "say what would change, write nothing")
+	fs.DurationVar(&o.timeout, "timeout", time.Minute, "deadline of the whole command")
+	fs.StringVar(&o.clusterName, "cluster-name", "", "the plugin's -cluster-name: names the kubeconfig's cluster, whose claims are undone, where it has no ClusterProperty cluster.clusterset.k8s.io; default: the UID of its namespace kube-system")
+	fs.BoolVar(&o.requireGrants, "require-reference-grants", true, "the plugin's -require-reference-grants: undo a claim on a route in another namespace than the Rollout's only where a ReferenceGrant there grants it")
+	fs.StringVar(&o.peersNS, "peers-namespace", "argo-rollouts", "namespace of the plugin's Leases (the controller's): the command keeps one while it writes, so that the controller's plugin writes those routes guarded by their resourceVersion meanwhile; empty: keep none")
+	fs.selectCluster()
+	if err := fs.Parse(args); err != nil {
+		return nil, false
+	}
+	if fs.NArg() != 1 || !strings.Contains(fs.Arg(0), "/") {
+		fs.Usage()
+		return nil, false
+	}
+	o.rollout = fs.Arg(0)
+	return o, true
+}
+
+// prepare readies the cleaner for the Rollout: it reads the Rollout in the
+// kubeconfig's cluster (whatever cluster rc holds the routes in), refuses
+// one that still exists, and names the cluster whose claims it takes back,
+// as the plugin names it. Not ok, it has said why on errOut.
+func (o *cleanupOptions) prepare(ctx context.Context, c *cleanup.Cleaner, rc *decode.RouteCluster, errOut io.Writer) (cluster kube.ClusterName, ok bool) {
+	var err error
+	if rc != nil {
+		// The Rollout is in the kubeconfig's cluster, its routes in the route cluster.
+		if c.Rollouts, _, err = o.conn.dynamic(); err != nil {
+			fmt.Fprintln(errOut, err)
+			return kube.ClusterName{}, false
+		}
+	}
+	if exists, err := c.Exists(ctx, o.rollout); err != nil {
+		fmt.Fprintln(errOut, err)
+		return kube.ClusterName{}, false
+	} else if exists {
+		fmt.Fprintf(errOut, "Rollout %s exists: abort it (kubectl argo rollouts abort) or delete it first; its controller would undo the cleanup\n", o.rollout)
+		return kube.ClusterName{}, false
+	}
+	// The claims name the cluster of the Rollouts: the kubeconfig's.
+	if cluster, err = nameCluster(ctx, &o.conn, o.clusterName, errOut); err != nil {
+		fmt.Fprintln(errOut, err)
+		return kube.ClusterName{}, false
+	}
+	c.Cluster, c.IgnoreReferenceGrants = cluster.Name, !o.requireGrants
+	return cluster, true
+}
+
+// policy is what undoing does with values another manager changed since
+// the plugin set them: reports them, or with --force takes them back too.
+func (o *cleanupOptions) policy() desired.ConflictPolicy {
+	if o.force {
+		return desired.TakeOver
+	}
+	return desired.ReportConflicts
+}
+
+// routesIn are the routes of every namespace cleanup looks in.
+func routesIn(ctx context.Context, c *cleanup.Cleaner, namespaces []string) ([]routes.Route, error) {
+	var all []routes.Route
+	for _, ns := range namespaces {
+		found, err := c.Routes(ctx, ns)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, found...)
+	}
+	return all, nil
+}
+
+// report says what cleanup did (or, with --dry-run, would do) on each
+// route of the Rollout's claims, which routes it left alone because
+// another cluster's Rollout claims them, and when there was nothing to do.
+func (o *cleanupOptions) report(out io.Writer, outcomes []cleanup.Outcome, elsewhere []cleanup.ForeignClaim, claimed int, cluster kube.ClusterName) {
+	verb := "undone"
+	if o.dryRun {
+		verb = "would change"
+	}
+	for _, oc := range outcomes {
+		switch {
+		case oc.Err != nil:
+			fmt.Fprintf(out, "error: %v\n", routes.RouteError(oc.Route, oc.Err))
+		case oc.Unchanged:
+			fmt.Fprintf(out, "%s: already clean\n", oc.Route)
+		default:
+			fmt.Fprintf(out, "%s: %s: %s\n", oc.Route, verb, strings.Join(oc.Changes, "; "))
+		}
+	}
+	for _, e := range elsewhere {
+		fmt.Fprintf(out, "%s: left alone: its claim of Rollout %s is cluster %s's, not this cluster's (%s, named by %s)\n",
+			e.Route, o.rollout, e.Cluster, cluster.Name, cluster.Source)
+	}
+	switch {
+	case claimed == 0 && len(elsewhere) == 0:
+		fmt.Fprintf(out, "no route carries a claim of Rollout %s: nothing to do\n", o.rollout)
+	case claimed == 0:
+		fmt.Fprintf(out, "no route carries a claim of Rollout %s of this cluster: nothing to do\n", o.rollout)
+	}
 }
 
 // nameCluster names the cluster conn reaches, as the plugin names its own

@@ -23,7 +23,7 @@ const undoneDemo = "rule 0 Service shop/stable 70→100; rule 0 Service shop/can
 // Cleanup of a Rollout that still exists is refused, with what to do
 // instead, and writes nothing: the Rollout's controller would put it all back.
 func TestCleanupRefusesARolloutThatExists(t *testing.T) {
-	api := kubetest.New(t, midCanaryRoute, rolloutObject("demo"))
+	api := kubetest.New(t, midCanaryRoute, demoRollout)
 	code, out, errOut := runCLI(t, "cleanup", "--kubeconfig", api.Kubeconfig, "--peers-namespace=", "shop/demo")
 	if code != 1 || out != "" {
 		t.Errorf("cleanup of an existing Rollout: exit %d, stdout %q; want 1 and nothing", code, out)

@@ -88,14 +88,6 @@ spec:
     - {group: "", kind: Service, name: canary, port: 80, weight: 0}
 `
 
-// rolloutObject is Rollout shop/<name> as the apiserver holds it.
-func rolloutObject(name string) string {
-	return strings.ReplaceAll(`apiVersion: argoproj.io/v1alpha1
-kind: Rollout
-metadata: {name: NAME, namespace: shop}
-`, "NAME", name)
-}
-
 // demoRollout is Rollout shop/demo as its author writes it: routes web,
 // header route beta, a canary of 30 % then 60 %.
 const demoRollout = `apiVersion: argoproj.io/v1alpha1

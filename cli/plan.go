@@ -99,6 +99,9 @@ type Report struct {
 	OK     bool     `json:"ok"`
 }
 
+// plan computes the Rollout's plan from the routes of the files (--routes)
+// or of the cluster, and against a cluster runs every check of the plan
+// there.
 func plan(ctx context.Context, o *planOptions, ro *v1alpha1.Rollout) (Report, error) {
 	clusters, err := o.routeClusters.RouteClusters()
 	if err != nil {
@@ -108,32 +111,9 @@ func plan(ctx context.Context, o *planOptions, ro *v1alpha1.Rollout) (Report, er
 		RouteClusters: clusters, AnyNamespace: !o.requireGrants}}
 	var c *clusterChecks
 	if o.routesFile != "" {
-		// A plan from files takes the routes of the files wherever the
-		// Rollout's config says they are: its route cluster needs no flags.
-		if s, err := decode.ParseConfig(ro, o.pluginName); err == nil && s.Cluster != "" &&
-			!slices.ContainsFunc(clusters, func(c decode.RouteCluster) bool { return c.Name == s.Cluster }) {
-			in.Process.RouteClusters = append(in.Process.RouteClusters, decode.RouteCluster{Name: s.Cluster, Namespaces: []string{decode.AnyNamespace}})
-		}
-		f, err := os.Open(o.routesFile)
-		if err != nil {
+		if err := o.readFiles(ro, &in); err != nil {
 			return Report{}, err
 		}
-		defer f.Close()
-		files, err := preflight.ReadFiles(ro.Namespace, f)
-		if err != nil {
-			return Report{}, fmt.Errorf("%s: %w", o.routesFile, err)
-		}
-		if o.crdsFile != "" {
-			crds, err := os.Open(o.crdsFile)
-			if err != nil {
-				return Report{}, err
-			}
-			defer crds.Close()
-			if err := files.Read(ro.Namespace, crds); err != nil {
-				return Report{}, fmt.Errorf("%s: %w", o.crdsFile, err)
-			}
-		}
-		in.Reader, in.Ports = files, files.Ports(ro.Namespace)
 	} else {
 		rc, err := routeClusterOf(ro, o)
 		if err != nil {
@@ -156,6 +136,37 @@ func plan(ctx context.Context, o *planOptions, ro *v1alpha1.Rollout) (Report, er
 	}
 	r.OK = len(r.Problems) == 0
 	return r, nil
+}
+
+// readFiles makes the plan's input read the routes and Services of
+// --routes, with the schemas of the CRDs of --crds, wherever the Rollout's
+// config says its routes are: its route cluster needs no flags.
+func (o *planOptions) readFiles(ro *v1alpha1.Rollout, in *preflight.Input) error {
+	if s, err := decode.ParseConfig(ro, o.pluginName); err == nil && s.Cluster != "" &&
+		!slices.ContainsFunc(in.Process.RouteClusters, func(c decode.RouteCluster) bool { return c.Name == s.Cluster }) {
+		in.Process.RouteClusters = append(in.Process.RouteClusters, decode.RouteCluster{Name: s.Cluster, Namespaces: []string{decode.AnyNamespace}})
+	}
+	f, err := os.Open(o.routesFile)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	files, err := preflight.ReadFiles(ro.Namespace, f)
+	if err != nil {
+		return fmt.Errorf("%s: %w", o.routesFile, err)
+	}
+	if o.crdsFile != "" {
+		crds, err := os.Open(o.crdsFile)
+		if err != nil {
+			return err
+		}
+		defer crds.Close()
+		if err := files.Read(ro.Namespace, crds); err != nil {
+			return fmt.Errorf("%s: %w", o.crdsFile, err)
+		}
+	}
+	in.Reader, in.Ports = files, files.Ports(ro.Namespace)
+	return nil
 }
 
 // routeClusterOf is the route cluster the Rollout's config names (nil: its
@@ -221,51 +232,73 @@ func render(out io.Writer, format string, r Report) error {
 	}
 	fmt.Fprintf(&b, "Rollout %s: %d route(s): %s\n", r.Rollout, len(r.Routes), strings.Join(names, ", "))
 	for _, s := range r.Steps {
-		label := s.Name
-		if s.Index > 0 {
-			label = fmt.Sprintf("step %d: %s", s.Index, s.Name)
-		}
-		fmt.Fprintf(&b, "\n%s\n  calls: %s\n", label, strings.Join(s.Calls, ", "))
-		for _, rs := range s.Routes {
-			switch {
-			case rs.Error != "":
-				fmt.Fprintf(&b, "  %s: FAILS: %s\n", rs.Route, rs.Error)
-			case rs.Unchanged:
-				fmt.Fprintf(&b, "  %s: no change\n", rs.Route)
-			default:
-				fmt.Fprintf(&b, "  %s:\n", rs.Route)
-				for _, c := range rs.Changes {
-					fmt.Fprintf(&b, "    %s\n", c)
-				}
-			}
-			for _, u := range rs.Unchecked {
-				fmt.Fprintf(&b, "    not checked: %s\n", u)
-			}
-		}
+		renderStep(&b, s)
 	}
-	if len(r.MissingGrants) > 0 {
-		b.WriteString("\nReferenceGrants the routes' namespaces lack for the Rollout (their owners create them: kubectl apply -f):\n")
-		for _, g := range r.MissingGrants {
-			data, err := yaml.Marshal(g)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(&b, "---\n%s", data)
-		}
+	if err := renderMissingGrants(&b, r.MissingGrants); err != nil {
+		return err
 	}
 	fmt.Fprintf(&b, "\nchecks: %s\n", strings.Join(r.Checks, "; "))
-	if r.OK {
-		b.WriteString("problems: none\n")
-	} else {
-		fmt.Fprintf(&b, "problems: %d\n", len(r.Problems))
-		for _, p := range r.Problems {
-			where := p.Step
-			if p.Route != "" {
-				where += ", " + p.Route
-			}
-			fmt.Fprintf(&b, "  - %s: %s\n", where, p.Reason)
-		}
-	}
+	renderProblems(&b, r)
 	_, err := out.Write(b.Bytes())
 	return err
+}
+
+// renderStep writes one step as text: its calls, then what it does to each
+// route.
+func renderStep(b *bytes.Buffer, s preflight.Step) {
+	label := s.Name
+	if s.Index > 0 {
+		label = fmt.Sprintf("step %d: %s", s.Index, s.Name)
+	}
+	fmt.Fprintf(b, "\n%s\n  calls: %s\n", label, strings.Join(s.Calls, ", "))
+	for _, rs := range s.Routes {
+		switch {
+		case rs.Error != "":
+			fmt.Fprintf(b, "  %s: FAILS: %s\n", rs.Route, rs.Error)
+		case rs.Unchanged:
+			fmt.Fprintf(b, "  %s: no change\n", rs.Route)
+		default:
+			fmt.Fprintf(b, "  %s:\n", rs.Route)
+			for _, c := range rs.Changes {
+				fmt.Fprintf(b, "    %s\n", c)
+			}
+		}
+		for _, u := range rs.Unchecked {
+			fmt.Fprintf(b, "    not checked: %s\n", u)
+		}
+	}
+}
+
+// renderMissingGrants writes the ReferenceGrants the Rollout lacks as
+// manifests to apply, if any.
+func renderMissingGrants(b *bytes.Buffer, grants []preflight.Manifest) error {
+	if len(grants) == 0 {
+		return nil
+	}
+	b.WriteString("\nReferenceGrants the routes' namespaces lack for the Rollout (their owners create them: kubectl apply -f):\n")
+	for _, g := range grants {
+		data, err := yaml.Marshal(g)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(b, "---\n%s", data)
+	}
+	return nil
+}
+
+// renderProblems writes how many problems the plan found and each one,
+// with its step and route.
+func renderProblems(b *bytes.Buffer, r Report) {
+	if r.OK {
+		b.WriteString("problems: none\n")
+		return
+	}
+	fmt.Fprintf(b, "problems: %d\n", len(r.Problems))
+	for _, p := range r.Problems {
+		where := p.Step
+		if p.Route != "" {
+			where += ", " + p.Route
+		}
+		fmt.Fprintf(b, "  - %s: %s\n", where, p.Reason)
+	}
 }

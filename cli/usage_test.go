@@ -55,7 +55,7 @@ func TestBadUsage(t *testing.T) {
 			before: "flag needs an argument: -f\n", usage: "usage: rollouts-gatewayapi-ssa plan -f ROLLOUT.yaml [--routes FILE [--crds FILE]] [flags]\n"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			api := kubetest.New(t, midCanaryRoute, rolloutObject("demo"))
+			api := kubetest.New(t, midCanaryRoute, demoRollout)
 			args := slices.Concat(tc.args[:1], []string{"--kubeconfig", api.Kubeconfig}, tc.args[1:])
 			code, out, errOut := runCLI(t, args...)
 			if code != 2 || out != "" {

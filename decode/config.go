@@ -308,15 +308,37 @@ func typeName(e *json.UnmarshalTypeError) string {
 	return "an object"
 }
 
+// settings validates the config of Rollout rolloutName in namespace
+// rolloutNamespace: its routes first, then each option, in the order of
+// the errors it reports.
 func (cfg Config) settings(rolloutNamespace, rolloutName string) (Settings, error) {
+	tg, err := cfg.targets(rolloutNamespace)
+	if err != nil {
+		return Settings{}, err
+	}
+	s, err := cfg.options()
+	if err != nil {
+		return Settings{}, err
+	}
+	if s.Sticky, err = cfg.sticky(rolloutName, tg.t); err != nil {
+		return Settings{}, err
+	}
+	s.Targets, s.HeaderRoutes, s.ListedForHeaderRoutes, s.RuleNames = tg.t, tg.headerRoutes, tg.listed, tg.ruleNames.names
+	return s, nil
+}
+
+// targets reads the routes the config names and selects, in its
+// namespace (default: the Rollout's): an error when the namespace is not
+// one, any key is wrong, or no route is named.
+func (cfg Config) targets(rolloutNamespace string) (*targeting, error) {
 	ns := cfg.Namespace
 	if ns == "" {
 		ns = rolloutNamespace
 	}
 	if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
-		return Settings{}, fmt.Errorf("key \"namespace\": %q is not a namespace name: %s", ns, strings.Join(errs, "; "))
+		return nil, fmt.Errorf("key \"namespace\": %q is not a namespace name: %s", ns, strings.Join(errs, "; "))
 	}
-	tg := targeting{ns: ns, headerRoutes: map[routes.Ref]bool{}}
+	tg := &targeting{ns: ns, headerRoutes: map[routes.Ref]bool{}}
 	tg.named(routes.HTTPRoute, cfg.HTTPRoute, cfg.HTTPRouteRuleName, cfg.HTTPRoutes, "httpRoutes")
 	tg.named(routes.GRPCRoute, cfg.GRPCRoute, cfg.GRPCRouteRuleName, cfg.GRPCRoutes, "grpcRoutes")
 	tg.named(routes.TCPRoute, cfg.TCPRoute, cfg.TCPRouteRuleName, cfg.TCPRoutes, "tcpRoutes")
@@ -328,12 +350,19 @@ func (cfg Config) settings(rolloutNamespace, rolloutName string) (Settings, erro
 	tg.selected(routes.TLSRoute, "tlsRouteSelector", cfg.TLSRouteSelector)
 	tg.selected(routes.UDPRoute, "udpRouteSelector", cfg.UDPRouteSelector)
 	if err := errors.Join(tg.errs...); err != nil {
-		return Settings{}, err
+		return nil, err
 	}
 	if len(tg.t.Named) == 0 && len(tg.t.Selectors) == 0 {
-		return Settings{}, errors.New("names no route: set httpRoute(s), grpcRoute(s), tcpRoute(s), tlsRoute(s), udpRoute(s) or a route selector")
+		return nil, errors.New("names no route: set httpRoute(s), grpcRoute(s), tcpRoute(s), tlsRoute(s), udpRoute(s) or a route selector")
 	}
+	return tg, nil
+}
 
+// options are the settings of the config's options but its routes and
+// stickyCanary: conflictPolicy, verifyWeight and its settle time,
+// mirrorMode, the in-progress label, assumeGatewayFeatures and cluster,
+// each validated in that order.
+func (cfg Config) options() (Settings, error) {
 	policy, err := either("conflictPolicy", cfg.ConflictPolicy, desired.ReportConflicts, desired.TakeOver)
 	if err != nil {
 		return Settings{}, err
@@ -361,13 +390,8 @@ func (cfg Config) settings(rolloutNamespace, rolloutName string) (Settings, erro
 			return Settings{}, fmt.Errorf("key \"cluster\": %q is not a cluster name (a DNS label): %s", cfg.Cluster, strings.Join(errs, "; "))
 		}
 	}
-	sticky, err := cfg.sticky(rolloutName, tg.t)
-	if err != nil {
-		return Settings{}, err
-	}
-	return Settings{Sticky: sticky, Cluster: cfg.Cluster, AssumedFeatures: cfg.AssumeGatewayFeatures, Targets: tg.t, HeaderRoutes: tg.headerRoutes, ListedForHeaderRoutes: tg.listed,
-		SelectedHeaderRoutes: cfg.SelectedRoutesUseHeaderRoutes, VerifyWeight: cfg.VerifyWeight, ConflictPolicy: policy,
-		RuleNames: tg.ruleNames.names, MirrorMode: mirrorMode, VerifyWeightSettle: settle, InProgressLabel: label}, nil
+	return Settings{Cluster: cfg.Cluster, AssumedFeatures: cfg.AssumeGatewayFeatures, SelectedHeaderRoutes: cfg.SelectedRoutesUseHeaderRoutes,
+		VerifyWeight: cfg.VerifyWeight, ConflictPolicy: policy, MirrorMode: mirrorMode, VerifyWeightSettle: settle, InProgressLabel: label}, nil
 }
 
 // For is what stickyCanary asks of the Rollout's routes now: the cookie

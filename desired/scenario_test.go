@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -555,7 +556,7 @@ func TestDriftFollowsNamesAndRemovals(t *testing.T) {
 	}
 	// kubectl edit deletes the header rule; the next header step would add it back.
 	s.setRules("kubectl-edit", metav1.ManagedFieldsOperationUpdate, gitRules(100, 0))
-	if _, err := (call{c: header("X-Canary", "yes")}).do(s); err == nil || !contains2(err.Error(), `rule "beta": removed since the plugin added it`) {
+	if _, err := (call{c: header("X-Canary", "yes")}).do(s); err == nil || !strings.Contains(err.Error(), `rule "beta": removed since the plugin added it`) {
 		t.Errorf("re-adding a header rule someone removed = %v, want a conflict saying so", err)
 	}
 	// Removing it is what the other owner did too: no conflict.
@@ -563,8 +564,6 @@ func TestDriftFollowsNamesAndRemovals(t *testing.T) {
 		t.Errorf("RemoveManaged after the rule was removed: %v", err)
 	}
 }
-
-func contains2(s, sub string) bool { _, ok := contains(s, []string{sub}); return ok }
 
 func TestDriftString(t *testing.T) {
 	got := Drift{Rule: 2, Service: "shop/canary", Set: 30, Live: -1, Desired: 40}.String()

@@ -100,10 +100,41 @@ func VerifyStatus(r routes.Route, s transform.Split, extra []BackendWeight, rule
 	if view, _, err := claims.Named(r); err == nil {
 		r = view // the rules the plugin added without a name are added rules here too
 	}
-	t := transform.Targeting{Added: claims.AddedRules(), RuleName: ruleName}
-	_, changes, err := transform.SetWeights(r, s, t)
+	descs, err := specBehind(r, s, extra, transform.Targeting{Added: claims.AddedRules(), RuleName: ruleName})
 	if err != nil {
 		return v, err
+	}
+	if len(descs) > 0 {
+		v.Behind = append(v.Behind, Finding{
+			Detail: "spec does not carry the desired weights yet: " + strings.Join(descs, ", "),
+		})
+		return v, nil
+	}
+	if len(r.Parents.Refs) == 0 {
+		v.Behind = append(v.Behind, Finding{
+			Detail: "spec.parentRefs names no parent: no gateway serves this route, so none can carry the weights",
+		})
+		return v, nil
+	}
+	seen := map[routes.ParentRef]bool{}
+	for _, ref := range r.Parents.Refs {
+		if !seen[ref] {
+			seen[ref] = true
+			behind, failed := parentFindings(r, ref)
+			v.Behind, v.Failed = append(v.Behind, behind...), append(v.Failed, failed...)
+		}
+	}
+	return v, nil
+}
+
+// specBehind says, weight by weight, where the route's spec does not carry
+// the split yet (as SetWeights would change it) and where a weighted rule's
+// last backendRef to an extra backend lacks its weight; the error is
+// SetWeights'.
+func specBehind(r routes.Route, s transform.Split, extra []BackendWeight, t transform.Targeting) ([]string, error) {
+	_, changes, err := transform.SetWeights(r, s, t)
+	if err != nil {
+		return nil, err
 	}
 	var descs []string
 	for _, c := range changes {
@@ -120,56 +151,43 @@ func VerifyStatus(r routes.Route, s transform.Split, extra []BackendWeight, rule
 			}
 		}
 	}
-	if len(descs) > 0 {
-		v.Behind = append(v.Behind, Finding{
-			Detail: "spec does not carry the desired weights yet: " + strings.Join(descs, ", "),
-		})
-		return v, nil
+	return descs, nil
+}
+
+// parentFindings are what the route's status entries for one parent say:
+// Behind when there is none, and each checked condition that is not True
+// for the route's generation; Failed, each False for it and a
+// PartiallyInvalid=True.
+func parentFindings(r routes.Route, parent routes.ParentRef) (behind, failed []Finding) {
+	var entries []routes.ParentStatus
+	for _, st := range r.Parents.Status {
+		if st.ParentRef == parent {
+			entries = append(entries, st)
+		}
 	}
-	if len(r.Parents.Refs) == 0 {
-		v.Behind = append(v.Behind, Finding{
-			Detail: "spec.parentRefs names no parent: no gateway serves this route, so none can carry the weights",
-		})
-		return v, nil
+	if len(entries) == 0 {
+		return []Finding{{
+			Parent: &parent,
+			Detail: "no status.parents entry: no gateway controller has reported on this parent yet",
+		}}, nil
 	}
-	seen := map[routes.ParentRef]bool{}
-	for _, ref := range r.Parents.Refs {
-		if seen[ref] {
-			continue
-		}
-		seen[ref] = true
-		parent := ref
-		var entries []routes.ParentStatus
-		for _, st := range r.Parents.Status {
-			if st.ParentRef == ref {
-				entries = append(entries, st)
-			}
-		}
-		if len(entries) == 0 {
-			v.Behind = append(v.Behind, Finding{
-				Parent: &parent,
-				Detail: "no status.parents entry: no gateway controller has reported on this parent yet",
-			})
-			continue
-		}
-		for _, st := range entries {
-			for _, typ := range checkedConditions {
-				if f, failed, ok := checkCondition(st, typ, r.Generation); !ok {
-					f.Parent = &parent
-					if failed {
-						v.Failed = append(v.Failed, f)
-					} else {
-						v.Behind = append(v.Behind, f)
-					}
+	for _, st := range entries {
+		for _, typ := range checkedConditions {
+			if f, isFailed, ok := checkCondition(st, typ, r.Generation); !ok {
+				f.Parent = &parent
+				if isFailed {
+					failed = append(failed, f)
+				} else {
+					behind = append(behind, f)
 				}
 			}
-			if f, dropped := droppedRules(st, r.Generation); dropped {
-				f.Parent = &parent
-				v.Failed = append(v.Failed, f)
-			}
+		}
+		if f, dropped := droppedRules(st, r.Generation); dropped {
+			f.Parent = &parent
+			failed = append(failed, f)
 		}
 	}
-	return v, nil
+	return behind, failed
 }
 
 // checkCondition checks one condition of one status entry. ok means it is True

@@ -55,6 +55,10 @@ func newTransport(next http.RoundTripper, limiter flowcontrol.RateLimiter, polic
 	return &retrying{next: next, limiter: limiter, policy: policy, log: log, requests: requests}
 }
 
+// RoundTrip sends the request, a watch as it is, anything else with the
+// retry policy: each attempt with its own timeout, a retry only of what is
+// safe to send again, within the call's deadline, after a backoff and a
+// token of the limiter.
 func (t *retrying) RoundTrip(req *http.Request) (*http.Response, error) {
 	if isWatch(req) {
 		// A watch lasts as long as it lasts; the informer restarts it.
@@ -65,58 +69,108 @@ func (t *retrying) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	repeatable := safeToRepeat(req)
 	start := time.Now()
-	for attempt := 1; ; attempt++ {
-		actx, cancel := context.WithTimeout(ctx, t.policy.RequestTimeout)
-		// A shallow copy: nothing below changes a request's headers or URL
-		// (a RoundTripper must not), and each attempt gets its own body.
-		r := req.WithContext(actx)
-		if attempt > 1 && req.GetBody != nil {
-			body, err := req.GetBody()
-			if err != nil {
-				cancel()
-				return nil, err
-			}
-			r.Body = body
+	for n := 1; ; n++ {
+		a, err := t.send(ctx, req, n)
+		if err != nil {
+			return nil, err
 		}
-		resp, err := t.next.RoundTrip(r)
-		t.requests.count(req, resp, err)
-		reason, after := t.retryable(ctx, actx, resp, err)
-		if reason == "" {
-			if err != nil {
-				cancel()
-				return nil, err
-			}
-			resp.Body = cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
-			return resp, nil
+		if a.reason == "" {
+			return a.answer()
 		}
-		delay := t.delay(attempt, after)
-		if !repeatable || attempt >= t.policy.Attempts || !fits(ctx, delay) {
-			t.log.WithFields(logrus.Fields{"method": req.Method, "path": req.URL.Path, "attempts": attempt,
-				"elapsed": time.Since(start).Round(time.Millisecond).String(), "reason": reason}).Warn("giving up on a request to the apiserver")
-			if err != nil {
-				cancel()
-				return nil, &requestError{attempts: attempt, elapsed: time.Since(start), reason: reason}
-			}
-			// This transport has retried what it retries; without the header,
-			// client-go does not retry the same answer again on top of it.
-			resp.Header.Del("Retry-After")
-			resp.Body = cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
-			return resp, nil
+		delay := t.delay(n, a.after)
+		if !repeatable || n >= t.policy.Attempts || !fits(ctx, delay) {
+			return t.giveUp(req, a, start)
 		}
-		if resp != nil {
-			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-			resp.Body.Close()
-		}
-		cancel()
-		t.log.WithFields(logrus.Fields{"method": req.Method, "path": req.URL.Path, "attempt": attempt,
-			"reason": reason, "retryIn": delay.Round(time.Millisecond).String()}).Info("retrying a request to the apiserver")
-		if err := sleep(ctx, delay); err != nil {
-			return nil, &requestError{attempts: attempt, elapsed: time.Since(start), reason: reason + "; then " + err.Error()}
-		}
-		if err := t.limiter.Wait(ctx); err != nil {
-			return nil, &requestError{attempts: attempt, elapsed: time.Since(start), reason: reason + "; then " + err.Error()}
+		a.discard()
+		t.log.WithFields(logrus.Fields{"method": req.Method, "path": req.URL.Path, "attempt": n,
+			"reason": a.reason, "retryIn": delay.Round(time.Millisecond).String()}).Info("retrying a request to the apiserver")
+		if err := t.wait(ctx, delay); err != nil {
+			return nil, &requestError{attempts: n, elapsed: time.Since(start), reason: a.reason + "; then " + err.Error()}
 		}
 	}
+}
+
+// attempt is one attempt of a request and what the transport makes of it.
+type attempt struct {
+	n    int
+	resp *http.Response
+	err  error
+	// reason says why another attempt is worth it ("" when it is not), after
+	// how long the apiserver asked to wait.
+	reason string
+	after  time.Duration
+	// cancel ends the attempt's context, which its answer's body needs.
+	cancel context.CancelFunc
+}
+
+// send sends the n-th attempt of req, with its own timeout and, after the
+// first, a body of its own, and counts it. The error is one of getting the
+// body again: nothing was sent.
+func (t *retrying) send(ctx context.Context, req *http.Request, n int) (attempt, error) {
+	actx, cancel := context.WithTimeout(ctx, t.policy.RequestTimeout)
+	// A shallow copy: nothing below changes a request's headers or URL
+	// (a RoundTripper must not), and each attempt gets its own body.
+	r := req.WithContext(actx)
+	if n > 1 && req.GetBody != nil {
+		body, err := req.GetBody()
+		if err != nil {
+			cancel()
+			return attempt{}, err
+		}
+		r.Body = body
+	}
+	resp, err := t.next.RoundTrip(r)
+	t.requests.count(req, resp, err)
+	reason, after := t.retryable(ctx, actx, resp, err)
+	return attempt{n: n, resp: resp, err: err, reason: reason, after: after, cancel: cancel}, nil
+}
+
+// answer is what RoundTrip returns for an attempt not worth retrying: its
+// error, or its answer, whose body ends the attempt's context when closed.
+func (a attempt) answer() (*http.Response, error) {
+	if a.err != nil {
+		a.cancel()
+		return nil, a.err
+	}
+	a.resp.Body = cancelOnClose{ReadCloser: a.resp.Body, cancel: a.cancel}
+	return a.resp, nil
+}
+
+// giveUp logs that the request is given up after attempt a, worth another
+// one that may not be sent, and returns what RoundTrip returns then: an
+// error that says why and after how many attempts, or the last answer.
+func (t *retrying) giveUp(req *http.Request, a attempt, start time.Time) (*http.Response, error) {
+	t.log.WithFields(logrus.Fields{"method": req.Method, "path": req.URL.Path, "attempts": a.n,
+		"elapsed": time.Since(start).Round(time.Millisecond).String(), "reason": a.reason}).Warn("giving up on a request to the apiserver")
+	if a.err != nil {
+		a.cancel()
+		return nil, &requestError{attempts: a.n, elapsed: time.Since(start), reason: a.reason}
+	}
+	// This transport has retried what it retries; without the header,
+	// client-go does not retry the same answer again on top of it.
+	a.resp.Header.Del("Retry-After")
+	a.resp.Body = cancelOnClose{ReadCloser: a.resp.Body, cancel: a.cancel}
+	return a.resp, nil
+}
+
+// discard reads what is left of an answer that will be retried (up to a
+// bound) and closes it, so that its connection serves again, and ends the
+// attempt's context.
+func (a attempt) discard() {
+	if a.resp != nil {
+		_, _ = io.Copy(io.Discard, io.LimitReader(a.resp.Body, 64<<10))
+		a.resp.Body.Close()
+	}
+	a.cancel()
+}
+
+// wait waits delay before a retry, then for a token of the limiter; an
+// error when the call ends first.
+func (t *retrying) wait(ctx context.Context, delay time.Duration) error {
+	if err := sleep(ctx, delay); err != nil {
+		return err
+	}
+	return t.limiter.Wait(ctx)
 }
 
 // retryable says why an attempt's outcome is worth another attempt ("" if it

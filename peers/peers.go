@@ -286,23 +286,45 @@ func (p *Peers) run() {
 		<-p.stop
 		cancel()
 	}()
+	if !p.register(ctx) || !p.watchOthers() {
+		return
+	}
+	p.mu.Lock()
+	p.synced = true
+	p.mu.Unlock()
+	p.confirmSolo(ctx)
+	p.acknowledge(ctx)
+	p.wakeAll()
+	p.keep(ctx)
+}
+
+// register publishes the Lease until the apiserver has it, backing off
+// between attempts up to the renewal period. It gives up (false) when the
+// process may not keep a Lease there, which disables the peers, or at Stop.
+func (p *Peers) register(ctx context.Context) bool {
 	for backoff := time.Second; ; backoff = min(2*backoff, p.renewEvery()) {
 		err := p.publish(ctx)
 		if err == nil {
-			break
+			return true
 		}
 		if apierrors.IsForbidden(err) || apierrors.IsNotFound(err) {
 			p.disable(fmt.Sprintf("this process cannot keep a Lease in namespace %s (%v); grant the plugin's ServiceAccount get, list, watch, create, "+
 				"patch and delete on leases.coordination.k8s.io there (install/base)", p.opts.Namespace, err))
-			return
+			return false
 		}
 		p.log.WithError(err).Warn("could not register this process's Lease; the plugin writes nothing until it has")
 		select {
 		case <-p.stop:
-			return
+			return false
 		case <-p.clock.After(backoff):
 		}
 	}
+}
+
+// watchOthers starts watching the Leases of the field manager's processes
+// (observe, forget) until Stop, and waits until the watch has listed them:
+// false when Stop came first.
+func (p *Peers) watchOthers() bool {
 	inf := cache.NewSharedIndexInformer(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.LabelSelector = managerLabel + "=" + p.digest
@@ -319,15 +341,13 @@ func (p *Peers) run() {
 		DeleteFunc: p.forget,
 	})
 	go inf.Run(p.stop)
-	if !cache.WaitForCacheSync(p.stop, inf.HasSynced) {
-		return
-	}
-	p.mu.Lock()
-	p.synced = true
-	p.mu.Unlock()
-	p.confirmSolo(ctx)
-	p.acknowledge(ctx)
-	p.wakeAll()
+	return cache.WaitForCacheSync(p.stop, inf.HasSynced)
+}
+
+// keep acknowledges the processes that arrive and, every renewal period,
+// renews the Lease, deletes those of processes long gone (collect) and
+// confirms whether this one is alone, until Stop.
+func (p *Peers) keep(ctx context.Context) {
 	// Acknowledging waits for the writes in flight, as long as a call's
 	// deadline: it has a goroutine of its own, so renewals never wait.
 	acknowledging := make(chan struct{})

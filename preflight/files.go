@@ -78,6 +78,11 @@ func (f *Files) Read(namespace string, docs ...io.Reader) error {
 	return nil
 }
 
+// add reads one YAML document into the files: a route, a route kind's
+// CRD, a GatewayClass, Gateway or ListenerSet, a Service, a
+// ReferenceGrant, the argoproj-labs plugin's ConfigMap or a ServiceImport;
+// any other object is skipped. An object without a namespace is in
+// namespace.
 func (f *Files) add(namespace string, raw []byte) error {
 	u := &unstructured.Unstructured{}
 	if err := utilyaml.Unmarshal(raw, &u.Object); err != nil {
@@ -98,25 +103,9 @@ func (f *Files) add(namespace string, raw []byte) error {
 		}
 		f.routes[r.Ref] = r
 	case gvk.Group == "apiextensions.k8s.io" && gvk.Kind == "CustomResourceDefinition":
-		data, err := u.MarshalJSON()
-		if err != nil {
-			return err
-		}
-		kind, schemas, err := routes.SchemasFromCRD(data)
-		if err != nil {
-			return fmt.Errorf("CustomResourceDefinition %s: %w", u.GetName(), err)
-		}
-		if kind != "" {
-			f.schemas[kind] = schemas
-		}
+		return f.addCRD(u)
 	case gvk.Kind == "GatewayClass" || gvk.Kind == "Gateway" || gvk.Kind == "ListenerSet" || gvk.Kind == "XListenerSet":
-		data, err := u.MarshalJSON()
-		if err != nil {
-			return err
-		}
-		if _, err := f.parents.Add(data); err != nil {
-			return fmt.Errorf("%s %s: %w", gvk.Kind, u.GetName(), err)
-		}
+		return f.addParent(u)
 	case gvk.Group == "" && gvk.Kind == "Service":
 		var svc corev1.Service
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &svc); err != nil {
@@ -124,27 +113,70 @@ func (f *Files) add(namespace string, raw []byte) error {
 		}
 		f.services[svc.Namespace+"/"+svc.Name] = svc.Spec.Ports
 	case gvk.Group == routes.Group && gvk.Kind == "ReferenceGrant":
-		g, err := referenceGrant(u)
-		if err != nil {
-			return fmt.Errorf("ReferenceGrant %s/%s: %w", u.GetNamespace(), u.GetName(), err)
-		}
-		if f.grants == nil {
-			f.grants = map[string][]routes.ReferenceGrant{}
-		}
-		f.grants[g.Namespace] = append(f.grants[g.Namespace], g)
+		return f.addGrant(u)
 	case gvk.Group == "" && gvk.Kind == "ConfigMap":
-		data, _, _ := unstructured.NestedStringMap(u.Object, "data")
-		records, err := routes.ReadPredecessorRecords(data)
-		if err != nil {
-			return fmt.Errorf("ConfigMap %s/%s: %w", u.GetNamespace(), u.GetName(), err)
-		}
-		if f.predecessors == nil {
-			f.predecessors = map[string]routes.PredecessorRecords{}
-		}
-		f.predecessors[u.GetNamespace()+"/"+u.GetName()] = records
+		return f.addPredecessorRecords(u)
 	case gvk.Kind == "ServiceImport":
 		f.imports[routes.ObjectRef{Group: gvk.Group, Kind: gvk.Kind, Namespace: u.GetNamespace(), Name: u.GetName()}] = true
 	}
+	return nil
+}
+
+// addCRD keeps the schemas of a route kind's CustomResourceDefinition; a
+// CRD of another kind is skipped.
+func (f *Files) addCRD(u *unstructured.Unstructured) error {
+	data, err := u.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	kind, schemas, err := routes.SchemasFromCRD(data)
+	if err != nil {
+		return fmt.Errorf("CustomResourceDefinition %s: %w", u.GetName(), err)
+	}
+	if kind != "" {
+		f.schemas[kind] = schemas
+	}
+	return nil
+}
+
+// addParent keeps a GatewayClass, Gateway or ListenerSet among the
+// parents.
+func (f *Files) addParent(u *unstructured.Unstructured) error {
+	data, err := u.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	if _, err := f.parents.Add(data); err != nil {
+		return fmt.Errorf("%s %s: %w", u.GetKind(), u.GetName(), err)
+	}
+	return nil
+}
+
+// addGrant keeps a ReferenceGrant, by its namespace.
+func (f *Files) addGrant(u *unstructured.Unstructured) error {
+	g, err := referenceGrant(u)
+	if err != nil {
+		return fmt.Errorf("ReferenceGrant %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+	}
+	if f.grants == nil {
+		f.grants = map[string][]routes.ReferenceGrant{}
+	}
+	f.grants[g.Namespace] = append(f.grants[g.Namespace], g)
+	return nil
+}
+
+// addPredecessorRecords keeps what a ConfigMap records as the
+// argoproj-labs plugin's, by namespace/name.
+func (f *Files) addPredecessorRecords(u *unstructured.Unstructured) error {
+	data, _, _ := unstructured.NestedStringMap(u.Object, "data")
+	records, err := routes.ReadPredecessorRecords(data)
+	if err != nil {
+		return fmt.Errorf("ConfigMap %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+	}
+	if f.predecessors == nil {
+		f.predecessors = map[string]routes.PredecessorRecords{}
+	}
+	f.predecessors[u.GetNamespace()+"/"+u.GetName()] = records
 	return nil
 }
 

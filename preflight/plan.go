@@ -120,19 +120,8 @@ func Compute(ctx context.Context, in Input) Plan {
 		p.Problems = append(p.Problems, Problem{Step: "config", Reason: err.Error()})
 		return p
 	}
-	if !in.Process.AnyNamespace {
-		refused, err := kube.Reach(ctx, in.Reader, ro.Namespace, settings.Targets)
-		if err != nil {
-			p.Problems = append(p.Problems, Problem{Step: "ReferenceGrants", Reason: err.Error()})
-			return p
-		}
-		for _, e := range refused {
-			p.Problems = append(p.Problems, Problem{Step: "ReferenceGrants", Reason: e.Error()})
-		}
-		if len(refused) > 0 {
-			p.MissingGrants = grantsFor(refused)
-			return p // the plugin reads nothing of those namespaces: neither does the plan
-		}
+	if !in.Process.AnyNamespace && !p.granted(ctx, in.Reader, ro.Namespace, settings.Targets) {
+		return p // the plugin reads nothing of those namespaces: neither does the plan
 	}
 	live, err := kube.Resolve(ctx, in.Reader, settings.Targets)
 	if err != nil {
@@ -141,8 +130,33 @@ func Compute(ctx context.Context, in Input) Plan {
 	for _, r := range live {
 		p.Routes = append(p.Routes, r.Ref)
 	}
+	p.walk(ctx, in, ro, live)
+	return p
+}
+
+// granted says whether the namespaces of the targets grant the Rollout's
+// namespace their routes; where they do not, the refusals are the plan's
+// problems and its MissingGrants the ReferenceGrants that would grant them.
+func (p *Plan) granted(ctx context.Context, reader kube.Reader, namespace string, targets routes.Targets) bool {
+	refused, err := kube.Reach(ctx, reader, namespace, targets)
+	if err != nil {
+		p.Problems = append(p.Problems, Problem{Step: "ReferenceGrants", Reason: err.Error()})
+		return false
+	}
+	for _, e := range refused {
+		p.Problems = append(p.Problems, Problem{Step: "ReferenceGrants", Reason: e.Error()})
+	}
+	if len(refused) > 0 {
+		p.MissingGrants = grantsFor(refused)
+		return false
+	}
+	return true
+}
+
+// walk runs the Rollout's steps on the live routes, in order, then the
+// promotion, and the abort from where the last step left the routes.
+func (p *Plan) walk(ctx context.Context, in Input, ro *v1alpha1.Rollout, live []routes.Route) {
 	st := state{live: live}
-	steps := ro.Spec.Strategy.Canary.Steps
 	ports := experimentPorts(ro, in.Ports)
 	decoded := func(ro *v1alpha1.Rollout, l decode.Label) call {
 		c, err := decode.Decode(ctx, in.Process, ro, l, ports)
@@ -151,7 +165,7 @@ func Compute(ctx context.Context, in Input) Plan {
 	setWeight := func(ro *v1alpha1.Rollout, w int32, dests []v1alpha1.WeightDestination) call {
 		return decoded(ro, decode.Label{Method: decode.SetWeight, Weight: w, Additional: dests})
 	}
-	for i, s := range steps {
+	for i, s := range ro.Spec.Strategy.Canary.Steps {
 		name, calls := stepCalls(ro, s, &st, decoded, setWeight)
 		p.run(ctx, in, &st, Step{Index: i + 1, Name: name}, calls)
 	}
@@ -163,7 +177,6 @@ func Compute(ctx context.Context, in Input) Plan {
 	remove := decode.Label{Method: decode.RemoveManagedRoutes}
 	p.run(ctx, in, &st, Step{Name: "promotion: the new version is stable"}, []call{decoded(promoted, remove), setWeight(promoted, 0, nil)})
 	p.run(ctx, in, &last, Step{Name: "abort (from the last step)"}, []call{decoded(ro, remove), setWeight(ro, 0, nil)})
-	return p
 }
 
 // stepCalls are the calls the controller makes while step s (index i) is
@@ -218,44 +231,8 @@ func (p *Plan) run(ctx context.Context, in Input, st *state, step Step, calls []
 			p.Problems = append(p.Problems, Problem{Step: stepLabel(step), Reason: name + ": " + c.err.Error()})
 			continue
 		}
-		results := make([]desired.Result, len(st.live))
-		failed := false
-		for i, live := range st.live {
-			r, err := orchestrator.Decide(ctx, in.Reader, c.Intent, live, c.Env(live.Ref))
-			if err != nil {
-				failed = true
-				routeSteps[i].Error = name + ": " + err.Error()
-				if key := live.Ref.String() + "\x00" + err.Error(); !p.reported[key] {
-					if p.reported == nil {
-						p.reported = map[string]bool{}
-					}
-					p.reported[key] = true
-					p.Problems = append(p.Problems, Problem{Step: stepLabel(step), Route: live.Ref.String(), Reason: routeSteps[i].Error + " (listed at the first step it fails)"})
-				}
-			}
-			results[i] = r
-		}
-		if failed {
-			continue // nothing written
-		}
-		for i, r := range results {
-			for _, u := range r.Unchecked {
-				if !slices.Contains(routeSteps[i].Unchecked, u.String()) {
-					routeSteps[i].Unchecked = append(routeSteps[i].Unchecked, u.String())
-				}
-			}
-			if !r.Unchanged {
-				routeSteps[i].Unchanged = false
-				for _, c := range r.Changes {
-					if !slices.Contains(routeSteps[i].Changes, c.Text) {
-						routeSteps[i].Changes = append(routeSteps[i].Changes, c.Text)
-					}
-				}
-			}
-			st.live[i] = applied(st.live[i], r, in.Process.FieldManager)
-			if !r.Unchanged {
-				p.Writes = append(p.Writes, Write{Step: stepLabel(step), Call: name, Route: st.live[i].DeepCopy()})
-			}
+		if results, ok := p.decide(ctx, in, st, step, c, routeSteps); ok {
+			p.record(in, st, step, name, results, routeSteps)
 		}
 	}
 	after := make([]routes.Route, len(st.live))
@@ -265,6 +242,56 @@ func (p *Plan) run(ctx context.Context, in Input, st *state, step Step, calls []
 	step.Routes = routeSteps
 	p.Steps = append(p.Steps, step)
 	p.After = append(p.After, after)
+}
+
+// decide decides call c on every route as the plugin would; not ok when it
+// fails on any, each failure in its route's step and, the first time a
+// route fails that way, among the problems.
+func (p *Plan) decide(ctx context.Context, in Input, st *state, step Step, c call, routeSteps []RouteStep) (results []desired.Result, ok bool) {
+	name := c.Label.String()
+	results = make([]desired.Result, len(st.live))
+	ok = true
+	for i, live := range st.live {
+		r, err := orchestrator.Decide(ctx, in.Reader, c.Intent, live, c.Env(live.Ref))
+		if err != nil {
+			ok = false
+			routeSteps[i].Error = name + ": " + err.Error()
+			if key := live.Ref.String() + "\x00" + err.Error(); !p.reported[key] {
+				if p.reported == nil {
+					p.reported = map[string]bool{}
+				}
+				p.reported[key] = true
+				p.Problems = append(p.Problems, Problem{Step: stepLabel(step), Route: live.Ref.String(), Reason: routeSteps[i].Error + " (listed at the first step it fails)"})
+			}
+		}
+		results[i] = r
+	}
+	return results, ok
+}
+
+// record applies the results of call name to the routes as the plugin
+// would write them, notes in each route's step what changed and what it
+// could not check, and adds each write to the plan's Writes.
+func (p *Plan) record(in Input, st *state, step Step, name string, results []desired.Result, routeSteps []RouteStep) {
+	for i, r := range results {
+		for _, u := range r.Unchecked {
+			if !slices.Contains(routeSteps[i].Unchecked, u.String()) {
+				routeSteps[i].Unchecked = append(routeSteps[i].Unchecked, u.String())
+			}
+		}
+		if !r.Unchanged {
+			routeSteps[i].Unchanged = false
+			for _, c := range r.Changes {
+				if !slices.Contains(routeSteps[i].Changes, c.Text) {
+					routeSteps[i].Changes = append(routeSteps[i].Changes, c.Text)
+				}
+			}
+		}
+		st.live[i] = applied(st.live[i], r, in.Process.FieldManager)
+		if !r.Unchanged {
+			p.Writes = append(p.Writes, Write{Step: stepLabel(step), Call: name, Route: st.live[i].DeepCopy()})
+		}
+	}
 }
 
 // Manifest is an object to create, as kubectl applies it.

@@ -20,28 +20,16 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/test/harness"
 )
 
-// pluginEvents are the Events the plugin (reportingController: its field
-// manager) recorded about the object of kind and name in ns (about any
-// object when kind is ""), oldest first.
+// pluginEvents are the Events the plugin recorded about the object of kind
+// and name in ns (about any object when kind is ""), oldest first
+// (harness.PluginEvents); the test stops when they cannot be listed.
 func pluginEvents(t *testing.T, c *harness.Cluster, ns, kind, name string) []eventsv1.Event {
 	t.Helper()
-	list, err := c.Kube.EventsV1().Events(ns).List(context.Background(), metav1.ListOptions{})
+	evs, err := harness.PluginEvents(context.Background(), c.Kube, fieldManager, ns, kind, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []eventsv1.Event
-	for _, e := range list.Items {
-		if e.ReportingController == fieldManager && (kind == "" || e.Regarding.Kind == kind && e.Regarding.Name == name) {
-			out = append(out, e)
-		}
-	}
-	slices.SortFunc(out, func(a, b eventsv1.Event) int {
-		if c := a.EventTime.Time.Compare(b.EventTime.Time); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
-	return out
+	return evs
 }
 
 // seriesCount is how often an Event was seen.

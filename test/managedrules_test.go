@@ -13,6 +13,7 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/yaml"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/kube/kubetest"
 	"github.com/gatewayapi-ssa/rollouts-plugin/test/harness"
 )
 
@@ -32,16 +33,10 @@ func jsonObj(t *testing.T, s string) map[string]any {
 	return out
 }
 
-// rulesOf returns a route's spec.rules.
-func rulesOf(u *unstructured.Unstructured) []any {
-	rules, _, _ := unstructured.NestedSlice(u.Object, "spec", "rules")
-	return rules
-}
-
 // ruleNames lists the rules' names, "-" for an unnamed rule.
 func ruleNames(u *unstructured.Unstructured) []string {
 	var out []string
-	for _, r := range rulesOf(u) {
+	for _, r := range kubetest.Rules(u) {
 		n, _ := r.(map[string]any)["name"].(string)
 		if n == "" {
 			n = "-"
@@ -53,7 +48,7 @@ func ruleNames(u *unstructured.Unstructured) []string {
 
 // ruleNamed returns the rule with the given name, nil if there is none.
 func ruleNamed(u *unstructured.Unstructured, name string) map[string]any {
-	for _, r := range rulesOf(u) {
+	for _, r := range kubetest.Rules(u) {
 		if m := r.(map[string]any); m["name"] == name {
 			return m
 		}
@@ -246,7 +241,7 @@ spec:
 	p := startPlugin(t, c)
 	must(t, "SetHeaderRoute", p.SetHeaderRoute(managedRollout(ns, "demo", `{"httpRoute": "route"}`, "beta"), headerStep("beta", "X-Canary", "yes")))
 	u := get(t, c, "v1", "HTTPRoute", ns, "route")
-	weighted, header := rulesOf(u)[0].(map[string]any), ruleNamed(u, "beta")
+	weighted, header := kubetest.Rules(u)[0].(map[string]any), ruleNamed(u, "beta")
 	for _, field := range []string{"retry", "sessionPersistence"} {
 		if header[field] == nil || !cmp.Equal(weighted[field], header[field]) {
 			t.Errorf("header rule %s = %v, want the weighted rule's %v", field, header[field], weighted[field])

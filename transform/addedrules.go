@@ -221,36 +221,49 @@ func SetMirrorRule(r routes.Route, in RuleInput, name string, match []RequestMat
 	if err != nil {
 		return RulesResult{}, err
 	}
-	source := kept[sources[0]]
+	rule := mirrorRule(r, in, kept[sources[0]], names[0], matches, pct)
+	return placement{route: r, in: in, base: name, what: "mirror route " + strconv.Quote(name),
+		kept: kept, removal: res, generated: []routes.Rule{rule}, names: names}.place()
+}
+
+// mirrorRule is mirror rule ruleName: the weighted rule source with the
+// step's matches, sending to its stable backendRef (weight 1) and mirroring
+// pct % of the requests to its canary backendRef.
+func mirrorRule(r routes.Route, in RuleInput, source routes.Rule, ruleName string, matches []any, pct int64) routes.Rule {
 	stable, _ := source.CopyRef(r.Namespace, in.Stable)
 	canary, _ := source.CopyRef(r.Namespace, in.Canary)
 	withoutAddedFilters(routes.Rule(stable), in.AddedRefFilters)
 	stable["weight"] = int64(1)
+	rule := copyRuleWithout(source, "name", "backendRefs", "matches")
+	withoutAddedFilters(rule, in.AddedFilters)
+	rule["name"] = ruleName
+	rule["matches"] = matches
+	rule["backendRefs"] = []any{map[string]any(stable)}
+	filters, _ := rule["filters"].([]any)
+	rule["filters"] = append(filters, map[string]any{
+		"type":          "RequestMirror",
+		"requestMirror": requestMirror(mirrorBackend(canary), pct, r.Schema),
+	})
+	return rule
+}
+
+// mirrorBackend is the backend a RequestMirror filter names for the canary
+// backendRef: its reference without weight and filters, the CRD's defaults
+// written out so that the applied rule equals the stored one.
+func mirrorBackend(canary routes.BackendRef) map[string]any {
 	mirrorRef := map[string]any{}
 	for _, k := range []string{"group", "kind", "name", "namespace", "port"} {
 		if v, ok := canary[k]; ok {
 			mirrorRef[k] = v
 		}
 	}
-	// The CRD defaults; sent explicitly so that the applied rule equals the stored one.
 	if _, ok := mirrorRef["group"]; !ok {
 		mirrorRef["group"] = ""
 	}
 	if _, ok := mirrorRef["kind"]; !ok {
 		mirrorRef["kind"] = "Service"
 	}
-	rule := copyRuleWithout(source, "name", "backendRefs", "matches")
-	withoutAddedFilters(rule, in.AddedFilters)
-	rule["name"] = names[0]
-	rule["matches"] = matches
-	rule["backendRefs"] = []any{map[string]any(stable)}
-	filters, _ := rule["filters"].([]any)
-	rule["filters"] = append(filters, map[string]any{
-		"type":          "RequestMirror",
-		"requestMirror": requestMirror(mirrorRef, pct, r.Schema),
-	})
-	return placement{route: r, in: in, base: name, what: "mirror route " + strconv.Quote(name),
-		kept: kept, removal: res, generated: []routes.Rule{rule}, names: names}.place()
+	return mirrorRef
 }
 
 // RemoveAddedRules returns the route without every rule the plugin recorded

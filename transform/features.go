@@ -1,6 +1,7 @@
 package transform
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -40,12 +41,47 @@ func Needs(kind routes.Kind, rule routes.Rule) []Need {
 	if kind != routes.HTTPRoute {
 		return nil
 	}
-	var out []Need
-	add := func(feature, why string) {
-		if !slices.ContainsFunc(out, func(n Need) bool { return n.Feature == feature }) {
-			out = append(out, Need{Feature: feature, Why: why})
+	var out needSet
+	ruleFilterNeeds(rule, out.add)
+	backendRefFilterNeeds(rule, out.add)
+	matches, _ := rule["matches"].([]any)
+	for _, mt := range matches {
+		m, _ := mt.(map[string]any)
+		if _, ok := m["method"]; ok {
+			out.add("HTTPRouteMethodMatching", "a method match")
+		}
+		if q, _ := m["queryParams"].([]any); len(q) > 0 {
+			out.add("HTTPRouteQueryParamMatching", "a query parameter match")
 		}
 	}
+	timeouts, _ := rule["timeouts"].(map[string]any)
+	if _, ok := timeouts["request"]; ok {
+		out.add("HTTPRouteRequestTimeout", "timeouts.request")
+	}
+	if _, ok := timeouts["backendRequest"]; ok {
+		out.add("HTTPRouteBackendTimeout", "timeouts.backendRequest")
+	}
+	if _, ok := rule["retry"]; ok {
+		out.add("HTTPRouteRetry", "retry")
+	}
+	slices.SortFunc(out, func(a, b Need) int { return cmp.Compare(a.Feature, b.Feature) })
+	return out
+}
+
+// needSet is what a rule needs, each feature once, with the first part of
+// the rule found to need it.
+type needSet []Need
+
+// add adds the feature, unless the set has it already.
+func (s *needSet) add(feature, why string) {
+	if !slices.ContainsFunc(*s, func(n Need) bool { return n.Feature == feature }) {
+		*s = append(*s, Need{Feature: feature, Why: why})
+	}
+}
+
+// ruleFilterNeeds adds what the rule's own filters need: each filter's
+// features, and multiple mirrors when it has more than one RequestMirror.
+func ruleFilterNeeds(rule routes.Rule, add func(feature, why string)) {
 	filters, _ := rule["filters"].([]any)
 	mirrors := 0
 	for _, f := range filters {
@@ -59,6 +95,13 @@ func Needs(kind routes.Kind, rule routes.Rule) []Need {
 	if mirrors > 1 {
 		add("HTTPRouteRequestMultipleMirrors", fmt.Sprintf("%d RequestMirror filters", mirrors))
 	}
+}
+
+// backendRefFilterNeeds adds what the filters on the rule's backendRefs
+// need: header modification on a backendRef for a RequestHeaderModifier or
+// a ResponseHeaderModifier, and what each filter but a
+// RequestHeaderModifier needs anywhere.
+func backendRefFilterNeeds(rule routes.Rule, add func(feature, why string)) {
 	refs, _ := rule["backendRefs"].([]any)
 	for _, r := range refs {
 		ref, _ := r.(map[string]any)
@@ -81,36 +124,6 @@ func Needs(kind routes.Kind, rule routes.Rule) []Need {
 			filterNeeds(m, " on a backendRef", add)
 		}
 	}
-	matches, _ := rule["matches"].([]any)
-	for _, mt := range matches {
-		m, _ := mt.(map[string]any)
-		if _, ok := m["method"]; ok {
-			add("HTTPRouteMethodMatching", "a method match")
-		}
-		if q, _ := m["queryParams"].([]any); len(q) > 0 {
-			add("HTTPRouteQueryParamMatching", "a query parameter match")
-		}
-	}
-	timeouts, _ := rule["timeouts"].(map[string]any)
-	if _, ok := timeouts["request"]; ok {
-		add("HTTPRouteRequestTimeout", "timeouts.request")
-	}
-	if _, ok := timeouts["backendRequest"]; ok {
-		add("HTTPRouteBackendTimeout", "timeouts.backendRequest")
-	}
-	if _, ok := rule["retry"]; ok {
-		add("HTTPRouteRetry", "retry")
-	}
-	slices.SortFunc(out, func(a, b Need) int {
-		if a.Feature < b.Feature {
-			return -1
-		}
-		if a.Feature > b.Feature {
-			return 1
-		}
-		return 0
-	})
-	return out
 }
 
 // partialMirror says whether a requestMirror mirrors only part of the

@@ -1,6 +1,7 @@
 package transform
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"regexp"
@@ -199,59 +200,87 @@ var httpMethods = []string{"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "O
 func mirrorMatches(kind routes.Kind, match []RequestMatch) ([]any, error) {
 	out := make([]any, 0, len(match))
 	for i, m := range match {
-		mm := map[string]any{}
-		if kind == routes.GRPCRoute {
-			if m.Method != nil {
-				return nil, fmt.Errorf("match %d: a GRPCRoute matches gRPC services and methods, not HTTP methods; use path /<service>/<method>", i)
-			}
-			if m.Path != nil {
-				method, err := grpcMethodMatch(*m.Path)
-				if err != nil {
-					return nil, fmt.Errorf("match %d: %w", i, err)
-				}
-				mm["method"] = method
-			}
-		} else {
-			path := map[string]any{"type": "PathPrefix", "value": "/"}
-			if m.Path != nil {
-				typ, v, err := stringMatch(*m.Path, "path")
-				if err != nil {
-					return nil, fmt.Errorf("match %d: %w", i, err)
-				}
-				if m.Path.Prefix != "" {
-					typ, v = "PathPrefix", m.Path.Prefix
-				}
-				if err := checkPath(typ, v); err != nil {
-					return nil, fmt.Errorf("match %d: %w", i, err)
-				}
-				path = map[string]any{"type": typ, "value": v}
-			}
-			mm["path"] = path
-			if m.Method != nil {
-				if m.Method.Exact == "" || m.Method.Prefix != "" || m.Method.Regex != "" {
-					return nil, fmt.Errorf("match %d: an HTTPRoute matches a method exactly; give method exact", i)
-				}
-				if !slices.Contains(httpMethods, m.Method.Exact) {
-					return nil, fmt.Errorf("match %d: method %q is not one of %s", i, m.Method.Exact, strings.Join(httpMethods, ", "))
-				}
-				mm["method"] = m.Method.Exact
-			}
-		}
-		if len(m.Headers) > 0 {
-			var headers []any
-			for _, name := range slices.Sorted(maps.Keys(m.Headers)) {
-				value := m.Headers[name]
-				h, err := headerMatch(name, &value)
-				if err != nil {
-					return nil, fmt.Errorf("match %d: %w", i, err)
-				}
-				headers = append(headers, h)
-			}
-			mm["headers"] = headers
+		mm, err := mirrorMatch(kind, m)
+		if err != nil {
+			return nil, fmt.Errorf("match %d: %w", i, err)
 		}
 		out = append(out, mm)
 	}
 	return out, nil
+}
+
+// mirrorMatch is one match of a setMirrorRoute step as the route kind's
+// match: its path (and method) as mirrorMatches says, and its headers.
+func mirrorMatch(kind routes.Kind, m RequestMatch) (map[string]any, error) {
+	mm := map[string]any{}
+	var err error
+	if kind == routes.GRPCRoute {
+		err = grpcMirrorMatch(mm, m)
+	} else {
+		err = httpMirrorMatch(mm, m)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(m.Headers) > 0 {
+		var headers []any
+		for _, name := range slices.Sorted(maps.Keys(m.Headers)) {
+			value := m.Headers[name]
+			h, err := headerMatch(name, &value)
+			if err != nil {
+				return nil, err
+			}
+			headers = append(headers, h)
+		}
+		mm["headers"] = headers
+	}
+	return mm, nil
+}
+
+// grpcMirrorMatch sets the GRPCRoute match mm to the step's path, a gRPC
+// service or method; an HTTP method does not apply.
+func grpcMirrorMatch(mm map[string]any, m RequestMatch) error {
+	if m.Method != nil {
+		return errors.New("a GRPCRoute matches gRPC services and methods, not HTTP methods; use path /<service>/<method>")
+	}
+	if m.Path != nil {
+		method, err := grpcMethodMatch(*m.Path)
+		if err != nil {
+			return err
+		}
+		mm["method"] = method
+	}
+	return nil
+}
+
+// httpMirrorMatch sets the HTTPRoute match mm to the step's path (prefix
+// "/" without one) and its method, which must be exact.
+func httpMirrorMatch(mm map[string]any, m RequestMatch) error {
+	path := map[string]any{"type": "PathPrefix", "value": "/"}
+	if m.Path != nil {
+		typ, v, err := stringMatch(*m.Path, "path")
+		if err != nil {
+			return err
+		}
+		if m.Path.Prefix != "" {
+			typ, v = "PathPrefix", m.Path.Prefix
+		}
+		if err := checkPath(typ, v); err != nil {
+			return err
+		}
+		path = map[string]any{"type": typ, "value": v}
+	}
+	mm["path"] = path
+	if m.Method != nil {
+		if m.Method.Exact == "" || m.Method.Prefix != "" || m.Method.Regex != "" {
+			return errors.New("an HTTPRoute matches a method exactly; give method exact")
+		}
+		if !slices.Contains(httpMethods, m.Method.Exact) {
+			return fmt.Errorf("method %q is not one of %s", m.Method.Exact, strings.Join(httpMethods, ", "))
+		}
+		mm["method"] = m.Method.Exact
+	}
+	return nil
 }
 
 // grpcService and grpcMethod are what Gateway API allows in an Exact

@@ -44,15 +44,8 @@ func SetMirrorFilters(r routes.Route, in RuleInput, claimed []routes.AddedFilter
 	res := FiltersResult{Rules: rules}
 	var weighted []int
 	if adding {
-		if !r.Kind.HasMatches() {
-			return FiltersResult{}, fmt.Errorf("a %s has no filters, so it cannot take mirror route %q", r.Kind, name)
-		}
-		if err := checkMirrorPercent(r, name, pct); err != nil {
+		if weighted, err = mirrorFilterRules(r, in, rules, name, pct); err != nil {
 			return FiltersResult{}, err
-		}
-		weighted = WeightedRules(r.Namespace, rules, in.Stable, in.Canary, in.Targeting)
-		if len(weighted) == 0 {
-			return FiltersResult{}, in.Targeting.noWeightedRule(r, rules, in.Stable, in.Canary)
 		}
 	}
 	want := map[int]map[string]any{}
@@ -60,21 +53,7 @@ func SetMirrorFilters(r routes.Route, in RuleInput, claimed []routes.AddedFilter
 		canary, _ := rules[i].CopyRef(r.Namespace, in.Canary)
 		want[i] = mirrorFilter(canary, pct, r.Schema)
 	}
-	kept := map[int]bool{}
-	for _, f := range claimed {
-		i := routes.LocateRule(rules, f.Rule, f.RuleName)
-		if f.Entry != name {
-			res.Claimed = append(res.Claimed, f)
-			continue
-		}
-		if w, ok := want[i]; ok && !kept[i] && sameJSON(w, f.Filter) && countFilters(rules[i], f.Filter) > f.Others {
-			kept[i] = true // already there as the step wants it: leave it in place
-			f.Rule, f.RuleName = i, rules[i].Name()
-			res.Claimed = append(res.Claimed, f)
-			continue
-		}
-		res.Changes = append(res.Changes, removeFilter(rules, f)...)
-	}
+	kept := res.keepOrRemove(claimed, name, want)
 	for _, i := range weighted {
 		if kept[i] {
 			continue
@@ -89,6 +68,46 @@ func SetMirrorFilters(r routes.Route, in RuleInput, claimed []routes.AddedFilter
 		return FiltersResult{}, fmt.Errorf("mirror route %q: %w", name, err)
 	}
 	return res, nil
+}
+
+// mirrorFilterRules are the weighted rules of the route (rules, a copy of
+// its rules) that take the RequestMirror filters of mirror route name,
+// mirroring pct %; an error when the kind has no filters, the route's CRD
+// cannot carry that percentage, or no rule is weighted.
+func mirrorFilterRules(r routes.Route, in RuleInput, rules []routes.Rule, name string, pct int64) ([]int, error) {
+	if !r.Kind.HasMatches() {
+		return nil, fmt.Errorf("a %s has no filters, so it cannot take mirror route %q", r.Kind, name)
+	}
+	if err := checkMirrorPercent(r, name, pct); err != nil {
+		return nil, err
+	}
+	weighted := WeightedRules(r.Namespace, rules, in.Stable, in.Canary, in.Targeting)
+	if len(weighted) == 0 {
+		return nil, in.Targeting.noWeightedRule(r, rules, in.Stable, in.Canary)
+	}
+	return weighted, nil
+}
+
+// keepOrRemove goes through the claimed filters: those of other entries
+// stay claimed, those of entry name that are there as want has them stay
+// in place (kept, by rule), and the others are removed from res.Rules.
+func (res *FiltersResult) keepOrRemove(claimed []routes.AddedFilter, name string, want map[int]map[string]any) (kept map[int]bool) {
+	kept = map[int]bool{}
+	for _, f := range claimed {
+		i := routes.LocateRule(res.Rules, f.Rule, f.RuleName)
+		if f.Entry != name {
+			res.Claimed = append(res.Claimed, f)
+			continue
+		}
+		if w, ok := want[i]; ok && !kept[i] && sameJSON(w, f.Filter) && countFilters(res.Rules[i], f.Filter) > f.Others {
+			kept[i] = true // already there as the step wants it: leave it in place
+			f.Rule, f.RuleName = i, res.Rules[i].Name()
+			res.Claimed = append(res.Claimed, f)
+			continue
+		}
+		res.Changes = append(res.Changes, removeFilter(res.Rules, f)...)
+	}
+	return kept
 }
 
 // RemoveMirrorFilters removes from a copy of the rules every filter claimed

@@ -264,8 +264,17 @@ func (f *Server) Route(namespace, name string) *unstructured.Unstructured {
 	return u.DeepCopy()
 }
 
+// Rules is a route's spec.rules, as the fake (Route) or an apiserver
+// serves it; nil when it has none.
+func Rules(u *unstructured.Unstructured) []any {
+	rules, _, _ := unstructured.NestedSlice(u.Object, "spec", "rules")
+	return rules
+}
+
 const gatewayV1 = "/apis/" + routes.Group + "/v1"
 
+// serve records the request and answers it: the Gateway API group's
+// paths, then every other path the fake serves.
 func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	f.mu.Lock()
@@ -273,36 +282,28 @@ func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 	request := len(f.requests) - 1
 	f.mu.Unlock()
 
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	if !f.serveGatewayAPI(w, r, request, parts, body) {
+		f.serveOthers(w, r, parts, body)
+	}
+}
+
+// serveGatewayAPI answers a request of the Gateway API group (parts is its
+// path, split; request its index among the requests): discovery and the
+// OpenAPI document of v1, LIST and watch of HTTPRoutes and ReferenceGrants,
+// one route, and not found for the rest of the group. It says whether it
+// answered.
+func (f *Server) serveGatewayAPI(w http.ResponseWriter, r *http.Request, request int, parts []string, body []byte) bool {
 	path := r.URL.Path
-	parts := strings.Split(strings.Trim(path, "/"), "/")
 	switch {
 	case r.Method == http.MethodGet && path == gatewayV1:
-		f.answer(w, http.StatusOK, metav1.APIResourceList{
-			TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
-			GroupVersion: routes.Group + "/v1",
-			APIResources: []metav1.APIResource{{Name: "httproutes", SingularName: "httproute", Namespaced: true, Kind: "HTTPRoute",
-				Verbs: metav1.Verbs{"delete", "get", "list", "patch", "update", "watch"}},
-				{Name: "referencegrants", SingularName: "referencegrant", Namespaced: true, Kind: "ReferenceGrant",
-					Verbs: metav1.Verbs{"delete", "get", "list", "patch", "update", "watch"}}},
-		})
+		f.discovery(w)
 	case r.Method == http.MethodGet && path == "/openapi/v3"+gatewayV1:
 		// No route schema: the reader takes the kinds to have every field.
 		f.answer(w, http.StatusOK, map[string]any{"openapi": "3.0.0", "components": map[string]any{"schemas": map[string]any{}}})
 	case r.Method == http.MethodGet && strings.HasPrefix(path, gatewayV1+"/") && (len(parts) == 4 || len(parts) == 6) &&
 		(parts[len(parts)-1] == "httproutes" || parts[len(parts)-1] == "referencegrants"):
-		ns := ""
-		if len(parts) == 6 { // apis, group, v1, namespaces, ns, httproutes
-			ns = parts[4]
-		}
-		kind, store := "HTTPRoute", f.routes
-		if parts[len(parts)-1] == "referencegrants" {
-			kind, store = "ReferenceGrant", f.grants
-		}
-		if r.URL.Query().Get("watch") == "true" {
-			f.watch(w, r, kind, store, ns)
-			return
-		}
-		f.answer(w, http.StatusOK, f.list(kind, store, ns, r.URL.Query()))
+		f.listGatewayAPI(w, r, parts)
 	case strings.HasPrefix(path, gatewayV1+"/namespaces/") && len(parts) == 7 && parts[5] == "httproutes":
 		f.route(w, r, request, parts[4], parts[6], body)
 	case strings.HasPrefix(path, gatewayV1+"/"):
@@ -310,6 +311,19 @@ func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 	case strings.HasPrefix(path, "/apis/"+routes.Group+"/"):
 		// Discovery of another version: not served.
 		f.notFound(w, schema.GroupResource{}, "")
+	default:
+		return false
+	}
+	return true
+}
+
+// serveOthers answers a request outside the Gateway API group (parts is
+// its path, split): Leases (forbidden), Rollouts, namespace kube-system,
+// the ClusterProperty API, Services and SelfSubjectAccessReviews; any
+// other request fails the test.
+func (f *Server) serveOthers(w http.ResponseWriter, r *http.Request, parts []string, body []byte) {
+	path := r.URL.Path
+	switch {
 	case strings.HasPrefix(path, "/apis/coordination.k8s.io/"):
 		// A user without the plugin's Lease Role.
 		f.status(w, apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "", errors.New("RBAC: no Role for Leases")))
@@ -317,48 +331,95 @@ func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 		f.rollout(w, parts[4], parts[6])
 	case r.Method == http.MethodGet && (path == "/apis/argoproj.io/v1alpha1/rollouts" ||
 		strings.HasPrefix(path, "/apis/argoproj.io/v1alpha1/namespaces/") && len(parts) == 6 && parts[5] == "rollouts"):
-		ns := ""
-		if len(parts) == 6 {
-			ns = parts[4]
-		}
-		f.mu.Lock()
-		code := f.rolloutsAnswer
-		f.mu.Unlock()
-		if code != 0 {
-			f.status(w, apierrors.NewGenericServerResponse(code, http.MethodGet, schema.GroupResource{Group: "argoproj.io", Resource: "rollouts"}, "", "the fake apiserver answers so", 0, false))
-			return
-		}
-		f.answer(w, http.StatusOK, f.list("Rollout", f.rollouts, ns, r.URL.Query()))
+		f.listRollouts(w, r, parts)
 	case r.Method == http.MethodGet && path == "/api/v1/namespaces/kube-system":
 		f.answer(w, http.StatusOK, map[string]any{"apiVersion": "v1", "kind": "Namespace",
 			"metadata": map[string]any{"name": "kube-system", "uid": KubeSystemUID, "resourceVersion": "1"}})
 	case r.Method == http.MethodGet && (path == "/apis/about.k8s.io" || strings.HasPrefix(path, "/apis/about.k8s.io/")):
 		f.about(w, path)
 	case r.Method == http.MethodGet && strings.HasPrefix(path, "/api/v1/namespaces/") && len(parts) == 6 && parts[4] == "services":
-		f.mu.Lock()
-		exists := f.services[parts[3]+"/"+parts[5]]
-		f.mu.Unlock()
-		if !exists {
-			f.notFound(w, schema.GroupResource{Resource: "services"}, parts[5])
-			return
-		}
-		f.answer(w, http.StatusOK, map[string]any{"apiVersion": "v1", "kind": "Service",
-			"metadata": map[string]any{"name": parts[5], "namespace": parts[3]},
-			"spec":     map[string]any{"ports": []any{map[string]any{"name": "http", "port": 80}}}})
+		f.service(w, parts[3], parts[5])
 	case r.Method == http.MethodPost && path == "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews":
-		// Sent as protobuf, like every built-in type; the answer may be JSON.
-		review := &authorizationv1.SelfSubjectAccessReview{}
-		if _, _, err := kubescheme.Codecs.UniversalDeserializer().Decode(body, nil, review); err != nil {
-			f.t.Errorf("a SelfSubjectAccessReview the fake cannot read (%s): %v", r.Header.Get("Content-Type"), err)
-			f.status(w, apierrors.NewBadRequest(err.Error()))
-			return
-		}
-		review.Status = authorizationv1.SubjectAccessReviewStatus{Allowed: true, Reason: "the fake apiserver allows everything"}
-		f.answer(w, http.StatusCreated, review)
+		f.accessReview(w, r, body)
 	default:
 		f.t.Errorf("the fake apiserver does not serve %s %s", r.Method, r.URL)
 		f.notFound(w, schema.GroupResource{}, "")
 	}
+}
+
+// discovery serves the discovery of gateway.networking.k8s.io/v1:
+// HTTPRoutes and ReferenceGrants.
+func (f *Server) discovery(w http.ResponseWriter) {
+	f.answer(w, http.StatusOK, metav1.APIResourceList{
+		TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
+		GroupVersion: routes.Group + "/v1",
+		APIResources: []metav1.APIResource{{Name: "httproutes", SingularName: "httproute", Namespaced: true, Kind: "HTTPRoute",
+			Verbs: metav1.Verbs{"delete", "get", "list", "patch", "update", "watch"}},
+			{Name: "referencegrants", SingularName: "referencegrant", Namespaced: true, Kind: "ReferenceGrant",
+				Verbs: metav1.Verbs{"delete", "get", "list", "patch", "update", "watch"}}},
+	})
+}
+
+// listGatewayAPI serves a LIST or a watch of HTTPRoutes or ReferenceGrants
+// (the last element of parts), of every namespace or of one.
+func (f *Server) listGatewayAPI(w http.ResponseWriter, r *http.Request, parts []string) {
+	ns := ""
+	if len(parts) == 6 { // apis, group, v1, namespaces, ns, httproutes
+		ns = parts[4]
+	}
+	kind, store := "HTTPRoute", f.routes
+	if parts[len(parts)-1] == "referencegrants" {
+		kind, store = "ReferenceGrant", f.grants
+	}
+	if r.URL.Query().Get("watch") == "true" {
+		f.watch(w, r, kind, store, ns)
+		return
+	}
+	f.answer(w, http.StatusOK, f.list(kind, store, ns, r.URL.Query()))
+}
+
+// listRollouts serves a LIST of Rollouts, of every namespace or of one: the
+// Rollouts, or, with rolloutsAnswer set, that status.
+func (f *Server) listRollouts(w http.ResponseWriter, r *http.Request, parts []string) {
+	ns := ""
+	if len(parts) == 6 {
+		ns = parts[4]
+	}
+	f.mu.Lock()
+	code := f.rolloutsAnswer
+	f.mu.Unlock()
+	if code != 0 {
+		f.status(w, apierrors.NewGenericServerResponse(code, http.MethodGet, schema.GroupResource{Group: "argoproj.io", Resource: "rollouts"}, "", "the fake apiserver answers so", 0, false))
+		return
+	}
+	f.answer(w, http.StatusOK, f.list("Rollout", f.rollouts, ns, r.URL.Query()))
+}
+
+// service serves a GET of a Service: one port, http 80, or not found.
+func (f *Server) service(w http.ResponseWriter, namespace, name string) {
+	f.mu.Lock()
+	exists := f.services[namespace+"/"+name]
+	f.mu.Unlock()
+	if !exists {
+		f.notFound(w, schema.GroupResource{Resource: "services"}, name)
+		return
+	}
+	f.answer(w, http.StatusOK, map[string]any{"apiVersion": "v1", "kind": "Service",
+		"metadata": map[string]any{"name": name, "namespace": namespace},
+		"spec":     map[string]any{"ports": []any{map[string]any{"name": "http", "port": 80}}}})
+}
+
+// accessReview answers a SelfSubjectAccessReview: allowed.
+func (f *Server) accessReview(w http.ResponseWriter, r *http.Request, body []byte) {
+	// Sent as protobuf, like every built-in type; the answer may be JSON.
+	review := &authorizationv1.SelfSubjectAccessReview{}
+	if _, _, err := kubescheme.Codecs.UniversalDeserializer().Decode(body, nil, review); err != nil {
+		f.t.Errorf("a SelfSubjectAccessReview the fake cannot read (%s): %v", r.Header.Get("Content-Type"), err)
+		f.status(w, apierrors.NewBadRequest(err.Error()))
+		return
+	}
+	review.Status = authorizationv1.SubjectAccessReviewStatus{Allowed: true, Reason: "the fake apiserver allows everything"}
+	f.answer(w, http.StatusCreated, review)
 }
 
 func (f *Server) answer(w http.ResponseWriter, code int, v any) {
@@ -496,12 +557,15 @@ func (f *Server) watch(w http.ResponseWriter, r *http.Request, kind string, stor
 	}
 }
 
+// httpRoutes is the resource of the routes the fake holds.
+var httpRoutes = schema.GroupResource{Group: routes.Group, Resource: "httproutes"}
+
 // route serves one route, the request-th the fake got: GET, and PATCH: a
 // server-side apply (the applied spec.rules, labels and annotations replace
 // what the field manager applied before; with dryRun, nothing is kept; or
 // as the test scripted it), or a JSON patch (the release).
 func (f *Server) route(w http.ResponseWriter, r *http.Request, request int, namespace, name string, body []byte) {
-	gr := schema.GroupResource{Group: routes.Group, Resource: "httproutes"}
+	gr := httpRoutes
 	key := namespace + "/" + name
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -515,69 +579,90 @@ func (f *Server) route(w http.ResponseWriter, r *http.Request, request int, name
 	case r.Method == http.MethodGet:
 		f.answer(w, http.StatusOK, live.Object)
 	case r.Method == http.MethodPatch && r.Header.Get("Content-Type") == "application/json-patch+json":
-		// The release: tests, then removals of managedFields entries.
-		patch, err := jsonpatch.DecodePatch(body)
-		if err != nil {
-			f.status(w, apierrors.NewBadRequest(err.Error()))
-			return
-		}
-		doc, _ := live.MarshalJSON()
-		out, err := patch.Apply(doc)
-		if err != nil {
-			f.status(w, apierrors.NewInvalid(schema.GroupKind{Group: routes.Group, Kind: "HTTPRoute"}, name, nil))
-			return
-		}
-		patched := &unstructured.Unstructured{}
-		if err := patched.UnmarshalJSON(out); err != nil {
-			f.status(w, apierrors.NewBadRequest(err.Error()))
-			return
-		}
-		if mf := patched.GetManagedFields(); len(mf) == 1 && mf[0].Manager == "" {
-			patched.SetManagedFields(nil) // the list that says "none left"
-		}
-		f.rv++
-		patched.SetResourceVersion(strconv.Itoa(f.rv))
-		f.routes[key] = patched
-		f.answer(w, http.StatusOK, patched.Object)
+		f.patch(w, key, name, live, body)
 	case r.Method == http.MethodPatch && len(f.answers[key]) > 0:
-		var applied map[string]any
-		if err := yaml.Unmarshal(body, &applied); err != nil {
-			f.status(w, apierrors.NewBadRequest(err.Error()))
-			return
-		}
-		answers := f.answers[key]
-		f.applied[key]++
-		code, answer := answers[min(f.applied[key], len(answers))-1](applied)
-		data := f.encode(answer)
-		if code == http.StatusOK {
-			stored := &unstructured.Unstructured{}
-			if err := stored.UnmarshalJSON(data); err != nil {
-				f.t.Errorf("fake apiserver: the scripted answer is not a route: %v", err)
-			}
-			f.hold(key, stored)
-		}
-		f.write(w, code, data)
+		f.scriptedApply(w, key, body)
 	case r.Method == http.MethodPatch:
-		applied := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal(body, &applied.Object); err != nil {
-			f.status(w, apierrors.NewBadRequest(err.Error()))
-			return
-		}
-		if rv := applied.GetResourceVersion(); rv != "" && rv != live.GetResourceVersion() {
-			f.status(w, apierrors.NewConflict(gr, name, fmt.Errorf("the object has been modified")))
-			return
-		}
-		stored := applyTo(live, applied, r.URL.Query().Get("fieldManager"))
-		if len(r.URL.Query()["dryRun"]) == 0 {
-			f.rv++
-			stored.SetResourceVersion(strconv.Itoa(f.rv))
-			f.routes[key] = stored
-		}
-		f.answer(w, http.StatusOK, stored.Object)
+		f.apply(w, r, key, name, live, body)
 	default:
 		f.t.Errorf("the fake apiserver does not serve %s of a route", r.Method)
 		f.status(w, apierrors.NewMethodNotSupported(gr, r.Method))
 	}
+}
+
+// patch serves a JSON patch of route name, live as held at key (the release:
+// tests, then removals of managedFields entries) and keeps what it makes,
+// at the next resourceVersion. The caller holds f.mu.
+func (f *Server) patch(w http.ResponseWriter, key, name string, live *unstructured.Unstructured, body []byte) {
+	patch, err := jsonpatch.DecodePatch(body)
+	if err != nil {
+		f.status(w, apierrors.NewBadRequest(err.Error()))
+		return
+	}
+	doc, _ := live.MarshalJSON()
+	out, err := patch.Apply(doc)
+	if err != nil {
+		f.status(w, apierrors.NewInvalid(schema.GroupKind{Group: routes.Group, Kind: "HTTPRoute"}, name, nil))
+		return
+	}
+	patched := &unstructured.Unstructured{}
+	if err := patched.UnmarshalJSON(out); err != nil {
+		f.status(w, apierrors.NewBadRequest(err.Error()))
+		return
+	}
+	if mf := patched.GetManagedFields(); len(mf) == 1 && mf[0].Manager == "" {
+		patched.SetManagedFields(nil) // the list that says "none left"
+	}
+	f.rv++
+	patched.SetResourceVersion(strconv.Itoa(f.rv))
+	f.routes[key] = patched
+	f.answer(w, http.StatusOK, patched.Object)
+}
+
+// scriptedApply answers an apply of the route at key as the test scripted
+// it (AnswerApplies), and holds the answer's route when it is a 200. The
+// caller holds f.mu.
+func (f *Server) scriptedApply(w http.ResponseWriter, key string, body []byte) {
+	var applied map[string]any
+	if err := yaml.Unmarshal(body, &applied); err != nil {
+		f.status(w, apierrors.NewBadRequest(err.Error()))
+		return
+	}
+	answers := f.answers[key]
+	f.applied[key]++
+	code, answer := answers[min(f.applied[key], len(answers))-1](applied)
+	data := f.encode(answer)
+	if code == http.StatusOK {
+		stored := &unstructured.Unstructured{}
+		if err := stored.UnmarshalJSON(data); err != nil {
+			f.t.Errorf("fake apiserver: the scripted answer is not a route: %v", err)
+		}
+		f.hold(key, stored)
+	}
+	f.write(w, code, data)
+}
+
+// apply serves a server-side apply of route name, live as held at key: a
+// conflict when it carries another resourceVersion, else live after the
+// apply (applyTo), kept at the next resourceVersion unless it is a dry
+// run. The caller holds f.mu.
+func (f *Server) apply(w http.ResponseWriter, r *http.Request, key, name string, live *unstructured.Unstructured, body []byte) {
+	applied := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(body, &applied.Object); err != nil {
+		f.status(w, apierrors.NewBadRequest(err.Error()))
+		return
+	}
+	if rv := applied.GetResourceVersion(); rv != "" && rv != live.GetResourceVersion() {
+		f.status(w, apierrors.NewConflict(httpRoutes, name, fmt.Errorf("the object has been modified")))
+		return
+	}
+	stored := applyTo(live, applied, r.URL.Query().Get("fieldManager"))
+	if len(r.URL.Query()["dryRun"]) == 0 {
+		f.rv++
+		stored.SetResourceVersion(strconv.Itoa(f.rv))
+		f.routes[key] = stored
+	}
+	f.answer(w, http.StatusOK, stored.Object)
 }
 
 // applyTo is live after manager's apply of applied: spec.rules as applied,
@@ -589,8 +674,19 @@ func applyTo(live, applied *unstructured.Unstructured, manager string) *unstruct
 	if rules, ok, _ := unstructured.NestedSlice(applied.Object, "spec", "rules"); ok {
 		_ = unstructured.SetNestedSlice(out.Object, rules, "spec", "rules")
 	}
-	var entries []metav1.ManagedFieldsEntry
-	var before map[string]any
+	entries, before := othersEntries(live, manager)
+	out.SetLabels(replaceOwned(out.GetLabels(), applied.GetLabels(), ownedKeys(before, "labels")))
+	out.SetAnnotations(replaceOwned(out.GetAnnotations(), applied.GetAnnotations(), ownedKeys(before, "annotations")))
+	raw, _ := json.Marshal(appliedFields(applied))
+	entries = append(entries, metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationApply,
+		APIVersion: routes.Group + "/v1", FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(string(raw))})
+	out.SetManagedFields(entries)
+	return out
+}
+
+// othersEntries are live's managedFields entries but manager's apply, and
+// before the fields that apply owned (nil when it has none).
+func othersEntries(live *unstructured.Unstructured, manager string) (entries []metav1.ManagedFieldsEntry, before map[string]any) {
 	for _, e := range live.GetManagedFields() {
 		if e.Manager == manager && e.Operation == metav1.ManagedFieldsOperationApply {
 			_ = json.Unmarshal(e.FieldsV1.GetRawBytes(), &before)
@@ -598,27 +694,36 @@ func applyTo(live, applied *unstructured.Unstructured, manager string) *unstruct
 		}
 		entries = append(entries, e)
 	}
-	keys := func(field string) []string {
-		set, _, _ := unstructured.NestedMap(before, "f:metadata", "f:"+field)
-		var out []string
-		for k := range set {
-			out = append(out, strings.TrimPrefix(k, "f:"))
-		}
-		return out
+	return entries, before
+}
+
+// ownedKeys are the keys of metadata.<field> (labels or annotations) that
+// the owned fields (FieldsV1) hold.
+func ownedKeys(owned map[string]any, field string) []string {
+	set, _, _ := unstructured.NestedMap(owned, "f:metadata", "f:"+field)
+	var out []string
+	for k := range set {
+		out = append(out, strings.TrimPrefix(k, "f:"))
 	}
-	merge := func(now, want map[string]string, owned []string) map[string]string {
-		now = maps.Clone(now)
-		if now == nil {
-			now = map[string]string{}
-		}
-		for _, k := range owned {
-			delete(now, k)
-		}
-		maps.Copy(now, want)
-		return now
+	return out
+}
+
+// replaceOwned is now without the keys owned and with want's.
+func replaceOwned(now, want map[string]string, owned []string) map[string]string {
+	now = maps.Clone(now)
+	if now == nil {
+		now = map[string]string{}
 	}
-	out.SetLabels(merge(out.GetLabels(), applied.GetLabels(), keys("labels")))
-	out.SetAnnotations(merge(out.GetAnnotations(), applied.GetAnnotations(), keys("annotations")))
+	for _, k := range owned {
+		delete(now, k)
+	}
+	maps.Copy(now, want)
+	return now
+}
+
+// appliedFields are the fields (FieldsV1) an apply of applied owns: the
+// labels and annotations it sets, and spec.rules if it sets them.
+func appliedFields(applied *unstructured.Unstructured) map[string]any {
 	owns := map[string]any{}
 	meta := map[string]any{}
 	for field, values := range map[string]map[string]string{"labels": applied.GetLabels(), "annotations": applied.GetAnnotations()} {
@@ -636,9 +741,5 @@ func applyTo(live, applied *unstructured.Unstructured, manager string) *unstruct
 	if _, ok, _ := unstructured.NestedSlice(applied.Object, "spec", "rules"); ok {
 		owns["f:spec"] = map[string]any{"f:rules": map[string]any{}}
 	}
-	raw, _ := json.Marshal(owns)
-	entries = append(entries, metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationApply,
-		APIVersion: routes.Group + "/v1", FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(string(raw))})
-	out.SetManagedFields(entries)
-	return out
+	return owns
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -222,7 +223,7 @@ func (w want) mismatches(o observed) []string {
 		out = append(out, fmt.Sprintf("no rule matches header %s", h.name))
 	} else if h != nil {
 		r := findHeaderRule(o.route, h.name)
-		if !contains(r.Headers, h.name+"="+h.value) || len(r.Backends) != 1 || r.Backends[0].Name != h.backend {
+		if !slices.Contains(r.Headers, h.name+"="+h.value) || len(r.Backends) != 1 || r.Backends[0].Name != h.backend {
 			out = append(out, fmt.Sprintf("header rule %v, want %s=%s sending everything to %s", r, h.name, h.value, h.backend))
 		}
 	}
@@ -258,15 +259,6 @@ func pluginLeftovers(u *unstructured.Unstructured) []string {
 		out = append(out, "its in-progress label")
 	}
 	return out
-}
-
-func contains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // checkWeights compares the main rule: the one rule whose backendRefs name

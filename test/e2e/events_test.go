@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/test/e2e/cluster"
+	"github.com/gatewayapi-ssa/rollouts-plugin/test/harness"
 )
 
 // The plugin's Events with the real controller: a Rollout whose config has
@@ -25,27 +26,6 @@ import (
 // returns its error without an Event); two minutes of that failing step
 // are one Event whose count rises, not a storm; fixed, the Rollout says
 // once that it works again. A walk's changes are on the route's Events.
-
-// pluginEvents are the plugin's Events about kind/name in ns, oldest first.
-func pluginEvents(ctx context.Context, c *cluster.Cluster, ns, kind, name string) ([]eventsv1.Event, error) {
-	list, err := c.Kube.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	var out []eventsv1.Event
-	for _, e := range list.Items {
-		if e.ReportingController == "argo-rollouts-gatewayapi" && e.Regarding.Kind == kind && e.Regarding.Name == name {
-			out = append(out, e)
-		}
-	}
-	slices.SortFunc(out, func(a, b eventsv1.Event) int {
-		if c := a.EventTime.Time.Compare(b.EventTime.Time); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
-	return out, nil
-}
 
 func count(e eventsv1.Event) int32 {
 	if e.Series != nil {
@@ -93,7 +73,7 @@ steps:
 	// Seen within seconds, through the Events API.
 	var first []eventsv1.Event
 	err := c.Await(ctx, time.Minute, func() (string, error) {
-		evs, err := pluginEvents(ctx, c, ns, "Rollout", "evbad")
+		evs, err := harness.PluginEvents(ctx, c.Kube, fieldManager, ns, "Rollout", "evbad")
 		first = evs
 		if err != nil || len(evs) == 0 {
 			return "no Event of the plugin on the Rollout yet", err
@@ -129,7 +109,7 @@ steps:
 	var countAtStart int32 = -1
 	var last []eventsv1.Event
 	for time.Since(start) < failingFor {
-		evs, err := pluginEvents(ctx, c, ns, "Rollout", "evbad")
+		evs, err := harness.PluginEvents(ctx, c.Kube, fieldManager, ns, "Rollout", "evbad")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -183,7 +163,7 @@ steps:
 	}
 	var recovered []eventsv1.Event
 	err = c.Await(ctx, time.Minute, func() (string, error) {
-		evs, err := pluginEvents(ctx, c, ns, "Rollout", "evbad")
+		evs, err := harness.PluginEvents(ctx, c.Kube, fieldManager, ns, "Rollout", "evbad")
 		recovered = slices.DeleteFunc(evs, func(e eventsv1.Event) bool { return e.Reason != "Recovered" })
 		if err != nil || len(recovered) == 0 {
 			return "no Recovered Event yet", err
@@ -199,7 +179,7 @@ steps:
 	}
 	r.record(t, fmt.Sprintf("the key removed: %d Recovered Event(s) %.1fs later: %s", len(recovered), time.Since(fixed).Seconds(), strings.Join(notes, " | ")))
 	time.Sleep(10 * time.Second)
-	evs, err := pluginEvents(ctx, c, ns, "Rollout", "evbad")
+	evs, err := harness.PluginEvents(ctx, c.Kube, fieldManager, ns, "Rollout", "evbad")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +227,7 @@ steps:
 	var applied, released int
 	err := c.Await(ctx, time.Minute, func() (string, error) {
 		var err error
-		if evs, err = pluginEvents(ctx, c, ns, "HTTPRoute", "evw"); err != nil {
+		if evs, err = harness.PluginEvents(ctx, c.Kube, fieldManager, ns, "HTTPRoute", "evw"); err != nil {
 			return "", err
 		}
 		applied = len(c.ControllerLog.FindLines(100000, "applied route", rolloutName))
