@@ -117,9 +117,9 @@ bench-growth:
 bench-ratio:
 	@assets=$$(bash hack/envtest-assets.sh) && KUBEBUILDER_ASSETS="$$assets" $(GO) run ./test/bench -routes 50,200 -together 0 -defaults-routes 0 -repeat 5 $(BENCHFLAGS)
 
-## bench-micro: benchmarks of the pure transforms
+## bench-micro: benchmarks of the pure transforms, and what the Events recorder holds
 bench-micro:
-	$(GO) test -run '^$$' -bench . -benchmem ./routes/... ./transform/... ./ssa/...
+	$(GO) test -run '^$$' -bench . -benchmem ./routes/... ./transform/... ./ssa/... ./events/
 
 clean:
 	rm -rf bin dist

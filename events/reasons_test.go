@@ -90,7 +90,7 @@ func drain(r *Recorder) []Event {
 	for {
 		select {
 		case e := <-r.queue:
-			out = append(out, e)
+			out = append(out, *e)
 		default:
 			return out
 		}

@@ -81,7 +81,9 @@ type Options struct {
 // Recorder sends Events to one cluster's Events API, best effort: Record
 // never blocks, and nothing a call does waits for an Event.
 type Recorder struct {
-	queue chan Event
+	// queue holds pointers, so that its buffer, allocated for the life
+	// of the process, is not queueSize whole Events.
+	queue chan *Event
 	// recorded and dropped count the Events handed to Record: queued to
 	// be sent, or dropped for a full queue.
 	recorded, dropped atomic.Int64
@@ -117,7 +119,7 @@ func NewRecorder(cfg *rest.Config, o Options, log *logrus.Entry) (*Recorder, err
 // newRecorder returns a Recorder that sends to s; run starts it.
 func newRecorder(s sink, o Options, log *logrus.Entry) *Recorder {
 	return &Recorder{
-		queue: make(chan Event, queueSize),
+		queue: make(chan *Event, queueSize),
 		state: newState(s, o, log),
 	}
 }
@@ -129,7 +131,7 @@ func (r *Recorder) Record(e Event) {
 		return
 	}
 	select {
-	case r.queue <- e:
+	case r.queue <- &e:
 		r.recorded.Add(1)
 	default:
 		if r.dropped.Add(1) == 1 {
@@ -146,7 +148,7 @@ func (r *Recorder) run() {
 	for {
 		select {
 		case e := <-r.queue:
-			r.state.observe(e, time.Now())
+			r.state.observe(*e, time.Now())
 		case now := <-tick.C:
 			r.state.flush(now)
 		}
@@ -189,10 +191,19 @@ type kindKey struct {
 	typ, reason string
 }
 
+// kindOf is the object and reason of e.
+func kindOf(e Event) kindKey {
+	return kindKey{regarding: e.Regarding, typ: e.Type, reason: e.Reason}
+}
+
+// key is what makes s's Event the same as another.
+func (s *series) key() key {
+	return key{regarding: s.ev.Regarding, typ: s.ev.Type, reason: s.ev.Reason, note: s.ev.Note}
+}
+
 // series is one Event and how often it was seen.
 type series struct {
 	ev          Event
-	kind        kindKey
 	first, last time.Time
 	// count is how often it was seen; sent the count the apiserver has.
 	count, sent int32
@@ -212,13 +223,18 @@ type state struct {
 	log  *logrus.Entry
 
 	series map[key]*series
-	// latest is the newest series of each object and reason.
+	// latest is the newest series of Warnings of each object and reason
+	// (only Warnings have a budget of new texts). A Normal Event is a route's
+	// change, one per kind of change each step: its series are the most
+	// the Recorder holds, so they are kept once only, in series.
 	latest   map[kindKey]*series
 	newWarns map[kindKey]*bucket
 	limit    bucket
 	// pausedUntil: a 429 asked to wait; deniedUntil: a 403 in a namespace.
 	pausedUntil time.Time
 	deniedUntil map[string]time.Time
+	// lastRelated is the Related of the newest series (see related).
+	lastRelated *corev1.ObjectReference
 	// saidDenied, saidInvalid: said once in the log.
 	saidDenied, saidInvalid bool
 }
@@ -244,9 +260,9 @@ func (st *state) observe(e Event, now time.Time) {
 		st.again(s, now)
 		return
 	}
-	kk := kindKey{regarding: e.Regarding, typ: e.Type, reason: e.Reason}
-	if e.Type == corev1.EventTypeWarning && !st.newWarning(kk, now) {
-		if s := st.latest[kk]; s != nil {
+	warning := e.Type == corev1.EventTypeWarning
+	if warning && !st.newWarning(kindOf(e), now) {
+		if s := st.latest[kindOf(e)]; s != nil {
 			st.again(s, now)
 			return
 		}
@@ -254,17 +270,33 @@ func (st *state) observe(e Event, now time.Time) {
 	if len(st.series) >= maxSeries && !st.forgetOldest() {
 		return
 	}
-	s := &series{ev: e, kind: kk, first: now, last: now, count: 1}
+	st.related(&e)
+	s := &series{ev: e, first: now, last: now, count: 1}
 	st.series[k] = s
-	st.latest[kk] = s
+	if warning {
+		st.latest[kindOf(e)] = s
+	}
 	st.sendIfDue(s, now)
 }
 
-// forget drops s, the series of k.
-func (st *state) forget(k key, s *series) {
-	delete(st.series, k)
-	if st.latest[s.kind] == s {
-		delete(st.latest, s.kind)
+// related makes e's Related the one of the Event observed before when they
+// are the same (the Rollout of every route's Event of a call), so that a
+// series does not keep a copy of its own.
+func (st *state) related(e *Event) {
+	switch {
+	case e.Related == nil:
+	case st.lastRelated != nil && *st.lastRelated == *e.Related:
+		e.Related = st.lastRelated
+	default:
+		st.lastRelated = e.Related
+	}
+}
+
+// forget drops s.
+func (st *state) forget(s *series) {
+	delete(st.series, s.key())
+	if kk := kindOf(s.ev); st.latest[kk] == s {
+		delete(st.latest, kk)
 	}
 }
 
@@ -272,16 +304,15 @@ func (st *state) forget(k key, s *series) {
 // make room; false if every series still has something to send.
 func (st *state) forgetOldest() bool {
 	var oldest *series
-	var at key
-	for k, s := range st.series {
+	for _, s := range st.series {
 		if s.sent == s.count && (oldest == nil || s.last.Before(oldest.last)) {
-			oldest, at = s, k
+			oldest = s
 		}
 	}
 	if oldest == nil {
 		return false
 	}
-	st.forget(at, oldest)
+	st.forget(oldest)
 	return true
 }
 
@@ -312,9 +343,9 @@ func (st *state) newWarning(kk kindKey, now time.Time) bool {
 
 // flush sends the counts that are due and forgets the series that ended.
 func (st *state) flush(now time.Time) {
-	for k, s := range st.series {
+	for _, s := range st.series {
 		if now.Sub(s.last) > s.end() {
-			st.forget(k, s)
+			st.forget(s)
 			continue
 		}
 		st.sendIfDue(s, now)
