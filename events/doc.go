@@ -20,4 +20,13 @@
 // object and reason, after which it counts in the newest one. Without
 // permission to create Events the Recorder says so once in the log and goes
 // on without them, trying again now and then.
+//
+// Why not client-go's tools/events, which records Events too: its
+// broadcaster takes two Events that differ only in their note for the same
+// one, so a route's change in the next step of a walk would only raise the
+// count of the first step's Event, and the next step's weights would be
+// told nowhere; and while the Events API is slow it holds a goroutine for
+// every Event on its way, each retrying on its own, where a step over many
+// routes records one per route. clientgo_test.go runs both on client-go
+// itself, so that a client-go that changes either fails there.
 package events
