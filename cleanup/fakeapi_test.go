@@ -118,18 +118,10 @@ func (f *fakeCluster) Route(namespace, name string) *unstructured.Unstructured {
 func newCleaner(t *testing.T, f *fakeCluster) *Cleaner {
 	t.Helper()
 	log := logrus.NewEntry(logrus.New())
-	log.Logger.SetOutput(testWriter{t})
+	log.Logger.SetOutput(kubetest.Log(t))
 	log.Logger.SetLevel(logrus.WarnLevel)
 	reader := kube.NewCluster(f.gw.GatewayV1().RESTClient(), log)
 	orch := orchestrator.New(reader, ssa.NewWriter(f.gw, f.dyn, fieldManager, log), nil, nil, log, orchestrator.Bounds{WritesPerCall: 1})
 	return &Cleaner{Dynamic: f.dyn, Versions: reader, Orchestrator: orch, FieldManager: fieldManager, Log: log}
 }
 
-// testWriter sends the Cleaner's log to the test's.
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Helper()
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
-}

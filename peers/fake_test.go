@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/kube/kubetest"
 	"github.com/sirupsen/logrus"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -280,7 +281,7 @@ func (c *cluster) process(identity string) *Peers {
 func (c *cluster) processIn(namespace, identity string) *Peers {
 	c.t.Helper()
 	log := logrus.New()
-	log.SetOutput(testWriter{c.t})
+	log.SetOutput(kubetest.Log(c.t))
 	p := start(c.leases, Options{Namespace: namespace, FieldManager: fieldManager, LeaseDuration: duration, Identity: identity},
 		logrus.NewEntry(log).WithField("process", identity), c.clock)
 	c.t.Cleanup(func() { p.Stop(context.Background()) })
@@ -377,12 +378,4 @@ func (c *cluster) acknowledges(p *Peers) string {
 		return "(no Lease)"
 	}
 	return l.Annotations[acknowledgedAnnotation]
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(b []byte) (int, error) {
-	w.t.Helper()
-	w.t.Log(string(b))
-	return len(b), nil
 }

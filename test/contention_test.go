@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/kube/kubetest"
 	"github.com/gatewayapi-ssa/rollouts-plugin/test/harness"
 )
 
@@ -357,7 +358,7 @@ func TestALeaderHandOverGivesTheRouteOneProcessWould(t *testing.T) {
 	oneNS, oneRo := setUp()
 	one := startPlugin(t, standard)
 	handNS, handRo := setUp()
-	old, err := harness.StartPlugin(pluginBin, standard.Kubeconfig, testWriter{t})
+	old, err := harness.StartPlugin(pluginBin, standard.Kubeconfig, kubetest.Log(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/kube/kubetest"
 	"github.com/gatewayapi-ssa/rollouts-plugin/test/harness"
 )
 
@@ -55,7 +56,7 @@ func TestOtherCallsAnswerHonestly(t *testing.T) {
 func TestInitPluginWithoutKubeconfig(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("HOME", home)
-	_, err := harness.StartPlugin(pluginBin, filepath.Join(home, "missing-kubeconfig"), testWriter{t})
+	_, err := harness.StartPlugin(pluginBin, filepath.Join(home, "missing-kubeconfig"), kubetest.Log(t))
 	if err == nil {
 		t.Fatal("InitPlugin succeeded without any Kubernetes config")
 	}
@@ -94,7 +95,7 @@ func TestForbiddenWriteNamesRouteAndPermission(t *testing.T) {
 	defer rec.Close()
 	// Named by the flag: a user that may not read kube-system's UID either
 	// would be refused that first.
-	proc, err := harness.StartPlugin(pluginBin, kubeconfig, testWriter{t}, "-cluster-name", "read-only")
+	proc, err := harness.StartPlugin(pluginBin, kubeconfig, kubetest.Log(t), "-cluster-name", "read-only")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/kube/kubetest"
 	"github.com/gatewayapi-ssa/rollouts-plugin/test/harness"
 )
 
@@ -155,7 +156,7 @@ spec:
     backendRefs:
     - {name: exp-canary, port: 80, weight: 1}
 `)
-	first, err := harness.StartPlugin(pluginBin, standard.Kubeconfig, testWriter{t})
+	first, err := harness.StartPlugin(pluginBin, standard.Kubeconfig, kubetest.Log(t))
 	if err != nil {
 		t.Fatal(err)
 	}

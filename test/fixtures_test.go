@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/kube/kubetest"
 	"github.com/gatewayapi-ssa/rollouts-plugin/test/harness"
 )
 
@@ -121,19 +122,12 @@ func rollout(ns, config string) *v1alpha1.Rollout {
 // startPlugin starts the real plugin binary for a test; its log goes to the test log.
 func startPlugin(t *testing.T, c *harness.Cluster, args ...string) rolloutsrpc.TrafficRouterPlugin {
 	t.Helper()
-	p, err := harness.StartPlugin(pluginBin, c.Kubeconfig, testWriter{t}, args...)
+	p, err := harness.StartPlugin(pluginBin, c.Kubeconfig, kubetest.Log(t), args...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Stop)
 	return p.Plugin
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
 }
 
 // eventually polls cond until it holds or 10 s pass.

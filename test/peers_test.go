@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/kube/kubetest"
 	"github.com/gatewayapi-ssa/rollouts-plugin/peers"
 	"github.com/gatewayapi-ssa/rollouts-plugin/test/harness"
 )
@@ -33,7 +34,7 @@ func peersIn(t *testing.T, ns, identity string) *peers.Peers {
 		t.Fatal(err)
 	}
 	log := logrus.New()
-	log.SetOutput(testWriter{t})
+	log.SetOutput(kubetest.Log(t))
 	p := peers.Start(client.CoordinationV1(), peers.Options{Namespace: ns, FieldManager: fieldManager, LeaseDuration: peersLease, Identity: identity},
 		logrus.NewEntry(log).WithField("process", identity))
 	t.Cleanup(func() { p.Stop(context.Background()) })

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/kube/kubetest"
 	"github.com/gatewayapi-ssa/rollouts-plugin/test/harness"
 )
 
@@ -93,7 +94,7 @@ backendRefs: [{group: "", kind: Service, name: %s, port: 80, weight: 1}]
 func TestStickyCanaryLifecycle(t *testing.T) {
 	ns := namespace(t, standard)
 	created := create(t, standard, ns, stickyRoute)
-	first, err := harness.StartPlugin(pluginBin, standard.Kubeconfig, testWriter{t})
+	first, err := harness.StartPlugin(pluginBin, standard.Kubeconfig, kubetest.Log(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
+	"github.com/gatewayapi-ssa/rollouts-plugin/kube/kubetest"
 	"github.com/gatewayapi-ssa/rollouts-plugin/test/harness"
 )
 
@@ -116,7 +117,7 @@ spec:
 // startPlugin starts the plugin binary on the scenario's cluster.
 func (u udp) startPlugin(t *testing.T) *harness.PluginProcess {
 	t.Helper()
-	p, err := harness.StartPlugin(pluginBin, u.c.Kubeconfig, testWriter{t})
+	p, err := harness.StartPlugin(pluginBin, u.c.Kubeconfig, kubetest.Log(t))
 	if err != nil {
 		t.Fatal(err)
 	}

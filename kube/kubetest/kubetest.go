@@ -743,3 +743,15 @@ func appliedFields(applied *unstructured.Unstructured) map[string]any {
 	}
 	return owns
 }
+
+// Log is an io.Writer that logs each write in t: where a test hands a logger
+// its output (logrus's SetOutput, a plugin process's stderr).
+func Log(t testing.TB) io.Writer { return testLog{t} }
+
+type testLog struct{ t testing.TB }
+
+func (w testLog) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
