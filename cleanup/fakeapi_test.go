@@ -124,4 +124,3 @@ func newCleaner(t *testing.T, f *fakeCluster) *Cleaner {
 	orch := orchestrator.New(reader, ssa.NewWriter(f.gw, f.dyn, fieldManager, log), nil, nil, log, orchestrator.Bounds{WritesPerCall: 1})
 	return &Cleaner{Dynamic: f.dyn, Versions: reader, Orchestrator: orch, FieldManager: fieldManager, Log: log}
 }
-
