@@ -22,6 +22,7 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/orchestrator"
 	"github.com/gatewayapi-ssa/rollouts-plugin/peers"
 	"github.com/gatewayapi-ssa/rollouts-plugin/plugin"
+	"github.com/gatewayapi-ssa/rollouts-plugin/retry"
 	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
 )
 
@@ -39,7 +40,7 @@ type wiring struct {
 	FieldManager string
 	QPS          float32
 	Burst        int
-	Retry        kubeclient.RetryPolicy
+	Retry        retry.Requests
 	// WritesPerCall bounds the routes one call works on at once; Routes
 	// (shared by every cluster's orchestrator) all calls of the process.
 	WritesPerCall int

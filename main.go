@@ -21,10 +21,10 @@ import (
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/cli"
 	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
-	"github.com/gatewayapi-ssa/rollouts-plugin/kubeclient"
 	"github.com/gatewayapi-ssa/rollouts-plugin/metrics"
 	"github.com/gatewayapi-ssa/rollouts-plugin/orchestrator"
 	"github.com/gatewayapi-ssa/rollouts-plugin/plugin"
+	"github.com/gatewayapi-ssa/rollouts-plugin/retry"
 	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
 )
 
@@ -141,7 +141,7 @@ func registerFlags(fs *flag.FlagSet) *flags {
 	fs.StringVar(&f.fieldManager, "field-manager", ssa.DefaultFieldManager, "server-side apply field manager of every write")
 	fs.StringVar(&f.pluginName, "plugin-name", decode.DefaultPluginName, "name the plugin is registered with in argo-rollouts-config; its config is read under trafficRouting.plugins.<name>")
 	fs.DurationVar(&f.callTimeout, "call-timeout", plugin.DefaultCallTimeout, "deadline of each call from Argo Rollouts, all its requests and retries included")
-	fs.DurationVar(&f.reqTimeout, "request-timeout", kubeclient.DefaultRetryPolicy.RequestTimeout, "timeout of each attempt of a request to the apiserver; a request that gets no answer in time is abandoned and retried within the call's deadline")
+	fs.DurationVar(&f.reqTimeout, "request-timeout", retry.DefaultRequests.Timeout, "timeout of each attempt of a request to the apiserver; a request that gets no answer in time is abandoned and retried within the call's deadline")
 	fs.IntVar(&f.maxRoutes, "max-concurrent-routes", 16, "how many routes all calls together work on at once (one call: at most 8)")
 	fs.BoolVar(&f.cleanupOn, "cleanup-deleted-rollouts", false, "undo, on every route, the claims of Rollouts that no longer exist (canary weight, experiment backends, header and mirror rules); needs list on rollouts.argoproj.io and on the route kinds cluster-wide; sweeps the route clusters too, each process only the claims its own cluster made")
 	fs.DurationVar(&f.cleanupEvery, "cleanup-interval", time.Minute, "how often -cleanup-deleted-rollouts looks; a Rollout must be missing in two looks in a row")
@@ -159,8 +159,8 @@ func registerFlags(fs *flag.FlagSet) *flags {
 
 // wiring is what the backend is built from, by the flags.
 func (f *flags) wiring(routeClusters []decode.RouteCluster) wiring {
-	retry := kubeclient.DefaultRetryPolicy
-	retry.RequestTimeout = f.reqTimeout
+	requests := retry.DefaultRequests
+	requests.Timeout = f.reqTimeout
 	var cleanupInterval time.Duration
 	if f.cleanupOn {
 		cleanupInterval = f.cleanupEvery
@@ -173,7 +173,7 @@ func (f *flags) wiring(routeClusters []decode.RouteCluster) wiring {
 		QPS:             float32(f.qps),
 		Burst:           f.burst,
 		CallTimeout:     f.callTimeout,
-		Retry:           retry,
+		Retry:           requests,
 		WritesPerCall:   min(8, f.maxRoutes),
 		Routes:          orchestrator.NewSlots(f.maxRoutes),
 		CleanupInterval: cleanupInterval,

@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/retry"
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -48,8 +49,6 @@ const (
 	newWarnings, newWarningEvery = 5, 30 * time.Second
 	// deniedPause: after a 403, nothing is sent to that namespace for this long.
 	deniedPause = time.Minute
-	// maxRetryDelay bounds the wait before an Event that could not be sent is tried again.
-	maxRetryDelay = 30 * time.Second
 	// maxNote is the Events API's limit on a note, in bytes.
 	maxNote = 1024
 )
@@ -421,7 +420,7 @@ func (st *state) answer(s *series, err error, now time.Time) {
 	}
 	// Unanswered, 5xx, a name taken: try again later.
 	s.fails++
-	s.retryAt = now.Add(min(maxRetryDelay, time.Second<<min(s.fails, 5)))
+	s.retryAt = now.Add(retry.EventDelay(s.fails))
 	st.log.WithFields(logrus.Fields{"reason": s.ev.Reason, "error": err.Error()}).Debug("could not record an Event; trying again later")
 }
 

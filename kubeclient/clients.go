@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/retry"
 	"github.com/sirupsen/logrus"
 	"k8s.io/client-go/dynamic"
 	authorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
@@ -62,7 +63,7 @@ type Clients struct {
 // requests together stay within it, and one transport that times out and
 // retries every request as policy says (transport.go), and counts every
 // attempt (Requests).
-func NewClients(cfg *rest.Config, policy RetryPolicy, log *logrus.Entry) (Clients, error) {
+func NewClients(cfg *rest.Config, policy retry.Requests, log *logrus.Entry) (Clients, error) {
 	cfg = rest.CopyConfig(cfg)
 	if cfg.RateLimiter == nil {
 		cfg.RateLimiter = tokenBucket(cfg.QPS, cfg.Burst)

@@ -1,7 +1,7 @@
 // Package kubeclient builds the plugin's clients of one cluster (Clients):
 // one token bucket for all of them, and one transport that gives every
 // attempt of a request its own timeout and retries what is safe to repeat
-// within the call's deadline (RetryPolicy, transport.go). Flights lets
+// within the call's deadline (transport.go, with package retry's Requests). Flights lets
 // concurrent callers share one request per key. A request that got no
 // usable answer in any attempt fails with an error whose Reason says so
 // (ApiserverUnavailable). The reading side (watch caches,

@@ -50,7 +50,7 @@ func TestRequestsCountEveryAttemptByVerbAndCode(t *testing.T) {
 	}
 	gone := s.URL
 	s.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), testPolicy.RequestTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testPolicy.Timeout)
 	defer cancel()
 	if _, err := client.Do(get(t, gone+"/api/v1/namespaces/kube-system").WithContext(ctx)); err == nil {
 		t.Fatal("a GET of a server that is gone got an answer")

@@ -7,13 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/retry"
 	"github.com/sirupsen/logrus"
 	"k8s.io/client-go/util/flowcontrol"
 )
@@ -25,25 +25,10 @@ import (
 // the deadline of the call the request belongs to; and it draws every retry
 // from the process's one token bucket, so retries do not raise the rate.
 
-// RetryPolicy says how the plugin's requests are retried.
-type RetryPolicy struct {
-	// RequestTimeout bounds each attempt of a request (not watches).
-	RequestTimeout time.Duration
-	// Attempts bounds the attempts of one request, the first included.
-	Attempts int
-	// BaseDelay and MaxDelay bound the backoff before a retry: attempt n waits
-	// a random time up to min(MaxDelay, BaseDelay·2ⁿ⁻¹), or what Retry-After
-	// asks if that is longer.
-	BaseDelay, MaxDelay time.Duration
-}
-
-// DefaultRetryPolicy is what the plugin uses unless told otherwise.
-var DefaultRetryPolicy = RetryPolicy{RequestTimeout: 10 * time.Second, Attempts: 5, BaseDelay: 100 * time.Millisecond, MaxDelay: 2 * time.Second}
-
 type retrying struct {
 	next    http.RoundTripper
 	limiter flowcontrol.RateLimiter
-	policy  RetryPolicy
+	policy  retry.Requests
 	log     *logrus.Entry
 	// requests counts every attempt (nil: none).
 	requests *Requests
@@ -51,7 +36,7 @@ type retrying struct {
 
 // newTransport wraps next with the plugin's retry policy; every retry waits
 // for a token of limiter; requests counts every attempt.
-func newTransport(next http.RoundTripper, limiter flowcontrol.RateLimiter, policy RetryPolicy, log *logrus.Entry, requests *Requests) http.RoundTripper {
+func newTransport(next http.RoundTripper, limiter flowcontrol.RateLimiter, policy retry.Requests, log *logrus.Entry, requests *Requests) http.RoundTripper {
 	return &retrying{next: next, limiter: limiter, policy: policy, log: log, requests: requests}
 }
 
@@ -77,7 +62,7 @@ func (t *retrying) RoundTrip(req *http.Request) (*http.Response, error) {
 		if a.reason == "" {
 			return a.answer()
 		}
-		delay := t.delay(n, a.after)
+		delay := t.policy.Delay(n, a.after)
 		if !repeatable || n >= t.policy.Attempts || !fits(ctx, delay) {
 			return t.giveUp(req, a, start)
 		}
@@ -107,7 +92,7 @@ type attempt struct {
 // first, a body of its own, and counts it. The error is one of getting the
 // body again: nothing was sent.
 func (t *retrying) send(ctx context.Context, req *http.Request, n int) (attempt, error) {
-	actx, cancel := context.WithTimeout(ctx, t.policy.RequestTimeout)
+	actx, cancel := context.WithTimeout(ctx, t.policy.Timeout)
 	// A shallow copy: nothing below changes a request's headers or URL
 	// (a RoundTripper must not), and each attempt gets its own body.
 	r := req.WithContext(actx)
@@ -181,7 +166,7 @@ func (t *retrying) retryable(ctx, actx context.Context, resp *http.Response, err
 		case ctx.Err() != nil:
 			return "", 0 // the call is over
 		case actx.Err() != nil:
-			return fmt.Sprintf("no answer within %s", t.policy.RequestTimeout), 0
+			return fmt.Sprintf("no answer within %s", t.policy.Timeout), 0
 		case isCertificateError(err):
 			return "", 0
 		}
@@ -194,17 +179,6 @@ func (t *retrying) retryable(ctx, actx context.Context, resp *http.Response, err
 		return resp.Status, retryAfter(resp, time.Now())
 	}
 	return "", 0
-}
-
-// delay is the wait before attempt+1: full jitter over an exponential bound,
-// or the server's Retry-After if longer.
-func (t *retrying) delay(attempt int, after time.Duration) time.Duration {
-	bound := t.policy.BaseDelay << min(attempt-1, 20)
-	if bound > t.policy.MaxDelay || bound <= 0 {
-		bound = t.policy.MaxDelay
-	}
-	d := time.Duration(rand.Int64N(int64(bound) + 1))
-	return max(d, after)
 }
 
 // fits says whether waiting d still leaves the call time for an attempt.

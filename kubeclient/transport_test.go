@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/retry"
 	"github.com/sirupsen/logrus"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,7 +26,7 @@ import (
 // to, attempt by attempt. The figures are bounds, not timings: what the
 // tests assert holds however slow the machine is.
 
-var testPolicy = RetryPolicy{RequestTimeout: 300 * time.Millisecond, Attempts: 4, BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond}
+var testPolicy = retry.Requests{Timeout: 300 * time.Millisecond, Attempts: 4, BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond}
 
 // server answers the n-th request (from 1) with answer(n, w, r).
 type server struct {
@@ -54,7 +55,7 @@ func quietLog() *logrus.Entry {
 	return logrus.NewEntry(l)
 }
 
-func send(t *testing.T, ctx context.Context, policy RetryPolicy, req *http.Request) (*http.Response, error) {
+func send(t *testing.T, ctx context.Context, policy retry.Requests, req *http.Request) (*http.Response, error) {
 	t.Helper()
 	client := &http.Client{Transport: newTransport(http.DefaultTransport, flowcontrol.NewFakeAlwaysRateLimiter(), policy, quietLog(), nil)}
 	resp, err := client.Do(req.WithContext(ctx))
@@ -212,7 +213,7 @@ func TestRetryAfterPastTheDeadlineGivesUp(t *testing.T) {
 	}
 }
 
-// A request the server holds is abandoned after RequestTimeout and sent again.
+// A request the server holds is abandoned after its Timeout and sent again.
 func TestAbandonsAHeldRequest(t *testing.T) {
 	s := newServer(t, func(n int, w http.ResponseWriter, r *http.Request) {
 		if n == 1 {
@@ -224,11 +225,11 @@ func TestAbandonsAHeldRequest(t *testing.T) {
 	start := time.Now()
 	resp, err := send(t, context.Background(), testPolicy, get(t, s.URL))
 	elapsed := time.Since(start)
-	t.Logf("held first attempt: answered after %s (attempt timeout %s)", elapsed, testPolicy.RequestTimeout)
+	t.Logf("held first attempt: answered after %s (attempt timeout %s)", elapsed, testPolicy.Timeout)
 	if err != nil || resp.StatusCode != 200 || s.hits.Load() != 2 {
 		t.Fatalf("got %v, %v after %d attempts; want 200 on the second", resp, err, s.hits.Load())
 	}
-	if elapsed < testPolicy.RequestTimeout {
+	if elapsed < testPolicy.Timeout {
 		t.Errorf("answered after %s, before the first attempt's timeout", elapsed)
 	}
 }
@@ -331,7 +332,7 @@ func TestWatchesHaveNoAttemptTimeout(t *testing.T) {
 	s := newServer(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(200)
 		w.(http.Flusher).Flush()
-		time.Sleep(2 * testPolicy.RequestTimeout)
+		time.Sleep(2 * testPolicy.Timeout)
 		_, _ = w.Write([]byte("event"))
 	})
 	resp, err := send(t, context.Background(), testPolicy, get(t, s.URL+"/apis/x/v1/things?watch=true"))

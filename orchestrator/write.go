@@ -15,6 +15,7 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
+	"github.com/gatewayapi-ssa/rollouts-plugin/retry"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
 )
@@ -62,7 +63,7 @@ func refused(errs []error) bool {
 // call at a time: a plan decided before another call of the process wrote
 // the route is decided again from that write's answer first. Each apply is
 // guarded as the route's lock chooses (guard.go). After a conflict it reads
-// the route again and decides again, as the retry policy says (retry.go).
+// the route again and decides again, as the retry policy says (package retry).
 // It records every answer with the reader, logs one line per write that
 // reached the apiserver, and tells the route's owners (RouteEvents) what it
 // changed, or that it failed.
@@ -128,9 +129,9 @@ func (w *routeWrite) prepare(ctx context.Context, written bool) error {
 // manager took spec.rules) is answered once per write with a fresh read.
 // An optimistic-lock conflict after which the write comes out the same
 // (only what the plugin does not write changed) is answered at once, at
-// most maxBusyAttempts times, and counts as no attempt. One after which the
+// most retry.BusyAttempts times, and counts as no attempt. One after which the
 // rules changed is answered after a backoff and a fresh read, at most
-// maxAttempts times in all.
+// retry.ConflictAttempts times in all.
 func (w *routeWrite) run(ctx context.Context) error {
 	w.attempts = 1
 	for again := false; ; again = true {
@@ -145,17 +146,17 @@ func (w *routeWrite) run(ctx context.Context) error {
 			w.takeOver = true
 			err = w.replan(ctx)
 		case sameWriteAgain:
-			if w.busy == maxBusyAttempts {
+			if w.busy == retry.BusyAttempts {
 				return routes.RouteError(w.plan.Live.Ref, keptChanging(w.attempts, w.busy))
 			}
 			w.busy++
 		case rulesChanged:
-			if w.attempts == maxAttempts || w.busy == maxBusyAttempts {
+			if w.attempts == retry.ConflictAttempts || w.busy == retry.BusyAttempts {
 				return routes.RouteError(w.plan.Live.Ref, keptChanging(w.attempts, w.busy))
 			}
 			w.log.WithFields(logrus.Fields{"route": w.plan.Live.Ref.String(), "resourceVersion": w.plan.Live.ResourceVersion, "attempt": w.attempts}).
 				Debug("route changed since it was read; reading it again")
-			if err := backoff(ctx, w.attempts); err != nil {
+			if err := retry.ConflictBackoff(ctx, w.attempts); err != nil {
 				return routes.RouteError(w.plan.Live.Ref, fmt.Errorf("gave up after %d optimistic-lock conflicts: %w", w.attempts, err))
 			}
 			w.attempts++
@@ -284,11 +285,11 @@ func (w *routeWrite) decideAgain(live routes.Route) error {
 }
 
 // replanOnNextEvent decides again on the first version of the route newer
-// than the plan's that the reader holds within eventWait, waiting for the
+// than the plan's that the reader holds within retry.ConflictEventWait, waiting for the
 // route's watch events; failing that, or when no watch tells, on a fresh
 // read.
 func (w *routeWrite) replanOnNextEvent(ctx context.Context) error {
-	timeout := time.NewTimer(eventWait)
+	timeout := time.NewTimer(retry.ConflictEventWait)
 	defer timeout.Stop()
 	ref := w.plan.Live.Ref
 	for {
@@ -361,4 +362,16 @@ func (w *routeWrite) releaseIfDone(ctx context.Context, current routes.Route, an
 	}).Info("released route")
 	o.events.Released(current, w.call, done.Dropped)
 	return nil
+}
+
+// keptChanging is the error of a write whose attempts all ended in
+// optimistic-lock conflicts, busy of them after changes only to what the
+// plugin does not write.
+func keptChanging(attempts, busy int) error {
+	if busy == 0 {
+		return fmt.Errorf("the route kept changing under the plugin: %d attempts ended in optimistic-lock conflicts; the call is safe to repeat", attempts)
+	}
+	return fmt.Errorf("the route kept changing under the plugin: %d attempts ended in optimistic-lock conflicts, %d of them after changes only to "+
+		"what the plugin does not write (another manager writing the route more often than the plugin can read and write it); the call is safe to repeat",
+		attempts+busy, busy)
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube/kubetest"
+	"github.com/gatewayapi-ssa/rollouts-plugin/retry"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
 )
@@ -322,7 +323,7 @@ func TestAConflictIsAnsweredByReadingAndDecidingAgain(t *testing.T) {
 
 // A route whose rules another manager changes before every attempt: each
 // time the orchestrator reads it, decides again, waits its turn (backoff),
-// reads and decides once more; after maxAttempts applies the call gives
+// reads and decides once more; after retry.ConflictAttempts applies the call gives
 // up, says so and that it is safe to repeat, and records nothing.
 func TestARouteWhoseRulesKeepChangingEndsTheCallAfterMaxAttempts(t *testing.T) {
 	o, api, rd, _ := fixture(t, 7, stale)
@@ -337,10 +338,10 @@ func TestARouteWhoseRulesKeepChangingEndsTheCallAfterMaxAttempts(t *testing.T) {
 	if err == nil || err.Error() != want {
 		t.Fatalf("error %v, want %q", err, want)
 	}
-	if n, decisions := len(api.requests()), 2*maxAttempts; n != maxAttempts || len(d.seen) != decisions || len(rd.written) != 0 {
-		t.Errorf("%d applies, %d decisions, %d recorded; want %d, %d, 0", n, len(d.seen), len(rd.written), maxAttempts, decisions)
+	if n, decisions := len(api.requests()), 2*retry.ConflictAttempts; n != retry.ConflictAttempts || len(d.seen) != decisions || len(rd.written) != 0 {
+		t.Errorf("%d applies, %d decisions, %d recorded; want %d, %d, 0", n, len(d.seen), len(rd.written), retry.ConflictAttempts, decisions)
 	}
-	if diff := cmp.Diff(Writes{Conflicts: maxAttempts, Retried: maxAttempts - 1, Failed: 1}, o.Writes()); diff != "" {
+	if diff := cmp.Diff(Writes{Conflicts: retry.ConflictAttempts, Retried: retry.ConflictAttempts - 1, Failed: 1}, o.Writes()); diff != "" {
 		t.Errorf("writes counted (-want +got):\n%s", diff)
 	}
 }
@@ -348,7 +349,7 @@ func TestARouteWhoseRulesKeepChangingEndsTheCallAfterMaxAttempts(t *testing.T) {
 // A route whose other managers keep writing what the plugin does not write
 // (its labels, say): decided again, the write is the same, so it is sent
 // again at once, guarded by the new resourceVersion, up to
-// maxBusyAttempts more times; such a route that changes under every
+// retry.BusyAttempts more times; such a route that changes under every
 // attempt still ends the call, saying why.
 func TestARouteWhoseMetadataKeepsChangingIsWrittenAgainAtOnce(t *testing.T) {
 	o, api, rd, _ := fixture(t, 7, stale, stale, stale, stored(12))
@@ -375,12 +376,12 @@ func TestARouteWhoseMetadataKeepsChangingIsWrittenAgainAtOnce(t *testing.T) {
 	err = o.Write(ctx(t), p, decode.Call{})
 	want := fmt.Sprintf("HTTPRoute shop/web: the route kept changing under the plugin: %d attempts ended in optimistic-lock conflicts, %d of them after changes only to "+
 		"what the plugin does not write (another manager writing the route more often than the plugin can read and write it); the call is safe to repeat",
-		maxBusyAttempts+1, maxBusyAttempts)
+		retry.BusyAttempts+1, retry.BusyAttempts)
 	if err == nil || err.Error() != want {
 		t.Fatalf("error %v, want %q", err, want)
 	}
-	if n := len(api.requests()); n != maxBusyAttempts+1 || len(rd.written) != 0 {
-		t.Errorf("%d applies, %d recorded; want %d, 0", n, len(rd.written), maxBusyAttempts+1)
+	if n := len(api.requests()); n != retry.BusyAttempts+1 || len(rd.written) != 0 {
+		t.Errorf("%d applies, %d recorded; want %d, 0", n, len(rd.written), retry.BusyAttempts+1)
 	}
 }
 
@@ -672,7 +673,7 @@ func TestTwoCallsOfOneProcessWriteARouteOneAfterTheOther(t *testing.T) {
 }
 
 // After a conflict the next attempt is decided on the version the watch
-// cache brings; a cache that brings none within eventWait is not waited
+// cache brings; a cache that brings none within retry.ConflictEventWait is not waited
 // for longer: the route is read fresh.
 func TestAConflictWithACacheThatDoesNotFollowIsAnsweredByAFreshRead(t *testing.T) {
 	o, api, rd, _ := fixture(t, 7, stale, stored(11))
@@ -683,8 +684,8 @@ func TestAConflictWithACacheThatDoesNotFollowIsAnsweredByAFreshRead(t *testing.T
 	if err := o.Write(ctx(t), p, decode.Call{}); err != nil {
 		t.Fatal(err)
 	}
-	if took := time.Since(start); took < eventWait {
-		t.Errorf("the retry came after %s, before eventWait (%s)", took, eventWait)
+	if took := time.Since(start); took < retry.ConflictEventWait {
+		t.Errorf("the retry came after %s, before retry.ConflictEventWait (%s)", took, retry.ConflictEventWait)
 	}
 	if diff := cmp.Diff([]string{"PATCH at 5", "PATCH at 8"}, api.requests()); diff != "" {
 		t.Errorf("requests (-want +got):\n%s", diff)

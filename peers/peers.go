@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/retry"
 	"github.com/sirupsen/logrus"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -302,7 +303,7 @@ func (p *Peers) run() {
 // between attempts up to the renewal period. It gives up (false) when the
 // process may not keep a Lease there, which disables the peers, or at Stop.
 func (p *Peers) register(ctx context.Context) bool {
-	for backoff := time.Second; ; backoff = min(2*backoff, p.renewEvery()) {
+	for backoff := retry.FirstLeaseDelay; ; backoff = retry.NextLeaseDelay(backoff, p.renewEvery()) {
 		err := p.publish(ctx)
 		if err == nil {
 			return true

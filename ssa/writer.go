@@ -19,16 +19,12 @@ import (
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/apierr"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kubeclient"
+	"github.com/gatewayapi-ssa/rollouts-plugin/retry"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
 // DefaultFieldManager is the field manager every write uses unless configured.
 const DefaultFieldManager = "argo-rollouts-gatewayapi"
-
-// maxReleaseAttempts bounds the reads of a release whose test failed
-// because the plugin's own entry changed meanwhile (release): each is sent
-// again at once; the call's deadline ends them first.
-const maxReleaseAttempts = 1000
 
 // Content is what the plugin applies to a route: spec.rules whole, and its own
 // labels and annotations (one it applied before and leaves out goes away,
@@ -145,7 +141,7 @@ func (w *Writer) Release(ctx context.Context, current routes.Route, answer *rout
 // is sent, so changes others make meanwhile neither stop it nor get lost;
 // an apply of the plugin's meanwhile (a Rollout starting on the route)
 // changes its entry, fails the test, and the route is read again (at once,
-// up to maxReleaseAttempts times). The object an apply just stored (its
+// up to retry.ReleaseAttempts times). The object an apply just stored (its
 // answer, if not nil) is the object read first.
 func (w *Writer) release(ctx context.Context, current routes.Route, answer *routes.Answer) (*Released, error) {
 	res := w.dyn.Resource(current.Kind.GVR(current.Version)).Namespace(current.Namespace)
@@ -177,7 +173,7 @@ func (w *Writer) release(ctx context.Context, current routes.Route, answer *rout
 		}
 		// Its tests make it safe to send again: applied once, they fail.
 		updated, err := res.Patch(kubeclient.SafeToRepeat(ctx), current.Name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: w.fieldManager})
-		if failedTest(err) && attempt < maxReleaseAttempts {
+		if failedTest(err) && attempt < retry.ReleaseAttempts {
 			continue // the plugin's entry changed since it was read: read it again
 		}
 		if err != nil {
