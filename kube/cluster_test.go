@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/kube/kubetest"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes/routestest"
 	"github.com/google/go-cmp/cmp"
@@ -150,16 +151,9 @@ func TestAReadRacingTheWatchEventOfTheWriteSeesTheWrite(t *testing.T) {
 func TestAFreshReadIsAheadOfAStaleCache(t *testing.T) {
 	served := servedRoute()
 	served.SetResourceVersion("8")
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/apis/"+routes.Group+"/v1/namespaces/"+wtNS+"/httproutes/web" {
-			http.NotFound(w, r)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(jsonOf(t, served))
-	}))
-	defer srv.Close()
-	gw, err := gateway.NewForConfig(&rest.Config{Host: srv.URL})
+	f := kubetest.New(t)
+	f.Script("/apis/"+routes.Group+"/v1/namespaces/"+wtNS+"/httproutes/web", http.StatusOK, string(jsonOf(t, served)))
+	gw, err := gateway.NewForConfig(&rest.Config{Host: f.URL()})
 	if err != nil {
 		t.Fatal(err)
 	}

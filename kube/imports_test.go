@@ -3,11 +3,8 @@ package kube
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/sirupsen/logrus"
@@ -15,6 +12,7 @@ import (
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/apierr"
+	"github.com/gatewayapi-ssa/rollouts-plugin/kube/kubetest"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
@@ -22,32 +20,13 @@ import (
 // group: present, missing, refused, and a group the cluster does not serve
 // each answer as a user needs to read them.
 func TestServiceImported(t *testing.T) {
-	var mu sync.Mutex
-	var asked []string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		asked = append(asked, r.URL.Path)
-		mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		status := func(code int, reason string) {
-			w.WriteHeader(code)
-			fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":%q,"code":%d,"message":"%s"}`, reason, code, strings.ToLower(reason))
-		}
-		switch r.URL.Path {
-		case "/apis/net.gke.io":
-			fmt.Fprint(w, `{"kind":"APIGroup","apiVersion":"v1","name":"net.gke.io","versions":[{"groupVersion":"net.gke.io/v1","version":"v1"}],"preferredVersion":{"groupVersion":"net.gke.io/v1","version":"v1"}}`)
-		case "/apis/net.gke.io/v1/namespaces/store/serviceimports/store-canary":
-			fmt.Fprint(w, `{"kind":"ServiceImport","apiVersion":"net.gke.io/v1","metadata":{"name":"store-canary","namespace":"store"}}`)
-		case "/apis/net.gke.io/v1/namespaces/store/serviceimports/store-exp":
-			status(http.StatusNotFound, "NotFound")
-		case "/apis/net.gke.io/v1/namespaces/locked/serviceimports/store-exp":
-			status(http.StatusForbidden, "Forbidden")
-		default:
-			http.NotFound(w, r)
-		}
-	}))
-	t.Cleanup(srv.Close)
-	gw, err := gateway.NewForConfig(&rest.Config{Host: srv.URL, QPS: -1})
+	f := kubetest.New(t)
+	f.Script("/apis/net.gke.io", http.StatusOK, `{"kind":"APIGroup","apiVersion":"v1","name":"net.gke.io","versions":[{"groupVersion":"net.gke.io/v1","version":"v1"}],"preferredVersion":{"groupVersion":"net.gke.io/v1","version":"v1"}}`)
+	f.Script("/apis/net.gke.io/v1/namespaces/store/serviceimports/store-canary", http.StatusOK, `{"kind":"ServiceImport","apiVersion":"net.gke.io/v1","metadata":{"name":"store-canary","namespace":"store"}}`)
+	f.Script("/apis/net.gke.io/v1/namespaces/store/serviceimports/store-exp", http.StatusNotFound, kubetest.Status(http.StatusNotFound, "NotFound"))
+	f.Script("/apis/net.gke.io/v1/namespaces/locked/serviceimports/store-exp", http.StatusForbidden, kubetest.Status(http.StatusForbidden, "Forbidden"))
+	f.Script("/apis/multicluster.x-k8s.io", http.StatusNotFound, kubetest.Status(http.StatusNotFound, "NotFound"))
+	gw, err := gateway.NewForConfig(&rest.Config{Host: f.URL(), QPS: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,9 +59,7 @@ func TestServiceImported(t *testing.T) {
 			t.Errorf("%s: %T, want a *apierr.PermissionError", tc.ref, err)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if n := strings.Count(strings.Join(asked, " "), "/apis/net.gke.io "); n != 1 {
-		t.Errorf("the group's versions were asked %d times, want once: %v", n, asked)
+	if n := f.Asked("/apis/net.gke.io"); n != 1 {
+		t.Errorf("the group's versions were asked %d times, want once", n)
 	}
 }

@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -15,6 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/kube/kubetest"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
@@ -23,31 +22,14 @@ import (
 // records nothing (the latter said once in the log); a key it did not write
 // that way is an error naming it.
 func TestPredecessorRecords(t *testing.T) {
-	var mu sync.Mutex
-	reads := map[string]int{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		reads[r.URL.Path]++
-		mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		status := func(code int, reason string) {
-			w.WriteHeader(code)
-			fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":%q,"code":%d}`, reason, code)
-		}
-		switch r.URL.Path {
-		case "/api/v1/namespaces/shop/configmaps/argo-gatewayapi-configmap":
-			fmt.Fprint(w, `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"argo-gatewayapi-configmap"},
-				"data":{"httpManagedRoutes":"{\"beta\":{\"front\":2,\"back\":1}}","grpcManagedRoutes":"{\"beta\":{\"api\":3}}"}}`)
-		case "/api/v1/namespaces/locked/configmaps/argo-gatewayapi-configmap":
-			status(http.StatusForbidden, "Forbidden")
-		case "/api/v1/namespaces/bad/configmaps/argo-gatewayapi-configmap":
-			fmt.Fprint(w, `{"kind":"ConfigMap","apiVersion":"v1","data":{"httpManagedRoutes":"[1,2]"}}`)
-		default:
-			status(http.StatusNotFound, "NotFound")
-		}
-	}))
-	t.Cleanup(srv.Close)
-	gw, err := gateway.NewForConfig(&rest.Config{Host: srv.URL, QPS: -1})
+	f := kubetest.New(t)
+	const path = "/api/v1/namespaces/%s/configmaps/argo-gatewayapi-configmap"
+	f.Script(fmt.Sprintf(path, "shop"), http.StatusOK, `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"argo-gatewayapi-configmap"},
+		"data":{"httpManagedRoutes":"{\"beta\":{\"front\":2,\"back\":1}}","grpcManagedRoutes":"{\"beta\":{\"api\":3}}"}}`)
+	f.Script(fmt.Sprintf(path, "locked"), http.StatusForbidden, kubetest.Status(http.StatusForbidden, "Forbidden"))
+	f.Script(fmt.Sprintf(path, "bad"), http.StatusOK, `{"kind":"ConfigMap","apiVersion":"v1","data":{"httpManagedRoutes":"[1,2]"}}`)
+	f.Script(fmt.Sprintf(path, "none"), http.StatusNotFound, kubetest.Status(http.StatusNotFound, "NotFound"))
+	gw, err := gateway.NewForConfig(&rest.Config{Host: f.URL(), QPS: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,9 +61,7 @@ func TestPredecessorRecords(t *testing.T) {
 	if _, err := c.PredecessorRecords(ctx, "shop", cm); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if n := reads["/api/v1/namespaces/shop/configmaps/"+cm]; n != 1 {
+	if n := f.Asked("/api/v1/namespaces/shop/configmaps/" + cm); n != 1 {
 		t.Errorf("read %d times within a minute, want once", n)
 	}
 	warned := 0

@@ -3,12 +3,11 @@ package kube
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
-	"sync/atomic"
 	"testing"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/kube/kubetest"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/sirupsen/logrus"
 	logtest "github.com/sirupsen/logrus/hooks/test"
@@ -25,26 +24,12 @@ func TestTheReaderReadsTheSchemaOncePerVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var docs atomic.Int32
-	var refuse atomic.Bool
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/openapi/v3/apis/" + routes.Group + "/v1":
-			docs.Add(1)
-			if refuse.Load() {
-				http.Error(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Forbidden","code":403}`, http.StatusForbidden)
-				return
-			}
-			_, _ = w.Write(doc)
-		case "/apis/" + routes.Group + "/v1/namespaces/" + wtNS + "/httproutes/web":
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write(jsonOf(t, servedRoute()))
-		default:
-			http.NotFound(w, r)
-		}
-	}))
-	defer srv.Close()
-	gw, err := gateway.NewForConfig(&rest.Config{Host: srv.URL})
+	const docPath = "/openapi/v3/apis/" + routes.Group + "/v1"
+	f := kubetest.New(t)
+	f.Add(servedRoute())
+	f.Script(docPath, http.StatusOK, string(doc))
+	docs := func() int { return f.Asked(docPath) }
+	gw, err := gateway.NewForConfig(&rest.Config{Host: f.URL()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,11 +46,11 @@ func TestTheReaderReadsTheSchemaOncePerVersion(t *testing.T) {
 		return r.Schema
 	}
 	lacks := routes.Schema{LacksRuleNames: true, LacksMirrorPercent: true}
-	if got := read(); got != lacks || docs.Load() != 1 {
-		t.Fatalf("first read: schema %+v after %d documents, want %+v after 1", got, docs.Load(), lacks)
+	if got := read(); got != lacks || docs() != 1 {
+		t.Fatalf("first read: schema %+v after %d documents, want %+v after 1", got, docs(), lacks)
 	}
-	if got := read(); got != lacks || docs.Load() != 1 {
-		t.Fatalf("second read: schema %+v after %d documents, want %+v after 1", got, docs.Load(), lacks)
+	if got := read(); got != lacks || docs() != 1 {
+		t.Fatalf("second read: schema %+v after %d documents, want %+v after 1", got, docs(), lacks)
 	}
 	age := func() {
 		c.mu.Lock()
@@ -75,19 +60,19 @@ func TestTheReaderReadsTheSchemaOncePerVersion(t *testing.T) {
 		c.mu.Unlock()
 	}
 	age()
-	refuse.Store(true)
-	if got := read(); got != (routes.Schema{}) || docs.Load() != 2 {
-		t.Fatalf("a refused document: schema %+v after %d documents, want every field after 2", got, docs.Load())
+	f.Script(docPath, http.StatusForbidden, kubetest.Status(http.StatusForbidden, "Forbidden"))
+	if got := read(); got != (routes.Schema{}) || docs() != 2 {
+		t.Fatalf("a refused document: schema %+v after %d documents, want every field after 2", got, docs())
 	}
 	if n := len(hook.AllEntries()); n == 0 || !strings.Contains(hook.LastEntry().Message, "cannot read the Gateway API schema") {
 		t.Errorf("no warning for the refused document: %v", hook.AllEntries())
 	}
-	if read(); docs.Load() != 2 {
-		t.Errorf("the refused document was asked for again within schemaRecheck: %d", docs.Load())
+	if read(); docs() != 2 {
+		t.Errorf("the refused document was asked for again within schemaRecheck: %d", docs())
 	}
 	age()
-	refuse.Store(false)
-	if got := read(); got != lacks || docs.Load() != 3 {
-		t.Errorf("after schemaRecheck: schema %+v after %d documents, want %+v after 3", got, docs.Load(), lacks)
+	f.Script(docPath, http.StatusOK, string(doc))
+	if got := read(); got != lacks || docs() != 3 {
+		t.Errorf("after schemaRecheck: schema %+v after %d documents, want %+v after 3", got, docs(), lacks)
 	}
 }

@@ -45,7 +45,7 @@ import (
 // (about.k8s.io is not served unless one is held), namespace kube-system
 // (its uid KubeSystemUID) and SelfSubjectAccessReviews (allowed). A LIST
 // pages as the apiserver does (limit, continue). It records every request
-// it gets.
+// it gets; a test may script the answer of any path (Script).
 //
 // Its resourceVersion is the highest of the objects it has held (1 at
 // least); each write it stores takes the next one.
@@ -74,6 +74,14 @@ type Server struct {
 	answers  map[string][]Answer
 	applied  map[string]int
 	requests []Request
+	// scripts answer a path's GETs ahead of what the fake holds (Script).
+	scripts map[string]scripted
+}
+
+// scripted is the answer Script sets for a path.
+type scripted struct {
+	code int
+	body string
 }
 
 // Answer is the answer to one apply of a route, given what was applied:
@@ -111,7 +119,7 @@ func New(t *testing.T, objects ...string) *Server {
 	f := &Server{t: t, closing: make(chan struct{}), rv: 1,
 		routes: map[string]*unstructured.Unstructured{}, rollouts: map[string]*unstructured.Unstructured{},
 		grants: map[string]*unstructured.Unstructured{}, services: map[string]bool{},
-		answers: map[string][]Answer{}, applied: map[string]int{}}
+		answers: map[string][]Answer{}, applied: map[string]int{}, scripts: map[string]scripted{}}
 	for _, doc := range objects {
 		u := &unstructured.Unstructured{}
 		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
@@ -223,6 +231,39 @@ func (f *Server) AnswerApplies(namespace, name string, answers ...Answer) {
 	f.answers[key], f.applied[key] = answers, 0
 }
 
+// Script answers every GET of path with code and body (JSON) from now on,
+// ahead of anything the fake serves there: an object of a kind it does not
+// hold, an API group's discovery, a document, a refusal (Status). A code of
+// 0 drops the script.
+func (f *Server) Script(path string, code int, body string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if code == 0 {
+		delete(f.scripts, path)
+		return
+	}
+	f.scripts[path] = scripted{code: code, body: body}
+}
+
+// Asked counts the requests of path so far.
+func (f *Server) Asked(path string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, r := range f.requests {
+		if r.Path == path {
+			n++
+		}
+	}
+	return n
+}
+
+// Status is the body of an apiserver's refusal: a Status of code and reason
+// (Forbidden, NotFound).
+func Status(code int, reason string) string {
+	return fmt.Sprintf(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":%q,"code":%d,"message":%q}`, reason, code, strings.ToLower(reason))
+}
+
 // URL is where the server listens.
 func (f *Server) URL() string { return f.srv.URL }
 
@@ -282,6 +323,13 @@ func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 	request := len(f.requests) - 1
 	f.mu.Unlock()
 
+	f.mu.Lock()
+	script, ok := f.scripts[r.URL.Path]
+	f.mu.Unlock()
+	if ok && r.Method == http.MethodGet {
+		f.write(w, script.code, []byte(script.body))
+		return
+	}
 	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
 	if !f.serveGatewayAPI(w, r, request, parts, body) {
 		f.serveOthers(w, r, parts, body)
