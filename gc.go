@@ -9,12 +9,10 @@ import (
 // How often the plugin collects garbage. Go's default (GOGC 100) lets the
 // heap grow to twice what is live before it collects; at 50 it grows to
 // 1.5 ×, for about twice the collections. The plugin's live heap is small
-// (about 4 MiB of package initialisation, plus 4–5 KiB per route in its
-// watch caches), and most of its CPU per route written went to the
-// collector at 50: counted with make bench -instructions over 200 routes,
-// 1.39 M instructions per route at 50 and 1.09 M at 100. But at 100 a
-// plugin whose caches hold 10,000 routes peaked at 49.1 MiB instead of
-// 44.4 (docs/performance/scale.md). So the plugin spends a fixed heap
+// (package initialisation, plus a few KiB per route in its watch caches),
+// and at 50 most of its CPU per route written went to the collector. But
+// at 100 a plugin whose caches hold 10,000 routes peaks several MiB higher
+// than at 50 (docs/performance/memory.md has both counts). So the plugin spends a fixed heap
 // budget instead of a fixed ratio: after each collection it sets GOGC to
 // what lets the heap grow to heapBudget, at most 100 and at least 50. A
 // plugin with a small live heap collects as Go does by default; one whose

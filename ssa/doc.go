@@ -12,12 +12,10 @@
 // filling the types (shape.go), and sent with net/http through the REST
 // client's own http.Client and token bucket, past client-go's rest.Request
 // (send.go). Both re-implement a part of client-go's path because they
-// measurably cost less: 476467b executed 1.25 M instructions per route (the
-// mean of four runs), the same build sending through rest.Request 1.47 M
-// (17 % more, three runs), and filling and encoding the typed configuration
-// as well 2.15 M (71 % more, two runs); make bench BENCHFLAGS="-routes 200
-// -runs 4 -together 0 -defaults-routes 0 -instructions", builds alternated,
-// docs/performance/cpu-per-route.md. A route whose rules the typed
+// measurably cost less: sending through rest.Request, and filling and
+// encoding the typed configuration, each made the plugin execute more
+// instructions per route written (docs/performance/cpu-per-route.md has the
+// counts and how to take them). A route whose rules the typed
 // configuration cannot carry exactly (a field of a newer Gateway API) is
 // applied unstructured instead: the same object, field manager, options and
 // guard, never truncated, and the log line says why. An apply is guarded
