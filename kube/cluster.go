@@ -43,9 +43,9 @@ type Reader interface {
 	// holds (what Get would answer with), "" if it holds none or cannot
 	// tell without a request; it copies nothing.
 	ResourceVersion(ctx context.Context, ref routes.Ref) string
-	// Changed is closed at the route's next watch event, once Get can
+	// NextEvent is closed at the route's next watch event, once Get can
 	// answer with it; nil when no watch of the route runs to tell.
-	Changed(ref routes.Ref) <-chan struct{}
+	NextEvent(ref routes.Ref) <-chan struct{}
 	// ServedVersion is the API version the plugin reads and writes kind in.
 	ServedVersion(ctx context.Context, kind routes.Kind) (string, error)
 	// Written tells the reader about an object the plugin just wrote, so the
@@ -109,7 +109,7 @@ type Cluster struct {
 	// stopIdle ends the goroutine that stops idle caches (idle.go); nil
 	// while none runs.
 	stopIdle chan struct{}
-	// changes are closed at the next watch event of their route (Changed).
+	// changes are closed at the next watch event of their route (NextEvent).
 	changes map[routes.Ref]chan struct{}
 
 	// schemaMu serializes reading the OpenAPI documents; schemas holds what

@@ -73,7 +73,7 @@ func (c *Cluster) stopUnusedSince(cutoff time.Time) {
 
 // forgetRoutesOf drops, under c.mu, what the Cluster keeps beside a stopped
 // route cache for its routes: only that cache's events would ever drop it.
-// Whoever waits for such an event (Changed) is woken, to read afresh.
+// Whoever waits for such an event (NextEvent) is woken, to read afresh.
 func (c *Cluster) forgetRoutesOf(key informerKey) {
 	of := func(ref routes.Ref) bool { return ref.Kind == key.kind && ref.Namespace == key.namespace }
 	maps.DeleteFunc(c.overlay, func(ref routes.Ref, _ *routes.Answer) bool { return of(ref) })

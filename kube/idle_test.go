@@ -112,7 +112,7 @@ func TestAWatchCacheACallUsesRunsOnWhileTheOthersStop(t *testing.T) {
 	api.await(t, "three watches", func(open, _ map[string]int) bool {
 		return open[routesOf(wtNS)] == 1 && open[routesOf(idleNS)] == 1 && open[grantsOfIdle] == 1
 	})
-	shopChanged, idleChanged := c.Changed(web(wtNS)), c.Changed(web(idleNS))
+	shopChanged, idleChanged := c.NextEvent(web(wtNS)), c.NextEvent(web(idleNS))
 
 	cutoff := time.Now()
 	if _, err := c.Get(ctx, web(wtNS)); err != nil { // shop's cache is in use

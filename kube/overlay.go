@@ -96,12 +96,12 @@ func (c *Cluster) caughtUp(obj any) {
 	}
 }
 
-// Changed is closed at the route's next watch event, once the watch cache
+// NextEvent is closed at the route's next watch event, once the watch cache
 // holds it (the informer stores an event before it tells caughtUp); nil
 // when no watch cache of the route's kind and namespace runs, or the
 // Cluster is closed. A channel nobody waits for any more stays until that
 // event: one per route at most.
-func (c *Cluster) Changed(ref routes.Ref) <-chan struct{} {
+func (c *Cluster) NextEvent(ref routes.Ref) <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, running := c.informers[informerKey{kind: ref.Kind, namespace: ref.Namespace}]; c.closed || !running {

@@ -293,7 +293,7 @@ func (w *routeWrite) replanOnNextEvent(ctx context.Context) error {
 	defer timeout.Stop()
 	ref := w.plan.Live.Ref
 	for {
-		changed := w.o.reader.Changed(ref) // before the read: an event after it closes it
+		changed := w.o.reader.NextEvent(ref) // before the read: an event after it closes it
 		live, err := w.o.reader.Get(ctx, ref)
 		if err == nil && kube.Newer(live.ResourceVersion, w.plan.Live.ResourceVersion) {
 			return w.decideAgain(live)

@@ -140,7 +140,7 @@ type reader struct {
 	// as when another manager keeps changing them.
 	rulesChange bool
 	// eventAfterRead: the cache, behind, catches up with its next event
-	// right after a Get, and Changed tells of it.
+	// right after a Get, and NextEvent tells of it.
 	eventAfterRead bool
 	changed        chan struct{}
 	// gets and freshReads count the reads of Get and of Fresh.
@@ -213,9 +213,9 @@ func (r *reader) read() (routes.Route, error) {
 
 func (r *reader) Gateways(context.Context, routes.Parents) []routes.Gateway { return nil }
 
-// Changed tells of the cache's next event: only with eventAfterRead does
+// NextEvent tells of the cache's next event: only with eventAfterRead does
 // one come.
-func (r *reader) Changed(routes.Ref) <-chan struct{} {
+func (r *reader) NextEvent(routes.Ref) <-chan struct{} {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.changed == nil {

@@ -230,7 +230,7 @@ func (p *Peers) waitingLocked(now time.Time) string {
 			return fmt.Sprintf("%s (%v)", p.registering, p.renewErr)
 		}
 		return p.registering
-	case !p.fresh(now):
+	case !p.leaseCurrent(now):
 		return fmt.Sprintf("this process's Lease %s has not been renewed for %s (%v): the other processes may take it for gone",
 			p.name, now.Sub(p.renewed).Round(time.Second), p.renewErr)
 	case !p.synced:
@@ -263,11 +263,11 @@ func (p *Peers) aloneLocked(now time.Time) bool {
 	return true
 }
 
-// fresh says whether the Lease was renewed recently enough that no other
+// leaseCurrent says whether the Lease was renewed recently enough that no other
 // process can have taken this one for gone: the others wait LeaseDuration
 // after they saw the renewal, this one stops writing a renewal period
 // before that.
-func (p *Peers) fresh(now time.Time) bool {
+func (p *Peers) leaseCurrent(now time.Time) bool {
 	return now.Sub(p.renewed) < p.opts.LeaseDuration-p.renewEvery()
 }
 

@@ -263,8 +263,8 @@ func (f *Files) Gateways(ctx context.Context, parents routes.Parents) []routes.G
 // Written does nothing: a plan writes nothing.
 func (f *Files) Written(*routes.Answer) {}
 
-// Changed is nil: files do not change.
-func (f *Files) Changed(routes.Ref) <-chan struct{} { return nil }
+// NextEvent is nil: files do not change.
+func (f *Files) NextEvent(routes.Ref) <-chan struct{} { return nil }
 
 // Ports answers with the Services of the files.
 func (f *Files) Ports(namespace string) func(ctx context.Context, name string) ([]corev1.ServicePort, error) {

@@ -8,20 +8,20 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
-// A writer waiting for a route's next version (Changed) is told by the
+// A writer waiting for a route's next version (NextEvent) is told by the
 // route's watch event, and by no other route's; with no watch of the
-// route's kind and namespace nothing could tell, and Changed says so (nil).
-func TestChangedIsClosedByTheRoutesNextWatchEvent(t *testing.T) {
+// route's kind and namespace nothing could tell, and NextEvent says so (nil).
+func TestNextEventIsClosedByTheRoutesNextWatchEvent(t *testing.T) {
 	c := NewCluster(nil, logrus.NewEntry(logrus.New()))
 	served := servedRoute()
 	ref := routes.Ref{Kind: routes.HTTPRoute, Namespace: served.GetNamespace(), Name: served.GetName()}
-	if ch := c.Changed(ref); ch != nil {
-		t.Fatal("Changed without a watch of the route's namespace is not nil")
+	if ch := c.NextEvent(ref); ch != nil {
+		t.Fatal("NextEvent without a watch of the route's namespace is not nil")
 	}
 	c.informers[informerKey{kind: ref.Kind, namespace: ref.Namespace}] = &namespaceCache{}
-	changed := c.Changed(ref)
-	if changed == nil || c.Changed(ref) != changed {
-		t.Fatal("Changed with a watch of the route's namespace: want one channel, the same for every waiter")
+	changed := c.NextEvent(ref)
+	if changed == nil || c.NextEvent(ref) != changed {
+		t.Fatal("NextEvent with a watch of the route's namespace: want one channel, the same for every waiter")
 	}
 	other := servedRoute()
 	other.SetName("other")
@@ -37,7 +37,7 @@ func TestChangedIsClosedByTheRoutesNextWatchEvent(t *testing.T) {
 	default:
 		t.Fatal("the route's event did not close the channel")
 	}
-	if next := c.Changed(ref); next == changed {
-		t.Error("after the event, Changed answers with the closed channel; want a new one for the next event")
+	if next := c.NextEvent(ref); next == changed {
+		t.Error("after the event, NextEvent answers with the closed channel; want a new one for the next event")
 	}
 }
