@@ -118,7 +118,7 @@ func TestCleanupSweep(t *testing.T) {
 	start := time.Now()
 	// The sweep applies the route without the claim, then gives its
 	// ownership back with an Update: wait for both.
-	eventually20s(t, "the deleted Rollout's route back to stable and released", func() bool {
+	eventuallyWithin(t, 20*time.Second, "the deleted Rollout's route back to stable and released", func() bool {
 		u := get(t, standard, "v1", "HTTPRoute", ns, "gone")
 		_, claimed := u.GetAnnotations()["gatewayapi-ssa.dev/claims"]
 		return !claimed && !slices.ContainsFunc(u.GetManagedFields(), func(e metav1.ManagedFieldsEntry) bool { return e.Manager == fieldManager })
@@ -136,17 +136,5 @@ func TestCleanupSweep(t *testing.T) {
 	if back.GetResourceVersion() != backBefore.GetResourceVersion() {
 		t.Errorf("the route of a Rollout deleted and created again was written (resourceVersion %s → %s)",
 			backBefore.GetResourceVersion(), back.GetResourceVersion())
-	}
-}
-
-// eventually20s polls cond until it holds or 20 s pass.
-func eventually20s(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -176,7 +176,7 @@ func TestAFleetMemberDoesNotTakeARouteAnotherMemberWalks(t *testing.T) {
 		t.Fatalf("member-a's sweep took member-b's claim: %+v", got)
 	}
 	deleteIn(t, memberB, ns, "demo")
-	eventually20s(t, "member-b's sweep to take its claim back", func() bool {
+	eventuallyWithin(t, 20*time.Second, "member-b's sweep to take its claim back", func() bool {
 		u := route()
 		_, claimed := u.GetAnnotations()[claimsAnnotation]
 		return !claimed && !ownsRules(u, fieldManager)

@@ -410,18 +410,6 @@ func TestARouteClusterThatGoesAway(t *testing.T) {
 	}
 }
 
-// eventuallyWithin polls cond every half second until it holds or d passes.
-func eventuallyWithin(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-}
-
 // plan and inspect reach a route cluster as the plugin does, given its
 // -route-cluster and -route-namespaces values: plan computes every step on
 // the config cluster's route, dry-runs it there and checks the permissions
