@@ -136,7 +136,8 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	eventuallyWithin(t, 10*time.Second, what, cond)
 }
 
-// eventuallyWithin polls cond until it holds or d passes.
+// eventuallyWithin polls cond until it holds or d passes: 200 times in d at
+// most, and at least every half second.
 func eventuallyWithin(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
@@ -144,7 +145,7 @@ func eventuallyWithin(t *testing.T, d time.Duration, what string, cond func() bo
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %s waiting for %s", d, what)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(min(max(d/200, 50*time.Millisecond), 500*time.Millisecond))
 	}
 }
 
