@@ -14,10 +14,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	typedeventsv1 "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/flowcontrol"
 )
 
 // How a Recorder spends the Events API. The figures are the design's; the
@@ -104,13 +101,11 @@ func (r *Recorder) Recorded() (queued, dropped int64) {
 // Its requests have their own token bucket; they do not go through the
 // calls' (kubeclient.NewClients).
 func NewRecorder(cfg *rest.Config, o Options, log *logrus.Entry) (*Recorder, error) {
-	cfg = rest.CopyConfig(cfg)
-	cfg.RateLimiter = flowcontrol.NewFakeAlwaysRateLimiter() // the Recorder's own bucket decides (state.limit)
-	client, err := typedeventsv1.NewForConfig(cfg)
+	s, err := newHTTPSink(cfg) // no token bucket but the Recorder's own (state.limit)
 	if err != nil {
 		return nil, fmt.Errorf("building the Events client: %w", err)
 	}
-	r := newRecorder(apiSink{client}, o, log)
+	r := newRecorder(s, o, log)
 	go r.run()
 	return r, nil
 }
@@ -158,23 +153,6 @@ func (r *Recorder) run() {
 type sink interface {
 	create(ctx context.Context, e *eventsv1.Event) (name string, err error)
 	patch(ctx context.Context, namespace, name string, mergePatch []byte) error
-}
-
-type apiSink struct {
-	client typedeventsv1.EventsV1Interface
-}
-
-func (a apiSink) create(ctx context.Context, e *eventsv1.Event) (string, error) {
-	made, err := a.client.Events(e.Namespace).Create(ctx, e, metav1.CreateOptions{})
-	if err != nil {
-		return "", err
-	}
-	return made.Name, nil
-}
-
-func (a apiSink) patch(ctx context.Context, namespace, name string, data []byte) error {
-	_, err := a.client.Events(namespace).Patch(ctx, name, types.MergePatchType, data, metav1.PatchOptions{})
-	return err
 }
 
 // key is what makes two Events the same: a repeat raises the first one's

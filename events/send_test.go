@@ -1,0 +1,223 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedeventsv1 "k8s.io/client-go/kubernetes/typed/events/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
+)
+
+// typedSink is the Events API through client-go's typed client: what the
+// Recorder used before send.go, and what httpSink is compared with.
+type typedSink struct {
+	client typedeventsv1.EventsV1Interface
+}
+
+func (a typedSink) create(ctx context.Context, e *eventsv1.Event) (string, error) {
+	made, err := a.client.Events(e.Namespace).Create(ctx, e, metav1.CreateOptions{})
+	if err != nil {
+		return "", err
+	}
+	return made.Name, nil
+}
+
+func (a typedSink) patch(ctx context.Context, namespace, name string, data []byte) error {
+	_, err := a.client.Events(namespace).Patch(ctx, name, types.MergePatchType, data, metav1.PatchOptions{})
+	return err
+}
+
+// request is what an apiserver sees of a request.
+type request struct {
+	Method, Path, Query, ContentType, Accept, UserAgent string
+	Body                                                string
+}
+
+// An Event sent straight (send.go) is the request client-go's typed client
+// sends, and each answer reads the same, for a create and a patch: the
+// Event, a Status refusal of each kind the Recorder tells apart (403, 429
+// with and without Retry-After, 422, 400, 404, 409), refusals that are no
+// Status, and a 2xx that is a failed Status. An answer with a Retry-After
+// is sent 11 times both ways.
+func TestHTTPSinkAsTheTypedClient(t *testing.T) {
+	statusOf := func(code int, reason, message, details string) string {
+		return `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"` + message + `","reason":"` + reason + `"` + details + `,"code":` + strconv.Itoa(code) + `}`
+	}
+	created := `{"kind":"Event","apiVersion":"events.k8s.io/v1","metadata":{"name":"web.18a2b3c4d5e6f708","namespace":"shop","uid":"u1","resourceVersion":"7"},"eventTime":"2026-12-01T10:00:00.000000Z","reportingController":"argo","reportingInstance":"host/1","action":"SetWeight","reason":"WeightsChanged","regarding":{"kind":"HTTPRoute","namespace":"shop","name":"web"},"note":"n","type":"Normal"}`
+	type answer struct {
+		code        int
+		contentType string
+		retryAfter  string
+		body        string
+	}
+	answers := map[string]answer{
+		"stored":          {201, "application/json", "", created},
+		"forbidden":       {403, "application/json", "", statusOf(403, "Forbidden", `events.events.k8s.io is forbidden: User \"x\" cannot create resource`, `,"details":{"group":"events.k8s.io","kind":"events"}`)},
+		"throttled":       {429, "application/json", "", statusOf(429, "TooManyRequests", "too many requests", `,"details":{"retryAfterSeconds":3}`)},
+		"throttled again": {429, "text/plain; charset=utf-8", "0", "Too many requests, please try again later.\n"},
+		"invalid":         {422, "application/json", "", statusOf(422, "Invalid", `Event.events.k8s.io \"web.1\" is invalid: note: Too long`, `,"details":{"name":"web.1","group":"events.k8s.io","kind":"Event"}`)},
+		"bad request":     {400, "application/json", "", statusOf(400, "BadRequest", "the body of the request was in an unknown format", "")},
+		"not found":       {404, "application/json", "", statusOf(404, "NotFound", `events.events.k8s.io \"web.1\" not found`, `,"details":{"name":"web.1","group":"events.k8s.io","kind":"events"}`)},
+		"name taken":      {409, "application/json", "", statusOf(409, "AlreadyExists", `events.events.k8s.io \"web.1\" already exists`, "")},
+		"unavailable":     {503, "text/plain", "", "apiserver is shutting down\n"},
+		"unexpected":      {502, "application/octet-stream", "", "\x00\x01"},
+		"not a status":    {500, "application/json", "", `{"kind":"Event","apiVersion":"events.k8s.io/v1"}`},
+		"failed, 200":     {200, "application/json", "", `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"no","reason":"InternalError","code":500}`},
+	}
+	first := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	related := &corev1.ObjectReference{APIVersion: "argoproj.io/v1alpha1", Kind: "Rollout", Namespace: "shop", Name: "web"}
+	event := func() *eventsv1.Event {
+		return (&state{opts: Options{Controller: "argo rollouts/gatewayapi", Instance: "host/1"}}).build(&series{
+			ev: Event{
+				Regarding: corev1.ObjectReference{APIVersion: "gateway.networking.k8s.io/v1", Kind: "HTTPRoute", Namespace: "shop", Name: "web", UID: "u1"},
+				Related:   related, Type: corev1.EventTypeNormal, Reason: reasonWeightsChanged, Action: "SetWeight",
+				Note: "rollout shop/web: SetWeight 20: weights \"stable\" 80, \"canary\" 20 — ü",
+			},
+			first: first, last: first.Add(time.Minute), count: 3,
+		}, first.Add(time.Minute))
+	}
+	patch := seriesPatch(&series{count: 4, last: first.Add(2 * time.Minute)})
+	for name, a := range answers {
+		for _, verb := range []string{"create", "patch"} {
+			t.Run(name+"/"+verb, func(t *testing.T) {
+				var seen []request
+				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					body, _ := io.ReadAll(r.Body)
+					seen = append(seen, request{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Get("Content-Type"), r.Header.Get("Accept"), r.UserAgent(), string(body)})
+					w.Header().Set("Content-Type", a.contentType)
+					if a.retryAfter != "" {
+						w.Header().Set("Retry-After", a.retryAfter)
+					}
+					w.WriteHeader(a.code)
+					io.WriteString(w, a.body)
+				}))
+				defer srv.Close()
+				cfg := &rest.Config{Host: srv.URL + "/prefix", UserAgent: "rollouts-gatewayapi-ssa/test", Timeout: 30 * time.Second}
+				straight, err := newHTTPSink(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				typedCfg := rest.CopyConfig(cfg)
+				typedCfg.RateLimiter = flowcontrol.NewFakeAlwaysRateLimiter()
+				client, err := typedeventsv1.NewForConfig(typedCfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				send := func(s sink) (string, error) {
+					ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+					defer cancel()
+					if verb == "create" {
+						return s.create(ctx, event())
+					}
+					return "", s.patch(ctx, "shop", "web.18a2b3c4d5e6f708", patch)
+				}
+				name1, err1 := send(straight)
+				n := len(seen)
+				name2, err2 := send(typedSink{client})
+				want := 1
+				if a.retryAfter != "" {
+					want = 1 + maxRetries
+				}
+				if n != want || len(seen)-n != want {
+					t.Fatalf("%d requests sent straight, %d by the typed client; want %d", n, len(seen)-n, want)
+				}
+				// The typed client sends an Event in protobuf and asks for it
+				// back: the Events are compared decoded, and the answers are
+				// JSON, which it reads too.
+				typedReq, straightReq := seen[n], seen[0]
+				if verb == "create" {
+					if straightReq.ContentType != "application/json" || typedReq.ContentType != "application/vnd.kubernetes.protobuf" {
+						t.Errorf("Content-Type %q straight, %q by the typed client", straightReq.ContentType, typedReq.ContentType)
+					}
+					if diff := cmp.Diff(decodeEvent(t, typedReq.Body), decodeEvent(t, straightReq.Body)); diff != "" {
+						t.Errorf("the Event sent straight differs from the typed client's (-typed +straight):\n%s", diff)
+					}
+					typedReq.Body, straightReq.Body, typedReq.ContentType = "", "", straightReq.ContentType
+				}
+				if straightReq.Accept != "application/json, */*" {
+					t.Errorf("Accept %q straight", straightReq.Accept)
+				}
+				typedReq.Accept = straightReq.Accept
+				if diff := cmp.Diff(typedReq, straightReq); diff != "" {
+					t.Errorf("the request sent straight differs from the typed client's (-typed +straight):\n%s", diff)
+				}
+				if name1 != name2 {
+					t.Errorf("created %q straight, %q by the typed client", name1, name2)
+				}
+				if (err1 == nil) != (err2 == nil) {
+					t.Fatalf("straight: %v; typed client: %v", err1, err2)
+				}
+				if err1 == nil {
+					return
+				}
+				if diff := cmp.Diff(err2.Error(), err1.Error()); diff != "" {
+					t.Errorf("errors differ (-typed +straight):\n%s", diff)
+				}
+				for _, is := range []func(error) bool{apierrors.IsForbidden, apierrors.IsTooManyRequests, apierrors.IsInvalid,
+					apierrors.IsBadRequest, apierrors.IsNotFound, apierrors.IsAlreadyExists, apierrors.IsInternalError} {
+					if is(err1) != is(err2) {
+						t.Errorf("the errors are told apart differently: %v and %v", err1, err2)
+					}
+				}
+				d1, ok1 := apierrors.SuggestsClientDelay(err1)
+				d2, ok2 := apierrors.SuggestsClientDelay(err2)
+				if d1 != d2 || ok1 != ok2 {
+					t.Errorf("suggested delay %d %v straight, %d %v by the typed client", d1, ok1, d2, ok2)
+				}
+			})
+		}
+	}
+}
+
+// An answer with a Retry-After longer than the request's time left is
+// waited for until then, as the typed client does, and the Recorder then
+// tries again later.
+func TestHTTPSinkRetryAfterBeyondTimeout(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "5")
+		w.WriteHeader(http.StatusTooManyRequests)
+	}))
+	defer srv.Close()
+	s, err := newHTTPSink(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err = s.patch(ctx, "shop", "web.1", []byte(`{}`))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("error %v; want the deadline", err)
+	}
+	if waited := time.Since(start); waited > 2*time.Second {
+		t.Errorf("waited %s past the deadline", waited)
+	}
+}
+
+// decodeEvent reads an Event as the apiserver does, from JSON or protobuf.
+func decodeEvent(t *testing.T, body string) *eventsv1.Event {
+	t.Helper()
+	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(body), nil, nil)
+	if err != nil {
+		t.Fatalf("decoding the Event sent: %v", err)
+	}
+	e, ok := obj.(*eventsv1.Event)
+	if !ok {
+		t.Fatalf("sent a %T, not an Event", obj)
+	}
+	return e
+}
