@@ -3,24 +3,20 @@ package ssa
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/kubeclient"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
@@ -83,9 +79,9 @@ func (s *sender) apply(ctx context.Context, ref routes.Ref, body []byte, opts me
 	if err != nil {
 		return nil, fmt.Errorf("unexpected error when reading response body. Please retry. Original error: %w", err)
 	}
-	warn(resp.Header)
+	kubeclient.Warn(resp.Header)
 	if resp.StatusCode < http.StatusOK || resp.StatusCode > http.StatusPartialContent {
-		return nil, refusal(resp, raw, ref)
+		return nil, kubeclient.Refusal(resp, raw, http.MethodPatch, schema.GroupResource{Group: routes.Group, Resource: ref.Kind.Resource()}, ref.Name)
 	}
 	return raw, nil
 }
@@ -107,48 +103,4 @@ func readBody(resp *http.Response) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.Clone(buf.Bytes()), nil
-}
-
-// refusal is the error client-go's Result gives for the answer raw with a
-// status code outside 200–206: the apiserver's Status as a StatusError when
-// the answer is one that failed, else a generic error naming the code, the
-// verb and the route, with a text answer as its message.
-func refusal(resp *http.Response, raw []byte, ref routes.Ref) error {
-	var status metav1.Status
-	if json.Unmarshal(raw, &status) == nil && status.Kind == "Status" && status.Status == metav1.StatusFailure {
-		return apierrors.FromObject(&status)
-	}
-	const maxText = 2048 // client-go's cap on an unstructured answer in an error
-	text := raw
-	if len(text) > maxText {
-		text = text[:maxText]
-	}
-	message := "unknown"
-	if isText(resp.Header.Get("Content-Type")) {
-		message = strings.TrimSpace(string(text))
-	}
-	retryAfter, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
-	gr := schema.GroupResource{Group: routes.Group, Resource: ref.Kind.Resource()}
-	return apierrors.NewGenericServerResponse(resp.StatusCode, http.MethodPatch, gr, ref.Name, message, retryAfter, true)
-}
-
-func isText(contentType string) bool {
-	if contentType == "" {
-		return true
-	}
-	media, _, err := mime.ParseMediaType(contentType)
-	return err == nil && strings.HasPrefix(media, "text/")
-}
-
-// warn hands the answer's warnings to client-go's default handler, as a
-// request through rest.Request does.
-func warn(h http.Header) {
-	values := h["Warning"]
-	if len(values) == 0 {
-		return
-	}
-	warnings, _ := utilnet.ParseWarningHeaders(values)
-	for _, w := range warnings {
-		rest.WarningLogger{}.HandleWarningHeader(w.Code, w.Agent, w.Text)
-	}
 }
