@@ -47,7 +47,7 @@ func BenchmarkRecorderHolds(b *testing.B) {
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		held += float64(after.HeapAlloc) - float64(before.HeapAlloc)
-		series += float64(len(r.state.series))
+		series += float64(r.state.series.len())
 		runtime.KeepAlive(r)
 	}
 	b.ReportMetric(held/series, "bytes/series")

@@ -199,7 +199,7 @@ type state struct {
 	opts Options
 	log  *logrus.Entry
 
-	series map[key]*series
+	series *seriesSet
 	// latest is the newest series of Warnings of each object and reason
 	// (only Warnings have a budget of new texts). A Normal Event is a route's
 	// change, one per kind of change each step: its series are the most
@@ -219,7 +219,7 @@ type state struct {
 func newState(s sink, o Options, log *logrus.Entry) *state {
 	return &state{
 		sink: s, opts: o, log: log,
-		series:      map[key]*series{},
+		series:      newSeriesSet(),
 		latest:      map[kindKey]*series{},
 		newWarns:    map[kindKey]*bucket{},
 		limit:       bucket{rate: sendQPS, burst: sendBurst},
@@ -233,7 +233,7 @@ func newState(s sink, o Options, log *logrus.Entry) *state {
 func (st *state) observe(e Event, now time.Time) {
 	e.Note = cut(e.Note)
 	k := key{regarding: e.Regarding, typ: e.Type, reason: e.Reason, note: e.Note}
-	if s, ok := st.series[k]; ok {
+	if s, ok := st.series.get(k); ok {
 		st.again(s, now)
 		return
 	}
@@ -244,12 +244,12 @@ func (st *state) observe(e Event, now time.Time) {
 			return
 		}
 	}
-	if len(st.series) >= maxSeries && !st.forgetOldest() {
+	if st.series.len() >= maxSeries && !st.forgetOldest() {
 		return
 	}
 	st.related(&e)
 	s := &series{ev: e, first: now, last: now, count: 1}
-	st.series[k] = s
+	st.series.put(k, s)
 	if warning {
 		st.latest[kindOf(e)] = s
 	}
@@ -271,7 +271,7 @@ func (st *state) related(e *Event) {
 
 // forget drops s.
 func (st *state) forget(s *series) {
-	delete(st.series, s.key())
+	st.series.delete(s.key())
 	if kk := kindOf(s.ev); st.latest[kk] == s {
 		delete(st.latest, kk)
 	}
@@ -281,7 +281,7 @@ func (st *state) forget(s *series) {
 // make room; false if every series still has something to send.
 func (st *state) forgetOldest() bool {
 	var oldest *series
-	for _, s := range st.series {
+	for s := range st.series.all() {
 		if s.sent == s.count && (oldest == nil || s.last.Before(oldest.last)) {
 			oldest = s
 		}
@@ -320,7 +320,7 @@ func (st *state) newWarning(kk kindKey, now time.Time) bool {
 
 // flush sends the counts that are due and forgets the series that ended.
 func (st *state) flush(now time.Time) {
-	for _, s := range st.series {
+	for s := range st.series.all() {
 		if now.Sub(s.last) > s.end() {
 			st.forget(s)
 			continue

@@ -251,14 +251,14 @@ func TestSeriesEnd(t *testing.T) {
 	st.observe(warning(conflictText), t0)
 	st.flush(t0.Add(seriesEnd + time.Second))
 	st.observe(warning(conflictText), t0.Add(seriesEnd+2*time.Second))
-	if len(a.created) != 2 || len(st.series) != 1 {
-		t.Errorf("created %v, remembering %d series", a.created, len(st.series))
+	if len(a.created) != 2 || st.series.len() != 1 {
+		t.Errorf("created %v, remembering %d series", a.created, st.series.len())
 	}
 	change := Event{Regarding: rollout, Type: corev1.EventTypeNormal, Reason: reasonWeightsChanged, Action: "SetWeight", Note: "rule 0 …"}
 	st.observe(change, t0)
 	st.flush(t0.Add(changeEnd + time.Second))
-	if len(st.series) != 1 {
-		t.Errorf("a change is remembered after changeEnd: %d series", len(st.series))
+	if st.series.len() != 1 {
+		t.Errorf("a change is remembered after changeEnd: %d series", st.series.len())
 	}
 }
 
@@ -269,10 +269,10 @@ func TestSeriesAreBounded(t *testing.T) {
 	for i := range maxSeries + 10 {
 		st.observe(warning(fmt.Sprintf("text %d", i)), t0.Add(time.Duration(i)*time.Minute)) // a minute apart: each a new Event
 	}
-	if len(st.series) != maxSeries {
-		t.Errorf("%d series remembered, want %d", len(st.series), maxSeries)
+	if st.series.len() != maxSeries {
+		t.Errorf("%d series remembered, want %d", st.series.len(), maxSeries)
 	}
-	if _, ok := st.series[key{regarding: rollout, typ: "Warning", reason: reasonConflict, note: "text 0"}]; ok {
+	if _, ok := st.series.get(key{regarding: rollout, typ: "Warning", reason: reasonConflict, note: "text 0"}); ok {
 		t.Error("the oldest series is still remembered")
 	}
 }

@@ -96,13 +96,28 @@ func (r *Routes) record(route routes.Route, call decode.Call, typ, why, what str
 	related.UID = "" // as the claims know it: by namespace and name
 	r.rec.Record(Event{
 		Regarding: corev1.ObjectReference{
-			APIVersion: routes.Group + "/" + route.Version, Kind: string(route.Kind),
+			APIVersion: apiVersion(route.Version), Kind: string(route.Kind),
 			Namespace: route.Namespace, Name: route.Name, UID: route.UID,
 		},
 		Related: &related,
 		Type:    typ, Reason: why, Action: string(call.Label.Method),
 		Note: fmt.Sprintf("rollout %s: %s: %s", call.Rollout, call.Label, what),
 	})
+}
+
+// apiVersion is the apiVersion of a route of version v: a constant for the
+// versions the plugin serves, so that the series the Recorder keeps (one
+// per route and step) do not each hold a copy.
+func apiVersion(v string) string {
+	switch v {
+	case "v1":
+		return routes.Group + "/v1"
+	case "v1beta1":
+		return routes.Group + "/v1beta1"
+	case "v1alpha2":
+		return routes.Group + "/v1alpha2"
+	}
+	return routes.Group + "/" + v
 }
 
 // changeReasons are the Event reasons of the kinds of change; the plugin's
