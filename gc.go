@@ -12,18 +12,21 @@ import (
 // (package initialisation, plus a few KiB per route in its watch caches),
 // and at 50 most of its CPU per route written went to the collector. But
 // at 100 a plugin whose caches hold 10,000 routes peaks several MiB higher
-// than at 50 (docs/performance/memory.md has both counts). So the plugin spends a fixed heap
-// budget instead of a fixed ratio: after each collection it sets GOGC to
+// than at 50 (docs/performance/memory.md has both counts). So the plugin
+// spends a fixed heap budget instead of a fixed ratio: after each collection it sets GOGC to
 // what lets the heap grow to heapBudget, at most 100 and at least 50. A
 // plugin with a small live heap collects as Go does by default; one whose
 // heap is large collects as at 50, and its heap never grows past what 50
 // allows once its live heap is two thirds of the budget.
 
 // heapBudget is what the heap may grow to between collections while what
-// is live is less than two thirds of it. The heap's peak at 10,000 cached
-// routes (about 9.7 MiB live, so 14.5 MiB at 50) stays what it was at 50
-// for any budget up to that.
-const heapBudget = 12 << 20
+// is live is less than two thirds of it. Over a few hundred routes the live
+// heap is about half the budget, so the budget is what the heap peaks at:
+// lower, the peak RSS is lower, and the collections more frequent, which
+// the plugin pays in CPU (docs/performance/memory.md weighs both). The
+// heap's peak at 10,000 cached routes (about 9.7 MiB live, so 14.5 MiB at
+// 50) stays what it was at 50 for any budget up to that.
+const heapBudget = 10 << 20
 
 // Bounds of the GC percent the plugin sets.
 const (

@@ -41,9 +41,9 @@ func TestGCPercentSpendsTheHeapBudget(t *testing.T) {
 	for live, want := range map[uint64]int{
 		0:        100,
 		4 * mib:  100, // a plugin over a few hundred routes
-		6 * mib:  100, // half the budget: twice that is the budget
-		7 * mib:  71,
-		8 * mib:  50, // two thirds: 1.5 times that is the budget
+		5 * mib:  100, // half the budget: twice that is the budget
+		6 * mib:  66,
+		7 * mib:  50, // over two thirds: 1.5 times that is over the budget
 		10 * mib: 50, // 10,000 routes cached: as at 50
 		60 * mib: 50,
 	} {
