@@ -2,13 +2,11 @@ package events
 
 import (
 	"context"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/kube/kubetest"
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -44,12 +42,6 @@ func (a typedSink) patch(ctx context.Context, namespace, name string, data []byt
 // again that was answered with a Retry-After in seconds.
 const restRequestRetries = 10
 
-// request is what an apiserver sees of a request.
-type request struct {
-	Method, Path, Query, ContentType, Accept, UserAgent string
-	Body                                                string
-}
-
 // An Event sent straight (send.go) is the request client-go's typed client
 // sends, and each answer reads the same, for a create and a patch: the
 // Event, a Status refusal of each kind the Recorder tells apart (403, 429
@@ -63,25 +55,19 @@ func TestHTTPSinkAsTheTypedClient(t *testing.T) {
 		return `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"` + message + `","reason":"` + reason + `"` + details + `,"code":` + strconv.Itoa(code) + `}`
 	}
 	created := `{"kind":"Event","apiVersion":"events.k8s.io/v1","metadata":{"name":"web.18a2b3c4d5e6f708","namespace":"shop","uid":"u1","resourceVersion":"7"},"eventTime":"2026-12-01T10:00:00.000000Z","reportingController":"argo","reportingInstance":"host/1","action":"SetWeight","reason":"WeightsChanged","regarding":{"kind":"HTTPRoute","namespace":"shop","name":"web"},"note":"n","type":"Normal"}`
-	type answer struct {
-		code        int
-		contentType string
-		retryAfter  string
-		body        string
-	}
-	answers := map[string]answer{
-		"stored":          {201, "application/json", "", created},
-		"forbidden":       {403, "application/json", "", statusOf(403, "Forbidden", `events.events.k8s.io is forbidden: User \"x\" cannot create resource`, `,"details":{"group":"events.k8s.io","kind":"events"}`)},
-		"throttled":       {429, "application/json", "", statusOf(429, "TooManyRequests", "too many requests", `,"details":{"retryAfterSeconds":3}`)},
-		"throttled again": {429, "text/plain; charset=utf-8", "0", "Too many requests, please try again later.\n"},
-		"invalid":         {422, "application/json", "", statusOf(422, "Invalid", `Event.events.k8s.io \"web.1\" is invalid: note: Too long`, `,"details":{"name":"web.1","group":"events.k8s.io","kind":"Event"}`)},
-		"bad request":     {400, "application/json", "", statusOf(400, "BadRequest", "the body of the request was in an unknown format", "")},
-		"not found":       {404, "application/json", "", statusOf(404, "NotFound", `events.events.k8s.io \"web.1\" not found`, `,"details":{"name":"web.1","group":"events.k8s.io","kind":"events"}`)},
-		"name taken":      {409, "application/json", "", statusOf(409, "AlreadyExists", `events.events.k8s.io \"web.1\" already exists`, "")},
-		"unavailable":     {503, "text/plain", "", "apiserver is shutting down\n"},
-		"unexpected":      {502, "application/octet-stream", "", "\x00\x01"},
-		"not a status":    {500, "application/json", "", `{"kind":"Event","apiVersion":"events.k8s.io/v1"}`},
-		"failed, 200":     {200, "application/json", "", `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"no","reason":"InternalError","code":500}`},
+	answers := map[string]kubetest.Canned{
+		"stored":          {Code: 201, ContentType: "application/json", Body: created},
+		"forbidden":       {Code: 403, ContentType: "application/json", Body: statusOf(403, "Forbidden", `events.events.k8s.io is forbidden: User \"x\" cannot create resource`, `,"details":{"group":"events.k8s.io","kind":"events"}`)},
+		"throttled":       {Code: 429, ContentType: "application/json", Body: statusOf(429, "TooManyRequests", "too many requests", `,"details":{"retryAfterSeconds":3}`)},
+		"throttled again": {Code: 429, ContentType: "text/plain; charset=utf-8", RetryAfter: "0", Body: "Too many requests, please try again later.\n"},
+		"invalid":         {Code: 422, ContentType: "application/json", Body: statusOf(422, "Invalid", `Event.events.k8s.io \"web.1\" is invalid: note: Too long`, `,"details":{"name":"web.1","group":"events.k8s.io","kind":"Event"}`)},
+		"bad request":     {Code: 400, ContentType: "application/json", Body: statusOf(400, "BadRequest", "the body of the request was in an unknown format", "")},
+		"not found":       {Code: 404, ContentType: "application/json", Body: statusOf(404, "NotFound", `events.events.k8s.io \"web.1\" not found`, `,"details":{"name":"web.1","group":"events.k8s.io","kind":"events"}`)},
+		"name taken":      {Code: 409, ContentType: "application/json", Body: statusOf(409, "AlreadyExists", `events.events.k8s.io \"web.1\" already exists`, "")},
+		"unavailable":     {Code: 503, ContentType: "text/plain", Body: "apiserver is shutting down\n"},
+		"unexpected":      {Code: 502, ContentType: "application/octet-stream", Body: "\x00\x01"},
+		"not a status":    {Code: 500, ContentType: "application/json", Body: `{"kind":"Event","apiVersion":"events.k8s.io/v1"}`},
+		"failed, 200":     {Code: 200, ContentType: "application/json", Body: `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"no","reason":"InternalError","code":500}`},
 	}
 	first := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	related := &corev1.ObjectReference{APIVersion: "argoproj.io/v1alpha1", Kind: "Rollout", Namespace: "shop", Name: "web"}
@@ -99,19 +85,8 @@ func TestHTTPSinkAsTheTypedClient(t *testing.T) {
 	for name, a := range answers {
 		for _, verb := range []string{"create", "patch"} {
 			t.Run(name+"/"+verb, func(t *testing.T) {
-				var seen []request
-				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					body, _ := io.ReadAll(r.Body)
-					seen = append(seen, request{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Get("Content-Type"), r.Header.Get("Accept"), r.UserAgent(), string(body)})
-					w.Header().Set("Content-Type", a.contentType)
-					if a.retryAfter != "" {
-						w.Header().Set("Retry-After", a.retryAfter)
-					}
-					w.WriteHeader(a.code)
-					io.WriteString(w, a.body)
-				}))
-				defer srv.Close()
-				cfg := &rest.Config{Host: srv.URL + "/prefix", UserAgent: "rollouts-gatewayapi-ssa/test", Timeout: 30 * time.Second}
+				url, requests := kubetest.Answering(t, a)
+				cfg := &rest.Config{Host: url + "/prefix", UserAgent: "rollouts-gatewayapi-ssa/test", Timeout: 30 * time.Second}
 				straight, err := newHTTPSink(cfg)
 				if err != nil {
 					t.Fatal(err)
@@ -131,10 +106,11 @@ func TestHTTPSinkAsTheTypedClient(t *testing.T) {
 					return "", s.patch(ctx, "shop", "web.18a2b3c4d5e6f708", patch)
 				}
 				name1, err1 := send(straight)
-				n := len(seen)
+				n := len(requests())
 				name2, err2 := send(typedSink{client})
+				seen := requests()
 				typedWant := 1
-				if a.retryAfter != "" {
+				if a.RetryAfter != "" {
 					typedWant = 1 + restRequestRetries
 				}
 				if n != 1 || len(seen)-n != typedWant {

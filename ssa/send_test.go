@@ -2,9 +2,6 @@ package ssa
 
 import (
 	"context"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -13,13 +10,9 @@ import (
 	"k8s.io/client-go/rest"
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/kube/kubetest"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
-
-// sent is what an apiserver sees of a request.
-type sent struct {
-	Method, Path, Query, ContentType, Accept, Body string
-}
 
 // An apply sent straight (send.go) is the request client-go's rest.Request
 // sends, and each answer reads the same: the stored route, a Status refusal
@@ -30,32 +23,16 @@ type sent struct {
 // in the plugin neither way sends more than the transport's attempts.
 func TestSenderAsTheRESTClient(t *testing.T) {
 	conflict := `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Apply failed with 1 conflict: conflict with \"argocd\" using gateway.networking.k8s.io/v1: .spec.rules","reason":"Conflict","details":{"name":"web","group":"gateway.networking.k8s.io","kind":"httproutes","causes":[{"type":"FieldManagerConflict","message":"conflict with \"argocd\"","field":".spec.rules"}]},"code":409}`
-	answers := map[string]struct {
-		code        int
-		contentType string
-		retryAfter  string
-		body        string
-	}{
-		"stored":     {200, "application/json", "", `{"apiVersion":"gateway.networking.k8s.io/v1","kind":"HTTPRoute","metadata":{"name":"web","namespace":"shop","resourceVersion":"43"}}`},
-		"conflict":   {409, "application/json", "", conflict},
-		"throttled":  {429, "text/plain; charset=utf-8", "0", "Too many requests, please try again later.\n"},
-		"unexpected": {502, "application/octet-stream", "", "\x00\x01"},
+	answers := map[string]kubetest.Canned{
+		"stored":     {Code: 200, ContentType: "application/json", Body: `{"apiVersion":"gateway.networking.k8s.io/v1","kind":"HTTPRoute","metadata":{"name":"web","namespace":"shop","resourceVersion":"43"}}`},
+		"conflict":   {Code: 409, ContentType: "application/json", Body: conflict},
+		"throttled":  {Code: 429, ContentType: "text/plain; charset=utf-8", RetryAfter: "0", Body: "Too many requests, please try again later.\n"},
+		"unexpected": {Code: 502, ContentType: "application/octet-stream", Body: "\x00\x01"},
 	}
 	for name, answer := range answers {
 		t.Run(name, func(t *testing.T) {
-			var seen []sent
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				body, _ := io.ReadAll(r.Body)
-				seen = append(seen, sent{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Get("Content-Type"), r.Header.Get("Accept"), string(body)})
-				w.Header().Set("Content-Type", answer.contentType)
-				if answer.retryAfter != "" {
-					w.Header().Set("Retry-After", answer.retryAfter)
-				}
-				w.WriteHeader(answer.code)
-				io.WriteString(w, answer.body)
-			}))
-			defer srv.Close()
-			client, err := gateway.NewForConfig(&rest.Config{Host: srv.URL, QPS: -1})
+			url, requests := kubetest.Answering(t, answer)
+			client, err := gateway.NewForConfig(&rest.Config{Host: url, QPS: -1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -65,12 +42,13 @@ func TestSenderAsTheRESTClient(t *testing.T) {
 			viaRequest := NewWriter(client, nil, opts.FieldManager, nil)
 			viaRequest.senders = map[kindVersion]*sender{{routes.HTTPRoute, "v1"}: nil} // rest.Request's way
 			a1, _, err1 := direct.apply(context.Background(), liveHTTPRoute, want, opts)
-			if len(seen) != 1 {
-				t.Fatalf("%d requests sent straight; want 1", len(seen))
+			if n := len(requests()); n != 1 {
+				t.Fatalf("%d requests sent straight; want 1", n)
 			}
 			a2, _, err2 := viaRequest.apply(context.Background(), liveHTTPRoute, want, opts)
+			seen := requests()
 			wantByRequest := 1
-			if answer.retryAfter != "" {
+			if answer.RetryAfter != "" {
 				wantByRequest = 11
 			}
 			if len(seen)-1 != wantByRequest {

@@ -94,7 +94,9 @@ type Request struct {
 	Method, Path string
 	Query        string
 	ContentType  string
-	Body         string
+	// Accept and UserAgent are recorded by Answering's server only.
+	Accept, UserAgent string
+	Body              string
 	// Found is the resourceVersion of the route the request names as the
 	// fake held it when it served the request; "" for other requests.
 	Found string
@@ -790,6 +792,40 @@ func appliedFields(applied *unstructured.Unstructured) map[string]any {
 		owns["f:spec"] = map[string]any{"f:rules": map[string]any{}}
 	}
 	return owns
+}
+
+// Canned is the answer of Answering's server to every request: a status
+// code, a Content-Type, a Retry-After header (when not "") and a body.
+type Canned struct {
+	Code                          int
+	ContentType, RetryAfter, Body string
+}
+
+// Answering starts a server on 127.0.0.1 that answers every request with
+// c, for a test of how a client reads an answer; requests says what it got
+// so far, in order.
+func Answering(t testing.TB, c Canned) (url string, requests func() []Request) {
+	var mu sync.Mutex
+	var seen []Request
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		seen = append(seen, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, ContentType: r.Header.Get("Content-Type"),
+			Accept: r.Header.Get("Accept"), UserAgent: r.UserAgent(), Body: string(body)})
+		mu.Unlock()
+		w.Header().Set("Content-Type", c.ContentType)
+		if c.RetryAfter != "" {
+			w.Header().Set("Retry-After", c.RetryAfter)
+		}
+		w.WriteHeader(c.Code)
+		_, _ = io.WriteString(w, c.Body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, func() []Request {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(seen)
+	}
 }
 
 // Log is an io.Writer that logs each write in t: where a test hands a logger
