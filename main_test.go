@@ -14,8 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/sirupsen/logrus"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 )
 
 func env(vars map[string]string) func(string) string {

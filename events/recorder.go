@@ -8,13 +8,14 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/retry"
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/retry"
 )
 
 // How a Recorder spends the Events API. The figures are the design's; the

@@ -10,13 +10,14 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/kubeclient"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/kubeclient"
 )
 
 // The Recorder's requests are sent straight with net/http, through the

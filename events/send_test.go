@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/kube/kubetest"
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -17,6 +16,8 @@ import (
 	typedeventsv1 "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/kube/kubetest"
 )
 
 // typedSink is the Events API through client-go's typed client: what the

@@ -12,9 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/kube/kubetest"
-	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
-	"github.com/gatewayapi-ssa/rollouts-plugin/routes/routestest"
 	"github.com/google/go-cmp/cmp"
 	"github.com/sirupsen/logrus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,6 +19,10 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/kube/kubetest"
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes/routestest"
 )
 
 // The Reader contract: what a reader returns is the caller's own. A caller

@@ -7,12 +7,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/kube/kubetest"
-	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/sirupsen/logrus"
 	logtest "github.com/sirupsen/logrus/hooks/test"
 	"k8s.io/client-go/rest"
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/kube/kubetest"
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
 // The reader reads a version's OpenAPI document once and gives every route

@@ -13,9 +13,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/retry"
 	"github.com/sirupsen/logrus"
 	"k8s.io/client-go/util/flowcontrol"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/retry"
 )
 
 // Every request the plugin sends, from every client it builds, goes through

@@ -13,13 +13,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/retry"
 	"github.com/sirupsen/logrus"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/retry"
 )
 
 // The transport on a loopback server that answers what each test tells it

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/kube/kubetest"
 	"github.com/sirupsen/logrus"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,6 +21,8 @@ import (
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/kube/kubetest"
 )
 
 // leaseStore is an apiserver that keeps Leases of one namespace, as much of

@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/retry"
 	"github.com/sirupsen/logrus"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,6 +21,8 @@ import (
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/retry"
 )
 
 // defaultLeaseDuration is how long a process's Lease may go unchanged before
