@@ -238,9 +238,9 @@ func (st *state) observe(e Event, now time.Time) {
 		st.again(s, now)
 		return
 	}
-	warning := e.Type == corev1.EventTypeWarning
-	if warning && !st.newWarning(kindOf(e), now) {
-		if s := st.latest[kindOf(e)]; s != nil {
+	warning, kk := e.Type == corev1.EventTypeWarning, kindOf(e)
+	if warning && !st.newWarning(kk, now) {
+		if s := st.latest[kk]; s != nil {
 			st.again(s, now)
 			return
 		}
@@ -252,7 +252,7 @@ func (st *state) observe(e Event, now time.Time) {
 	s := &series{ev: e, first: now, last: now, count: 1}
 	st.series.put(k, s)
 	if warning {
-		st.latest[kindOf(e)] = s
+		st.latest[kk] = s
 	}
 	st.sendIfDue(s, now)
 }
