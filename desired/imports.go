@@ -34,17 +34,32 @@ func (e *MissingImportError) Error() string {
 // none needs nothing read.
 func NewImports(res Result, live routes.Route, env Env) []routes.ObjectRef {
 	var before, out []routes.ObjectRef
-	if claims, err := routes.ReadClaims(live); err == nil {
-		for _, b := range claims[env.Rollout].Backends {
-			before = append(before, b.Target())
-		}
-	}
+	read := false
 	for _, b := range res.Claim.Backends {
 		target := b.Target()
-		if target.IsServiceImport() && !slices.Contains(before, target) {
+		if !target.IsServiceImport() {
+			continue
+		}
+		if !read { // the claims are read only for a result that adds a ServiceImport
+			before, read = recordedBackends(live, env.Rollout), true
+		}
+		if !slices.Contains(before, target) {
 			before = append(before, target)
 			out = append(out, target)
 		}
+	}
+	return out
+}
+
+// recordedBackends are the backends the Rollout's claim on live records.
+func recordedBackends(live routes.Route, rollout string) []routes.ObjectRef {
+	claims, err := routes.ReadClaims(live)
+	if err != nil {
+		return nil
+	}
+	var out []routes.ObjectRef
+	for _, b := range claims[rollout].Backends {
+		out = append(out, b.Target())
 	}
 	return out
 }
