@@ -190,7 +190,7 @@ func (f *flags) wiring(routeClusters []decode.RouteCluster) wiring {
 func (f *flags) options(w wiring) plugin.Options {
 	return plugin.Options{
 		Process: decode.Process{PluginName: f.pluginName, FieldManager: f.fieldManager,
-			RouteClusters: w.RouteClusters, AnyNamespace: w.AnyNamespace},
+			RouteClusters: w.RouteClusters, AnyNamespace: w.AnyNamespace, Configs: &decode.Configs{}},
 		CallTimeout: f.callTimeout,
 		Metrics:     w.Metrics,
 	}

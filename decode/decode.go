@@ -76,13 +76,15 @@ func (r Rollout) String() string { return r.Namespace + "/" + r.Name }
 // Process is what every call of one plugin process decodes with: the name
 // its config is read under, the field manager it writes as, the name its
 // claims give its cluster, the route clusters the platform team allows,
-// and whether a Rollout reaches any namespace
-// (-require-reference-grants=false).
+// whether a Rollout reaches any namespace
+// (-require-reference-grants=false), and the Settings of each Rollout's
+// config as parsed last (nil: parsed at every call).
 type Process struct {
 	PluginName, FieldManager string
 	Cluster                  string
 	RouteClusters            []RouteCluster
 	AnyNamespace             bool
+	Configs                  *Configs
 }
 
 // Call is one call of the controller on one Rollout, decoded once (Decode):
@@ -147,7 +149,7 @@ func skipWhenEnding(ro *v1alpha1.Rollout) string {
 // still names its Rollout and its Label, for the error to be told.
 func Decode(ctx context.Context, p Process, ro *v1alpha1.Rollout, l Label, ports ServicePorts) (Call, error) {
 	c := Call{Rollout: Rollout{Namespace: ro.Namespace, Name: ro.Name, UID: ro.UID}, Label: l, Process: p}
-	s, err := ParseConfig(ro, p.PluginName)
+	s, err := p.Configs.Parse(ro, p.PluginName)
 	if err != nil {
 		return c, &ConfigError{Err: err}
 	}
