@@ -50,7 +50,7 @@ var allowedImports = map[string][]string{
 // package's own code may import one (allowedImports lists none).
 var testSupport = map[string][]string{
 	"routes/routestest": {"transform", "experiment", "kube", "desired"},
-	"kube/kubetest":     {"orchestrator", "cleanup", "cli", "peers", "kube", "ssa", "events"},
+	"kube/kubetest":     {"orchestrator", "cleanup", "cli", "peers", "kube", "ssa", "events", "."},
 }
 
 // The decision packages compute what a route must become from what it is:

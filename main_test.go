@@ -5,8 +5,6 @@ import (
 	"errors"
 	"flag"
 	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -17,6 +15,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
+	"github.com/gatewayapi-ssa/rollouts-plugin/kube/kubetest"
 )
 
 func env(vars map[string]string) func(string) string {
@@ -113,13 +112,11 @@ func TestThePluginExitsWhenOrphaned(t *testing.T) {
 // connect, what InitPlugin calls, builds the clients of the controller's
 // cluster and of a route cluster and sends no request: the first calls do.
 func TestConnectSendsNoRequest(t *testing.T) {
-	var hits atomic.Int32
-	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { hits.Add(1); w.WriteHeader(404) }))
-	defer s.Close()
+	url, requests := kubetest.Answering(t, kubetest.Canned{Code: 404})
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
 kind: Config
-clusters: [{name: c, cluster: {server: "`+s.URL+`"}}]
+clusters: [{name: c, cluster: {server: "`+url+`"}}]
 users: [{name: u}]
 contexts: [{name: c, context: {cluster: c, user: u}}]
 current-context: c
@@ -139,7 +136,7 @@ current-context: c
 	if _, err := b.Orchestrator("config"); err != nil {
 		t.Errorf("route cluster config: %v", err)
 	}
-	if n := hits.Load(); n != 0 {
-		t.Errorf("connect sent %d requests; it builds clients, it does not call the apiserver", n)
+	if got := requests(); len(got) != 0 {
+		t.Errorf("connect sent %v; it builds clients, it does not call the apiserver", got)
 	}
 }

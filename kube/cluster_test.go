@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -336,19 +335,9 @@ func newestOf(c *Cluster, r routes.Route) routes.Route {
 // A hundred calls that need a kind's served version at once (Rollouts
 // starting on a fresh process) wait for one discovery.
 func TestCallsStartingTogetherShareOneDiscovery(t *testing.T) {
-	var asked atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/apis/gateway.networking.k8s.io/v1" {
-			http.NotFound(w, r)
-			return
-		}
-		asked.Add(1)
-		time.Sleep(50 * time.Millisecond)
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, `{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"gateway.networking.k8s.io/v1","resources":[{"name":"httproutes","namespaced":true,"kind":"HTTPRoute","verbs":["get"]}]}`)
-	}))
-	t.Cleanup(srv.Close)
-	gw, err := gateway.NewForConfig(&rest.Config{Host: srv.URL, QPS: -1})
+	url, requests := kubetest.Answering(t, kubetest.Canned{Code: 200, ContentType: "application/json", Delay: 50 * time.Millisecond,
+		Body: `{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"gateway.networking.k8s.io/v1","resources":[{"name":"httproutes","namespaced":true,"kind":"HTTPRoute","verbs":["get"]}]}`})
+	gw, err := gateway.NewForConfig(&rest.Config{Host: url, QPS: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,8 +357,8 @@ func TestCallsStartingTogetherShareOneDiscovery(t *testing.T) {
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
-	if n := asked.Load(); n != 1 {
-		t.Errorf("%d discoveries for 100 calls at once, want 1", n)
+	if got := requests(); len(got) != 1 || got[0].Path != "/apis/gateway.networking.k8s.io/v1" {
+		t.Errorf("100 calls at once asked %v, want one discovery of gateway.networking.k8s.io/v1", got)
 	}
 }
 

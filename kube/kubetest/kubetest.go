@@ -23,6 +23,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -795,10 +796,12 @@ func appliedFields(applied *unstructured.Unstructured) map[string]any {
 }
 
 // Canned is the answer of Answering's server to every request: a status
-// code, a Content-Type, a Retry-After header (when not "") and a body.
+// code, a Content-Type, a Retry-After header (when not "") and a body, sent
+// after Delay.
 type Canned struct {
 	Code                          int
 	ContentType, RetryAfter, Body string
+	Delay                         time.Duration
 }
 
 // Answering starts a server on 127.0.0.1 that answers every request with
@@ -813,6 +816,7 @@ func Answering(t testing.TB, c Canned) (url string, requests func() []Request) {
 		seen = append(seen, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, ContentType: r.Header.Get("Content-Type"),
 			Accept: r.Header.Get("Accept"), UserAgent: r.UserAgent(), Body: string(body)})
 		mu.Unlock()
+		time.Sleep(c.Delay)
 		w.Header().Set("Content-Type", c.ContentType)
 		if c.RetryAfter != "" {
 			w.Header().Set("Retry-After", c.RetryAfter)
