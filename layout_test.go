@@ -33,7 +33,7 @@ var allowedImports = map[string][]string{
 	"ssa":          {"routes", "apierr", "kubeclient", "retry"},
 	"orchestrator": {"routes", "desired", "decode", "apierr", "kube", "ssa", "retry"},
 	"peers":        {"retry"},
-	"events":       {"routes", "decode", "kubeclient", "retry"},
+	"events":       {"decode", "kubeclient", "retry"},
 	"metrics":      {"kubeclient", "kube", "orchestrator", "events"},
 	"plugin":       {"decode", "orchestrator", "events", "metrics"},
 	"cleanup":      {"routes", "desired", "decode", "orchestrator"},

@@ -25,6 +25,10 @@ import (
 
 var web = routes.Ref{Kind: routes.HTTPRoute, Namespace: "shop", Name: "web"}
 
+// reasonWeightsChanged is the reason of a change of weights
+// (routes.WeightChanged): the Events of most tests.
+const reasonWeightsChanged = "WeightsChanged"
+
 // Every kind of error the code has gets its reason, wrapped as the
 // orchestrator and the plugin wrap it; an error about several routes takes
 // the first reason of the list.
@@ -68,7 +72,7 @@ func TestReasonOfEachError(t *testing.T) {
 func TestRoutesHearOfRefusalsOnly(t *testing.T) {
 	r := newRecorder(newAPI(), Options{}, nil)
 	routesEvents := NewRoutes(r)
-	live := routes.Route{Ref: web, UID: "uid-route", Version: "v1"}
+	live := corev1.ObjectReference{APIVersion: "gateway.networking.k8s.io/v1", Kind: "HTTPRoute", Namespace: "shop", Name: "web", UID: "uid-route"}
 	routesEvents.Refused(live, setWeight30, routes.RouteError(web, &desired.ConflictError{Route: web, Rollout: "shop/web", Managers: []string{"argocd"}}))
 	routesEvents.Refused(live, setWeight30, routes.RouteError(web, &apierr.PermissionError{Verbs: []string{"patch"}}))
 	routesEvents.Refused(live, setWeight30, routes.RouteError(web, apierrors.NewServiceUnavailable("etcd is down")))
@@ -98,8 +102,7 @@ func drain(r *Recorder) []Event {
 }
 
 // A walk's changes, as desired words them, are each told under the reason
-// of their kind: the grammar changeReason reads is the one the transforms
-// write (a change of wording fails here).
+// of their kind, in the order Changed records them.
 func TestEveryChangeOfAWalkHasItsReason(t *testing.T) {
 	data, err := yaml.YAMLToJSON([]byte(`
 apiVersion: gateway.networking.k8s.io/v1
@@ -159,22 +162,25 @@ spec:
 		{desired.RemoveManaged{}, env, []string{"RulesRemoved"}},
 		{mirror, filterEnv, []string{"MirrorFiltersAdded"}},
 		{desired.RemoveManaged{}, filterEnv, []string{"MirrorFiltersRemoved"}},
-		{desired.SetWeight{Split: split(30, 0), Experiment: exp(), Sticky: sticky}, env, []string{"WeightsChanged", "ExperimentBackendsRemoved", "StickyCookiesAdded", "RulesAdded"}},
-		{desired.SetWeight{Split: split(0, 0), Experiment: exp()}, env, []string{"WeightsChanged", "StickyCookiesRemoved", "RulesRemoved"}},
+		{desired.SetWeight{Split: split(30, 0), Experiment: exp(), Sticky: sticky}, env, []string{"WeightsChanged", "ExperimentBackendsRemoved", "RulesAdded", "StickyCookiesAdded"}},
+		{desired.SetWeight{Split: split(0, 0), Experiment: exp()}, env, []string{"WeightsChanged", "RulesRemoved", "StickyCookiesRemoved"}},
 	} {
 		res, err := step.call.Desired(live, step.env)
 		if err != nil {
 			t.Fatalf("%T: %v", step.call, err)
 		}
-		var got []string
 		for _, c := range res.Changes {
-			why := changeReason[c.Kind]
-			if why == "" && c.Kind != routes.Bookkeeping {
+			if c.Kind.Reason() == "" && c.Kind != routes.Bookkeeping {
 				t.Errorf("%T: change %q has no reason of its own", step.call, c)
 			}
-			if why != "" && (len(got) == 0 || got[len(got)-1] != why) {
-				got = append(got, why)
-			}
+		}
+		r := newRecorder(newAPI(), Options{}, nil)
+		for _, n := range routes.Changes(res.Changes).Notes() {
+			NewRoutes(r).Changed(corev1.ObjectReference{Kind: "HTTPRoute", Namespace: "shop", Name: "web"}, setWeight30, n.Reason, n.Text)
+		}
+		var got []string
+		for _, e := range drain(r) {
+			got = append(got, e.Reason)
 		}
 		if diff := cmp.Diff(step.want, got); diff != "" {
 			t.Errorf("%T %v: reasons (-want +got):\n%s", step.call, res.Changes, diff)
@@ -183,7 +189,7 @@ spec:
 		live.ManagedFields = ownedByPlugin
 	}
 	for kind := routes.WeightChanged; kind < routes.Bookkeeping; kind++ {
-		if changeReason[kind] == "" {
+		if kind.Reason() == "" {
 			t.Errorf("change kind %d is told under no reason", kind)
 		}
 	}

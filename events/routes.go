@@ -7,32 +7,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
-	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
-// The reasons of the Normal Events on a route, one per kind of change.
-const (
-	reasonWeightsChanged            = "WeightsChanged"
-	reasonExperimentBackendsAdded   = "ExperimentBackendsAdded"
-	reasonExperimentBackendsRemoved = "ExperimentBackendsRemoved"
-	reasonRulesAdded                = "RulesAdded"
-	reasonRulesChanged              = "RulesChanged"
-	reasonRulesRemoved              = "RulesRemoved"
-	reasonRulesAdopted              = "RulesAdopted"
-	reasonMirrorFiltersAdded        = "MirrorFiltersAdded"
-	reasonMirrorFiltersRemoved      = "MirrorFiltersRemoved"
-	reasonStickyCookiesAdded        = "StickyCookiesAdded"
-	reasonStickyCookiesRemoved      = "StickyCookiesRemoved"
-	reasonRulesTakenOver            = "RulesTakenOver"
-	reasonOwnershipReleased         = "OwnershipReleased"
-)
-
-// changeReasons is the order a write's Events are recorded in.
-var changeReasons = []string{
-	reasonRulesTakenOver, reasonWeightsChanged, reasonExperimentBackendsAdded, reasonExperimentBackendsRemoved,
-	reasonRulesAdopted, reasonRulesAdded, reasonRulesChanged, reasonRulesRemoved, reasonMirrorFiltersAdded, reasonMirrorFiltersRemoved,
-	reasonStickyCookiesAdded, reasonStickyCookiesRemoved,
-}
+// reasonOwnershipReleased is the reason of the Event that says the plugin
+// gave its ownership of spec.rules back. A write's changes say their own
+// reasons (routes.Changes.Notes).
+const reasonOwnershipReleased = "OwnershipReleased"
 
 // Routes records Events on the routes of one cluster, with that cluster's
 // client (orchestrator.RouteEvents). A nil *Routes records nothing.
@@ -41,31 +21,20 @@ type Routes struct{ rec *Recorder }
 // NewRoutes returns a Routes that records with rec.
 func NewRoutes(rec *Recorder) *Routes { return &Routes{rec: rec} }
 
-// Changed records what a write of the call for the Rollout (namespace/name)
-// changed on the route: one Normal Event per kind of change. changes are the
-// write's, as desired.Result.Changes says them; the plugin's own label and
-// claims annotation are bookkeeping, not told.
-func (r *Routes) Changed(route routes.Route, call decode.Call, changes []routes.Change) {
+// Changed records, as a Normal Event of reason, what a write of the call
+// changed on the route: note says the changes of that reason (one call
+// per routes.Note of the write, in their order).
+func (r *Routes) Changed(route corev1.ObjectReference, call decode.Call, reason, note string) {
 	if r == nil {
 		return
 	}
-	byReason := map[string][]string{}
-	for _, c := range changes {
-		if why := changeReason[c.Kind]; why != "" {
-			byReason[why] = append(byReason[why], c.Text)
-		}
-	}
-	for _, why := range changeReasons {
-		if cs := byReason[why]; len(cs) > 0 {
-			r.record(route, call, corev1.EventTypeNormal, why, strings.Join(cs, "; "))
-		}
-	}
+	r.record(route, call, corev1.EventTypeNormal, reason, note)
 }
 
 // Released records that the plugin gave its ownership of the route's
 // spec.rules back after the call for the Rollout; dropped are the
 // managedFields entries it removed.
-func (r *Routes) Released(route routes.Route, call decode.Call, dropped []string) {
+func (r *Routes) Released(route corev1.ObjectReference, call decode.Call, dropped []string) {
 	if r == nil {
 		return
 	}
@@ -82,7 +51,7 @@ func (r *Routes) Released(route routes.Route, call decode.Call, dropped []string
 // on the route for what the route (its gateway, its CRD) is: err, the
 // route's own error. Errors that are the Rollout's or the plugin's to fix
 // (a permission, the apiserver) are told on the Rollout only.
-func (r *Routes) Refused(route routes.Route, call decode.Call, err error) {
+func (r *Routes) Refused(route corev1.ObjectReference, call decode.Call, err error) {
 	if r == nil {
 		return
 	}
@@ -91,42 +60,13 @@ func (r *Routes) Refused(route routes.Route, call decode.Call, err error) {
 	}
 }
 
-func (r *Routes) record(route routes.Route, call decode.Call, typ, why, what string) {
+func (r *Routes) record(route corev1.ObjectReference, call decode.Call, typ, why, what string) {
 	related := rolloutRef(call.Rollout)
 	related.UID = "" // as the claims know it: by namespace and name
 	r.rec.Record(Event{
-		Regarding: corev1.ObjectReference{
-			APIVersion: apiVersion(route.Version), Kind: string(route.Kind),
-			Namespace: route.Namespace, Name: route.Name, UID: route.UID,
-		},
-		Related: &related,
-		Type:    typ, Reason: why, Action: string(call.Label.Method),
+		Regarding: route,
+		Related:   &related,
+		Type:      typ, Reason: why, Action: string(call.Label.Method),
 		Note: fmt.Sprintf("rollout %s: %s: %s", call.Rollout, call.Label, what),
 	})
-}
-
-// apiVersion is the apiVersion of a route of version v: a constant for the
-// versions the plugin serves, so that the series the Recorder keeps (one
-// per route and step) do not each hold a copy.
-func apiVersion(v string) string {
-	switch v {
-	case "v1":
-		return routes.Group + "/v1"
-	case "v1beta1":
-		return routes.Group + "/v1beta1"
-	case "v1alpha2":
-		return routes.Group + "/v1alpha2"
-	}
-	return routes.Group + "/" + v
-}
-
-// changeReasons are the Event reasons of the kinds of change; the plugin's
-// bookkeeping (its label, its claims annotation) is not told.
-var changeReason = map[routes.ChangeKind]string{
-	routes.WeightChanged: reasonWeightsChanged, routes.BackendAdded: reasonExperimentBackendsAdded,
-	routes.BackendRemoved: reasonExperimentBackendsRemoved, routes.RuleAdded: reasonRulesAdded,
-	routes.RuleChanged: reasonRulesChanged, routes.RuleRemoved: reasonRulesRemoved, routes.RuleAdopted: reasonRulesAdopted,
-	routes.MirrorFilterAdded: reasonMirrorFiltersAdded, routes.MirrorFilterRemoved: reasonMirrorFiltersRemoved,
-	routes.CookieAdded: reasonStickyCookiesAdded, routes.CookieRemoved: reasonStickyCookiesRemoved,
-	routes.RulesTakenOver: reasonRulesTakenOver,
 }

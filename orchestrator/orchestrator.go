@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
@@ -56,13 +57,20 @@ type Exclusion interface {
 // Kubernetes Events on the route). Its methods must return at once: they
 // are called on the call's path.
 type RouteEvents interface {
-	// Changed says what a write changed (desired.Result.Changes).
-	Changed(route routes.Route, call decode.Call, changes []routes.Change)
+	// Changed says what a write changed: one routes.Note of its changes
+	// (desired.Result.Changes), of reason.
+	Changed(route corev1.ObjectReference, call decode.Call, reason, note string)
 	// Released says the plugin gave its ownership of spec.rules back,
 	// removing the managedFields entries dropped.
-	Released(route routes.Route, call decode.Call, dropped []string)
+	Released(route corev1.ObjectReference, call decode.Call, dropped []string)
 	// Refused says the call failed on the route with err.
-	Refused(route routes.Route, call decode.Call, err error)
+	Refused(route corev1.ObjectReference, call decode.Call, err error)
+}
+
+// regarding is what an Event on route is about.
+func regarding(route routes.Route) corev1.ObjectReference {
+	return corev1.ObjectReference{APIVersion: routes.APIVersion(route.Version), Kind: string(route.Kind),
+		Namespace: route.Namespace, Name: route.Name, UID: route.UID}
 }
 
 // New returns an orchestrator that reads with reader and writes with
@@ -82,9 +90,9 @@ func New(reader kube.Reader, writer *ssa.Writer, peers Exclusion, events RouteEv
 // untold is RouteEvents that tells nobody.
 type untold struct{}
 
-func (untold) Changed(routes.Route, decode.Call, []routes.Change) {}
-func (untold) Released(routes.Route, decode.Call, []string)       {}
-func (untold) Refused(routes.Route, decode.Call, error)           {}
+func (untold) Changed(corev1.ObjectReference, decode.Call, string, string) {}
+func (untold) Released(corev1.ObjectReference, decode.Call, []string)      {}
+func (untold) Refused(corev1.ObjectReference, decode.Call, error)          {}
 
 // Run carries out the call on every route of its targets: read every route,
 // decide every route's desired state, and only if all of that worked, write
@@ -115,7 +123,7 @@ func (o *Orchestrator) Run(ctx context.Context, c decode.Call) error {
 	for i, err := range errs {
 		if err != nil {
 			o.counts.ended(err)
-			o.events.Refused(res.Routes[i], c, err)
+			o.events.Refused(regarding(res.Routes[i]), c, err)
 		}
 	}
 	if errs := failures(errs); len(errs) > 0 {

@@ -72,7 +72,7 @@ func (o *Orchestrator) Write(ctx context.Context, p Plan, call decode.Call) (err
 	defer func() {
 		o.counts.ended(err)
 		if err != nil {
-			o.events.Refused(p.Live, call, err)
+			o.events.Refused(regarding(p.Live), call, err)
 		}
 	}()
 	lock, written, err := o.locks.acquire(ctx, p.Live.Ref)
@@ -254,7 +254,10 @@ func (w *routeWrite) applied(ctx context.Context, answer *routes.Answer, guard s
 		fields["unstructured"] = unstructured
 	}
 	w.log.WithFields(fields).Info("applied route")
-	o.events.Changed(p.Live, w.call, d.Changes)
+	route := regarding(p.Live)
+	for _, n := range routes.Changes(d.Changes).Notes() {
+		o.events.Changed(route, w.call, n.Reason, n.Text)
+	}
 	o.sayUnchecked(p.Live.Ref, d.Unchecked, w.log)
 	if !d.Release {
 		return nil
@@ -360,7 +363,7 @@ func (w *routeWrite) releaseIfDone(ctx context.Context, current routes.Route, an
 		"resourceVersion": done.From + "→" + done.To,
 		"changes":         "ownership released (" + strings.Join(done.Dropped, ", ") + " entry removed), every value kept",
 	}).Info("released route")
-	o.events.Released(current, w.call, done.Dropped)
+	o.events.Released(regarding(current), w.call, done.Dropped)
 	return nil
 }
 

@@ -47,6 +47,50 @@ const (
 	Bookkeeping
 )
 
+// Reason is the Event reason a change of kind k is told under (package
+// events); "" for Bookkeeping, which is not told.
+func (k ChangeKind) Reason() string { return changeReasons[k] }
+
+var changeReasons = map[ChangeKind]string{
+	WeightChanged: "WeightsChanged", BackendAdded: "ExperimentBackendsAdded", BackendRemoved: "ExperimentBackendsRemoved",
+	RuleAdded: "RulesAdded", RuleChanged: "RulesChanged", RuleRemoved: "RulesRemoved", RuleAdopted: "RulesAdopted",
+	MirrorFilterAdded: "MirrorFiltersAdded", MirrorFilterRemoved: "MirrorFiltersRemoved",
+	CookieAdded: "StickyCookiesAdded", CookieRemoved: "StickyCookiesRemoved", RulesTakenOver: "RulesTakenOver",
+}
+
+// toldInOrder are the kinds of change told in Events, in the order a
+// write's Events are recorded: a take-over first, then the weights, the
+// experiment's backends, the rules, the filters.
+var toldInOrder = []ChangeKind{
+	RulesTakenOver, WeightChanged, BackendAdded, BackendRemoved, RuleAdopted, RuleAdded, RuleChanged, RuleRemoved,
+	MirrorFilterAdded, MirrorFilterRemoved, CookieAdded, CookieRemoved,
+}
+
+// Changes are what one write changed.
+type Changes []Change
+
+// Note is what the changes of one Event reason say: their texts joined by
+// "; ".
+type Note struct{ Reason, Text string }
+
+// Notes are the changes' Notes, one per Event reason among them, in the
+// order a write's Events are recorded. Bookkeeping is not told.
+func (cs Changes) Notes() []Note {
+	var out []Note
+	for _, k := range toldInOrder {
+		var texts []string
+		for _, c := range cs {
+			if c.Kind == k {
+				texts = append(texts, c.Text)
+			}
+		}
+		if len(texts) > 0 {
+			out = append(out, Note{Reason: k.Reason(), Text: strings.Join(texts, "; ")})
+		}
+	}
+	return out
+}
+
 // RuleChange is a change of the added rule name: RuleAdded ("+ rule n"),
 // RuleChanged ("~ rule n") or RuleRemoved ("− rule n").
 func RuleChange(kind ChangeKind, name string) Change {

@@ -338,3 +338,18 @@ func (o ObjectRef) String() string {
 	}
 	return fmt.Sprintf("%s.%s %s/%s", o.Kind, o.Group, o.Namespace, o.Name)
 }
+
+// APIVersion is the apiVersion of a route read in version v: a constant for
+// the versions the plugin serves, so that what keeps it (an Event series)
+// holds no copy.
+func APIVersion(v string) string {
+	switch v {
+	case "v1":
+		return Group + "/v1"
+	case "v1beta1":
+		return Group + "/v1beta1"
+	case "v1alpha2":
+		return Group + "/v1alpha2"
+	}
+	return Group + "/" + v
+}
