@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -373,12 +372,9 @@ func TestResourceVersionReadsTheCacheAndTheWritesWithoutARequest(t *testing.T) {
 		u.SetName(name)
 		return u.Object
 	}
-	api := &parentServer{refused: "locked", served: map[string]int{}, objects: map[string][]map[string]any{
-		collection: {served("web"), served("shop")},
-	}}
-	srv := httptest.NewServer(api)
-	defer srv.Close()
-	gw, err := gateway.NewForConfig(&rest.Config{Host: srv.URL, QPS: -1})
+	api := kubetest.New(t)
+	api.Serve(collection, served("web"), served("shop"))
+	gw, err := gateway.NewForConfig(&rest.Config{Host: api.URL(), QPS: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,7 +398,7 @@ func TestResourceVersionReadsTheCacheAndTheWritesWithoutARequest(t *testing.T) {
 	if got := c.ResourceVersion(ctx, ref(wtNS, "web")); got != "7" {
 		t.Fatalf("the cache holds web at 7; ResourceVersion says %q", got)
 	}
-	before := api.requests()
+	before := len(api.Requests())
 	written("web", "8")  // ahead of the cache
 	written("shop", "5") // behind it (an answer the watch has passed)
 	for _, tc := range []struct {
@@ -417,7 +413,7 @@ func TestResourceVersionReadsTheCacheAndTheWritesWithoutARequest(t *testing.T) {
 			t.Errorf("%s: ResourceVersion %q, want %q", tc.ref.Name, got, tc.want)
 		}
 	}
-	if n := api.requests() - before; n != 0 {
+	if n := len(api.Requests()) - before; n != 0 {
 		t.Errorf("reading resourceVersions from a synced cache sent %d requests, want 0", n)
 	}
 	if got := c.ResourceVersion(ctx, ref("locked", "web")); got != "" {

@@ -2,7 +2,6 @@ package kube
 
 import (
 	"context"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/kube/kubetest"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
@@ -27,26 +27,23 @@ func routesOf(namespace string) string {
 // idleCluster is a Cluster on an apiserver serving HTTPRoute web in namespaces
 // shop and idle, and no ReferenceGrant in idle; HTTPRoute and ReferenceGrant
 // are discovered already.
-func idleCluster(t *testing.T) (*Cluster, *parentServer) {
+func idleCluster(t *testing.T) (*Cluster, *kubetest.Server) {
 	t.Helper()
 	in := func(namespace string) map[string]any {
 		u := servedRoute() // resourceVersion 7
 		u.SetNamespace(namespace)
 		return u.Object
 	}
-	api := &parentServer{served: map[string]int{}, changed: make(chan struct{}, 1), objects: map[string][]map[string]any{
-		routesOf(wtNS):   {in(wtNS)},
-		routesOf(idleNS): {in(idleNS)},
-		"/apis/" + routes.Group + "/v1/namespaces/" + idleNS + "/referencegrants": {},
-	}}
-	srv := httptest.NewServer(api)
-	t.Cleanup(srv.Close)
-	gw, err := gateway.NewForConfig(&rest.Config{Host: srv.URL, QPS: -1})
+	api := kubetest.New(t)
+	api.Serve(routesOf(wtNS), in(wtNS))
+	api.Serve(routesOf(idleNS), in(idleNS))
+	api.Serve("/apis/" + routes.Group + "/v1/namespaces/" + idleNS + "/referencegrants")
+	gw, err := gateway.NewForConfig(&rest.Config{Host: api.URL(), QPS: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := NewCluster(gw.GatewayV1().RESTClient(), logrus.NewEntry(logrus.New()))
-	t.Cleanup(c.Close) // before the server's Close, which waits for the watches to end
+	t.Cleanup(c.Close) // before the server's Close
 	c.versions[routes.HTTPRoute] = "v1"
 	c.grantsServed = "v1"
 	return c, api
@@ -66,10 +63,10 @@ func TestAWatchCacheNoCallUsesIsStoppedAndTheNextReadStartsItAgain(t *testing.T)
 	if err != nil {
 		t.Fatal(err)
 	}
-	api.await(t, "the watch of shop's routes", func(open, _ map[string]int) bool { return open[routesOf(wtNS)] == 1 })
+	api.AwaitWatches("the watch of shop's routes", func(open, _ map[string]int) bool { return open[routesOf(wtNS)] == 1 })
 
 	c.StopIdleCaches(time.Millisecond)
-	api.await(t, "the idle watch to end", func(open, _ map[string]int) bool { return open[routesOf(wtNS)] == 0 })
+	api.AwaitWatches("the idle watch to end", func(open, _ map[string]int) bool { return open[routesOf(wtNS)] == 0 })
 	c.StopIdleCaches(0) // from here on every cache runs until Close
 
 	again, err := c.Get(ctx, web(wtNS))
@@ -79,7 +76,7 @@ func TestAWatchCacheNoCallUsesIsStoppedAndTheNextReadStartsItAgain(t *testing.T)
 	if diff := cmp.Diff(first, again); diff != "" {
 		t.Errorf("the read after the cache was stopped (-first +again):\n%s", diff)
 	}
-	api.await(t, "a new watch of shop's routes", func(open, opened map[string]int) bool {
+	api.AwaitWatches("a new watch of shop's routes", func(open, opened map[string]int) bool {
 		return open[routesOf(wtNS)] == 1 && opened[routesOf(wtNS)] == 2
 	})
 }
@@ -109,7 +106,7 @@ func TestAWatchCacheACallUsesRunsOnWhileTheOthersStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	grantsOfIdle := "/apis/" + routes.Group + "/v1/namespaces/" + idleNS + "/referencegrants"
-	api.await(t, "three watches", func(open, _ map[string]int) bool {
+	api.AwaitWatches("three watches", func(open, _ map[string]int) bool {
 		return open[routesOf(wtNS)] == 1 && open[routesOf(idleNS)] == 1 && open[grantsOfIdle] == 1
 	})
 	shopChanged, idleChanged := c.NextEvent(web(wtNS)), c.NextEvent(web(idleNS))
@@ -120,7 +117,7 @@ func TestAWatchCacheACallUsesRunsOnWhileTheOthersStop(t *testing.T) {
 	}
 	c.stopUnusedSince(cutoff)
 
-	api.await(t, "the watches of idle to end", func(open, _ map[string]int) bool {
+	api.AwaitWatches("the watches of idle to end", func(open, _ map[string]int) bool {
 		return open[routesOf(idleNS)] == 0 && open[grantsOfIdle] == 0
 	})
 	select {

@@ -45,8 +45,11 @@ import (
 // Rollouts, GET of Services, the ClusterProperty that names the cluster
 // (about.k8s.io is not served unless one is held), namespace kube-system
 // (its uid KubeSystemUID) and SelfSubjectAccessReviews (allowed). A LIST
-// pages as the apiserver does (limit, continue). It records every request
-// it gets; a test may script the answer of any path (Script).
+// pages as the apiserver does (limit, continue). Any other collection a
+// test needs (Gateways, GatewayClasses, ListenerSets) it serves from the
+// objects given (Serve). It records every request it gets, and counts the
+// watches open (AwaitWatches); a test may script the answer of any path
+// (Script).
 //
 // Its resourceVersion is the highest of the objects it has held (1 at
 // least); each write it stores takes the next one.
@@ -77,6 +80,12 @@ type Server struct {
 	requests []Request
 	// scripts answer a path's GETs ahead of what the fake holds (Script).
 	scripts map[string]scripted
+	// collections are the objects Serve holds, by collection path.
+	collections map[string][]map[string]any
+	// open and opened count the watches open now and opened so far, per
+	// path; watchChanged is told each time one opens or ends.
+	open, opened map[string]int
+	watchChanged chan struct{}
 }
 
 // scripted is the answer Script sets for a path.
@@ -122,7 +131,8 @@ func New(t *testing.T, objects ...string) *Server {
 	f := &Server{t: t, closing: make(chan struct{}), rv: 1,
 		routes: map[string]*unstructured.Unstructured{}, rollouts: map[string]*unstructured.Unstructured{},
 		grants: map[string]*unstructured.Unstructured{}, services: map[string]bool{},
-		answers: map[string][]Answer{}, applied: map[string]int{}, scripts: map[string]scripted{}}
+		answers: map[string][]Answer{}, applied: map[string]int{}, scripts: map[string]scripted{},
+		collections: map[string][]map[string]any{}, open: map[string]int{}, opened: map[string]int{}, watchChanged: make(chan struct{}, 1)}
 	for _, doc := range objects {
 		u := &unstructured.Unstructured{}
 		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
@@ -331,6 +341,9 @@ func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 	f.mu.Unlock()
 	if ok && r.Method == http.MethodGet {
 		f.write(w, script.code, []byte(script.body))
+		return
+	}
+	if r.Method == http.MethodGet && f.serveCollection(w, r) {
 		return
 	}
 	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
@@ -599,13 +612,120 @@ func (f *Server) watch(w http.ResponseWriter, r *http.Request, kind string, stor
 			"metadata": map[string]any{"resourceVersion": list["metadata"].(map[string]any)["resourceVersion"],
 				"annotations": map[string]any{metav1.InitialEventsAnnotationKey: "true"}}}})
 	}
+	f.keepOpen(w, r)
+}
+
+// keepOpen flushes a watch's initial events and holds the watch open, counted
+// (AwaitWatches), until its client or the server ends it.
+func (f *Server) keepOpen(w http.ResponseWriter, r *http.Request) {
 	if fl, ok := w.(http.Flusher); ok {
 		fl.Flush()
 	}
+	f.watching(r.URL.Path, 1)
+	defer f.watching(r.URL.Path, -1)
 	select {
 	case <-r.Context().Done():
 	case <-f.closing:
 	}
+}
+
+// watching counts a watch of path that opens (1) or ends (-1).
+func (f *Server) watching(path string, n int) {
+	f.mu.Lock()
+	f.open[path] += n
+	if n > 0 {
+		f.opened[path] += n
+	}
+	f.mu.Unlock()
+	select {
+	case f.watchChanged <- struct{}{}:
+	default:
+	}
+}
+
+// AwaitWatches waits until cond holds of the watches open now and opened
+// so far, per path, checking each time one opens or ends; after 30 s it
+// fails the test, naming what it waited for.
+func (f *Server) AwaitWatches(what string, cond func(open, opened map[string]int) bool) {
+	f.t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		f.mu.Lock()
+		ok := cond(maps.Clone(f.open), maps.Clone(f.opened))
+		open := fmt.Sprint(f.open)
+		f.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-f.watchChanged:
+		case <-deadline:
+			f.t.Fatalf("waited 30 s for %s; open watches: %s", what, open)
+		}
+	}
+}
+
+// Serve holds objects (as the apiserver serves them) under the collection
+// path, e.g. /apis/gateway.networking.k8s.io/v1/namespaces/shop/gateways,
+// for a kind the fake does not hold itself or in place of what it holds
+// there: the collection's LIST and watch (its initial events, then held
+// open) and each object's GET. The fake's resourceVersion becomes the
+// objects' where theirs is higher.
+func (f *Server) Serve(collection string, objects ...map[string]any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.collections[collection] = objects
+	for _, o := range objects {
+		meta, _ := o["metadata"].(map[string]any)
+		rv, _ := meta["resourceVersion"].(string)
+		if n, err := strconv.Atoi(rv); err == nil && n > f.rv {
+			f.rv = n
+		}
+	}
+}
+
+// serveCollection answers a GET of a collection Serve holds, or of one of
+// its objects; it says whether it answered.
+func (f *Server) serveCollection(w http.ResponseWriter, r *http.Request) bool {
+	path := r.URL.Path
+	f.mu.Lock()
+	items, isCollection := f.collections[path]
+	i := strings.LastIndex(path, "/")
+	parent, name := path[:i], path[i+1:]
+	inParent, isObject := f.collections[parent]
+	rv := strconv.Itoa(f.rv)
+	f.mu.Unlock()
+	switch {
+	case isCollection && r.URL.Query().Get("watch") != "true":
+		f.answer(w, http.StatusOK, map[string]any{"metadata": map[string]any{"resourceVersion": rv}, "items": items})
+	case isCollection:
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		enc := json.NewEncoder(w)
+		if r.URL.Query().Get("sendInitialEvents") == "true" {
+			for _, o := range items {
+				_ = enc.Encode(map[string]any{"type": "ADDED", "object": o})
+			}
+			_ = enc.Encode(map[string]any{"type": "BOOKMARK", "object": map[string]any{
+				"metadata": map[string]any{"resourceVersion": rv, "annotations": map[string]any{metav1.InitialEventsAnnotationKey: "true"}}}})
+		}
+		f.keepOpen(w, r)
+	case isObject:
+		for _, o := range inParent {
+			if meta, _ := o["metadata"].(map[string]any); meta["name"] == name {
+				f.answer(w, http.StatusOK, o)
+				return true
+			}
+		}
+		gr := schema.GroupResource{Resource: parent[strings.LastIndex(parent, "/")+1:]}
+		if group, ok := strings.CutPrefix(path, "/apis/"); ok {
+			gr.Group, _, _ = strings.Cut(group, "/")
+		}
+		f.notFound(w, gr, name)
+	default:
+		return false
+	}
+	return true
 }
 
 // httpRoutes is the resource of the routes the fake holds.
