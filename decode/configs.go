@@ -17,11 +17,11 @@ const maxConfigs = 4096
 // last. The controller calls the plugin step after step with the same
 // config, and ParseConfig reads nothing of the Rollout but the config, the
 // canary Service, the managedRoutes names and the Rollout's namespace and
-// name: a call whose are the same as the last takes the Settings parsed
-// then. Nothing changes Settings once parsed, so every call shares them.
-// A config that does not parse is not kept: its call parses it again and
-// fails the same way. The zero value is ready; a nil *Configs parses every
-// time.
+// name: a call that finds these as the last call did takes the Settings
+// parsed then. Nothing changes Settings once parsed, so the calls share
+// them. A config that does not parse is not kept: each call parses it
+// again and fails the same way. The zero value is ready; a nil *Configs
+// parses at every call.
 type Configs struct {
 	mu   sync.Mutex
 	last map[types.NamespacedName]parsedConfig
