@@ -6,7 +6,9 @@
 # sends to the apiserver (method, path, body) and every error the tests log
 # from it. It then compares both, normalised for what differs between runs
 # (resourceVersions, uids, the claims' cluster when it is kube-system's UID,
-# timestamps, and the test namespaces' numbers:
+# timestamps, the index of a managedFields entry a release removes, which
+# the apiserver orders by the second of each manager's last write, and the
+# test namespaces' numbers:
 # t1-, t2-, … in the order parallel tests start; a name is cut at 50
 # characters, so only its first 40 after the number are kept), and says whether a change left the
 # plugin's behaviour byte for byte the same. Only the tests REF has run (the
@@ -36,7 +38,7 @@ canonical() {
 }
 normalise() {
   sed -E 's/"resourceVersion":"[0-9]+"/"resourceVersion":"N"/g; s/"(time|creationTimestamp|lastTransitionTime)":"[^"]*"/"\1":"T"/g;
-          s/"uid":"[^"]*"/"uid":"U"/g; s/resourceVersion [0-9]+/resourceVersion N/g;
+          s/"uid":"[^"]*"/"uid":"U"/g; s/resourceVersion [0-9]+/resourceVersion N/g; s#/metadata/managedFields/[0-9]+#/metadata/managedFields/N#g;
           s/\\"cluster\\":\\"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\"/\\"cluster\\":\\"UID\\"/g;
           s/(cluster|member) [0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/\1 UID/g;
           s/\bt[0-9]+-([a-z0-9-]{0,40})[a-z0-9-]*/tN-\1/g' |
