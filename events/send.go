@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -105,23 +103,9 @@ func (h *httpSink) patch(ctx context.Context, namespace, name string, data []byt
 // gives it. Nothing is sent again here: the Recorder decides when an Event
 // that was not taken is tried again (a 429's Retry-After included).
 func (h *httpSink) send(ctx context.Context, method, u, contentType string, body []byte, name string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, method, u, bytes.NewReader(body))
+	raw, err := kubeclient.Send(ctx, h.client, method, u, contentType, body, schema.GroupResource{Group: eventsv1.GroupName, Resource: "events"}, name)
 	if err != nil {
 		return nil, err
-	}
-	req.Header = http.Header{"Content-Type": {contentType}, "Accept": {"application/json, */*"}}
-	resp, err := h.client.Do(req)
-	if err != nil {
-		return nil, err // a *url.Error, as client-go returns it
-	}
-	raw, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		return nil, fmt.Errorf("unexpected error when reading response body. Please retry. Original error: %w", err)
-	}
-	kubeclient.Warn(resp.Header)
-	if resp.StatusCode < http.StatusOK || resp.StatusCode > http.StatusPartialContent {
-		return nil, kubeclient.Refusal(resp, raw, method, schema.GroupResource{Group: eventsv1.GroupName, Resource: "events"}, name)
 	}
 	if err := failed(raw); err != nil {
 		return nil, err

@@ -1,14 +1,11 @@
 package ssa
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -62,45 +59,6 @@ func (s *sender) apply(ctx context.Context, ref routes.Ref, body []byte, opts me
 	}
 	resource := ref.Kind.Resource()
 	u := s.prefix + "/namespaces/" + url.PathEscape(ref.Namespace) + "/" + resource + "/" + url.PathEscape(ref.Name) + "?" + patchQuery(opts).Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPatch, u, bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header = http.Header{
-		"Content-Type": {string(types.ApplyYAMLPatchType)},
-		"Accept":       {"application/json, */*"},
-	}
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return nil, err // a *url.Error, as client-go returns it
-	}
-	defer resp.Body.Close()
-	raw, err := readBody(resp)
-	if err != nil {
-		return nil, fmt.Errorf("unexpected error when reading response body. Please retry. Original error: %w", err)
-	}
-	kubeclient.Warn(resp.Header)
-	if resp.StatusCode < http.StatusOK || resp.StatusCode > http.StatusPartialContent {
-		return nil, kubeclient.Refusal(resp, raw, http.MethodPatch, schema.GroupResource{Group: routes.Group, Resource: ref.Kind.Resource()}, ref.Name)
-	}
-	return raw, nil
-}
-
-// bodies holds buffers that answers are read into; an answer is then copied
-// out at its size, as it may be kept (routes.Answer).
-var bodies = sync.Pool{New: func() any { return bytes.NewBuffer(make([]byte, 0, 16<<10)) }}
-
-func readBody(resp *http.Response) ([]byte, error) {
-	if n := resp.ContentLength; n >= 0 && n < 64<<20 {
-		raw := make([]byte, n)
-		_, err := io.ReadFull(resp.Body, raw)
-		return raw, err
-	}
-	buf := bodies.Get().(*bytes.Buffer)
-	defer bodies.Put(buf)
-	buf.Reset()
-	if _, err := buf.ReadFrom(resp.Body); err != nil {
-		return nil, err
-	}
-	return bytes.Clone(buf.Bytes()), nil
+	return kubeclient.Send(ctx, s.client, http.MethodPatch, u, string(types.ApplyYAMLPatchType), body,
+		schema.GroupResource{Group: routes.Group, Resource: resource}, ref.Name)
 }
