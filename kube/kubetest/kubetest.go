@@ -599,18 +599,26 @@ func (f *Server) about(w http.ResponseWriter, path string) {
 // for the initial events (a watch list), then a bookmark that ends them,
 // then nothing until the client or the test goes.
 func (f *Server) watch(w http.ResponseWriter, r *http.Request, kind string, store map[string]*unstructured.Unstructured, namespace string) {
+	list := f.list(kind, store, namespace, nil)
+	f.stream(w, r, list["items"].([]any), list["metadata"].(map[string]any)["resourceVersion"],
+		map[string]any{"apiVersion": apiVersions[kind], "kind": kind})
+}
+
+// stream answers a watch of a list of items at resourceVersion rv: with
+// sendInitialEvents, an ADDED event per item and the bookmark that ends them
+// (of the type typeMeta says, when it is known); then it holds the watch
+// open.
+func (f *Server) stream(w http.ResponseWriter, r *http.Request, items []any, rv any, typeMeta map[string]any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
-	enc := json.NewEncoder(w)
-	list := f.list(kind, store, namespace, nil)
 	if r.URL.Query().Get("sendInitialEvents") == "true" {
-		for _, item := range list["items"].([]any) {
+		enc := json.NewEncoder(w)
+		for _, item := range items {
 			_ = enc.Encode(map[string]any{"type": "ADDED", "object": item})
 		}
-		_ = enc.Encode(map[string]any{"type": "BOOKMARK", "object": map[string]any{
-			"apiVersion": apiVersions[kind], "kind": kind,
-			"metadata": map[string]any{"resourceVersion": list["metadata"].(map[string]any)["resourceVersion"],
-				"annotations": map[string]any{metav1.InitialEventsAnnotationKey: "true"}}}})
+		bookmark := maps.Clone(typeMeta)
+		bookmark["metadata"] = map[string]any{"resourceVersion": rv, "annotations": map[string]any{metav1.InitialEventsAnnotationKey: "true"}}
+		_ = enc.Encode(map[string]any{"type": "BOOKMARK", "object": bookmark})
 	}
 	f.keepOpen(w, r)
 }
@@ -699,17 +707,11 @@ func (f *Server) serveCollection(w http.ResponseWriter, r *http.Request) bool {
 	case isCollection && r.URL.Query().Get("watch") != "true":
 		f.answer(w, http.StatusOK, map[string]any{"metadata": map[string]any{"resourceVersion": rv}, "items": items})
 	case isCollection:
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusOK)
-		enc := json.NewEncoder(w)
-		if r.URL.Query().Get("sendInitialEvents") == "true" {
-			for _, o := range items {
-				_ = enc.Encode(map[string]any{"type": "ADDED", "object": o})
-			}
-			_ = enc.Encode(map[string]any{"type": "BOOKMARK", "object": map[string]any{
-				"metadata": map[string]any{"resourceVersion": rv, "annotations": map[string]any{metav1.InitialEventsAnnotationKey: "true"}}}})
+		all := make([]any, len(items))
+		for i, o := range items {
+			all[i] = o
 		}
-		f.keepOpen(w, r)
+		f.stream(w, r, all, rv, map[string]any{})
 	case isObject:
 		for _, o := range inParent {
 			if meta, _ := o["metadata"].(map[string]any); meta["name"] == name {
