@@ -11,8 +11,13 @@
 // indented by call depth, and the counts: functions, packages, and how
 // often the line enters a package it had already entered and left.
 //
+// With -longest N it lists instead the N longest functions of the module's
+// own code (its packages for tests included; tests, test/ and hack/ left
+// out), in lines from func to the closing brace, and counts those over 50.
+//
 //	go run ./test/mainline            # the working tree
 //	go run ./test/mainline -ref ca4de60
+//	go run ./test/mainline -longest 10
 package main
 
 import (
@@ -48,8 +53,15 @@ const module = "github.com/gatewayapi-ssa/rollouts-plugin"
 func main() {
 	ref := flag.String("ref", "", "git ref to measure (default: the working tree)")
 	verbose := flag.Bool("v", false, "print every function of each line, indented by call depth")
+	longest := flag.Int("longest", 0, "instead, list this many of the longest functions of the module's own code, and count those over 50 lines (no apiserver needed)")
 	flag.Parse()
-	if err := run(*ref, *verbose); err != nil {
+	var err error
+	if *longest > 0 {
+		err = listLongest(*ref, *longest)
+	} else {
+		err = run(*ref, *verbose)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "mainline:", err)
 		os.Exit(1)
 	}
@@ -133,14 +145,27 @@ func copySource(repo, ref, dst string) error {
 // test/, hack/ or the packages for tests) record that it starts, under the
 // name pkg.Func or pkg.(Type).Method, and writes package mltrace.
 func instrument(src string) error {
-	err := filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
+	err := goFiles(src, []string{"test", "hack", "kube/kubetest", "routes/routestest", ".git"}, instrumentFile)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(src, "mltrace"), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(src, "mltrace", "mltrace.go"), []byte(tracer), 0o644)
+}
+
+// goFiles calls each with every non-test Go file under src and its
+// package's path (main for the root), leaving out the directories skip
+// names.
+func goFiles(src string, skip []string, each func(path, pkg string) error) error {
+	return filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		rel, _ := filepath.Rel(src, path)
 		if d.IsDir() {
-			switch rel {
-			case "test", "hack", "kube/kubetest", "routes/routestest", ".git":
+			if slices.Contains(skip, rel) {
 				return filepath.SkipDir
 			}
 			return nil
@@ -152,15 +177,17 @@ func instrument(src string) error {
 		if pkg == "." {
 			pkg = "main"
 		}
-		return instrumentFile(path, pkg)
+		return each(path, pkg)
 	})
-	if err != nil {
-		return err
+}
+
+// funcName is fd's name in a trace and a listing: pkg.Func or
+// pkg.(Type).Method.
+func funcName(pkg string, fd *ast.FuncDecl) string {
+	if fd.Recv != nil {
+		return pkg + ".(" + receiver(fd.Recv.List[0].Type) + ")." + fd.Name.Name
 	}
-	if err := os.MkdirAll(filepath.Join(src, "mltrace"), 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(src, "mltrace", "mltrace.go"), []byte(tracer), 0o644)
+	return pkg + "." + fd.Name.Name
 }
 
 func instrumentFile(path, pkg string) error {
@@ -175,10 +202,7 @@ func instrumentFile(path, pkg string) error {
 		if !ok || fd.Body == nil {
 			continue
 		}
-		name := pkg + "." + fd.Name.Name
-		if fd.Recv != nil {
-			name = pkg + ".(" + receiver(fd.Recv.List[0].Type) + ")." + fd.Name.Name
-		}
+		name := funcName(pkg, fd)
 		enter := &ast.DeferStmt{Call: &ast.CallExpr{Fun: &ast.CallExpr{
 			Fun:  &ast.SelectorExpr{X: ast.NewIdent("mltrace"), Sel: ast.NewIdent("Enter")},
 			Args: []ast.Expr{&ast.BasicLit{Kind: token.STRING, Value: strconv.Quote(name)}},
