@@ -13,11 +13,11 @@ import (
 // and at 50 most of its CPU per route written went to the collector. But
 // at 100 a plugin whose caches hold 10,000 routes peaks several MiB higher
 // than at 50 (docs/performance/memory.md has both counts). So the plugin
-// spends a fixed heap budget instead of a fixed ratio: after each collection it sets GOGC to
-// what lets the heap grow to heapBudget, at most 100 and at least 50. A
-// plugin with a small live heap collects as Go does by default; one whose
-// heap is large collects as at 50, and its heap never grows past what 50
-// allows once its live heap is two thirds of the budget.
+// spends a fixed heap budget instead of a fixed ratio: after each
+// collection it sets GOGC to what lets the heap grow to heapBudget, at most
+// 100 and at least 50. A plugin with a small live heap collects as Go does
+// by default; one whose heap is large collects as at 50, and its heap never
+// grows past what 50 allows once its live heap is two thirds of the budget.
 
 // heapBudget is what the heap may grow to between collections while what
 // is live is less than two thirds of it. Over a few hundred routes the live
