@@ -17,7 +17,6 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/apierr"
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/experiment"
-	"github.com/gatewayapi-ssa/rollouts-plugin/pingpong"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
 )
@@ -33,7 +32,7 @@ type ServicePorts func(ctx context.Context, name string) ([]corev1.ServicePort, 
 // it asks for: the canary weight within maxTrafficWeight, each experiment
 // Service named once with a weight of 0 or more, and room left for stable.
 func validateSplit(ro *v1alpha1.Rollout, weight int32, additional []v1alpha1.WeightDestination) (transform.Split, error) {
-	stable, canary, err := pingpong.Services(ro)
+	stable, canary, err := rolloutServices(ro)
 	if err != nil {
 		return transform.Split{}, err
 	}
@@ -61,6 +60,8 @@ func validateSplit(ro *v1alpha1.Rollout, weight int32, additional []v1alpha1.Wei
 		switch {
 		case d.ServiceName == "":
 			return transform.Split{}, fmt.Errorf("additionalDestinations has an entry (weight %d) with no Service name: Argo Rollouts creates no Service for an experiment template whose pod template has no container port; give the template's container a port", d.Weight)
+		case notALabel(d.ServiceName) != "":
+			return transform.Split{}, fmt.Errorf("additionalDestinations: experiment Service %q is not a Service name (a DNS-1123 label): %s", d.ServiceName, notALabel(d.ServiceName))
 		case d.Weight < 0:
 			return transform.Split{}, fmt.Errorf("experiment Service %s has negative weight %d", d.ServiceName, d.Weight)
 		case seen[d.ServiceName]:
@@ -212,7 +213,7 @@ func ruleServices(ro *v1alpha1.Rollout, step, name string, adding bool) (transfo
 	if !slices.Contains(in.ManagedRoutes, name) {
 		return in, fmt.Errorf("%s %q is not listed in spec.strategy.canary.trafficRouting.managedRoutes %v; add it there", step, name, in.ManagedRoutes)
 	}
-	stable, canary, err := pingpong.Services(ro)
+	stable, canary, err := rolloutServices(ro)
 	if err != nil {
 		return in, err
 	}

@@ -385,6 +385,11 @@ func (cfg Config) options() (Settings, error) {
 				f, strings.Join(transform.CheckedFeatures, ", "))
 		}
 	}
+	if cfg.ConfigMap != "" {
+		if why := notASubdomain(cfg.ConfigMap); why != "" {
+			return Settings{}, fmt.Errorf("key \"configMap\": %q is not a ConfigMap name (a DNS-1123 subdomain): %s", cfg.ConfigMap, why)
+		}
+	}
 	if cfg.Cluster != "" {
 		if errs := validation.IsDNS1123Label(cfg.Cluster); len(errs) > 0 {
 			return Settings{}, fmt.Errorf("key \"cluster\": %q is not a cluster name (a DNS label): %s", cfg.Cluster, strings.Join(errs, "; "))
@@ -453,6 +458,10 @@ type targeting struct {
 func (tg *targeting) named(kind routes.Kind, single, singleRule string, list []NamedRoute, listKey string) {
 	singleKey := strings.TrimSuffix(listKey, "s")
 	if single != "" {
+		if why := notASubdomain(single); why != "" {
+			tg.errs = append(tg.errs, fmt.Errorf("key %q: %q is not a route name (a DNS-1123 subdomain): %s", singleKey, single, why))
+			return
+		}
 		// The single-route form has always taken header routes.
 		ref := routes.Ref{Kind: kind, Namespace: tg.ns, Name: single}
 		tg.t.Named = append(tg.t.Named, ref)
@@ -464,6 +473,10 @@ func (tg *targeting) named(kind routes.Kind, single, singleRule string, list []N
 	for i, r := range list {
 		if r.Name == "" {
 			tg.errs = append(tg.errs, fmt.Errorf("key %q: entry %d has no name", listKey, i))
+			continue
+		}
+		if why := notASubdomain(r.Name); why != "" {
+			tg.errs = append(tg.errs, fmt.Errorf("key %q: entry %d name %q is not a route name (a DNS-1123 subdomain): %s", listKey, i, r.Name, why))
 			continue
 		}
 		ref := routes.Ref{Kind: kind, Namespace: tg.ns, Name: r.Name}
