@@ -57,7 +57,11 @@ func (c *Cluster) discover(ctx context.Context, kind routes.Kind) (string, error
 // serves asks the apiserver whether it serves a resource of Gateway API's
 // group in version: a GET of the group version's resource list, under ctx.
 func (c *Cluster) serves(ctx context.Context, version string, resource string) (bool, error) {
-	raw, err := body(c.client.Get().AbsPath("/apis", routes.Group, version).Do(ctx))
+	path, err := objectPath("/apis", routes.Group, version)
+	if err != nil {
+		return false, err
+	}
+	raw, err := body(c.client.Get().AbsPath(path...).Do(ctx))
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	}

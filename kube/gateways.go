@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -174,6 +175,11 @@ func objectName(gvr schema.GroupVersionResource, namespace, name string) string 
 // grant.
 func (c *Cluster) parentObject(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (*parentObject, error) {
 	what := objectName(gvr, namespace, name)
+	// The names come from a route: checked before any watch or read.
+	path, err := resourcePath(gvr, namespace, name)
+	if err != nil || name == "" {
+		return nil, fmt.Errorf("reading %s: %w", what, cmp.Or(err, errNoName))
+	}
 	key := name
 	if namespace != "" {
 		key = namespace + "/" + name
@@ -183,7 +189,7 @@ func (c *Cluster) parentObject(ctx context.Context, gvr schema.GroupVersionResou
 			return obj.(*parentObject), nil
 		}
 	}
-	raw, err := body(c.client.Get().AbsPath(append(collection(gvr, namespace), name)...).Do(ctx))
+	raw, err := body(c.client.Get().AbsPath(path...).Do(ctx))
 	switch {
 	case apierrors.IsForbidden(err):
 		return nil, fmt.Errorf("reading %s was refused: grant the plugin's ServiceAccount get, list and watch on %s.%s (docs/install.md)", what, gvr.Resource, gvr.Group)
@@ -193,6 +199,9 @@ func (c *Cluster) parentObject(ctx context.Context, gvr schema.GroupVersionResou
 	var o parentObject
 	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &o); err != nil {
 		return nil, fmt.Errorf("reading %s: %w", what, err)
+	}
+	if err := answerIs(objectID{parentKinds[gvr], namespace, name}, objectID{o.Kind, o.Namespace, o.Name}); err != nil {
+		return nil, err
 	}
 	return &o, nil
 }
@@ -218,15 +227,6 @@ func readParent(data []byte) (runtime.Object, error) {
 type parentKey struct {
 	gvr       schema.GroupVersionResource
 	namespace string
-}
-
-// collection is the path of a resource's objects in a namespace ("": a
-// cluster-scoped resource).
-func collection(gvr schema.GroupVersionResource, namespace string) []string {
-	if namespace == "" {
-		return []string{"/apis", gvr.Group, gvr.Version, gvr.Resource}
-	}
-	return []string{"/apis", gvr.Group, gvr.Version, "namespaces", namespace, gvr.Resource}
 }
 
 // ParentIndex holds GatewayClasses, Gateways and ListenerSets given as

@@ -51,9 +51,16 @@ func NameCluster(ctx context.Context, client rest.Interface, flag string, warn f
 		return ClusterName{Name: flag, Source: "-cluster-name"}, nil
 	}
 	var ns metav1.PartialObjectMetadata
-	raw, err := body(client.Get().AbsPath("/api/v1/namespaces/kube-system").Do(ctx))
+	path, err := objectPath("/api/v1", "namespaces", "kube-system")
+	var raw []byte
+	if err == nil {
+		raw, err = body(client.Get().AbsPath(path...).Do(ctx))
+	}
 	if err == nil {
 		err = json.Unmarshal(raw, &ns)
+	}
+	if err == nil {
+		err = answerIs(objectID{"Namespace", "", "kube-system"}, objectID{ns.Kind, ns.Namespace, ns.Name})
 	}
 	if err == nil && ns.UID == "" {
 		err = fmt.Errorf("namespace kube-system has no uid")
@@ -69,7 +76,11 @@ func NameCluster(ctx context.Context, client rest.Interface, flag string, warn f
 // cluster.clusterset.k8s.io, "" when the cluster serves no ClusterProperty
 // or has none of that name.
 func clusterProperty(ctx context.Context, client rest.Interface) (string, error) {
-	raw, err := body(client.Get().AbsPath("/apis/about.k8s.io").Do(ctx))
+	path, err := objectPath("/apis", "about.k8s.io")
+	if err != nil {
+		return "", err
+	}
+	raw, err := body(client.Get().AbsPath(path...).Do(ctx))
 	if apierrors.IsNotFound(err) {
 		return "", nil
 	}
@@ -80,7 +91,10 @@ func clusterProperty(ctx context.Context, client rest.Interface) (string, error)
 	if err := json.Unmarshal(raw, &g); err != nil || g.PreferredVersion.Version == "" {
 		return "", fmt.Errorf("reading API group about.k8s.io: no preferred version (%v)", err)
 	}
-	raw, err = body(client.Get().AbsPath("/apis/about.k8s.io", g.PreferredVersion.Version, "clusterproperties", clusterPropertyName).Do(ctx))
+	if path, err = objectPath("/apis", "about.k8s.io", g.PreferredVersion.Version, "clusterproperties", clusterPropertyName); err != nil {
+		return "", err
+	}
+	raw, err = body(client.Get().AbsPath(path...).Do(ctx))
 	if apierrors.IsNotFound(err) {
 		return "", nil
 	}

@@ -21,9 +21,20 @@ func (c *Cluster) ServiceImported(ctx context.Context, ref routes.ObjectRef) (bo
 	if err != nil {
 		return false, err
 	}
-	err = c.client.Get().AbsPath("/apis", ref.Group, version, "namespaces", ref.Namespace, "serviceimports", ref.Name).Do(ctx).Error()
+	path, err := objectPath("/apis", ref.Group, version, "namespaces", ref.Namespace, "serviceimports", ref.Name)
+	if err != nil {
+		return false, fmt.Errorf("reading %s: %w", ref, err)
+	}
+	raw, err := body(c.client.Get().AbsPath(path...).Do(ctx))
 	switch {
 	case err == nil:
+		var got metav1.PartialObjectMetadata
+		if err := json.Unmarshal(raw, &got); err != nil {
+			return false, fmt.Errorf("reading %s: %w", ref, err)
+		}
+		if err := answerIs(objectID{"ServiceImport", ref.Namespace, ref.Name}, objectID{got.Kind, got.Namespace, got.Name}); err != nil {
+			return false, err
+		}
 		return true, nil
 	case apierr.NotServed(err):
 		c.mu.Lock()
@@ -44,7 +55,11 @@ func (c *Cluster) importVersion(ctx context.Context, group string) (string, erro
 	if ok {
 		return v, nil
 	}
-	raw, err := body(c.client.Get().AbsPath("/apis", group).Do(ctx))
+	path, err := objectPath("/apis", group)
+	if err != nil {
+		return "", fmt.Errorf("discovering the versions of %s: %w", group, err)
+	}
+	raw, err := body(c.client.Get().AbsPath(path...).Do(ctx))
 	if apierrors.IsNotFound(err) {
 		return "", fmt.Errorf("the cluster serves no API group %s, so it has no ServiceImport of that group: install the Multi-Cluster Services CRDs "+
 			"of your platform in the cluster that holds the route, or name the backends as Services", group)

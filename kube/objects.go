@@ -59,7 +59,11 @@ func (c *Cluster) objectCache(ctx context.Context, gvr schema.GroupVersionResour
 			},
 			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 				o.Watch = true
-				body, err := c.client.Get().AbsPath(collection(gvr, namespace)...).VersionedParams(&o, metav1.ParameterCodec).Stream(ctx)
+				path, err := resourcePath(gvr, namespace, "")
+				if err != nil {
+					return nil, err
+				}
+				body, err := c.client.Get().AbsPath(path...).VersionedParams(&o, metav1.ParameterCodec).Stream(ctx)
 				if err != nil {
 					return nil, err
 				}
@@ -76,7 +80,11 @@ func (c *Cluster) objectCache(ctx context.Context, gvr schema.GroupVersionResour
 
 // listObjects LISTs a resource in a namespace and reads each item.
 func listObjects(ctx context.Context, c *Cluster, gvr schema.GroupVersionResource, namespace string, o metav1.ListOptions, read readObject) (*objectList, error) {
-	raw, err := body(c.client.Get().AbsPath(collection(gvr, namespace)...).VersionedParams(&o, metav1.ParameterCodec).Do(ctx))
+	path, err := resourcePath(gvr, namespace, "")
+	if err != nil {
+		return nil, err
+	}
+	raw, err := body(c.client.Get().AbsPath(path...).VersionedParams(&o, metav1.ParameterCodec).Do(ctx))
 	if err != nil {
 		return nil, err
 	}

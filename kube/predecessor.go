@@ -8,6 +8,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
@@ -38,9 +39,18 @@ func (c *Cluster) PredecessorRecords(ctx context.Context, namespace, name string
 		return read.records, nil
 	}
 	var cm struct {
+		metav1.TypeMeta
+		Metadata struct {
+			Namespace string `json:"namespace"`
+			Name      string `json:"name"`
+		} `json:"metadata"`
 		Data map[string]string `json:"data"`
 	}
-	raw, err := body(c.client.Get().AbsPath("/api/v1/namespaces", namespace, "configmaps", name).Do(ctx))
+	path, err := objectPath("/api/v1", "namespaces", namespace, "configmaps", name)
+	if err != nil {
+		return routes.PredecessorRecords{}, fmt.Errorf("reading ConfigMap %s, where the argoproj-labs/gatewayAPI plugin recorded its header rules: %w", key, err)
+	}
+	raw, err := body(c.client.Get().AbsPath(path...).Do(ctx))
 	switch {
 	case apierrors.IsNotFound(err):
 	case apierrors.IsForbidden(err):
@@ -53,6 +63,9 @@ func (c *Cluster) PredecessorRecords(ctx context.Context, namespace, name string
 	default:
 		if err := json.Unmarshal(raw, &cm); err != nil {
 			return routes.PredecessorRecords{}, fmt.Errorf("reading ConfigMap %s: %w", key, err)
+		}
+		if err := answerIs(objectID{"ConfigMap", namespace, name}, objectID{cm.Kind, cm.Metadata.Namespace, cm.Metadata.Name}); err != nil {
+			return routes.PredecessorRecords{}, err
 		}
 	}
 	records, err := routes.ReadPredecessorRecords(cm.Data)

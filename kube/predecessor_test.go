@@ -24,10 +24,10 @@ import (
 func TestPredecessorRecords(t *testing.T) {
 	f := kubetest.New(t)
 	const path = "/api/v1/namespaces/%s/configmaps/argo-gatewayapi-configmap"
-	f.Script(fmt.Sprintf(path, "shop"), http.StatusOK, `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"argo-gatewayapi-configmap"},
+	f.Script(fmt.Sprintf(path, "shop"), http.StatusOK, `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"argo-gatewayapi-configmap","namespace":"shop"},
 		"data":{"httpManagedRoutes":"{\"beta\":{\"front\":2,\"back\":1}}","grpcManagedRoutes":"{\"beta\":{\"api\":3}}"}}`)
 	f.Script(fmt.Sprintf(path, "locked"), http.StatusForbidden, kubetest.Status(http.StatusForbidden, "Forbidden"))
-	f.Script(fmt.Sprintf(path, "bad"), http.StatusOK, `{"kind":"ConfigMap","apiVersion":"v1","data":{"httpManagedRoutes":"[1,2]"}}`)
+	f.Script(fmt.Sprintf(path, "bad"), http.StatusOK, `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"argo-gatewayapi-configmap","namespace":"bad"},"data":{"httpManagedRoutes":"[1,2]"}}`)
 	f.Script(fmt.Sprintf(path, "none"), http.StatusNotFound, kubetest.Status(http.StatusNotFound, "NotFound"))
 	gw, err := gateway.NewForConfig(&rest.Config{Host: f.URL(), QPS: -1})
 	if err != nil {

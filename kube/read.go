@@ -136,7 +136,11 @@ func (c *Cluster) fresh(ctx context.Context, ref routes.Ref) (routes.Route, erro
 		if err != nil {
 			return routes.Route{}, err
 		}
-		path := append(collection(ref.Kind.GVR(version), ref.Namespace), ref.Name)
+		gvr := ref.Kind.GVR(version)
+		path, err := objectPath("/apis", gvr.Group, gvr.Version, "namespaces", ref.Namespace, gvr.Resource, ref.Name)
+		if err != nil {
+			return routes.Route{}, err
+		}
 		raw, err := body(c.client.Get().AbsPath(path...).Do(ctx))
 		if apierr.NotServed(err) && again {
 			c.forget(ref.Kind, version)
@@ -146,6 +150,9 @@ func (c *Cluster) fresh(ctx context.Context, ref routes.Ref) (routes.Route, erro
 			return routes.Route{}, err
 		}
 		r, err := routes.Decode(raw)
+		if err == nil && r.Ref != ref {
+			return routes.Route{}, wrongAnswer(ref, r.Ref)
+		}
 		if err == nil {
 			// A cache still behind this read must not answer the next read
 			// with an older route: a write whose answer was lost and whose

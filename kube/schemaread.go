@@ -40,7 +40,11 @@ func (c *Cluster) schemaOf(ctx context.Context, kind routes.Kind, version string
 		return d.kinds[kind] // read by a call that held the lock first
 	}
 	log := c.log.WithFields(logrus.Fields{"group": routes.Group, "version": version})
-	raw, err := body(c.client.Get().AbsPath("/openapi/v3/apis", routes.Group, version).Do(ctx))
+	path, err := objectPath("/openapi/v3/apis", routes.Group, version)
+	var raw []byte
+	if err == nil {
+		raw, err = body(c.client.Get().AbsPath(path...).Do(ctx))
+	}
 	var kinds map[routes.Kind]routes.Schema
 	if err == nil {
 		kinds, err = routes.SchemasFromOpenAPI(raw, version)

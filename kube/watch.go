@@ -175,7 +175,11 @@ func body(res rest.Result) ([]byte, error) {
 // listRoutes LISTs routes with opts and reads every item as a cache keeps
 // it (keeping; nil: every route whole).
 func listRoutes(ctx context.Context, client rest.Interface, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions, k *keeping) (*routeList, error) {
-	raw, err := body(client.Get().AbsPath(collection(gvr, namespace)...).VersionedParams(&opts, metav1.ParameterCodec).Do(ctx))
+	path, err := resourcePath(gvr, namespace, "")
+	if err != nil {
+		return nil, err
+	}
+	raw, err := body(client.Get().AbsPath(path...).VersionedParams(&opts, metav1.ParameterCodec).Do(ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -201,7 +205,11 @@ func listRoutes(ctx context.Context, client rest.Interface, gvr schema.GroupVers
 // what it keeps of each route (keeping).
 func watchRoutes(ctx context.Context, client rest.Interface, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions, fresh *freshness, k *keeping) (watch.Interface, error) {
 	opts.Watch = true
-	body, err := client.Get().AbsPath(collection(gvr, namespace)...).VersionedParams(&opts, metav1.ParameterCodec).Stream(ctx)
+	path, err := resourcePath(gvr, namespace, "")
+	if err != nil {
+		return nil, err
+	}
+	body, err := client.Get().AbsPath(path...).VersionedParams(&opts, metav1.ParameterCodec).Stream(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -67,7 +67,7 @@ func (a *Answer) Object() (*unstructured.Unstructured, error) {
 		return nil, nil
 	}
 	u := &unstructured.Unstructured{}
-	if err := u.UnmarshalJSON(a.raw); err != nil {
+	if err := unmarshalServed(u, a.raw); err != nil {
 		return nil, fmt.Errorf("reading the apiserver's answer: %w", err)
 	}
 	return u, nil

@@ -1,10 +1,12 @@
 package routes
 
 import (
+	"errors"
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	sigsjson "sigs.k8s.io/json"
@@ -24,10 +26,21 @@ func Decode(data []byte) (Route, error) {
 		return r, nil
 	}
 	u := &unstructured.Unstructured{}
-	if err := u.UnmarshalJSON(data); err != nil {
+	if err := unmarshalServed(u, data); err != nil {
 		return Route{}, fmt.Errorf("reading a route: %w", err)
 	}
 	return FromUnstructuredNoCopy(u)
+}
+
+// unmarshalServed reads a served object into u. Unstructured's own error for
+// an object without kind or apiVersion quotes the whole object: whatever
+// the apiserver answered must never reach an error, a log or an Event.
+func unmarshalServed(u *unstructured.Unstructured, data []byte) error {
+	err := u.UnmarshalJSON(data)
+	if runtime.IsMissingKind(err) || runtime.IsMissingVersion(err) {
+		return errors.New("the answer is an object without a kind or an apiVersion, not a route")
+	}
+	return err
 }
 
 // served is the part of a served route the plugin reads. Labels and

@@ -210,3 +210,25 @@ func BenchmarkDecode(b *testing.B) {
 		}
 	})
 }
+
+// An answer that is no route, without a kind (as a Secret read through a
+// path that climbed out of its namespace might be served), is an error that
+// quotes none of it.
+func TestDecodeQuotesNoAnswer(t *testing.T) {
+	for _, answer := range []string{
+		`{"apiVersion":"v1","metadata":{"name":"db","namespace":"kube-system"},"data":{"password":"aHVudGVyMg=="}}`,
+		`{"kind":"Secret","metadata":{"name":"db","namespace":"kube-system"},"data":{"password":"aHVudGVyMg=="}}`,
+	} {
+		_, err := Decode([]byte(answer))
+		if err == nil || strings.Contains(err.Error(), "aHVudGVyMg") {
+			t.Errorf("Decode(%s): %v, want an error that quotes nothing of the answer", answer, err)
+		}
+		a, err := AnswerOf(Ref{Kind: HTTPRoute, Namespace: "shop", Name: "web"}, []byte(`{"metadata":{"resourceVersion":"1"},"data":{"password":"aHVudGVyMg=="}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Object(); err == nil || strings.Contains(err.Error(), "aHVudGVyMg") {
+			t.Errorf("Answer.Object: %v, want an error that quotes nothing of the answer", err)
+		}
+	}
+}

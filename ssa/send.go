@@ -52,6 +52,10 @@ func senderFor(rc rest.Interface) (*sender, bool) {
 // its refusal as client-go gives it (a StatusError from the Status it
 // answered with, else a generic error of the status code).
 func (s *sender) apply(ctx context.Context, ref routes.Ref, body []byte, opts metav1.PatchOptions) ([]byte, error) {
+	// Escaped, a "/" would stay in its segment; refused, it never reaches the wire.
+	if err := kubeclient.CheckPathSegments(ref.Namespace, ref.Name); err != nil {
+		return nil, err
+	}
 	if s.limiter != nil {
 		if err := s.limiter.Wait(ctx); err != nil {
 			return nil, fmt.Errorf("client rate limiter Wait returned an error: %w", err)

@@ -90,3 +90,32 @@ func TestSenderAsTheRESTClient(t *testing.T) {
 		})
 	}
 }
+
+// A route whose name or namespace is no name is never applied, sent
+// straight or by rest.Request: escaped, "../../other/httproutes/web" would
+// stay one segment, but no name of that shape is ever sent at all.
+func TestAnApplyOfARouteWhoseNameIsNoNameIsNotSent(t *testing.T) {
+	url, requests := kubetest.Answering(t, kubetest.Canned{Code: 200, ContentType: "application/json",
+		Body: `{"apiVersion":"gateway.networking.k8s.io/v1","kind":"HTTPRoute","metadata":{"name":"web","namespace":"shop","resourceVersion":"43"}}`})
+	client, err := gateway.NewForConfig(&rest.Config{Host: url, QPS: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	content := Content{Rules: liveHTTPRoute.Rules}
+	opts := metav1.ApplyOptions{FieldManager: "argo rollouts/gatewayapi", Force: true}
+	for _, name := range []string{"../../other/httproutes/web", "..", "a%2Fb", ""} {
+		live := liveHTTPRoute.DeepCopy()
+		live.Name = name
+		for way, w := range map[string]*Writer{"straight": NewWriter(client, nil, opts.FieldManager, nil), "rest.Request": NewWriter(client, nil, opts.FieldManager, nil)} {
+			if way == "rest.Request" {
+				w.senders = map[kindVersion]*sender{{routes.HTTPRoute, "v1"}: nil}
+			}
+			if _, _, err := w.apply(context.Background(), live, content, opts); err == nil {
+				t.Errorf("%s: applying a route named %q did not fail", way, name)
+			}
+		}
+	}
+	if got := requests(); len(got) > 0 {
+		t.Errorf("requests sent: %v", got)
+	}
+}
