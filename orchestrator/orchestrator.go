@@ -103,6 +103,9 @@ func (o *Orchestrator) Run(ctx context.Context, c decode.Call) error {
 		return nothingWritten(err)
 	}
 	res := kube.ResolveEach(ctx, o.reader, targets)
+	if err := withinTargets(targets, res.Routes); err != nil {
+		return nothingWritten(err)
+	}
 	if _, removing := c.Intent.(desired.RemoveManaged); removing {
 		// Nothing of the plugin's is on a route that is not there; SetWeight
 		// reports the missing route (the controller shows its errors, and calls
@@ -147,6 +150,22 @@ func (o *Orchestrator) reach(ctx context.Context, c decode.Call, t routes.Target
 	errs := []error{err}
 	for _, e := range refused {
 		errs = append(errs, e)
+	}
+	return errors.Join(errs...)
+}
+
+// withinTargets refuses, before any decision, a route the reader returned
+// that is none of the targets whose reach was checked (reach): a named
+// route other than the one named, or one a selector found in another
+// namespace. The reach is thus the reach of what the apiserver returned.
+func withinTargets(t routes.Targets, found []routes.Route) error {
+	var errs []error
+	for _, r := range found {
+		if !slices.Contains(t.Named, r.Ref) && !slices.ContainsFunc(t.Selectors, func(s routes.Selection) bool {
+			return s.Kind == r.Kind && s.Namespace == r.Namespace
+		}) {
+			errs = append(errs, fmt.Errorf("%s was returned for the Rollout's routes and is none of them: its reach was never checked, and nothing of it is used", r.Ref))
+		}
 	}
 	return errors.Join(errs...)
 }
