@@ -85,6 +85,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./routes/
 	$(GO) test -run '^$$' -fuzz '^FuzzResourceVersionIn$$' -fuzztime $(FUZZTIME) ./routes/
 	$(GO) test -run '^$$' -fuzz '^FuzzApplyThenRemove$$' -fuzztime $(FUZZTIME) ./experiment/
+	$(GO) test -run '^$$' -fuzz '^FuzzRequestsStayInReach$$' -fuzztime $(FUZZTIME) ./orchestrator/
 
 ## dev-cluster: the cluster of make e2e with the Argo Rollouts controller loading the plugin (file://), kept
 ## running until ^C, for trying things by hand and attaching a debugger (docs/development.md)
