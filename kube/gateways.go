@@ -196,12 +196,18 @@ func (c *Cluster) parentObject(ctx context.Context, gvr schema.GroupVersionResou
 	case err != nil:
 		return nil, fmt.Errorf("reading %s: %w", what, err)
 	}
+	// Which object came back is read first: nothing of another is decoded,
+	// so no error quotes it.
+	var id metav1.PartialObjectMetadata
+	if err := json.Unmarshal(raw, &id); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", what, err)
+	}
+	if err := answerIs(objectID{parentKinds[gvr], namespace, name}, objectID{id.Kind, id.Namespace, id.Name}); err != nil {
+		return nil, err
+	}
 	var o parentObject
 	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &o); err != nil {
 		return nil, fmt.Errorf("reading %s: %w", what, err)
-	}
-	if err := answerIs(objectID{parentKinds[gvr], namespace, name}, objectID{o.Kind, o.Namespace, o.Name}); err != nil {
-		return nil, err
 	}
 	return &o, nil
 }

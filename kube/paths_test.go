@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/sirupsen/logrus"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
@@ -146,5 +147,23 @@ func TestAnAnswerForAnotherObjectIsRefused(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("errors (-want +got):\n%s", diff)
+	}
+}
+
+// A parent's GET answered with an object of another kind, whose status
+// looks like a GatewayClass's but is not one, says which object came back
+// and quotes none of it.
+func TestAParentAnsweredByAnotherKindQuotesNothing(t *testing.T) {
+	f := kubetest.New(t)
+	c := pathsCluster(t, f)
+	f.Script("/apis/"+routes.Group+"/v1/gatewayclasses/edge", http.StatusOK,
+		`{"kind":"Secret","apiVersion":"v1","metadata":{"name":"db","namespace":"kube-system"},"status":{"supportedFeatures":[["aHVudGVyMg=="]]}}`)
+	get := func(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (*parentObject, error) {
+		return c.parentObject(ctx, gvr, namespace, name)
+	}
+	_, err := get(context.Background(), gatewayClasses, "", "edge")
+	want := "asked for GatewayClass edge, the apiserver answered with Secret kube-system/db: the answer is refused, and nothing of it is used"
+	if err == nil || err.Error() != want {
+		t.Errorf("error %v, want %q", err, want)
 	}
 }
