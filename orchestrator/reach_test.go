@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -64,6 +65,15 @@ func TestARouteReturnedFromOutsideTheReachIsRefused(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("error (-want +got):\n%s", diff)
+			}
+			// VerifyWeight reads the routes it resolved again: never one outside.
+			_, err = o.Verify(context.Background(), c)
+			got = "no error"
+			if err != nil {
+				got = err.Error()
+			}
+			if diff := cmp.Diff(strings.TrimPrefix(tc.want, "nothing was written: "), got); diff != "" {
+				t.Errorf("VerifyWeight's error (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -82,6 +82,9 @@ func (o *Orchestrator) freshRoutes(ctx context.Context, t routes.Targets) ([]rou
 	if err != nil {
 		return nil, err
 	}
+	if err := withinTargets(t, resolved); err != nil {
+		return nil, err // read again, they would be read outside the reach
+	}
 	out := make([]routes.Route, len(resolved))
 	refs := make([]routes.Ref, len(resolved))
 	for i, r := range resolved {
