@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/api/validation/path"
+	"k8s.io/apimachinery/pkg/api/validate/content"
 )
 
 // CheckPathSegments says whether each of segments can be one segment of a
@@ -17,7 +17,7 @@ func CheckPathSegments(segments ...string) error {
 		if s == "" {
 			return fmt.Errorf("refusing a request whose path has an empty segment (a missing name): %q", strings.Join(segments, "/"))
 		}
-		if why := path.IsValidPathSegmentName(s); len(why) > 0 {
+		if why := content.IsPathSegmentName(s); len(why) > 0 {
 			return fmt.Errorf("refusing a request whose path segment %q is no name (%s)", s, strings.Join(why, "; "))
 		}
 	}
