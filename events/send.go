@@ -71,6 +71,9 @@ func newHTTPSink(cfg *rest.Config) (*httpSink, error) {
 }
 
 func (h *httpSink) create(ctx context.Context, e *eventsv1.Event) (string, error) {
+	if err := kubeclient.CheckPathSegments(e.Namespace); err != nil {
+		return "", err
+	}
 	typed := *e
 	typed.TypeMeta = metav1.TypeMeta{APIVersion: eventsv1.SchemeGroupVersion.String(), Kind: "Event"}
 	body, err := json.Marshal(&typed)
@@ -94,6 +97,9 @@ func (h *httpSink) create(ctx context.Context, e *eventsv1.Event) (string, error
 }
 
 func (h *httpSink) patch(ctx context.Context, namespace, name string, data []byte) error {
+	if err := kubeclient.CheckPathSegments(namespace, name); err != nil {
+		return err
+	}
 	u := h.prefix + "/namespaces/" + url.PathEscape(namespace) + "/events/" + url.PathEscape(name) + h.query
 	_, err := h.send(ctx, http.MethodPatch, u, string(types.MergePatchType), data, name)
 	return err

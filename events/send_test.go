@@ -178,3 +178,25 @@ func decodeEvent(t *testing.T, body string) *eventsv1.Event {
 	}
 	return e
 }
+
+// An Event's namespace and name go into its request's path: one that is no
+// name (an Event's name the apiserver answered with, say) is never sent.
+func TestAnEventWhoseNameIsNoNameIsNotSent(t *testing.T) {
+	url, requests := kubetest.Answering(t, kubetest.Canned{Code: 200, ContentType: "application/json", Body: `{}`})
+	sink, err := newHTTPSink(&rest.Config{Host: url, Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := sink.create(ctx, &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "../kube-system"}}); err == nil {
+		t.Error("an Event of namespace ../kube-system was created")
+	}
+	for _, name := range []string{"../../../kube-system/secrets/db", "..", ""} {
+		if err := sink.patch(ctx, "shop", name, []byte(`{}`)); err == nil {
+			t.Errorf("Event %q was patched", name)
+		}
+	}
+	if got := requests(); len(got) > 0 {
+		t.Errorf("requests sent: %v", got)
+	}
+}
