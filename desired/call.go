@@ -90,6 +90,10 @@ type Env struct {
 	// AssumedFeatures are features the Rollout's config says its gateways
 	// carry whatever their classes publish (assumeGatewayFeatures).
 	AssumedFeatures []string
+	// PredecessorManager is the field manager of the argoproj-labs/gatewayAPI
+	// plugin this one replaces (the last element of the name it is
+	// registered under): its in-progress label is this plugin's to take.
+	PredecessorManager string
 	// Predecessor is what the argoproj-labs/gatewayAPI plugin recorded of
 	// the header rules it added for the Rollout on the route, adopted at the
 	// Rollout's first call there (adopt.go); nil: nothing to adopt.
