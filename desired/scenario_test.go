@@ -726,3 +726,30 @@ func TestUndoScenarios(t *testing.T) {
 		})
 	})
 }
+
+// Only calls that take back what the Rollout put on its routes count as
+// undoing: they may still run where the grant was revoked.
+func TestWhichCallsOnlyUndo(t *testing.T) {
+	zero, half := int32(0), int32(50)
+	exp := setWeight(0)
+	exp.Experiment.Destinations = []experiment.Destination{{Service: "exp", Weight: 10}}
+	for _, c := range []struct {
+		name string
+		i    Intent
+		want bool
+	}{
+		{"RemoveManagedRoutes", RemoveManaged{}, true},
+		{"cleanup's undo", Undo{}, true},
+		{"SetWeight(0)", setWeight(0), true},
+		{"SetWeight(0) with an experiment Service", exp, false},
+		{"SetWeight(30)", setWeight(30), false},
+		{"a header step's removal", SetHeader{Name: "beta"}, true},
+		{"a header step", header("X-Canary", "yes"), false},
+		{"a mirror step at 0 %", SetMirror{Name: "m", Match: []transform.RequestMatch{{}}, Percent: &zero}, true},
+		{"a mirror step", SetMirror{Name: "m", Match: []transform.RequestMatch{{}}, Percent: &half}, false},
+	} {
+		if got := Undoes(c.i); got != c.want {
+			t.Errorf("Undoes(%s) = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
