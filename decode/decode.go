@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
 	"strings"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
@@ -120,6 +121,7 @@ type Verify struct {
 func (c Call) Env(ref routes.Ref) desired.Env {
 	env := c.Settings.Env(c.Rollout.String(), c.Process.FieldManager, ref)
 	env.Cluster = c.Process.Cluster
+	env.PredecessorManager = path.Base(c.Process.PluginName)
 	return env
 }
 

@@ -46,6 +46,25 @@ type SetMirror struct {
 // Rollout goes.
 type RemoveManaged struct{}
 
+// Undoes says whether the call only takes back what the Rollout put on its
+// routes: RemoveManagedRoutes, a header or mirror step's removal, and
+// SetWeight(0) with no experiment Service (the end of an abort). Such a call
+// may still be carried out on the routes where the Rollout has a claim once
+// their namespace no longer grants it (a revoked ReferenceGrant).
+func Undoes(i Intent) bool {
+	switch c := i.(type) {
+	case RemoveManaged, Undo:
+		return true
+	case SetHeader:
+		return len(c.Match) == 0
+	case SetMirror:
+		return !c.adding()
+	case SetWeight:
+		return c.Split.CanaryWeight == 0 && len(c.Experiment.Destinations) == 0
+	}
+	return false
+}
+
 // adding says whether the mirror call adds a rule (or removes one).
 func (c SetMirror) adding() bool {
 	return len(c.Match) > 0 && (c.Percent == nil || *c.Percent != 0)
@@ -90,6 +109,10 @@ type Env struct {
 	// AssumedFeatures are features the Rollout's config says its gateways
 	// carry whatever their classes publish (assumeGatewayFeatures).
 	AssumedFeatures []string
+	// PredecessorManager is the field manager of the argoproj-labs/gatewayAPI
+	// plugin this one replaces (the last element of the name it is
+	// registered under): its in-progress label is this plugin's to take.
+	PredecessorManager string
 	// Predecessor is what the argoproj-labs/gatewayAPI plugin recorded of
 	// the header rules it added for the Rollout on the route, adopted at the
 	// Rollout's first call there (adopt.go); nil: nothing to adopt.

@@ -64,6 +64,25 @@ func (e *FleetConflictError) Error() string {
 		"of its own (docs/multicluster.md)", e.Route, e.Rollout, e.Walking, e.Cluster)
 }
 
+// LabelOwnedError says the Rollout's in-progress label key is a label another
+// manager owns on the route, with another value: the plugin would take it with the forced apply
+// that starts a rollout, and delete it when the rollout ends.
+type LabelOwnedError struct {
+	Route    routes.Ref
+	Rollout  string
+	Key      string
+	Managers []string
+}
+
+// Reason is the Event reason of the error (package events).
+func (e *LabelOwnedError) Reason() string { return "Conflict" }
+
+func (e *LabelOwnedError) Error() string {
+	return fmt.Sprintf("%s: rollout %s: the in-progress label %s is set to another value by %s on this route, and the plugin would take it over and delete it when the rollout ends; "+
+		"nothing was written. Set inProgressLabelKey to a key of the plugin's own (default rollouts.argoproj.io/gatewayapi-canary), or disableInProgressLabel: true",
+		e.Route, e.Rollout, e.Key, strings.Join(e.Managers, ", "))
+}
+
 // InvalidError says the call cannot be carried out on the route as it is: the
 // route lacks what the call needs, or the call asks for something Gateway API
 // does not allow. Its message says what to fix. A *transform.LimitError inside

@@ -86,7 +86,7 @@ func TestARolloutWithNothingOnARouteLeavesItUntouched(t *testing.T) {
 		{call{c: RemoveManaged{}}, expect{owners: plugins, labels: teamB, claims: true, weights: walked}},
 		{call{c: header("", "")}, expect{owners: plugins, labels: teamB, claims: true, weights: walked}},
 		{call{c: setWeight(0)}, expect{owners: plugins, labels: teamB, claims: true, weights: walked}},
-		// Setting something is a write, as before.
-		{call{c: setWeight(10)}, expect{wrote: true, owners: plugins, labels: inProgress, claims: true}},
+		// Setting something is a write, as before, and keeps team-b's label.
+		{call{c: setWeight(10)}, expect{wrote: true, owners: plugins, labels: map[string]string{"team-b/rollout": "on", "rollouts.argoproj.io/gatewayapi-canary": "in-progress"}, claims: true}},
 	})
 }

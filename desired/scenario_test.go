@@ -283,6 +283,19 @@ func TestOwnershipScenarios(t *testing.T) {
 			{call{c: setWeight(30)}, expect{weights: gitWeights(70, 30), wrote: true, owners: plugins, labels: inProgress, claims: true}},
 			{call{c: setWeight(0)}, expect{weights: gitWeights(100, 0), wrote: true, labels: inProgress}},
 		}},
+		{"an in-progress label key another manager sets otherwise is refused before any write", []step{
+			{create{kubectl, gitRules(100, 0)}, expect{owners: []string{kubectl}}},
+			{label{argocd, "app.kubernetes.io/instance", "shop"}, expect{owners: []string{kubectl}, labels: map[string]string{"app.kubernetes.io/instance": "shop"}}},
+			{call{c: setWeight(30), env: func(e *Env) { e.InProgressLabel = map[string]string{"app.kubernetes.io/instance": "canary"} }},
+				expect{owners: []string{kubectl}, labels: map[string]string{"app.kubernetes.io/instance": "shop"}, errAs: new(*LabelOwnedError),
+					err: []string{"the in-progress label app.kubernetes.io/instance is set to another value by argocd-controller (Update"}}},
+		}},
+		{"the argoproj-labs plugin's in-progress label is taken over", []step{
+			{create{kubectl, gitRules(100, 0)}, expect{owners: []string{kubectl}}},
+			{label{"gatewayAPI", "rollouts.argoproj.io/gatewayapi-canary", "old"}, expect{owners: []string{kubectl}, labels: map[string]string{"rollouts.argoproj.io/gatewayapi-canary": "old"}}},
+			{call{c: setWeight(30), env: func(e *Env) { e.PredecessorManager = "gatewayAPI" }},
+				expect{weights: gitWeights(70, 30), wrote: true, owners: plugins, labels: inProgress, claims: true}},
+		}},
 		{"the in-progress label disabled: weights and claims only", []step{
 			{create{kubectl, gitRules(100, 0)}, expect{owners: []string{kubectl}}},
 			{call{c: setWeight(30), env: func(e *Env) { e.InProgressLabel = nil }}, expect{weights: gitWeights(70, 30), wrote: true, owners: plugins, claims: true}},
@@ -675,13 +688,14 @@ func TestUndoScenarios(t *testing.T) {
 		b.Experiment.Stable, b.Experiment.Canary = b.Split.Stable, b.Split.Canary
 		rules := []routes.Rule{routestest.Rule("/a", routestest.BackendOn("stable", 80, 100), routestest.BackendOn("canary", 80, 0)), routestest.Rule("/b", routestest.BackendOn("stable-b", 80, 100), routestest.BackendOn("canary-b", 80, 0))}
 		custom := map[string]string{"team-b/rollout": "on"}
+		both := map[string]string{"team-b/rollout": "on", "rollouts.argoproj.io/gatewayapi-canary": "in-progress"}
 		runScenario(t, routes.HTTPRoute, []step{
 			{create{kubectl, rules}, expect{owners: []string{kubectl}}},
 			{call{c: setWeight(30)}, expect{wrote: true, owners: plugins, labels: inProgress, claims: true}},
-			// The label is the calling Rollout's: the last call's config decides it.
-			{call{rollout: "shop/demo-b", c: b, env: func(e *Env) { e.InProgressLabel = custom }}, expect{wrote: true, owners: plugins, labels: custom, claims: true}},
+			// Each Rollout's label stays while any Rollout is on the route: demo-b's call keeps demo's.
+			{call{rollout: "shop/demo-b", c: b, env: func(e *Env) { e.InProgressLabel = custom }}, expect{wrote: true, owners: plugins, labels: both, claims: true}},
 			// demo is deleted; its cleanup cannot know demo-b's label key and keeps the labels the plugin applies.
-			{call{c: Undo{}}, expect{wrote: true, owners: plugins, claims: true, labels: custom,
+			{call{c: Undo{}}, expect{wrote: true, owners: plugins, claims: true, labels: both,
 				weights: map[string]int64{"0/stable": 100, "0/canary": 0, "1/stable-b": 90, "1/canary-b": 10}}},
 			{call{rollout: "shop/demo-b", c: Undo{}}, expect{wrote: true, rules: rules}},
 		})
@@ -711,4 +725,31 @@ func TestUndoScenarios(t *testing.T) {
 			{call{c: Undo{}, env: force}, expect{wrote: true, rules: gitRules(100, 0)}},
 		})
 	})
+}
+
+// Only calls that take back what the Rollout put on its routes count as
+// undoing: they may still run where the grant was revoked.
+func TestWhichCallsOnlyUndo(t *testing.T) {
+	zero, half := int32(0), int32(50)
+	exp := setWeight(0)
+	exp.Experiment.Destinations = []experiment.Destination{{Service: "exp", Weight: 10}}
+	for _, c := range []struct {
+		name string
+		i    Intent
+		want bool
+	}{
+		{"RemoveManagedRoutes", RemoveManaged{}, true},
+		{"cleanup's undo", Undo{}, true},
+		{"SetWeight(0)", setWeight(0), true},
+		{"SetWeight(0) with an experiment Service", exp, false},
+		{"SetWeight(30)", setWeight(30), false},
+		{"a header step's removal", SetHeader{Name: "beta"}, true},
+		{"a header step", header("X-Canary", "yes"), false},
+		{"a mirror step at 0 %", SetMirror{Name: "m", Match: []transform.RequestMatch{{}}, Percent: &zero}, true},
+		{"a mirror step", SetMirror{Name: "m", Match: []transform.RequestMatch{{}}, Percent: &half}, false},
+	} {
+		if got := Undoes(c.i); got != c.want {
+			t.Errorf("Undoes(%s) = %v, want %v", c.name, got, c.want)
+		}
+	}
 }

@@ -146,7 +146,9 @@ func (s state) finish(rules []routes.Rule, changes []routes.Change, claim routes
 		Needs:       s.introduced(rules, claim),
 	}
 	if !noneLeft {
-		r.Labels = s.env.InProgressLabel
+		if r.Labels, err = s.labels(); err != nil {
+			return Result{}, err
+		}
 	}
 	ownedLabels, ownedAnnotations := s.owned.Labels, s.owned.Annotations
 	r.Unchanged = sameRules(s.stored.Rules, stored) &&
@@ -154,6 +156,30 @@ func (s state) finish(rules []routes.Rule, changes []routes.Change, claim routes
 	r.Changes = append(r.Changes, keyChanges("label", s.live.Labels, r.Labels, ownedLabels)...)
 	r.Changes = append(r.Changes, keyChanges("annotation", s.live.Annotations, r.Annotations, ownedAnnotations)...)
 	return r, nil
+}
+
+// labels are the in-progress labels the plugin applies while any Rollout has
+// a claim on the route: the calling Rollout's, and those the plugin applies
+// now, which other Rollouts on the route set with keys this call cannot
+// know; one left out would be deleted. A key of the calling Rollout's that
+// another manager owns with another value is refused: the apply that starts a
+// rollout is forced and would take it, and the label would go when the
+// rollout ends. The same value is shared, and stays when the plugin lets go. The
+// argoproj-labs plugin's in-progress label is this plugin's to take.
+func (s state) labels() (map[string]string, error) {
+	out := ownedLabels(s.stored, s.owned.Labels)
+	for k, v := range s.env.InProgressLabel {
+		if live, ok := s.stored.Labels[k]; ok && live != v && !slices.Contains(s.owned.Labels, k) {
+			if others := routes.LabelOwners(s.stored.ManagedFields, k, s.env.FieldManager, s.env.PredecessorManager); len(others) > 0 {
+				return nil, &LabelOwnedError{Route: s.live.Ref, Rollout: s.env.Rollout, Key: k, Managers: others}
+			}
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[k] = v
+	}
+	return out, nil
 }
 
 // checkConflict tells whether the desired rules would overwrite values

@@ -63,16 +63,16 @@ func (Undo) decide(s state) (Result, error) {
 	rules, filterChanges := transform.RemoveMirrorFilters(res.Rules, s.claim.MirrorFilters)
 	rules, refChanges := transform.RemoveRefFilters(live.Namespace, rules, s.claim.RefFilters)
 	filterChanges = append(filterChanges, refChanges...)
-	s.env.InProgressLabel = ownedLabels(live, s.env.FieldManager)
+	s.env.InProgressLabel = ownedLabels(live, s.owned.Labels)
 	return s.finish(rules, append(append(changes, res.Changes...), filterChanges...), routes.Claim{}, true)
 }
 
-// ownedLabels are the labels the plugin applies on the route now, with their
-// values: another Rollout's in-progress label, whose key this call cannot
-// know, stays as it is.
-func ownedLabels(live routes.Route, fieldManager string) map[string]string {
+// ownedLabels are the labels the plugin applies on the route now (owned,
+// the keys it owns), with their values: another Rollout's in-progress label,
+// whose key this call cannot know, stays as it is.
+func ownedLabels(live routes.Route, owned []string) map[string]string {
 	out := map[string]string{}
-	for _, k := range routes.OwnedLabels(live.ManagedFields, fieldManager) {
+	for _, k := range owned {
 		if v, ok := live.Labels[k]; ok {
 			out[k] = v
 		}

@@ -31,6 +31,9 @@ type Orchestrator struct {
 	warnedGateways sync.Map
 	// counts are what came of the writes (Writes).
 	counts writeCounts
+	// claimed are the routes where each Rollout had a claim at its last
+	// call: what it may still undo once their grant is revoked.
+	claimed claimMemory
 }
 
 // Bounds are how much of the apiserver calls take at once, and how long.
@@ -97,15 +100,31 @@ func (untold) Refused(corev1.ObjectReference, decode.Call, error)          {}
 // Run carries out the call on every route of its targets: read every route,
 // decide every route's desired state, and only if all of that worked, write
 // the routes that change, concurrently.
-func (o *Orchestrator) Run(ctx context.Context, c decode.Call) error {
+func (o *Orchestrator) Run(ctx context.Context, c decode.Call) (out error) {
 	targets := c.Settings.Targets
-	if err := o.reach(ctx, c, targets); err != nil {
+	refused, err := o.reach(ctx, c, targets)
+	if err != nil {
 		return nothingWritten(err)
+	}
+	var undone []routes.Route
+	if len(refused) > 0 {
+		if !desired.Undoes(c.Intent) {
+			return nothingWritten(notGranted(refused)...)
+		}
+		var still []error
+		if targets, undone, still, err = o.ownClaimsOnly(ctx, c, targets, refused); err != nil || len(undone) == 0 {
+			return nothingWritten(append(still, err)...)
+		}
+		if len(still) > 0 {
+			// What the Rollout may still undo is undone; the rest is refused.
+			defer func() { out = errors.Join(append([]error{out}, still...)...) }()
+		}
 	}
 	res := kube.ResolveEach(ctx, o.reader, targets)
 	if err := withinTargets(targets, res.Routes); err != nil {
 		return nothingWritten(err)
 	}
+	res.Routes = append(res.Routes, undone...) // each checked to be the route named (ownClaimsOnly)
 	if _, removing := c.Intent.(desired.RemoveManaged); removing {
 		// Nothing of the plugin's is on a route that is not there; SetWeight
 		// reports the missing route (the controller shows its errors, and calls
@@ -123,6 +142,11 @@ func (o *Orchestrator) Run(ctx context.Context, c decode.Call) error {
 		env := c.Env(r.Ref)
 		plans[i], errs[i] = MakePlan(r, func(l routes.Route) (desired.Result, error) { return Decide(ctx, o.reader, intent, l, env) })
 	})
+	for i, plan := range plans {
+		if errs[i] == nil {
+			o.claimed.note(c.Rollout.String(), plan.Live.Ref, !plan.Desired.Claim.Empty())
+		}
+	}
 	for i, err := range errs {
 		if err != nil {
 			o.counts.ended(err)
@@ -142,16 +166,19 @@ func (o *Orchestrator) Run(ctx context.Context, c decode.Call) error {
 // platform team lets Rollouts reach every namespace
 // (-require-reference-grants=false). Outside it, nothing is read, written
 // or recorded.
-func (o *Orchestrator) reach(ctx context.Context, c decode.Call, t routes.Targets) error {
+func (o *Orchestrator) reach(ctx context.Context, c decode.Call, t routes.Targets) ([]*routes.NotGrantedError, error) {
 	if c.Process.AnyNamespace {
-		return nil
+		return nil, nil
 	}
-	refused, err := kube.Reach(ctx, o.reader, c.Rollout.Namespace, t)
-	errs := []error{err}
-	for _, e := range refused {
-		errs = append(errs, e)
+	return kube.Reach(ctx, o.reader, c.Rollout.Namespace, t)
+}
+
+func notGranted(refused []*routes.NotGrantedError) []error {
+	errs := make([]error, len(refused))
+	for i, e := range refused {
+		errs[i] = e
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // withinTargets refuses, before any decision, a route the reader returned

@@ -27,8 +27,8 @@ import (
 // False gives an error naming the route, the parent and the reason.
 func (o *Orchestrator) Verify(ctx context.Context, c decode.Call) (bool, error) {
 	s := c.Settings
-	if err := o.reach(ctx, c, s.Targets); err != nil {
-		return false, err
+	if refused, err := o.reach(ctx, c, s.Targets); err != nil || len(refused) > 0 {
+		return false, errors.Join(append(notGranted(refused), err)...)
 	}
 	live, err := o.freshRoutes(ctx, s.Targets)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -176,10 +177,33 @@ func RulesOwners(entries []metav1.ManagedFieldsEntry, except string) []string {
 		if !holdsRules(e) {
 			continue
 		}
-		if e.Operation == metav1.ManagedFieldsOperationApply {
-			out = append(out, fmt.Sprintf("%s (Apply)", e.Manager))
-		} else {
-			out = append(out, fmt.Sprintf("%s (%s, %s)", e.Manager, e.Operation, e.APIVersion))
+		out = append(out, ownerName(e))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ownerName names an entry's manager as "name (Apply)" or
+// "name (Update, apiVersion)".
+func ownerName(e metav1.ManagedFieldsEntry) string {
+	if e.Operation == metav1.ManagedFieldsOperationApply {
+		return fmt.Sprintf("%s (Apply)", e.Manager)
+	}
+	return fmt.Sprintf("%s (%s, %s)", e.Manager, e.Operation, e.APIVersion)
+}
+
+// LabelOwners lists the managers but those in except that own label key,
+// by an apply or an update, named as RulesOwners names them.
+func LabelOwners(entries []metav1.ManagedFieldsEntry, key string, except ...string) []string {
+	var out []string
+	for _, e := range entries {
+		if slices.Contains(except, e.Manager) {
+			continue
+		}
+		if fields, ok := readFieldSet(e); ok {
+			if _, owns := fields.Metadata.Labels["f:"+key]; owns {
+				out = append(out, ownerName(e))
+			}
 		}
 	}
 	sort.Strings(out)

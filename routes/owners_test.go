@@ -1,6 +1,7 @@
 package routes
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -83,5 +84,26 @@ func BenchmarkOwnedBy(b *testing.B) {
 	for b.Loop() {
 		OwnedBy(ownedEntries, "rollouts-gatewayapi-ssa")
 		RulesOwners(ownedEntries, "rollouts-gatewayapi-ssa")
+	}
+}
+
+func TestLabelOwnersNamesTheOtherManagersOfOneKey(t *testing.T) {
+	entries := slices.Concat(ownedEntries, []metav1.ManagedFieldsEntry{
+		entry("kubectl-label", metav1.ManagedFieldsOperationUpdate, `{"f:metadata":{"f:labels":{".":{},"f:app.kubernetes.io/instance":{}}}}`),
+		entry("gatewayAPI", metav1.ManagedFieldsOperationUpdate, `{"f:metadata":{"f:labels":{"f:a-label":{}}}}`)})
+	for _, c := range []struct {
+		key    string
+		except []string
+		want   []string
+	}{
+		{"app.kubernetes.io/instance", []string{"rollouts-gatewayapi-ssa"}, []string{"argocd-controller (Apply)", "kubectl-label (Update, gateway.networking.k8s.io/v1)"}},
+		{"a-label", []string{"rollouts-gatewayapi-ssa"}, []string{"gatewayAPI (Update, gateway.networking.k8s.io/v1)"}},
+		{"a-label", []string{"rollouts-gatewayapi-ssa", "gatewayAPI"}, nil},
+		{"rollouts-gatewayapi-ssa/managed", []string{"rollouts-gatewayapi-ssa"}, nil},
+		{"nobody/has-it", nil, nil},
+	} {
+		if diff := cmp.Diff(c.want, LabelOwners(entries, c.key, c.except...)); diff != "" {
+			t.Errorf("LabelOwners(%q, except %v) (-want +got):\n%s", c.key, c.except, diff)
+		}
 	}
 }

@@ -180,3 +180,94 @@ spec:
 	}
 	pluginOwnsNothing(t, end)
 }
+
+// A namespace of shared routes grants shop's Rollouts its HTTPRoutes, and
+// revokes the grant mid-rollout. Every call that would set something there
+// is refused from then on, naming the grant; the abort (RemoveManagedRoutes,
+// then SetWeight(0)) still takes back the Rollout's own rule and weights,
+// and the route ends as it began, owned by nobody but its creator. After
+// that, or on a route the plugin process never saw the Rollout's claim on
+// (a plugin started after the revocation), the undo is refused too, and
+// nothing of the namespace but its ReferenceGrants is read.
+func TestARevokedGrantLetsTheRolloutUndoOnlyItsOwnClaim(t *testing.T) {
+	shop := namespace(t, standard)
+	shared := namespace(t, standard)
+	grant := create(t, standard, shared, rolloutGrant(shop, ""))
+	create(t, standard, shop, fmt.Sprintf(`apiVersion: gateway.networking.k8s.io/v1beta1
+kind: ReferenceGrant
+metadata: {name: routes-of-%[1]s}
+spec:
+  from: [{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: %[1]s}]
+  to: [{group: "", kind: Service}]
+`, shared))
+	for _, name := range []string{"front", "back"} {
+		create(t, standard, shared, strings.Replace(routeToServicesOf(shop), "name: route", "name: "+name, 1))
+	}
+	begin := get(t, standard, "v1", "HTTPRoute", shared, "front")
+	p := startPlugin(t, standard)
+	tenant := rollout(shop, fmt.Sprintf(`{"httpRoutes": [{"name": "front", "useHeaderRoutes": true}, {"name": "back"}], "namespace": %q}`, shared))
+	tenant.Spec.Strategy.Canary.TrafficRouting.ManagedRoutes = []v1alpha1.MangedRoutes{{Name: "beta"}}
+	if err := p.SetWeight(tenant, 30, nil); err.HasError() {
+		t.Fatal(err.ErrorString)
+	}
+	if err := p.SetHeaderRoute(tenant, headerStep("beta", "X-Canary", "yes")); err.HasError() {
+		t.Fatal(err.ErrorString)
+	}
+	// The platform team hands route back to Git by hand: the plugin's claim
+	// on back is gone, so the revoked grant lets nothing be done there.
+	if err := p.SetWeight(rollout(shop, fmt.Sprintf(`{"httpRoute": "back", "namespace": %q}`, shared)), 0, nil); err.HasError() {
+		t.Fatal(err.ErrorString)
+	}
+	if err := standard.Dynamic.Resource(gvrOf(grant)).Namespace(shared).Delete(context.Background(), grant.GetName(), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	refusal := fmt.Sprintf("its owners grant it with a ReferenceGrant in namespace %s: from [{group: argoproj.io, kind: Rollout, namespace: %s}]", shared, shop)
+	eventually(t, "the plugin sees the grant gone", func() bool {
+		err := p.SetWeight(tenant, 50, nil)
+		return err.HasError() && strings.Contains(err.ErrorString, refusal)
+	})
+	midway := get(t, standard, "v1", "HTTPRoute", shared, "front")
+	if diff := cmp.Diff(map[string]int64{"0/stable": 70, "0/canary": 30, "1/canary": 1}, weights(midway)); diff != "" {
+		t.Fatalf("the route mid-rollout (-want +got):\n%s", diff)
+	}
+	if err := p.SetHeaderRoute(tenant, headerStep("beta", "X-Canary", "no")); !err.HasError() || !strings.Contains(err.ErrorString, refusal) {
+		t.Errorf("a header step after the grant went: %q, want it refused naming the grant", err.ErrorString)
+	}
+	if diff := cmp.Diff(stored(t, midway), stored(t, get(t, standard, "v1", "HTTPRoute", shared, "front"))); diff != "" {
+		t.Errorf("refused calls changed the route (-before +after):\n%s", diff)
+	}
+
+	// The abort takes back what the Rollout added; back, where it has nothing, is still refused by name.
+	if err := p.RemoveManagedRoutes(tenant); !err.HasError() || !strings.Contains(err.ErrorString, "name: back") {
+		t.Errorf("RemoveManagedRoutes: %q, want the refusal of back alone", err.ErrorString)
+	}
+	if diff := cmp.Diff(map[string]int64{"0/stable": 70, "0/canary": 30}, weights(get(t, standard, "v1", "HTTPRoute", shared, "front"))); diff != "" {
+		t.Errorf("after RemoveManagedRoutes (-want +got):\n%s", diff)
+	}
+	_ = p.SetWeight(tenant, 0, nil)
+	end := get(t, standard, "v1", "HTTPRoute", shared, "front")
+	if diff := cmp.Diff(userView(t, begin), userView(t, end)); diff != "" {
+		t.Errorf("the route does not end as it began (-begin +end):\n%s", diff)
+	}
+	pluginOwnsNothing(t, end)
+
+	// Nothing of the Rollout's is left there: every call is refused, and reads nothing of the namespace.
+	since := standard.Recorder.Count()
+	for name, call := range map[string]func() rpcErr{
+		"SetWeight(0)":        func() rpcErr { return p.SetWeight(tenant, 0, nil) },
+		"RemoveManagedRoutes": func() rpcErr { return p.RemoveManagedRoutes(tenant) },
+	} {
+		if err := call(); !err.HasError() || !strings.Contains(err.ErrorString, refusal) || !strings.Contains(err.ErrorString, "nothing was written") {
+			t.Errorf("%s after the undo: %q, want it refused naming the grant", name, err.ErrorString)
+		}
+	}
+	for _, r := range standard.Recorder.RequestsSince(since) {
+		if strings.Contains(r.Path, "/namespaces/"+shared+"/") && !strings.HasSuffix(r.Path, "/referencegrants") && !r.IsEvent() &&
+			strings.HasPrefix(r.UserAgent, "rollouts-gatewayapi-ssa") {
+			t.Errorf("the plugin read or wrote in %s once nothing of the Rollout's was there: %s %s", shared, r.Method, r.Path)
+		}
+	}
+	if diff := cmp.Diff(stored(t, end), stored(t, get(t, standard, "v1", "HTTPRoute", shared, "front"))); diff != "" {
+		t.Errorf("the refused calls changed the route (-before +after):\n%s", diff)
+	}
+}
