@@ -11,7 +11,7 @@ import "container/list"
 // The bounds of what a Cluster remembers.
 const (
 	// maxReadByCalls bounds the routes whose watch caches keep them whole:
-	// ten times the routes one call may work on (MaxRoutesPerCall), so
+	// ten times the routes one call may work on (maxRoutesPerCall), so
 	// every Rollout of a large installation keeps its own. A route
 	// forgotten is kept slim from its next event on and read with a GET
 	// when a call uses it again.

@@ -103,6 +103,9 @@ func (o *Orchestrator) Run(ctx context.Context, c decode.Call) error {
 		return nothingWritten(err)
 	}
 	res := kube.ResolveEach(ctx, o.reader, targets)
+	if res.TooMany != nil {
+		return nothingWritten(res.TooMany)
+	}
 	if _, removing := c.Intent.(desired.RemoveManaged); removing {
 		// Nothing of the plugin's is on a route that is not there; SetWeight
 		// reports the missing route (the controller shows its errors, and calls
