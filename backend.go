@@ -274,7 +274,7 @@ func (b *backend) sweep(sweepers []*cleanup.Sweeper) {
 		if err == nil {
 			for _, s := range sweepers {
 				s.Cleaner.Cluster = name
-				go s.Run(context.Background())
+				go s.Run(kubeclient.ForSweeps(context.Background())) // their own share of the rate
 			}
 			return
 		}
