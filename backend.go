@@ -176,7 +176,7 @@ func (b *backend) connectCluster(cfg *rest.Config, log *logrus.Entry) (*cluster,
 
 // watched is what the metrics read of a cluster.
 func (c *cluster) watched(rec *events.Recorder) metrics.Cluster {
-	return metrics.Cluster{Requests: c.requests, Reader: c.reader, Writes: c.orch, Events: rec, Peers: c.peers}
+	return metrics.Cluster{Requests: c.requests, Reader: c.reader, Writes: c.orch, Logged: c.orch, Events: rec, Peers: c.peers}
 }
 
 // Orchestrator is the orchestrator of the routes' cluster: the
@@ -274,7 +274,7 @@ func (b *backend) sweep(sweepers []*cleanup.Sweeper) {
 		if err == nil {
 			for _, s := range sweepers {
 				s.Cleaner.Cluster = name
-				go s.Run(context.Background())
+				go s.Run(kubeclient.ForSweeps(context.Background())) // their own share of the rate
 			}
 			return
 		}

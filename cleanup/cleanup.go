@@ -89,6 +89,9 @@ func (c *Cleaner) eachRoute(ctx context.Context, namespace string, fn func(route
 		}
 		opts := metav1.ListOptions{Limit: c.pageSize()}
 		for {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("listing %s: %w", kind.Resource(), err)
+			}
 			list, err := c.Dynamic.Resource(kind.GVR(version)).Namespace(namespace).List(ctx, opts)
 			if err != nil {
 				return fmt.Errorf("listing %s: %w", kind.Resource(), err)
@@ -156,33 +159,53 @@ func (c *Cleaner) ClaimedElsewhere(rs []routes.Route, rollout string) []ForeignC
 	return out
 }
 
-// claimingRollouts lists the Rollouts that have a claim of the Cleaner's
-// cluster recording anything on any of rs, sorted; and, apart, the keys of
-// such claims that name no Rollout (not "<namespace>/<name>"): the plugin
-// never wrote them.
-func (c *Cleaner) claimingRollouts(rs []routes.Route) (rollouts, malformed []string) {
-	seen := map[string]bool{}
+// readClaims reads a route's claims annotation: routes.ReadClaims (a test
+// counts the reads).
+var readClaims = routes.ReadClaims
+
+// claimIndex is what the claims annotations of a sweep's routes say, each
+// read once (indexClaims).
+type claimIndex struct {
+	// rollouts are the Rollouts with a claim of the Cleaner's cluster
+	// recording anything on any of the routes, sorted; malformed, apart,
+	// the keys of such claims that name no Rollout (not
+	// "<namespace>/<name>"): the plugin never wrote them.
+	rollouts, malformed []string
+	// claimed are the routes each of them has such a claim on, in the order
+	// of the routes.
+	claimed map[string][]routes.Route
+	// unclaimed are the routes whose claims annotation can be read and
+	// names no Rollout, and of which the plugin owns fields.
+	unclaimed []routes.Route
+}
+
+// indexClaims reads the claims annotation of each of rs, once.
+func (c *Cleaner) indexClaims(rs []routes.Route) claimIndex {
+	idx := claimIndex{claimed: map[string][]routes.Route{}}
 	for _, r := range rs {
-		claims, err := routes.ReadClaims(r)
+		claims, err := readClaims(r)
 		if err != nil {
 			continue
 		}
+		if len(claims.Rollouts()) == 0 && routes.OwnsAnything(r.ManagedFields, c.FieldManager) {
+			idx.unclaimed = append(idx.unclaimed, r)
+		}
 		for k, claim := range claims {
 			if !claim.Empty() && c.ours(claim) {
-				seen[k] = true
+				idx.claimed[k] = append(idx.claimed[k], r)
 			}
 		}
 	}
-	for k := range seen {
+	for k := range idx.claimed {
 		if ns, name, ok := strings.Cut(k, "/"); ok && ns != "" && name != "" && !strings.Contains(name, "/") {
-			rollouts = append(rollouts, k)
+			idx.rollouts = append(idx.rollouts, k)
 		} else {
-			malformed = append(malformed, k)
+			idx.malformed = append(idx.malformed, k)
 		}
 	}
-	sort.Strings(rollouts)
-	sort.Strings(malformed)
-	return rollouts, malformed
+	sort.Strings(idx.rollouts)
+	sort.Strings(idx.malformed)
+	return idx
 }
 
 // Exists says whether the Rollout ("<namespace>/<name>") exists.
@@ -220,6 +243,9 @@ func (c *Cleaner) existing(ctx context.Context, rollouts []string) (map[string]b
 	}
 	opts := metav1.ListOptions{Limit: c.pageSize()}
 	for {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("listing Rollouts: %w", err)
+		}
 		list, err := c.rollouts().Resource(rolloutsResource).List(ctx, opts)
 		if err != nil {
 			return nil, fmt.Errorf("listing Rollouts: %w", err)
@@ -260,6 +286,11 @@ func (c *Cleaner) Undo(ctx context.Context, rollout string, rs []routes.Route, p
 	out := make([]Outcome, 0, len(rs))
 	for _, r := range rs {
 		o := Outcome{Route: r.Ref}
+		if err := ctx.Err(); err != nil {
+			o.Err = fmt.Errorf("%s not undone: %w", r.Ref, err)
+			out = append(out, o)
+			continue
+		}
 		if err := c.reach(ctx, rollout, r.Ref, grants); err != nil {
 			o.Err = err
 			out = append(out, o)

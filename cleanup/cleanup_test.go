@@ -207,7 +207,8 @@ func TestClaimingRolloutsAndClaimed(t *testing.T) {
 	} {
 		c.Cluster = cluster
 		got := seen{Claimed: map[string][]string{}, Elsewhere: map[string][]ForeignClaim{}}
-		got.Claiming, got.Malformed = c.claimingRollouts(all)
+		idx := c.indexClaims(all)
+		got.Claiming, got.Malformed = idx.rollouts, idx.malformed
 		for _, rollout := range []string{"shop/gone", "shop/kept", "shop/none"} {
 			for _, r := range c.Claimed(all, rollout) {
 				got.Claimed[rollout] = append(got.Claimed[rollout], r.Ref.String())

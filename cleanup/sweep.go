@@ -21,8 +21,9 @@ import (
 //
 // What a sweep costs is bounded by the routes, not by what their claims
 // annotations say (a route's owner may write them): the routes are listed
-// a page at a time, and the Rollouts with one LIST per sweep, however many
-// Rollouts the claims name.
+// a page at a time, each route's claims read once per sweep, and the
+// Rollouts with one LIST per sweep, however many Rollouts the claims name.
+// A sweep ends where its context does, between any two of its requests.
 type Sweeper struct {
 	Cleaner  *Cleaner
 	Interval time.Duration
@@ -61,10 +62,16 @@ func (s *Sweeper) Sweep(ctx context.Context, now time.Time) {
 		c.Log.WithError(err).Warn("cleanup sweep: cannot list routes; the next sweep tries again")
 		return
 	}
+	idx := c.indexClaims(claimed)
+	claimed = nil // idx holds what is still needed of them
 	notGranted := map[string]bool{}
-	for _, rollout := range s.gone(ctx, now, claimed) {
+	for _, rollout := range s.gone(ctx, now, idx) {
+		if ctx.Err() != nil {
+			c.Log.WithError(ctx.Err()).Warn("cleanup sweep: stopped before it was done; the next sweep carries on")
+			return
+		}
 		undone := 0
-		for _, o := range c.Undo(ctx, rollout, c.Claimed(claimed, rollout), desired.ReportConflicts, false) {
+		for _, o := range c.Undo(ctx, rollout, idx.claimed[rollout], desired.ReportConflicts, false) {
 			entry := c.Log.WithFields(logrus.Fields{"rollout": rollout, "route": o.Route.String()})
 			var ungranted *routes.NotGrantedError
 			switch {
@@ -84,7 +91,7 @@ func (s *Sweeper) Sweep(ctx context.Context, now time.Time) {
 		}
 	}
 	s.notGranted = notGranted
-	s.releaseUnclaimed(ctx, claimed)
+	s.releaseUnclaimed(ctx, idx.unclaimed)
 }
 
 // routes lists the routes of the Sweeper's namespaces that matter to it:
@@ -114,9 +121,9 @@ func (s *Sweeper) routes(ctx context.Context) ([]routes.Route, error) {
 // that count as gone now: missing from this sweep's LIST of Rollouts, and
 // from one at least half an interval before. It remembers the Rollouts
 // missing now, and forgets every other.
-func (s *Sweeper) gone(ctx context.Context, now time.Time, claimed []routes.Route) []string {
+func (s *Sweeper) gone(ctx context.Context, now time.Time, idx claimIndex) []string {
 	c := s.Cleaner
-	claiming, malformed := c.claimingRollouts(claimed)
+	claiming, malformed := idx.rollouts, idx.malformed
 	if len(malformed) > 0 {
 		c.Log.WithField("claims", malformed).Warn("cleanup sweep: claims whose key is not <namespace>/<name> name no Rollout; leaving them")
 	}
@@ -148,15 +155,14 @@ func (s *Sweeper) gone(ctx context.Context, now time.Time, claimed []routes.Rout
 	return gone
 }
 
-// releaseUnclaimed gives up the plugin's ownership of routes on which no
-// Rollout has a claim left (a Rollout deleted right after its last rule went,
-// before a SetWeight could release the route).
-func (s *Sweeper) releaseUnclaimed(ctx context.Context, all []routes.Route) {
+// releaseUnclaimed gives up the plugin's ownership of the unclaimed
+// routes, on which no Rollout has a claim left (a Rollout deleted right
+// after its last rule went, before a SetWeight could release the route).
+func (s *Sweeper) releaseUnclaimed(ctx context.Context, unclaimed []routes.Route) {
 	c := s.Cleaner
-	for _, r := range all {
-		claims, err := routes.ReadClaims(r)
-		if err != nil || len(claims.Rollouts()) > 0 || !routes.OwnsAnything(r.ManagedFields, c.FieldManager) {
-			continue
+	for _, r := range unclaimed {
+		if ctx.Err() != nil {
+			return
 		}
 		for _, o := range c.Undo(ctx, "", []routes.Route{r}, desired.ReportConflicts, false) {
 			if o.Err != nil {

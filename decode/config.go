@@ -352,6 +352,10 @@ func (cfg Config) targets(rolloutNamespace string) (*targeting, error) {
 	if err := errors.Join(tg.errs...); err != nil {
 		return nil, err
 	}
+	if n := len(tg.t.Named); n > maxNamedRoutes {
+		return nil, fmt.Errorf("key %q: the config names %d routes, and a Rollout may name at most %d (each missing one costs a read on every call); label them and select them with a route selector (httpRouteSelector, grpcRouteSelector, ...)",
+			tg.pastBound, n, maxNamedRoutes)
+	}
 	if len(tg.t.Named) == 0 && len(tg.t.Selectors) == 0 {
 		return nil, errors.New("names no route: set httpRoute(s), grpcRoute(s), tcpRoute(s), tlsRoute(s), udpRoute(s) or a route selector")
 	}
@@ -422,8 +426,7 @@ func (cfg Config) sticky(rolloutName string, t routes.Targets) (*StickySettings,
 	}
 	for _, sel := range t.Selectors {
 		if sel.Kind != routes.HTTPRoute {
-			key := strings.ToLower(strings.TrimSuffix(string(sel.Kind), "Route")) + "RouteSelector"
-			return nil, fmt.Errorf("key \"stickyCanary\" works on HTTPRoutes only, and the Rollout also selects %ss (key %q); a %s carries no cookies: remove stickyCanary, or that selector", sel.Kind, key, sel.Kind)
+			return nil, fmt.Errorf("key \"stickyCanary\" works on HTTPRoutes only, and the Rollout also selects %ss (key %q); a %s carries no cookies: remove stickyCanary, or that selector", sel.Kind, sel.Key(), sel.Kind)
 		}
 	}
 	s := StickySettings{Cookie: cfg.StickyCanary.CookieName, MaxAge: defaultStickyMaxAge}
@@ -442,10 +445,17 @@ func (cfg Config) sticky(rolloutName string, t routes.Targets) (*StickySettings,
 	return &s, nil
 }
 
+// maxNamedRoutes bounds the routes a config names (every key of routes by
+// name together): each is a read of every call, a GET while it is missing.
+// A selector reaches more (kube bounds the routes of one call).
+const maxNamedRoutes = 100
+
 // targeting collects the routes a config names and selects in namespace ns,
 // with every error in them.
 type targeting struct {
-	ns           string
+	ns string
+	// pastBound is the key whose route went past maxNamedRoutes.
+	pastBound    string
 	t            routes.Targets
 	headerRoutes map[routes.Ref]bool
 	listed       map[routes.Ref]bool
@@ -464,7 +474,7 @@ func (tg *targeting) named(kind routes.Kind, single, singleRule string, list []N
 		}
 		// The single-route form has always taken header routes.
 		ref := routes.Ref{Kind: kind, Namespace: tg.ns, Name: single}
-		tg.t.Named = append(tg.t.Named, ref)
+		tg.add(ref, singleKey)
 		tg.headerRoutes[ref] = true
 		tg.errs = append(tg.errs, tg.ruleNames.add(ref, singleRule, singleKey+"RuleName"))
 	} else if singleRule != "" {
@@ -480,7 +490,7 @@ func (tg *targeting) named(kind routes.Kind, single, singleRule string, list []N
 			continue
 		}
 		ref := routes.Ref{Kind: kind, Namespace: tg.ns, Name: r.Name}
-		tg.t.Named = append(tg.t.Named, ref)
+		tg.add(ref, listKey)
 		tg.errs = append(tg.errs, tg.ruleNames.add(ref, r.RuleName, fmt.Sprintf("%s[%d].ruleName", listKey, i)))
 		if r.UseHeaderRoutes {
 			tg.headerRoutes[ref] = true
@@ -489,6 +499,13 @@ func (tg *targeting) named(kind routes.Kind, single, singleRule string, list []N
 			}
 			tg.listed[ref] = true
 		}
+	}
+}
+
+// add adds a route named under key.
+func (tg *targeting) add(ref routes.Ref, key string) {
+	if tg.t.Named = append(tg.t.Named, ref); len(tg.t.Named) == maxNamedRoutes+1 {
+		tg.pastBound = key
 	}
 }
 

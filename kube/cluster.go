@@ -84,8 +84,8 @@ type Cluster struct {
 	// groups asked about (imports.go).
 	importVersions map[string]string
 	// predecessors are the reads of the argoproj-labs plugin's ConfigMaps
-	// (predecessor.go), by namespace/name.
-	predecessors map[string]predecessorRead
+	// (predecessor.go), by namespace/name, at most maxPredecessors.
+	predecessors *bounded[string, predecessorRead]
 	// grantsServed is the version of ReferenceGrant the cluster serves
 	// (grants.go), "" until it is known.
 	grantsServed string
@@ -98,14 +98,20 @@ type Cluster struct {
 	// seen beyond its watch cache (the answer to its write, or a fresh
 	// read), until the cache holds it too.
 	overlay map[routes.Ref]*routes.Answer
-	// readByCalls are the routes a call has read: their watch caches keep them
-	// whole; of every other route only what a selector reads (slim). whole
-	// holds the routes read fresh while their cache entry is still slim,
-	// until an event of theirs brings them whole.
-	readByCalls map[routes.Ref]bool
+	// readByCalls are the routes a call has read, at most maxReadByCalls:
+	// their watch caches keep them whole; of every other route only what a
+	// selector reads (slim). freshWhole holds the routes read fresh while
+	// their cache entry is still slim, until an event of theirs brings them
+	// whole (or readByCalls forgets them).
+	readByCalls *bounded[routes.Ref, struct{}]
 	freshWhole  map[routes.Ref]routes.Route
-	labelSets   labelSets
-	closed      bool
+	// missing are the named routes a GET found missing, at most maxMissing,
+	// with when (missing.go).
+	missing *bounded[routes.Ref, time.Time]
+	// now is the clock of missing and predecessors: time.Now.
+	now       func() time.Time
+	labelSets labelSets
+	closed    bool
 	// stopIdle ends the goroutine that stops idle caches (idle.go); nil
 	// while none runs.
 	stopIdle chan struct{}
@@ -162,10 +168,12 @@ func NewCluster(client rest.Interface, log *logrus.Entry) *Cluster {
 		informers:      map[informerKey]*namespaceCache{},
 		parents:        map[parentKey]*namespaceCache{},
 		overlay:        map[routes.Ref]*routes.Answer{},
-		readByCalls:    map[routes.Ref]bool{},
+		readByCalls:    newBounded[routes.Ref, struct{}](maxReadByCalls),
+		missing:        newBounded[routes.Ref, time.Time](maxMissing),
+		now:            time.Now,
 		freshWhole:     map[routes.Ref]routes.Route{},
 		schemas:        map[string]schemaDoc{},
-		predecessors:   map[string]predecessorRead{},
+		predecessors:   newBounded[string, predecessorRead](maxPredecessors),
 		changes:        map[routes.Ref]chan struct{}{},
 	}
 }

@@ -11,8 +11,15 @@ type Held struct {
 	RouteCaches, ParentCaches, GrantCaches int
 	// WholeRoutes are the routes a call has read, which their watch caches
 	// keep whole (of the others only the identity and labels), until their
-	// cache stops.
+	// cache stops; at most maxReadByCalls.
 	WholeRoutes int
+	// MissingRoutes are the named routes remembered as missing for a
+	// moment (missingFor), so repeated calls do not read them each time;
+	// at most maxMissing.
+	MissingRoutes int
+	// PredecessorReads are the argoproj-labs plugin's ConfigMaps whose
+	// reads are remembered (predecessorFor); at most maxPredecessors.
+	PredecessorReads int
 }
 
 // Held says what the Cluster holds now. It counts under the Cluster's lock
@@ -20,7 +27,8 @@ type Held struct {
 func (c *Cluster) Held() Held {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	h := Held{RouteCaches: len(c.informers), WholeRoutes: len(c.readByCalls)}
+	h := Held{RouteCaches: len(c.informers), WholeRoutes: c.readByCalls.len(),
+		MissingRoutes: c.missing.len(), PredecessorReads: c.predecessors.len()}
 	for key := range c.parents {
 		if key.gvr.Resource == "referencegrants" {
 			h.GrantCaches++

@@ -77,7 +77,8 @@ func (c *Cluster) stopUnusedSince(cutoff time.Time) {
 func (c *Cluster) forgetRoutesOf(key informerKey) {
 	of := func(ref routes.Ref) bool { return ref.Kind == key.kind && ref.Namespace == key.namespace }
 	maps.DeleteFunc(c.overlay, func(ref routes.Ref, _ *routes.Answer) bool { return of(ref) })
-	maps.DeleteFunc(c.readByCalls, func(ref routes.Ref, _ bool) bool { return of(ref) })
+	c.readByCalls.deleteIf(of)
+	c.missing.deleteIf(of)
 	maps.DeleteFunc(c.freshWhole, func(ref routes.Ref, _ routes.Route) bool { return of(ref) })
 	maps.DeleteFunc(c.changes, func(ref routes.Ref, ch chan struct{}) bool {
 		if of(ref) {

@@ -157,13 +157,20 @@ type kept struct {
 func keptOf(c *Cluster) kept {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return kept{Overlay: keysOf(c.overlay), ReadByCalls: keysOf(c.readByCalls), FreshWhole: keysOf(c.freshWhole), Changes: keysOf(c.changes)}
+	return kept{Overlay: keysOf(c.overlay), ReadByCalls: sortedRefs(c.readByCalls.keys()), FreshWhole: keysOf(c.freshWhole), Changes: keysOf(c.changes)}
 }
 
 func keysOf[V any](m map[routes.Ref]V) []routes.Ref {
 	var out []routes.Ref
 	for ref := range m {
 		out = append(out, ref)
+	}
+	return sortedRefs(out)
+}
+
+func sortedRefs(out []routes.Ref) []routes.Ref {
+	if len(out) == 0 {
+		return nil
 	}
 	slices.SortFunc(out, func(a, b routes.Ref) int { return strings.Compare(a.String(), b.String()) })
 	return out

@@ -18,6 +18,7 @@ func (c *Cluster) Written(a *routes.Answer) { c.remember(a) }
 func (c *Cluster) remember(a *routes.Answer) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.found(a.Ref)
 	if old, ok := c.overlay[a.Ref]; ok && Newer(old.ResourceVersion, a.ResourceVersion) {
 		return
 	}
@@ -84,6 +85,7 @@ func (c *Cluster) caughtUp(obj any) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.found(cr.ref)
 	if w, ok := c.overlay[cr.ref]; ok && !Newer(w.ResourceVersion, cr.resourceVersion) {
 		delete(c.overlay, cr.ref)
 	}

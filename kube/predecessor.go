@@ -33,9 +33,9 @@ type predecessorRead struct {
 func (c *Cluster) PredecessorRecords(ctx context.Context, namespace, name string) (routes.PredecessorRecords, error) {
 	key := namespace + "/" + name
 	c.mu.Lock()
-	read, ok := c.predecessors[key]
+	read, ok := c.predecessors.get(key)
 	c.mu.Unlock()
-	if ok && time.Since(read.at) < predecessorFor {
+	if ok && c.now().Sub(read.at) < predecessorFor {
 		return read.records, nil
 	}
 	var cm struct {
@@ -73,7 +73,7 @@ func (c *Cluster) PredecessorRecords(ctx context.Context, namespace, name string
 		return routes.PredecessorRecords{}, fmt.Errorf("ConfigMap %s: %w", key, err)
 	}
 	c.mu.Lock()
-	c.predecessors[key] = predecessorRead{records: records, at: time.Now()}
+	c.predecessors.put(key, predecessorRead{records: records, at: c.now()})
 	c.mu.Unlock()
 	return records, nil
 }

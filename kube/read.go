@@ -29,8 +29,8 @@ func (c *Cluster) get(ctx context.Context, ref routes.Ref) (routes.Route, error)
 	}
 	if obj == nil {
 		// Not cached, or a route created a moment ago that has not
-		// reached the cache yet.
-		return c.fresh(ctx, ref)
+		// reached the cache yet; or one found missing a moment ago.
+		return c.freshUnlessMissing(ctx, ref)
 	}
 	r, slim, err := c.fromCache(store, obj)
 	if !slim {
@@ -80,15 +80,20 @@ func (c *Cluster) ResourceVersion(ctx context.Context, ref routes.Ref) string {
 // from its next event on.
 func (c *Cluster) use(ref routes.Ref) {
 	c.mu.Lock()
-	c.readByCalls[ref] = true
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	for _, forgot := range c.readByCalls.put(ref, struct{}{}) {
+		// Kept slim from its next event on: nothing would drop its whole
+		// copy read fresh.
+		delete(c.freshWhole, forgot)
+	}
 }
 
 // keeps says whether a watch cache keeps the route whole.
 func (c *Cluster) keeps(ref routes.Ref) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.readByCalls[ref]
+	_, ok := c.readByCalls.get(ref)
+	return ok
 }
 
 // fromCache is the caller's own copy of what a watch cache holds (obj, read

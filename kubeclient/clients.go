@@ -61,14 +61,13 @@ type Clients struct {
 
 // NewClients builds the clients for a cluster. They share one token bucket
 // (cfg.RateLimiter, or one made from cfg.QPS and cfg.Burst), so the process's
-// requests together stay within it, and one transport that times out and
+// requests together stay within it, of which the cleanup sweeps' requests
+// take at most a quarter (ForSweeps); and one transport that times out and
 // retries every request as policy says (transport.go), and counts every
 // attempt (Requests).
 func NewClients(cfg *rest.Config, policy retry.Requests, log *logrus.Entry) (Clients, error) {
 	cfg = rest.CopyConfig(cfg)
-	if cfg.RateLimiter == nil {
-		cfg.RateLimiter = tokenBucket(cfg.QPS, cfg.Burst)
-	}
+	cfg.RateLimiter = newShares(cfg.RateLimiter, cfg.QPS, cfg.Burst)
 	limiter := cfg.RateLimiter
 	requests := &Requests{}
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return newTransport(rt, limiter, policy, log, requests) })

@@ -22,6 +22,9 @@ var (
 	routesDesc = prometheus.NewDesc(prefix+"routes_held",
 		"Routes the watch caches keep whole because a call read them (of the others only their identity and labels), until their cache stops.",
 		[]string{"route_cluster"}, nil)
+	rememberedDesc = prometheus.NewDesc(prefix+"remembered",
+		"What the plugin remembers for calls, each bounded, by what: missing_routes (named routes found missing, remembered 10 s), configmaps (reads of the argoproj-labs plugin's ConfigMaps), gateways_logged (parents logged as not saying what they carry).",
+		[]string{"route_cluster", "what"}, nil)
 	rolloutsDesc = prometheus.NewDesc(prefix+"rollouts_active",
 		"Rollouts that called the plugin within the last 10 minutes, by the route cluster their routes are in.",
 		[]string{"route_cluster"}, nil)
@@ -40,7 +43,7 @@ var (
 type collector struct{ m *Metrics }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{requestsDesc, writesDesc, cachesDesc, routesDesc, rolloutsDesc, eventsDesc, droppedDesc, peersDesc} {
+	for _, d := range []*prometheus.Desc{requestsDesc, writesDesc, cachesDesc, routesDesc, rememberedDesc, rolloutsDesc, eventsDesc, droppedDesc, peersDesc} {
 		ch <- d
 	}
 }
@@ -78,6 +81,11 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			gauge(cachesDesc, h.ParentCaches, name, "parents")
 			gauge(cachesDesc, h.GrantCaches, name, "grants")
 			gauge(routesDesc, h.WholeRoutes, name)
+			gauge(rememberedDesc, h.MissingRoutes, name, "missing_routes")
+			gauge(rememberedDesc, h.PredecessorReads, name, "configmaps")
+		}
+		if cl.Logged != nil {
+			gauge(rememberedDesc, cl.Logged.GatewaysLogged(), name, "gateways_logged")
 		}
 		if cl.Events != nil {
 			queued, dropped := cl.Events.Recorded()

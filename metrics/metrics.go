@@ -62,8 +62,10 @@ type Cluster struct {
 	}
 	// Reader is the cluster's watch caches (*kube.Cluster).
 	Reader interface{ Held() kube.Held }
-	// Writes is the orchestrator of its routes (*orchestrator.Orchestrator).
+	// Writes is the orchestrator of its routes (*orchestrator.Orchestrator),
+	// and so is Logged.
 	Writes interface{ Writes() orchestrator.Writes }
+	Logged interface{ GatewaysLogged() int }
 	// Events is the recorder of its Events (*events.Recorder).
 	Events interface {
 		Recorded() (queued, dropped int64)

@@ -27,6 +27,7 @@ type (
 	writes   orchestrator.Writes
 	recorded [2]int64
 	others   int
+	logged   int
 )
 
 func (r requests) Counts() map[kubeclient.RequestKind]uint64 { return r }
@@ -34,12 +35,13 @@ func (h held) Held() kube.Held                               { return kube.Held(
 func (w writes) Writes() orchestrator.Writes                 { return orchestrator.Writes(w) }
 func (r recorded) Recorded() (int64, int64)                  { return r[0], r[1] }
 func (o others) Others() int                                 { return int(o) }
+func (l logged) GatewaysLogged() int                         { return int(l) }
 
 // ownNames are the metrics of the plugin's own (not the Go runtime's).
 var ownNames = []string{
 	"rollouts_gatewayapi_ssa_build_info", "rollouts_gatewayapi_ssa_calls_total", "rollouts_gatewayapi_ssa_call_duration_seconds",
 	"rollouts_gatewayapi_ssa_apiserver_requests_total", "rollouts_gatewayapi_ssa_route_writes_total",
-	"rollouts_gatewayapi_ssa_watch_caches", "rollouts_gatewayapi_ssa_routes_held", "rollouts_gatewayapi_ssa_rollouts_active",
+	"rollouts_gatewayapi_ssa_watch_caches", "rollouts_gatewayapi_ssa_routes_held", "rollouts_gatewayapi_ssa_remembered", "rollouts_gatewayapi_ssa_rollouts_active",
 	"rollouts_gatewayapi_ssa_events_recorded_total", "rollouts_gatewayapi_ssa_events_dropped_total", "rollouts_gatewayapi_ssa_peers",
 }
 
@@ -54,8 +56,9 @@ func TestAScrapeShowsTheCallsAndEachClustersCounts(t *testing.T) {
 	m := New("v1.2.3")
 	m.Watch("", Cluster{
 		Requests: requests{{Verb: "patch", Code: "200"}: 2, {Verb: "get", Code: "404"}: 1, {Verb: "watch", Code: "200"}: 1},
-		Reader:   held{RouteCaches: 1, ParentCaches: 0, GrantCaches: 0, WholeRoutes: 1},
+		Reader:   held{RouteCaches: 1, ParentCaches: 0, GrantCaches: 0, WholeRoutes: 1, MissingRoutes: 2, PredecessorReads: 1},
 		Writes:   writes{Applied: 2, Refused: 0},
+		Logged:   logged(3),
 		Events:   recorded{3, 0},
 		Peers:    others(0),
 	})
@@ -110,6 +113,11 @@ rollouts_gatewayapi_ssa_watch_caches{kind="routes",route_cluster=""} 1
 # HELP rollouts_gatewayapi_ssa_routes_held ` + help(routesDesc) + `
 # TYPE rollouts_gatewayapi_ssa_routes_held gauge
 rollouts_gatewayapi_ssa_routes_held{route_cluster=""} 1
+# HELP rollouts_gatewayapi_ssa_remembered ` + help(rememberedDesc) + `
+# TYPE rollouts_gatewayapi_ssa_remembered gauge
+rollouts_gatewayapi_ssa_remembered{route_cluster="",what="configmaps"} 1
+rollouts_gatewayapi_ssa_remembered{route_cluster="",what="gateways_logged"} 3
+rollouts_gatewayapi_ssa_remembered{route_cluster="",what="missing_routes"} 2
 # HELP rollouts_gatewayapi_ssa_rollouts_active ` + help(rolloutsDesc) + `
 # TYPE rollouts_gatewayapi_ssa_rollouts_active gauge
 rollouts_gatewayapi_ssa_rollouts_active{route_cluster=""} 2

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -26,9 +25,9 @@ type Orchestrator struct {
 	events RouteEvents
 	log    *logrus.Entry
 	bounds Bounds
-	// warnedGateways are the parents whose unknown features have been logged: once
-	// each per process.
-	warnedGateways sync.Map
+	// loggedGateways are the parents whose unknown features have been
+	// logged: once each per process, while it remembers them.
+	loggedGateways *loggedOnce
 	// counts are what came of the writes (Writes).
 	counts writeCounts
 	// claimed are the routes where each Rollout had a claim at its last
@@ -87,7 +86,8 @@ func New(reader kube.Reader, writer *ssa.Writer, peers Exclusion, events RouteEv
 		events = untold{}
 	}
 	keep := max(2*time.Minute, 2*b.CallTimeout)
-	return &Orchestrator{reader: reader, writer: writer, locks: newLocks(peers, writer.FieldManager(), keep), events: events, log: log, bounds: b}
+	return &Orchestrator{reader: reader, writer: writer, locks: newLocks(peers, writer.FieldManager(), keep), events: events, log: log, bounds: b,
+		loggedGateways: &loggedOnce{max: maxLoggedGateways}}
 }
 
 // untold is RouteEvents that tells nobody.
@@ -121,6 +121,9 @@ func (o *Orchestrator) Run(ctx context.Context, c decode.Call) (out error) {
 		}
 	}
 	res := kube.ResolveEach(ctx, o.reader, targets)
+	if res.TooMany != nil {
+		return nothingWritten(res.TooMany)
+	}
 	if err := withinTargets(targets, res.Routes); err != nil {
 		return nothingWritten(err)
 	}
@@ -249,7 +252,7 @@ func (o *Orchestrator) slots() []Slots {
 // with something its gateway could not be asked about.
 func (o *Orchestrator) sayUnchecked(route routes.Ref, unchecked []desired.Unchecked, log *logrus.Entry) {
 	for _, u := range unchecked {
-		if _, said := o.warnedGateways.LoadOrStore(u.Gateway.String(), true); said {
+		if !o.loggedGateways.first(u.Gateway.String()) {
 			continue
 		}
 		log.WithFields(logrus.Fields{"route": route.String(), "gateway": u.Gateway.String()}).

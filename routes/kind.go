@@ -2,6 +2,7 @@ package routes
 
 import (
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -87,6 +88,12 @@ type Selection struct {
 	Kind      Kind
 	Namespace string
 	Selector  labels.Selector
+}
+
+// Key is the key of the Rollout's plugin config that gives the selector,
+// e.g. httpRouteSelector.
+func (s Selection) Key() string {
+	return strings.ToLower(strings.TrimSuffix(string(s.Kind), "Route")) + "RouteSelector"
 }
 
 func (s Selection) String() string {
