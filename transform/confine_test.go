@@ -1,6 +1,8 @@
 package transform
 
 import (
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -14,7 +16,7 @@ import (
 // tenant c's Services.
 
 var (
-	cfA = RuleInput{RolloutServices: RolloutServices{Stable: routes.ServiceRef("a", "stable"), Canary: routes.ServiceRef("a", "canary"), ManagedRoutes: []string{"mirror"}}}
+	cfA = RuleInput{RolloutServices: RolloutServices{Stable: routes.ServiceRef("a", "stable"), Canary: routes.ServiceRef("a", "canary"), ManagedRoutes: []string{"beta", "mirror"}}}
 	cfC = map[string]any{
 		"matches":     []any{cfMatch(cfPath("PathPrefix", "/c"))},
 		"backendRefs": []any{cfBackend("c", "stable", 100), cfBackend("c", "canary", 0)},
@@ -309,6 +311,262 @@ func TestGRPCMirrorRuleIsConfinedToTheRolloutsRule(t *testing.T) {
 			}
 			if diff := cmp.Diff(append(before, cfMirror(tc.want...)), got.Rules); diff != "" {
 				t.Errorf("rules (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// cfRequest is a request as Gateway API matches it; for a GRPCRoute, path is
+// /<service>/<method>.
+type cfRequest struct {
+	path, method string
+	headers      map[string]string
+	query        map[string]string
+}
+
+// cfFullMatch says whether re matches all of s (as Envoy's RE2 does).
+func cfFullMatch(re, s string) bool {
+	ok, err := regexp.MatchString("^(?:"+re+")$", s)
+	return err == nil && ok
+}
+
+// cfElements are a path's elements, empty ones (a trailing /) dropped.
+func cfElements(p string) []string {
+	var out []string
+	for _, e := range strings.Split(p, "/") {
+		if e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// takes says whether rule takes request q on a route of kind: a model of
+// Gateway API's matching written apart from the code under test.
+func (q cfRequest) takes(kind routes.Kind, rule routes.Rule) bool {
+	matches, _ := rule["matches"].([]any)
+	if len(matches) == 0 {
+		return true
+	}
+	for _, m := range matches {
+		if q.meets(kind, m.(map[string]any)) {
+			return true
+		}
+	}
+	return false
+}
+
+func (q cfRequest) meets(kind routes.Kind, m map[string]any) bool {
+	if kind == routes.GRPCRoute {
+		if mm, ok := m["method"].(map[string]any); ok && !q.meetsGRPCMethod(mm) {
+			return false
+		}
+	} else {
+		if p, ok := m["path"].(map[string]any); ok && !q.meetsPath(p["type"].(string), p["value"].(string)) {
+			return false
+		}
+		if method, ok := m["method"].(string); ok && method != q.method {
+			return false
+		}
+	}
+	for _, h := range listOf(m["headers"]) {
+		var value string
+		found := false
+		for k, v := range q.headers {
+			if strings.EqualFold(k, h["name"].(string)) {
+				value, found = v, true
+			}
+		}
+		if !found || !cfValueMatches(h, value) {
+			return false
+		}
+	}
+	for _, p := range listOf(m["queryParams"]) {
+		v, found := q.query[p["name"].(string)]
+		if !found || !cfValueMatches(p, v) {
+			return false
+		}
+	}
+	return true
+}
+
+func listOf(v any) []map[string]any {
+	list, _ := v.([]any)
+	out := make([]map[string]any, len(list))
+	for i, x := range list {
+		out[i] = x.(map[string]any)
+	}
+	return out
+}
+
+func cfValueMatches(m map[string]any, v string) bool {
+	if m["type"] == "RegularExpression" {
+		return cfFullMatch(m["value"].(string), v)
+	}
+	return m["value"] == v
+}
+
+func (q cfRequest) meetsPath(typ, value string) bool {
+	switch typ {
+	case "Exact":
+		return q.path == value
+	case "RegularExpression":
+		return cfFullMatch(value, q.path)
+	}
+	prefix, path := cfElements(value), cfElements(q.path)
+	return len(path) >= len(prefix) && slices.Equal(path[:len(prefix)], prefix)
+}
+
+func (q cfRequest) meetsGRPCMethod(m map[string]any) bool {
+	service, method, _ := strings.Cut(strings.TrimPrefix(q.path, "/"), "/")
+	for k, v := range map[string]string{"service": service, "method": method} {
+		want, ok := m[k].(string)
+		switch {
+		case !ok:
+		case m["type"] == "RegularExpression" && !cfFullMatch(want, v), m["type"] != "RegularExpression" && want != v:
+			return false
+		}
+	}
+	return true
+}
+
+// cfRequests are every combination of the paths, the methods and the header
+// sets.
+func cfRequests(paths []string, headers []map[string]string) []cfRequest {
+	var out []cfRequest
+	for _, p := range paths {
+		for _, m := range []string{"GET", "POST"} {
+			for _, h := range headers {
+				out = append(out, cfRequest{path: p, method: m, headers: h, query: map[string]string{"tenant": "a"}})
+				out = append(out, cfRequest{path: p, method: m, headers: h})
+			}
+		}
+	}
+	return out
+}
+
+// confinedTo fails the test for every request that a rule the plugin added
+// (named in added) takes and the Rollout's rule source does not.
+func confinedTo(t *testing.T, kind routes.Kind, source routes.Rule, rules []routes.Rule, added []string, requests []cfRequest) {
+	t.Helper()
+	for _, rule := range rules {
+		if !slices.Contains(added, rule.Name()) {
+			continue
+		}
+		for _, q := range requests {
+			if q.takes(kind, rule) && !q.takes(kind, source) {
+				t.Errorf("added rule %q takes %+v, which the Rollout's rule does not: %v", rule.Name(), q, rule["matches"])
+			}
+		}
+	}
+}
+
+// On a route shared by tenants a and c, every rule a step adds for tenant
+// a's Rollout (header rules, mirror rules, sticky rules) takes only requests
+// that a's own rule takes, whatever a's rule matches; a step that would take
+// others' requests is refused. Filter-mode mirroring changes no match at all.
+// Checked on a grid of requests against a model of Gateway API's matching.
+func TestAddedRulesTakeOnlyTheRolloutsRequests(t *testing.T) {
+	requests := cfRequests([]string{"/", "/a", "/a/", "/a/login", "/ab", "/b", "/b/x", "/c", "/c/login", "/cat"}, []map[string]string{
+		{}, {"X-Canary": "yes"}, {"x-canary": "yes", "X-Tenant": "a"}, {"X-Tenant": "c"}, {"X-Mirror": "1", "X-Tenant": "a"},
+		{"Cookie": "shop-canary=canary-bbb222"}, {"Cookie": "a=1; shop-canary=stable-aaa111", "X-Tenant": "a"},
+	})
+	tenantA := cfHeaders(mrHeader("X-Tenant", "Exact", "a"))
+	sources := map[string][]any{
+		"no matches":           nil,
+		"a prefix":             {cfMatch(cfPath("PathPrefix", "/a"))},
+		"an exact path, GET":   {cfMatch(cfPath("Exact", "/a/login"), cfMethod("GET")), cfMatch(cfPath("PathPrefix", "/b"))},
+		"a header":             {cfMatch(cfPath("PathPrefix", "/"), tenantA)},
+		"a query param":        {cfMatch(cfPath("PathPrefix", "/a"), map[string]any{"queryParams": []any{mrHeader("tenant", "Exact", "a")}})},
+		"a regular expression": {cfMatch(cfPath("RegularExpression", "/a/.*"))},
+	}
+	steps := [][]RequestMatch{
+		{cfPathStep(StringMatch{Exact: "/c/login"})},
+		{cfPathStep(StringMatch{Exact: "/a/login"})},
+		{cfPathStep(StringMatch{Prefix: "/a"})},
+		{{Method: &StringMatch{Exact: "GET"}}},
+		{{Method: &StringMatch{Exact: "POST"}, Headers: map[string]StringMatch{"X-Tenant": {Exact: "c"}}}},
+		{{Headers: map[string]StringMatch{"X-Mirror": {Exact: "1"}}}, cfPathStep(StringMatch{Prefix: "/b"})},
+		{cfPathStep(StringMatch{Regex: "/.*"})},
+	}
+	for name, matches := range sources {
+		t.Run(name, func(t *testing.T) {
+			route := cfRoute(routes.HTTPRoute, matches...)
+			source, other := route.Rules[0], routes.CopyRules(route.Rules[1:])
+			header, err := SetHeaderRules(route, cfA, "beta", mrMatch(exact("X-Canary", "yes")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			confinedTo(t, routes.HTTPRoute, source, header.Rules, header.Claimed, requests)
+			accepted := 0
+			for _, step := range steps {
+				mirror, err := SetMirrorRule(route, cfA, "mirror", step, nil)
+				if err != nil {
+					continue // refused: nothing added
+				}
+				accepted++
+				confinedTo(t, routes.HTTPRoute, source, mirror.Rules, mirror.Claimed, requests)
+			}
+			if accepted == 0 {
+				t.Error("every mirror step was refused")
+			}
+			in := StickyInput{Sticky: stSticky, Stable: cfA.Stable, Canary: cfA.Canary}
+			sticky, err := SetSticky(route, route.Rules, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			confinedTo(t, routes.HTTPRoute, source, sticky.Rules, sticky.Claimed, requests)
+			filters, err := SetMirrorFilters(route, cfA, nil, "mirror", nil, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(other, filters.Rules[1:]); diff != "" {
+				t.Errorf("filter mode changed tenant c's rule (-before +after):\n%s", diff)
+			}
+			if diff := cmp.Diff(route.Rules[0]["matches"], filters.Rules[0]["matches"]); diff != "" {
+				t.Errorf("filter mode changed tenant a's matches (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
+
+// The same on a GRPCRoute, whose tenants share by service.
+func TestAddedGRPCRulesTakeOnlyTheRolloutsRequests(t *testing.T) {
+	requests := cfRequests([]string{"/a.Shop/Buy", "/a.Shop/Login", "/c.Shop/Login", "/a.Cart/Buy"}, []map[string]string{
+		{}, {"x-canary": "yes"}, {"x-canary": "yes", "x-tenant": "a"}, {"x-mirror": "1"},
+	})
+	method := map[string]any{"method": map[string]any{"type": "Exact", "service": "a.Shop"}}
+	sources := map[string][]any{
+		"no matches":         nil,
+		"a service":          {method},
+		"a method, a header": {cfMatch(map[string]any{"method": map[string]any{"type": "Exact", "method": "Buy"}}, cfHeaders(mrHeader("x-tenant", "Exact", "a")))},
+	}
+	steps := [][]RequestMatch{
+		{cfPathStep(StringMatch{Exact: "/c.Shop/Login"})},
+		{cfPathStep(StringMatch{Exact: "/a.Shop/Buy"})},
+		{cfPathStep(StringMatch{Prefix: "/a.Shop/"})},
+		{{Headers: map[string]StringMatch{"x-mirror": {Exact: "1"}}}},
+	}
+	for name, matches := range sources {
+		t.Run(name, func(t *testing.T) {
+			route := cfRoute(routes.GRPCRoute, matches...)
+			source := route.Rules[0]
+			header, err := SetHeaderRules(route, cfA, "beta", mrMatch(exact("x-canary", "yes")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			confinedTo(t, routes.GRPCRoute, source, header.Rules, header.Claimed, requests)
+			accepted := 0
+			for _, step := range steps {
+				mirror, err := SetMirrorRule(route, cfA, "mirror", step, nil)
+				if err != nil {
+					continue
+				}
+				accepted++
+				confinedTo(t, routes.GRPCRoute, source, mirror.Rules, mirror.Claimed, requests)
+			}
+			if accepted == 0 {
+				t.Error("every mirror step was refused")
 			}
 		})
 	}
