@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -282,8 +283,8 @@ var (
 		regex:  []string{"^(yes|true)$", `\d+`, "([", "(?=x)"},
 	}
 	pathValues = stringValues{
-		prefix: []string{"/api", "/svc.v1.Greeter/", "/a//b", "api"},
-		exact:  []string{"/api/v1", "/svc.v1.Greeter/Hello", "/a/../b", "/svc-x/Get"},
+		prefix: []string{"/api", "/svc.v1.Greeter/", "/p1", "/p2/x", "/a//b", "api"},
+		exact:  []string{"/api/v1", "/svc.v1.Greeter/Hello", "/p0/login", "/a/../b", "/svc-x/Get"},
 		regex:  []string{"/api/v[0-9]+", "/api/(v1"},
 	}
 )
@@ -379,6 +380,7 @@ func addedThenRemoved(t *testing.T, s *server, original []routes.Rule, step, rem
 		return
 	}
 	addedOnly(t, original, s.route.Rules, res.Claim)
+	confined(t, s.route.Kind, original, s.route.Rules[len(original):])
 	twiceIsOnce(t, s, step)
 	if _, err := decideAndApply(t, s, remove); err != nil {
 		t.Fatalf("removing %s failed: %v", what, err)
@@ -389,6 +391,34 @@ func addedThenRemoved(t *testing.T, s *server, original []routes.Rule, step, rem
 		t.Fatalf("releasing after removing %s failed: %v", what, err)
 	}
 	restored(t, s, original, "removing "+what)
+}
+
+// confined requires every match of the added rules of an HTTPRoute to have
+// a path within the path of a weighted rule (the fuzzed rules match by
+// PathPrefix), so that no added rule takes another rule's requests.
+func confined(t *testing.T, kind routes.Kind, original, added []routes.Rule) {
+	t.Helper()
+	if kind != routes.HTTPRoute {
+		return
+	}
+	var prefixes []string
+	for _, i := range weighted(original) {
+		for _, m := range original[i]["matches"].([]any) {
+			prefixes = append(prefixes, m.(map[string]any)["path"].(map[string]any)["value"].(string))
+		}
+	}
+	for _, r := range added {
+		for j, m := range r["matches"].([]any) {
+			path := m.(map[string]any)["path"].(map[string]any)
+			value := path["value"].(string)
+			within := path["type"] != "RegularExpression" && slices.ContainsFunc(prefixes, func(p string) bool {
+				return value == p || strings.HasPrefix(value, p+"/")
+			})
+			if !within {
+				t.Fatalf("added rule %q match %d has path %v, within no weighted rule's prefix %v", r.Name(), j, path, prefixes)
+			}
+		}
+	}
 }
 
 // addedOnly requires the rules to be the original ones followed by the added

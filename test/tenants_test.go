@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
 )
 
 // rolloutGrant is a ReferenceGrant in namespace ns that lets Rollouts of
@@ -269,5 +270,97 @@ spec:
 	}
 	if diff := cmp.Diff(stored(t, end), stored(t, get(t, standard, "v1", "HTTPRoute", shared, "front"))); diff != "" {
 		t.Errorf("the refused calls changed the route (-before +after):\n%s", diff)
+	}
+}
+
+// Tenants a and c share route front of namespace shared, which grants both
+// their Rollouts its HTTPRoutes: /a goes to a's Services, /c to c's, and c's
+// Rollout is walking. a's mirror step naming /c/login is refused, saying
+// which of a's rules it leaves and what to match instead, and nothing is
+// written: the route is the same byte for byte. a's mirror step naming
+// /a/login and a's header step add rules that match only under /a, and c's
+// rule never changes. The end of a's rollout leaves c's walk as it was.
+func TestATenantsAddedRulesStayWithinItsOwnRule(t *testing.T) {
+	a, c, shared := namespace(t, standard), namespace(t, standard), namespace(t, standard)
+	for _, tenant := range []string{a, c} {
+		create(t, standard, shared, rolloutGrant(tenant, ""))
+		create(t, standard, tenant, fmt.Sprintf(`apiVersion: gateway.networking.k8s.io/v1beta1
+kind: ReferenceGrant
+metadata: {name: routes-of-%[1]s}
+spec:
+  from: [{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: %[1]s}]
+  to: [{group: "", kind: Service}]
+`, shared))
+	}
+	create(t, standard, shared, fmt.Sprintf(`apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: front}
+spec:
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /a}}]
+    backendRefs:
+    - {name: stable, namespace: %[1]s, port: 80, weight: 100}
+    - {name: canary, namespace: %[1]s, port: 80, weight: 0}
+  - matches: [{path: {type: PathPrefix, value: /c}}]
+    backendRefs:
+    - {name: stable, namespace: %[2]s, port: 80, weight: 100}
+    - {name: canary, namespace: %[2]s, port: 80, weight: 0}
+`, a, c))
+	config := fmt.Sprintf(`{"httpRoute": "front", "namespace": %q}`, shared)
+	p := startPlugin(t, standard)
+	tenantC := rollout(c, config)
+	must(t, "c's SetWeight(30)", p.SetWeight(tenantC, 30, nil))
+	tenantA := managedRollout(a, "demo", config, "beta", "mirror")
+	must(t, "a's SetWeight(10)", p.SetWeight(tenantA, 10, nil))
+	begin := get(t, standard, "v1", "HTTPRoute", shared, "front")
+	cRule := func(u *unstructured.Unstructured) any {
+		rules, _, _ := unstructured.NestedSlice(u.Object, "spec", "rules")
+		return normalizeJSON(t, rules[1])
+	}
+	mirrorOf := func(path string) *v1alpha1.SetMirrorRoute {
+		return &v1alpha1.SetMirrorRoute{Name: "mirror", Match: []v1alpha1.RouteMatch{{Path: &v1alpha1.StringMatch{Exact: path}}}}
+	}
+
+	standard.Recorder.Reset()
+	err := p.SetMirrorRoute(tenantA, mirrorOf("/c/login"))
+	want := fmt.Sprintf(`mirror route "mirror": match 0 (path Exact /c/login) matches no request that the Rollout's rule 0 of HTTPRoute %s/front matches (path PathPrefix /a), `+
+		"so it would take other rules' traffic; match a path within /a", shared)
+	if !err.HasError() || !strings.Contains(err.ErrorString, want) || !strings.Contains(err.ErrorString, "nothing was written") {
+		t.Errorf("a's mirror step on /c/login: %q, want an error saying %q", err.ErrorString, want)
+	}
+	if w := pluginWrites(standard); len(w) != 0 {
+		t.Errorf("the refused step wrote %v", w)
+	}
+	if diff := cmp.Diff(stored(t, begin), stored(t, get(t, standard, "v1", "HTTPRoute", shared, "front"))); diff != "" {
+		t.Errorf("the refused step changed the route (-before +after):\n%s", diff)
+	}
+
+	must(t, "a's SetMirrorRoute(/a/login)", p.SetMirrorRoute(tenantA, mirrorOf("/a/login")))
+	must(t, "a's SetHeaderRoute", p.SetHeaderRoute(tenantA, headerStep("beta", "X-Canary", "yes")))
+	u := get(t, standard, "v1", "HTTPRoute", shared, "front")
+	for name, want := range map[string]string{
+		"mirror": `[{path: {type: Exact, value: /a/login}}]`,
+		"beta":   `[{path: {type: PathPrefix, value: /a}, headers: [{name: X-Canary, type: Exact, value: "yes"}]}]`,
+	} {
+		var matches []any
+		if err := yaml.Unmarshal([]byte(want), &matches); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(normalizeJSON(t, matches), normalizeJSON(t, ruleNamed(u, name)["matches"])); diff != "" {
+			t.Errorf("a's rule %q matches (-want +got):\n%s", name, diff)
+		}
+	}
+	if diff := cmp.Diff(cRule(begin), cRule(u)); diff != "" {
+		t.Errorf("c's rule changed (-before +after):\n%s", diff)
+	}
+
+	must(t, "a's RemoveManagedRoutes", p.RemoveManagedRoutes(tenantA))
+	must(t, "a's SetWeight(0)", p.SetWeight(tenantA, 0, nil))
+	end := get(t, standard, "v1", "HTTPRoute", shared, "front")
+	if diff := cmp.Diff(map[string]int64{"0/stable": 100, "0/canary": 0, "1/stable": 70, "1/canary": 30}, weights(end)); diff != "" {
+		t.Errorf("at the end of a's rollout (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(cRule(begin), cRule(end)); diff != "" {
+		t.Errorf("c's rule changed (-before +after):\n%s", diff)
 	}
 }

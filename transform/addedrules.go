@@ -190,10 +190,11 @@ func headerRule(r routes.Route, in RuleInput, source routes.Rule, i int, set, ru
 
 // SetMirrorRule returns the route with the mirror rule of managedRoutes entry
 // name as the step asks: a rule with the step's matches (method, path,
-// headers) that sends to the stable backendRef of the first weighted rule, as
-// that rule does (its filters and other fields copied, weight 1), and mirrors
-// percent of the matching requests to the canary with a RequestMirror filter.
-// No match, or percent 0, removes it; nil percent mirrors every request.
+// headers) within the first weighted rule's (confine), that sends to that
+// rule's stable backendRef, as that rule does (its filters and other fields
+// copied, weight 1), and mirrors percent of the matching requests to the
+// canary with a RequestMirror filter. No match, or percent 0, removes it; nil
+// percent mirrors every request.
 func SetMirrorRule(r routes.Route, in RuleInput, name string, match []RequestMatch, percent *int32) (RulesResult, error) {
 	kept, res := withoutEntry(r, in, name)
 	pct, err := mirrorPercent(name, percent)
@@ -217,6 +218,9 @@ func SetMirrorRule(r routes.Route, in RuleInput, name string, match []RequestMat
 	if len(sources) == 0 {
 		return RulesResult{}, in.Targeting.noWeightedRule(r, kept, in.Stable, in.Canary)
 	}
+	if matches, err = confine(r, kept[sources[0]], sources[0], matches); err != nil {
+		return RulesResult{}, fmt.Errorf("mirror route %q: %w", name, err)
+	}
 	names, err := setNames(name, 1, in.ManagedRoutes)
 	if err != nil {
 		return RulesResult{}, err
@@ -227,7 +231,7 @@ func SetMirrorRule(r routes.Route, in RuleInput, name string, match []RequestMat
 }
 
 // mirrorRule is mirror rule ruleName: the weighted rule source with the
-// step's matches, sending to its stable backendRef (weight 1) and mirroring
+// step's matches (confined to its own), sending to its stable backendRef (weight 1) and mirroring
 // pct % of the requests to its canary backendRef.
 func mirrorRule(r routes.Route, in RuleInput, source routes.Rule, ruleName string, matches []any, pct int64) routes.Rule {
 	stable, _ := source.CopyRef(r.Namespace, in.Stable)
