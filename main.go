@@ -136,7 +136,7 @@ func registerFlags(fs *flag.FlagSet) *flags {
 	f := &flags{}
 	fs.Float64Var(&f.qps, "kubeClientQPS", 40, "maximum queries per second to the Kubernetes apiserver, for the whole process (the Argo Rollouts controller's own default); steps closer together than the burst takes to refill run at this rate")
 	fs.IntVar(&f.burst, "kubeClientBurst", 120, "maximum burst of queries to the Kubernetes apiserver: a step costs one apply per changed route, the last step one more request per route to release ownership, so 120 lets any step of a Rollout with up to 50 routes go out at once (2 per route plus access reviews and the first list and watch)")
-	fs.StringVar(&f.logFormat, "logformat", "text", "log format: text or json")
+	fs.StringVar(&f.logFormat, "logformat", "hclog", "log format: hclog (JSON entries the controller's go-plugin client logs at their own level), text or json (logged by the controller at DEBUG)")
 	fs.StringVar(&f.logLevel, "loglevel", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&f.fieldManager, "field-manager", ssa.DefaultFieldManager, "server-side apply field manager of every write")
 	fs.StringVar(&f.pluginName, "plugin-name", decode.DefaultPluginName, "name the plugin is registered with in argo-rollouts-config; its config is read under trafficRouting.plugins.<name>")
@@ -196,18 +196,21 @@ func (f *flags) options(w wiring) plugin.Options {
 	}
 }
 
-// newLogger is the plugin's logger on stderr, in format (text or json) at
-// level.
+// newLogger is the plugin's logger on stderr, in format (hclog, text or
+// json) at level. hclog entries reach the controller's log at their own
+// level (hclog.go); text and json lines at DEBUG.
 func newLogger(format, level string) (*logrus.Logger, error) {
 	log := logrus.New()
 	log.SetOutput(os.Stderr)
 	switch format {
+	case "hclog":
+		log.SetFormatter(hclogFormatter{})
 	case "text":
 		log.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
 	case "json":
 		log.SetFormatter(&logrus.JSONFormatter{})
 	default:
-		return nil, fmt.Errorf("-logformat must be text or json, not %q", format)
+		return nil, fmt.Errorf("-logformat must be hclog, text or json, not %q", format)
 	}
 	l, err := logrus.ParseLevel(level)
 	if err != nil {

@@ -304,7 +304,7 @@ func (d *controllerDemo) diagnose(ro *v1alpha1.Rollout, route *unstructured.Unst
 			fmt.Fprintf(&b, "  event: %s %s: %s\n", e.Type, e.Reason, e.Message)
 		}
 	}
-	for _, line := range d.c.ControllerLog.Find(3, "level=error", namespace) {
+	for _, line := range d.c.ControllerLog.Errors(3, namespace) {
 		fmt.Fprintf(&b, "  controller: %s\n", line)
 	}
 	fmt.Fprintf(&b, "logs: %s", d.c.LogDir)
@@ -369,7 +369,9 @@ type pluginLog struct {
 }
 
 var (
-	logWrite = regexp.MustCompile(`msg="(applied|released) route"`)
+	// hclog's line, as the controller logs the plugin's entries ("plugin.gatewayAPI: applied route: route=…"),
+	// or logrus's, with -logformat=text.
+	logWrite = regexp.MustCompile(`(?:msg="|: )(applied|released) route(?:"|:)`)
 	logField = regexp.MustCompile(`\b(call|changes|rollout)=("(?:[^"\\]|\\.)*"|\S+)`)
 )
 

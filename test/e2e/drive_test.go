@@ -466,7 +466,7 @@ func (r *run) await(t *testing.T, st step) time.Duration {
 	switch {
 	case errors.Is(err, cluster.ErrNotReached):
 		var logged string
-		if lines := r.c.ControllerLog.Find(3, "level=error", r.ns); len(lines) > 0 {
+		if lines := r.c.ControllerLog.Errors(3, r.ns); len(lines) > 0 {
 			logged = "\nlast errors in the controller's log for " + r.ns + ":\n  " + strings.Join(lines, "\n  ")
 		}
 		t.Fatalf("step %q (%s): %v\nlast observed:\n%s%s", st.name, st.do, err, o, logged)

@@ -95,7 +95,7 @@ steps:
 	// an Event is one write of the plugin's to the Events API.
 	failingFor := 2 * time.Minute
 	start := time.Now()
-	errorsBefore := len(c.ControllerLog.FindLines(100000, "level=error", "rollout="+ns+"/evbad"))
+	errorsBefore := len(c.ControllerLog.FindLines(100000, cluster.PluginError, "rollout="+ns+"/evbad"))
 	versions := map[string]bool{}
 	type minute struct{ objects, writes int }
 	perMinute := make([]minute, 2)
@@ -134,7 +134,7 @@ steps:
 		last = evs
 		time.Sleep(time.Second)
 	}
-	calls := len(c.ControllerLog.FindLines(100000, "level=error", "rollout="+ns+"/evbad")) - errorsBefore
+	calls := len(c.ControllerLog.FindLines(100000, cluster.PluginError, "rollout="+ns+"/evbad")) - errorsBefore
 	var summary []string
 	for _, e := range last {
 		summary = append(summary, fmt.Sprintf("%s %s %s x%d", e.Type, e.Reason, e.Action, count(e)))

@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	rolloutsrpc "github.com/argoproj/argo-rollouts/rollout/trafficrouting/plugin/rpc"
 	"github.com/hashicorp/go-hclog"
@@ -49,8 +51,21 @@ type PluginProcess struct {
 // StartPlugin starts the binary with the kubeconfig in its environment, and
 // POD_NAMESPACE as the controller has it (ControllerNamespace, unless the
 // test's environment sets one), and dispenses the traffic router over RPC.
-// logs receives the plugin's stderr.
+// logs receives the plugin's stderr, as text (-logformat=text unless args
+// say otherwise), the lines the tests look for.
 func StartPlugin(bin, kubeconfig string, logs io.Writer, args ...string) (*PluginProcess, error) {
+	if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(strings.TrimLeft(a, "-"), "logformat") }) {
+		args = append([]string{"-logformat=text"}, args...)
+	}
+	// The text lines are passed through as they are (Stderr); the logger,
+	// which go-plugin logs them to at DEBUG, shows only what is above.
+	return StartPluginLogged(bin, kubeconfig, logs, hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info, Name: "plugin"}), args...)
+}
+
+// StartPluginLogged is StartPlugin with the go-plugin client's logger, to
+// which go-plugin logs each line of the plugin's stderr as the controller's
+// client does, and no -logformat of its own.
+func StartPluginLogged(bin, kubeconfig string, stderr io.Writer, logger hclog.Logger, args ...string) (*PluginProcess, error) {
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	if os.Getenv("POD_NAMESPACE") == "" {
@@ -64,9 +79,8 @@ func StartPlugin(bin, kubeconfig string, logs io.Writer, args ...string) (*Plugi
 		},
 		Plugins: map[string]goplugin.Plugin{"RpcTrafficRouterPlugin": &rolloutsrpc.RpcTrafficRouterPlugin{}},
 		Cmd:     cmd,
-		// The plugin logs with logrus, not hclog: pass its lines through as they are.
-		Stderr: logs,
-		Logger: hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info, Name: "plugin"}),
+		Stderr:  stderr,
+		Logger:  logger,
 	})
 	rpcClient, err := client.Client()
 	if err != nil {

@@ -180,7 +180,7 @@ func (c *Cluster) openLog(name string) (*os.File, error) {
 // Start brings everything up. On error the returned cluster holds whatever
 // was started; Stop it.
 func Start(opts Options) (c *Cluster, err error) {
-	c = &Cluster{ControllerLog: NewLineCatcher("not supported", "level=error", "Desired weight",
+	c = &Cluster{ControllerLog: NewLineCatcher("not supported", "level=error", PluginError, "Desired weight",
 		// the plugin's reasons for NotVerified (plugin/verify.go, plugin/settle.go)
 		"weights not verified yet", "waiting for its data plane",
 		// the plugin's writes and the controller's reconciles, counted by scenarios
@@ -871,6 +871,18 @@ func (l *LineCatcher) keep(line string) {
 			return
 		}
 	}
+}
+
+// PluginError marks an error the plugin logged, in the controller's log: the
+// plugin writes hclog entries, which the controller's go-plugin client logs
+// at their level ("[ERROR]  plugin.<binary>: <message>: <fields>"); the
+// controller's own errors are logrus lines, "level=error".
+const PluginError = "[ERROR]"
+
+// Errors returns the kept error lines (at most the last n of each kind, the
+// controller's and the plugin's) that contain every one of the words.
+func (l *LineCatcher) Errors(n int, words ...string) []string {
+	return append(l.Find(n, append([]string{"level=error"}, words...)...), l.Find(n, append([]string{PluginError}, words...)...)...)
 }
 
 // Find returns the kept lines (at most the last n) that contain every one of the words.
