@@ -43,8 +43,8 @@ func TestWhoseClaimItIs(t *testing.T) {
 	}{
 		{name: "a call on the cluster's own route names no cluster",
 			claim: recorded("", ""), env: Env{}, want: walked("", "")},
-		{name: "a call on the cluster's own route keeps the name a claim had before",
-			claim: recorded("1b4f0e9c", ""), env: Env{}, want: walked("1b4f0e9c", "")},
+		{name: "a call on the cluster's own route adopts a claim that named it before, without the name",
+			claim: recorded("1b4f0e9c", ""), env: Env{}, want: walked("", "")},
 		{name: "a call on the cluster's own route leaves a fleet member's claim there",
 			claim: recorded("east", "uid-east"), env: Env{},
 			err: &FleetConflictError{Route: ref, Rollout: "shop/demo", Walking: "east"}},

@@ -130,12 +130,10 @@ func (s state) finish(rules []routes.Rule, changes []routes.Change, claim routes
 	if err != nil {
 		return Result{}, err
 	}
-	switch {
-	case claim.Empty():
-	case s.env.Cluster != "":
+	if !claim.Empty() {
+		// On the cluster's own routes (no Cluster) a claim names none: a
+		// name recorded there before goes.
 		claim.Cluster, claim.ClusterUID = s.env.Cluster, s.env.ClusterUID
-	default: // the cluster's own routes: a name recorded before is kept, none is needed
-		claim.Cluster, claim.ClusterUID = s.claim.Cluster, ""
 	}
 	claims := maps.Clone(s.claims)
 	claims[s.env.Rollout] = claim
