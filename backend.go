@@ -66,11 +66,11 @@ type backend struct {
 	own           *cluster
 	routeClusters map[string]*cluster
 	rollouts      *events.Rollouts
-	// naming reaches the controller's cluster to name it, once: name
+	// naming reaches the controller's cluster to name it, once: member
 	// holds it from then on.
 	naming rest.Interface
 	mu     sync.Mutex
-	name   string
+	member decode.Member
 }
 
 // cluster is what the plugin reads and writes one cluster's routes with:
@@ -201,25 +201,27 @@ func (b *backend) Ports(namespace string) decode.ServicePorts {
 // Rollouts records Events on the Rollouts.
 func (b *backend) Rollouts() *events.Rollouts { return b.rollouts }
 
-// ClusterName names the controller's cluster for the claims
-// (kube.NameCluster), at the first call that writes, once: until a name is
-// found, every such call asks again.
-func (b *backend) ClusterName(ctx context.Context) (string, error) {
+// Member names the controller's cluster for the claims on the routes of
+// route clusters (kube.NameCluster), at the first call there, once: until
+// a name is found, every such call asks again. Calls on the cluster's own
+// routes need no name, nor its permissions.
+func (b *backend) Member(ctx context.Context) (decode.Member, error) {
 	b.mu.Lock()
-	name := b.name
+	m := b.member
 	b.mu.Unlock()
-	if name != "" {
-		return name, nil
+	if m.Name != "" {
+		return m, nil
 	}
 	n, err := kube.NameCluster(ctx, b.naming, b.w.ClusterName, func(msg string) { b.log.Warn(msg) })
 	if err != nil {
-		return "", err
+		return decode.Member{}, err
 	}
+	m = decode.Member{Name: n.Name, UID: n.UID, Source: n.Source}
 	b.mu.Lock()
-	b.name = n.Name
+	b.member = m
 	b.mu.Unlock()
-	b.log.WithFields(logrus.Fields{"cluster": n.Name, "from": n.Source}).Info("claims name this cluster")
-	return n.Name, nil
+	b.log.WithFields(logrus.Fields{"cluster": n.Name, "from": n.Source, "kubeSystemUID": n.UID}).Info("claims on the routes of route clusters name this cluster")
+	return m, nil
 }
 
 // Close stops what the backend keeps running: it deletes its Leases
@@ -237,16 +239,17 @@ func (b *backend) Close(ctx context.Context) {
 }
 
 // startSweeps starts, if the plugin was asked to, the cleanup of deleted
-// Rollouts' claims: on the routes of the controller's cluster and of each
-// route cluster (there within -route-namespaces), each taking back only
-// this cluster's claims, so it starts once the cluster has a name.
+// Rollouts' claims: on the routes of the controller's cluster at once, and
+// on those of each route cluster (there within -route-namespaces) once the
+// cluster has a name, each taking back only this cluster's claims.
 func (b *backend) startSweeps() {
 	if b.w.CleanupInterval <= 0 {
 		return
 	}
 	own := &cleanup.Cleaner{Dynamic: b.own.dyn, Versions: b.own.reader, Orchestrator: b.own.orch, FieldManager: b.w.FieldManager,
 		IgnoreReferenceGrants: b.w.AnyNamespace, Log: b.log}
-	sweepers := []*cleanup.Sweeper{{Cleaner: own, Interval: b.w.CleanupInterval}}
+	go (&cleanup.Sweeper{Cleaner: own, Interval: b.w.CleanupInterval}).Run(context.Background())
+	var shared []*cleanup.Sweeper
 	for name, rc := range b.routeClusters {
 		if rc.err != nil {
 			continue
@@ -258,27 +261,29 @@ func (b *backend) startSweeps() {
 		if !slices.Contains(rc.namespaces, decode.AnyNamespace) {
 			namespaces = rc.namespaces
 		}
-		sweepers = append(sweepers, &cleanup.Sweeper{Cleaner: &c, Interval: b.w.CleanupInterval, Namespaces: namespaces})
+		shared = append(shared, &cleanup.Sweeper{Cleaner: &c, Interval: b.w.CleanupInterval, Namespaces: namespaces})
 	}
-	go b.sweep(sweepers)
-	b.log.WithFields(logrus.Fields{"interval": b.w.CleanupInterval.String(), "routeClusters": len(sweepers) - 1}).Info("undoing the claims of deleted Rollouts")
+	if len(shared) > 0 {
+		go b.sweep(shared)
+	}
+	b.log.WithFields(logrus.Fields{"interval": b.w.CleanupInterval.String(), "routeClusters": len(shared)}).Info("undoing the claims of deleted Rollouts")
 }
 
-// sweep runs the sweepers once the cluster has a name, asking again every
-// interval until it has.
+// sweep runs the sweepers of the route clusters once the cluster has a
+// name, asking again every interval until it has.
 func (b *backend) sweep(sweepers []*cleanup.Sweeper) {
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), b.w.CallTimeout)
-		name, err := b.ClusterName(ctx)
+		m, err := b.Member(ctx)
 		cancel()
 		if err == nil {
 			for _, s := range sweepers {
-				s.Cleaner.Cluster = name
+				s.Cleaner.Cluster, s.Cleaner.ClusterUID = m.Name, m.UID
 				go s.Run(kubeclient.ForSweeps(context.Background())) // their own share of the rate
 			}
 			return
 		}
-		b.log.WithError(err).Warn("cleanup sweep: waiting for a name of this cluster, which its claims carry")
+		b.log.WithError(err).Warn("cleanup sweep of the route clusters: waiting for a name of this cluster, which its claims there carry")
 		time.Sleep(b.w.CleanupInterval)
 	}
 }

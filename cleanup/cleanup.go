@@ -47,17 +47,20 @@ type Cleaner struct {
 	Versions     Reader
 	Orchestrator *orchestrator.Orchestrator
 	FieldManager string
-	// Cluster names the cluster the Rollouts run in (kube.NameCluster). A
-	// fleet runs the same Rollout in several member clusters against one
-	// route: the Cleaner takes back only the claims its cluster made, and
-	// those that name no cluster (written before claims named one), unless
-	// SharedRoutes. With "" it takes back only the latter.
-	Cluster string
 	// SharedRoutes says the routes are in a route cluster, which the
 	// Rollouts of several clusters may share: a claim that names no cluster
 	// may be any of theirs, so it is left (the next call of its Rollout
 	// names its cluster).
 	SharedRoutes bool
+	// Cluster and ClusterUID name the cluster the Rollouts run in
+	// (kube.NameCluster). A fleet runs the same Rollout in several member
+	// clusters against one route: with SharedRoutes the Cleaner takes back
+	// only the claims of its UID, whatever their name, and those without a
+	// UID (written before claims had one) that carry its name. On the
+	// cluster's own routes it takes back the claims that name no cluster
+	// (its Rollouts' claims there name none), and those of its name without
+	// a UID (written before) when Cluster is set; it needs no name.
+	Cluster, ClusterUID string
 	// IgnoreReferenceGrants lets a claim on a route in another namespace
 	// than the Rollout's be undone where that namespace grants the
 	// Rollout's nothing (the plugin's -require-reference-grants=false). By
@@ -118,10 +121,19 @@ func (c *Cleaner) pageSize() int64 {
 	return defaultPageSize
 }
 
-// ours says whether the claim is the Cleaner's cluster's to take back: it
-// names that cluster, or none where no other cluster's Rollouts write.
+// ours says whether the claim is the Cleaner's cluster's to take back: one
+// of its UID; without a UID, one of its name, or on its own routes one
+// that names no cluster. A claim on its own routes with a name and no UID
+// may be a fleet member's, written through a route cluster before claims
+// had a UID: without the cluster's name it is left.
 func (c *Cleaner) ours(claim routes.Claim) bool {
-	return claim.Cluster == c.Cluster || (claim.Cluster == "" && !c.SharedRoutes)
+	switch {
+	case claim.ClusterUID != "":
+		return c.SharedRoutes && claim.ClusterUID == c.ClusterUID
+	case claim.Cluster == "":
+		return !c.SharedRoutes
+	}
+	return claim.Cluster == c.Cluster
 }
 
 // Claimed are the routes among rs on which rollout ("<namespace>/<name>")
@@ -278,7 +290,10 @@ type Outcome struct {
 // plugin's calls) is not written: its Outcome's Err is the
 // *routes.NotGrantedError.
 func (c *Cleaner) Undo(ctx context.Context, rollout string, rs []routes.Route, policy desired.ConflictPolicy, dryRun bool) []Outcome {
-	env := desired.Env{Rollout: rollout, Cluster: c.Cluster, FieldManager: c.FieldManager, ConflictPolicy: policy}
+	env := desired.Env{Rollout: rollout, FieldManager: c.FieldManager, ConflictPolicy: policy}
+	if c.SharedRoutes { // desired.Env: the cluster's own routes need no name
+		env.Cluster, env.ClusterUID = c.Cluster, c.ClusterUID
+	}
 	compute := func(l routes.Route) (desired.Result, error) { return desired.Undo{}.Desired(l, env) }
 	ns, name, _ := strings.Cut(rollout, "/")
 	by := decode.Call{Rollout: decode.Rollout{Namespace: ns, Name: name}, Label: decode.Label{Method: decode.Cleanup}}

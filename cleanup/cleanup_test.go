@@ -3,7 +3,9 @@ package cleanup
 import (
 	"context"
 	"errors"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -303,4 +305,41 @@ func sameError(a, b error) bool {
 		return a == b
 	}
 	return a.Error() == b.Error()
+}
+
+// Which claims a Cleaner takes back: on shared routes (a route cluster's)
+// the claims of its kube-system UID, whatever their name, and without a UID
+// those of its name; on its own routes those that name no cluster, and
+// without a UID those of its name when it knows it. Another member's claim
+// of the same name, told apart by its UID, never.
+func TestOursByUIDAndName(t *testing.T) {
+	claims := map[string]routes.Claim{
+		"none":              {},
+		"east, no UID":      {Cluster: "east"},
+		"east, its UID":     {Cluster: "east", ClusterUID: "uid-east"},
+		"renamed, its UID":  {Cluster: "old-east", ClusterUID: "uid-east"},
+		"east, another UID": {Cluster: "east", ClusterUID: "uid-other"},
+		"west, west's UID":  {Cluster: "west", ClusterUID: "uid-west"},
+		"west, no UID":      {Cluster: "west"},
+	}
+	for _, tc := range []struct {
+		name string
+		c    Cleaner
+		want []string
+	}{
+		{"shared routes", Cleaner{SharedRoutes: true, Cluster: "east", ClusterUID: "uid-east"},
+			[]string{"east, its UID", "east, no UID", "renamed, its UID"}},
+		{"own routes, unnamed", Cleaner{}, []string{"none"}},
+		{"own routes, named", Cleaner{Cluster: "east", ClusterUID: "uid-east"}, []string{"east, no UID", "none"}},
+	} {
+		var got []string
+		for _, k := range slices.Sorted(maps.Keys(claims)) {
+			if tc.c.ours(claims[k]) {
+				got = append(got, k)
+			}
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tc.name, diff)
+		}
+	}
 }

@@ -41,6 +41,14 @@ type clusterChecks struct {
 	routeReviewer authorizationclient.SelfSubjectAccessReviewInterface
 	routeIdentity string
 	fm            string
+	// routeCluster names the route cluster of the routes, "" for the
+	// kubeconfig's own; requireGrants and peersNamespace are the plugin's
+	// -require-reference-grants and -peers-namespace.
+	routeCluster   string
+	requireGrants  bool
+	peersNamespace string
+	// notes are the permissions the plugin goes on without.
+	notes []string
 }
 
 func newClusterChecks(conn *connection, rc *decode.RouteCluster, fieldManager, as string) (*clusterChecks, error) {
@@ -83,7 +91,15 @@ func newClusterChecks(conn *connection, rc *decode.RouteCluster, fieldManager, a
 	}
 	return &clusterChecks{reader: reader, dyn: dyn, gw: gw, writer: ssa.NewWriter(gw, routesDyn, fieldManager, log),
 		identity: identity, reviewer: authz.SelfSubjectAccessReviews(), routeReviewer: routesAuthz.SelfSubjectAccessReviews(),
-		routeIdentity: routeIdentity, fm: fieldManager}, nil
+		routeIdentity: routeIdentity, fm: fieldManager, routeCluster: routeClusterName(rc)}, nil
+}
+
+// routeClusterName is rc's name, "" for none.
+func routeClusterName(rc *decode.RouteCluster) string {
+	if rc == nil {
+		return ""
+	}
+	return rc.Name
 }
 
 // groupsOf are the groups Kubernetes gives a ServiceAccount's tokens.
@@ -207,60 +223,122 @@ func (c *clusterChecks) referenceGrants(ctx context.Context, ro *v1alpha1.Rollou
 	}
 }
 
-// permissions checks, with SelfSubjectAccessReviews as the identity, every
-// verb the plugin needs on the Rollout's routes (and on Services for an
-// experiment step). It stops at the first review the apiserver does not
-// answer.
+// permissions checks, with SelfSubjectAccessReviews as the identity, the
+// verbs the plugin needs for each feature the Rollout uses (permissionsFor):
+// what a feature cannot do without is a problem, what the plugin goes on
+// without (it logs what to grant) a note. It stops at the first review the
+// apiserver does not answer.
 func (c *clusterChecks) permissions(ctx context.Context, ro *v1alpha1.Rollout, s decode.Settings, p *preflight.Plan) {
-	verbs := map[string][]string{routes.Group: {"get", "list", "watch", "patch"}, "": {"get"}}
-	for _, t := range permissionTargets(ro, s) {
+	for _, need := range c.permissionsFor(ro, s) {
 		reviewer, identity := c.reviewer, c.identity
-		if t.group == routes.Group {
+		if need.inRouteCluster {
 			reviewer, identity = c.routeReviewer, c.routeIdentity
 		}
-		missing, err := missingVerbs(ctx, reviewer, identity, t, verbs[t.group])
+		missing, err := missingVerbs(ctx, reviewer, identity, need.permissionTarget, need.verbs)
 		if err != nil {
 			p.Problems = append(p.Problems, preflight.Problem{Step: "permissions", Reason: err.Error()})
 			return
 		}
-		if len(missing) > 0 {
-			res := t.resource
-			if t.group != "" {
-				res += "." + t.group
-			}
-			p.Problems = append(p.Problems, preflight.Problem{Step: "permissions", Reason: fmt.Sprintf("%s may not %s %s in namespace %s; grant it (docs/install.md)",
-				identity, strings.Join(missing, ", "), res, t.namespace)})
+		if len(missing) == 0 {
+			continue
 		}
+		res := need.resource
+		if need.name != "" {
+			res += " " + need.name
+		}
+		if need.group != "" {
+			res += "." + need.group
+		}
+		where := " in namespace " + need.namespace
+		if need.namespace == "" {
+			where = ""
+		}
+		if !need.required {
+			c.notes = append(c.notes, fmt.Sprintf("%s may not %s %s%s, which %s needs; the plugin goes on without it (docs/install.md)",
+				identity, strings.Join(missing, ", "), res, where, need.feature))
+			continue
+		}
+		p.Problems = append(p.Problems, preflight.Problem{Step: "permissions", Reason: fmt.Sprintf("%s may not %s %s%s; grant it (docs/install.md): %s needs it",
+			identity, strings.Join(missing, ", "), res, where, need.feature)})
 	}
 }
 
-// permissionTarget is a resource in a namespace the plugin acts on.
-type permissionTarget struct{ group, resource, namespace string }
+// permissionTarget is a resource in a namespace ("" cluster-wide), or one
+// object of it by name, the plugin acts on.
+type permissionTarget struct{ group, resource, namespace, name string }
 
-// permissionTargets are the resources the plugin acts on for the Rollout,
+// permission is what one feature needs: verbs on a target, asked of the
+// identity in the routes' cluster (inRouteCluster) or in the kubeconfig's.
+// Without a required one the feature fails; without another the plugin
+// goes on and logs what to grant.
+type permission struct {
+	permissionTarget
+	verbs          []string
+	feature        string
+	required       bool
+	inRouteCluster bool
+}
+
+// permissionsFor are the permissions each feature the Rollout uses needs,
 // each once, in the order the config names them: its routes' kinds in
-// their namespaces, and Services in its own when a step runs an
-// experiment.
-func permissionTargets(ro *v1alpha1.Rollout, s decode.Settings) []permissionTarget {
-	var targets []permissionTarget
-	add := func(t permissionTarget) {
-		if !slices.Contains(targets, t) {
-			targets = append(targets, t)
+// their namespaces, the ReferenceGrants of other namespaces, Services in
+// its own for an experiment step, kube-system and the ClusterProperty to
+// name the cluster where the routes are in a route cluster, the Leases,
+// Events and access reviews.
+func (c *clusterChecks) permissionsFor(ro *v1alpha1.Rollout, s decode.Settings) []permission {
+	var out []permission
+	add := func(p permission) {
+		if !slices.ContainsFunc(out, func(q permission) bool { return q.permissionTarget == p.permissionTarget && q.feature == p.feature }) {
+			out = append(out, p)
+		}
+	}
+	var namespaces []string
+	kinds := func(kind routes.Kind, ns string) {
+		t := permissionTarget{group: routes.Group, resource: kind.Resource(), namespace: ns}
+		add(permission{permissionTarget: t, verbs: []string{"get", "patch"}, feature: "every write to the routes", required: true, inRouteCluster: true})
+		add(permission{permissionTarget: t, verbs: []string{"list", "watch"}, feature: "the watch caches of the routes (without them reads go by GET)", inRouteCluster: true})
+		if !slices.Contains(namespaces, ns) {
+			namespaces = append(namespaces, ns)
 		}
 	}
 	for _, ref := range s.Targets.Named {
-		add(permissionTarget{routes.Group, ref.Kind.Resource(), ref.Namespace})
+		kinds(ref.Kind, ref.Namespace)
 	}
 	for _, sel := range s.Targets.Selectors {
-		add(permissionTarget{routes.Group, sel.Kind.Resource(), sel.Namespace})
+		kinds(sel.Kind, sel.Namespace)
+	}
+	for _, ns := range namespaces {
+		if ns != ro.Namespace && c.requireGrants {
+			add(permission{permissionTarget: permissionTarget{group: routes.Group, resource: "referencegrants", namespace: ns}, verbs: []string{"list", "watch"},
+				feature: "a route in another namespace than the Rollout's (its ReferenceGrants)", required: true, inRouteCluster: true})
+		}
 	}
 	for _, st := range ro.Spec.Strategy.Canary.Steps {
 		if st.Experiment != nil {
-			add(permissionTarget{"", "services", ro.Namespace})
+			add(permission{permissionTarget: permissionTarget{resource: "services", namespace: ro.Namespace}, verbs: []string{"get"},
+				feature: "an experiment step (the Services' ports)", required: true})
 			break
 		}
 	}
-	return targets
+	if c.routeCluster != "" {
+		naming := "naming this cluster in the claims on route cluster " + c.routeCluster + "'s routes"
+		add(permission{permissionTarget: permissionTarget{resource: "namespaces", name: "kube-system"}, verbs: []string{"get"}, feature: naming, required: true})
+		add(permission{permissionTarget: permissionTarget{group: "about.k8s.io", resource: "clusterproperties", name: "cluster.clusterset.k8s.io"}, verbs: []string{"get"},
+			feature: naming + " by its ClusterProperty"})
+	}
+	if c.peersNamespace != "" {
+		add(permission{permissionTarget: permissionTarget{group: "coordination.k8s.io", resource: "leases", namespace: c.peersNamespace},
+			verbs: []string{"get", "list", "watch", "create", "patch", "delete"}, feature: "knowing of the plugin's other processes (without it every write carries its resourceVersion)", inRouteCluster: true})
+	}
+	add(permission{permissionTarget: permissionTarget{group: "events.k8s.io", resource: "events", namespace: ro.Namespace}, verbs: []string{"create", "patch"},
+		feature: "Events on the Rollout"})
+	for _, ns := range namespaces {
+		add(permission{permissionTarget: permissionTarget{group: "events.k8s.io", resource: "events", namespace: ns}, verbs: []string{"create", "patch"},
+			feature: "Events on the routes", inRouteCluster: true})
+	}
+	add(permission{permissionTarget: permissionTarget{group: "authorization.k8s.io", resource: "selfsubjectaccessreviews"}, verbs: []string{"create"},
+		feature: "the checks of get and patch before a rollout's first and last write", inRouteCluster: true})
+	return out
 }
 
 // missingVerbs are the verbs of verbs the reviewer's identity may not use
@@ -270,7 +348,7 @@ func missingVerbs(ctx context.Context, reviewer authorizationclient.SelfSubjectA
 	var missing []string
 	for _, verb := range verbs {
 		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
-			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: t.namespace, Verb: verb, Group: t.group, Resource: t.resource}}}
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: t.namespace, Verb: verb, Group: t.group, Resource: t.resource, Name: t.name}}}
 		got, err := reviewer.Create(ctx, review, metav1.CreateOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("asking whether %s may %s %s: %v", identity, verb, t.resource, err)

@@ -150,12 +150,18 @@ func (o *cleanupOptions) prepare(ctx context.Context, c *cleanup.Cleaner, rc *de
 		fmt.Fprintf(errOut, "Rollout %s exists: abort it (kubectl argo rollouts abort) or delete it first; its controller would undo the cleanup\n", o.rollout)
 		return kube.ClusterName{}, false
 	}
-	// The claims name the cluster of the Rollouts: the kubeconfig's.
+	// The claims on a route cluster's routes name the cluster of the
+	// Rollouts: the kubeconfig's. Those on its own routes name none, but
+	// claims made there before may carry its name.
+	c.SharedRoutes, c.IgnoreReferenceGrants = rc != nil, !o.requireGrants
 	if cluster, err = nameCluster(ctx, &o.conn, o.clusterName, errOut); err != nil {
-		fmt.Fprintln(errOut, err)
-		return kube.ClusterName{}, false
+		if rc != nil {
+			fmt.Fprintln(errOut, err)
+			return kube.ClusterName{}, false
+		}
+		fmt.Fprintf(errOut, "warning: %v; claims that an earlier version of the plugin made under this cluster's name are left\n", err)
 	}
-	c.Cluster, c.IgnoreReferenceGrants = cluster.Name, !o.requireGrants
+	c.Cluster, c.ClusterUID = cluster.Name, cluster.UID
 	return cluster, true
 }
 

@@ -51,6 +51,7 @@ type planOptions struct {
 	pluginName           string
 	timeout              time.Duration
 	requireGrants        bool
+	peersNamespace       string
 }
 
 func runPlan(args []string, out, errOut io.Writer) int {
@@ -64,6 +65,7 @@ func runPlan(args []string, out, errOut io.Writer) int {
 	fs.StringVar(&o.pluginName, "plugin-name", decode.DefaultPluginName, "the plugin's -plugin-name")
 	fs.DurationVar(&o.timeout, "timeout", time.Minute, "deadline of the whole command")
 	fs.BoolVar(&o.requireGrants, "require-reference-grants", true, "the plugin's -require-reference-grants: routes in another namespace than the Rollout's need a ReferenceGrant there")
+	fs.StringVar(&o.peersNamespace, "peers-namespace", "argo-rollouts", "the namespace of the plugin's Leases (its -peers-namespace, or the controller's): the permissions there are checked; empty: not checked")
 	if err := fs.Parse(args); err != nil || o.file == "" || fs.NArg() > 0 || !strings.Contains(" text json yaml ", " "+o.output+" ") ||
 		(o.crdsFile != "" && o.routesFile == "") {
 		fs.Usage()
@@ -96,7 +98,9 @@ type Report struct {
 	preflight.Plan
 	// Checks says which checks against the cluster ran.
 	Checks []string `json:"checks"`
-	OK     bool     `json:"ok"`
+	// Notes are the permissions the plugin goes on without, and what for.
+	Notes []string `json:"notes,omitempty"`
+	OK    bool     `json:"ok"`
 }
 
 // plan computes the Rollout's plan from the routes of the files (--routes)
@@ -122,6 +126,7 @@ func plan(ctx context.Context, o *planOptions, ro *v1alpha1.Rollout) (Report, er
 		if c, err = newClusterChecks(&o.conn, rc, o.fieldManager, o.as); err != nil {
 			return Report{}, err
 		}
+		c.requireGrants, c.peersNamespace = o.requireGrants, o.peersNamespace
 		defer c.reader.Close() // its watch caches end with the command
 		in.Reader, in.Ports = c.reader, decode.DynamicServicePorts(c.dyn, ro.Namespace)
 	}
@@ -130,6 +135,7 @@ func plan(ctx context.Context, o *planOptions, ro *v1alpha1.Rollout) (Report, er
 		r.Checks = []string{"none against a cluster: routes from " + o.routesFile}
 	} else {
 		r.Checks = c.run(ctx, ro, o.pluginName, &r.Plan)
+		r.Notes = c.notes
 	}
 	if r.Problems == nil {
 		r.Problems = []preflight.Problem{}
@@ -238,6 +244,9 @@ func render(out io.Writer, format string, r Report) error {
 		return err
 	}
 	fmt.Fprintf(&b, "\nchecks: %s\n", strings.Join(r.Checks, "; "))
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "note: %s\n", n)
+	}
 	renderProblems(&b, r)
 	_, err := out.Write(b.Bytes())
 	return err

@@ -82,10 +82,20 @@ func (r Rollout) String() string { return r.Namespace + "/" + r.Name }
 // config as parsed last (nil: parsed at every call).
 type Process struct {
 	PluginName, FieldManager string
-	Cluster                  string
-	RouteClusters            []RouteCluster
-	AnyNamespace             bool
-	Configs                  *Configs
+	// Member names the controller's cluster on the routes of route
+	// clusters; the zero value on its own routes, where no name is needed.
+	Member        Member
+	RouteClusters []RouteCluster
+	AnyNamespace  bool
+	Configs       *Configs
+}
+
+// Member is how the claims a call makes on the routes of a route cluster,
+// which the members of a fleet share, name the controller's cluster
+// (kube.NameCluster): the name, its kube-system's UID, and where the name
+// was read.
+type Member struct {
+	Name, UID, Source string
 }
 
 // Call is one call of the controller on one Rollout, decoded once (Decode):
@@ -120,7 +130,7 @@ type Verify struct {
 // Env is what the call's decision runs in on the route ref.
 func (c Call) Env(ref routes.Ref) desired.Env {
 	env := c.Settings.Env(c.Rollout.String(), c.Process.FieldManager, ref)
-	env.Cluster = c.Process.Cluster
+	env.Cluster, env.ClusterUID, env.ClusterSource = c.Process.Member.Name, c.Process.Member.UID, c.Process.Member.Source
 	env.PredecessorManager = path.Base(c.Process.PluginName)
 	return env
 }

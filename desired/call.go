@@ -85,10 +85,13 @@ const (
 type Env struct {
 	// Rollout is "<namespace>/<name>", the key of the Rollout's claim.
 	Rollout string
-	// Cluster names the cluster the Rollout runs in (kube.NameCluster): its
-	// claims record it, and a claim of the same Rollout recorded by another
-	// cluster is not this one's. "" in tests and where no cluster is named.
-	Cluster string
+	// Cluster names the cluster the Rollout runs in (kube.NameCluster) when
+	// the route is in a route cluster, which the members of a fleet share:
+	// its claims record it with ClusterUID, its kube-system's UID, and a
+	// claim of the same Rollout recorded by another member is not this
+	// one's (whose). "" for the cluster's own routes: no name is needed
+	// there. ClusterSource says where the name was read.
+	Cluster, ClusterUID, ClusterSource string
 	// FieldManager is the plugin's server-side apply field manager.
 	FieldManager   string
 	ConflictPolicy ConflictPolicy

@@ -59,9 +59,13 @@ type FleetConflictError struct {
 func (e *FleetConflictError) Reason() string { return "Conflict" }
 
 func (e *FleetConflictError) Error() string {
-	return fmt.Sprintf("%s: conflict: rollout %s of cluster %s is in progress on this route, so the same rollout of this cluster (%s) leaves it as it is "+
+	this := "this cluster (" + e.Cluster + ")"
+	if e.Cluster == "" {
+		this = "this cluster, whose own route it is,"
+	}
+	return fmt.Sprintf("%s: conflict: rollout %s of cluster %s is in progress on this route, so the same rollout of %s leaves it as it is "+
 		"until that one has ended; the members of a fleet must not walk one route at once: let one member drive the shared route, or give each member a route "+
-		"of its own (docs/multicluster.md)", e.Route, e.Rollout, e.Walking, e.Cluster)
+		"of its own (docs/multicluster.md)", e.Route, e.Rollout, e.Walking, this)
 }
 
 // LabelOwnedError says the Rollout's in-progress label key is a label another

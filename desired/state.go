@@ -40,14 +40,16 @@ type state struct {
 
 // decide reads the live route and hands it to a call's decision.
 func decide(live routes.Route, env Env, call func(state) (Result, error)) (Result, error) {
-	s, err := read(live, env)
+	s, err := read(live, env, false)
 	if err != nil {
 		return Result{}, err
 	}
 	return call(s)
 }
 
-func read(live routes.Route, env Env) (state, error) {
+// read parses the live route for a call of env; undo takes the claim the
+// calling cluster made under an earlier name as its own (whose).
+func read(live routes.Route, env Env, undo bool) (state, error) {
 	claims, err := routes.ReadClaims(live)
 	if err != nil {
 		return state{}, invalid(err)
@@ -63,7 +65,11 @@ func read(live routes.Route, env Env) (state, error) {
 	}
 	s := state{live: view, stored: live, env: env, claims: claims, claim: claims[env.Rollout], added: claims.AddedRules(),
 		located: located, owned: routes.OwnedBy(live.ManagedFields, env.FieldManager), adoptions: adoptions}
-	if other := s.claim.Cluster; other != "" && env.Cluster != "" && other != env.Cluster {
+	mine, err := whose(live.Ref, s.claim, env, undo)
+	if err != nil {
+		return state{}, err
+	}
+	if !mine {
 		if s.claim.Active() {
 			s.fleet = s.claim
 		}
@@ -125,7 +131,9 @@ func (s state) finish(rules []routes.Rule, changes []routes.Change, claim routes
 		return Result{}, err
 	}
 	if !claim.Empty() {
-		claim.Cluster = s.env.Cluster
+		// On the cluster's own routes (no Cluster) a claim names none: a
+		// name recorded there before goes.
+		claim.Cluster, claim.ClusterUID = s.env.Cluster, s.env.ClusterUID
 	}
 	claims := maps.Clone(s.claims)
 	claims[s.env.Rollout] = claim

@@ -18,7 +18,11 @@ type Undo struct{}
 
 // Desired takes the Rollout's claim back.
 func (Undo) Desired(live routes.Route, env Env) (Result, error) {
-	return decide(live, env, Undo{}.decide)
+	s, err := read(live, env, true)
+	if err != nil {
+		return Result{}, err
+	}
+	return Undo{}.decide(s)
 }
 
 func (Undo) decide(s state) (Result, error) {

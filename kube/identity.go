@@ -30,26 +30,19 @@ type ClusterName struct {
 	// Source says where Name was read: the ClusterProperty, the flag, or
 	// the kube-system namespace.
 	Source string
+	// UID is the UID of the cluster's kube-system namespace, which the
+	// claims record beside Name: it stays when the name changes, and two
+	// clusters given one name do not share it.
+	UID string
 }
 
 // NameCluster names the cluster client reaches: the value of its
 // ClusterProperty cluster.clusterset.k8s.io where it has one, else flag
-// (-cluster-name) when it is set, else the UID of namespace kube-system. A
-// ClusterProperty that cannot be read for want of a permission is taken
-// for none (warn says so).
+// (-cluster-name) when it is set, else the UID of namespace kube-system,
+// which it reads in every case. A ClusterProperty that cannot be read for
+// want of a permission is taken for none (warn says so). Only calls on the
+// routes of a route cluster need the name.
 func NameCluster(ctx context.Context, client rest.Interface, flag string, warn func(string)) (ClusterName, error) {
-	value, err := clusterProperty(ctx, client)
-	switch {
-	case err == nil && value != "":
-		return ClusterName{Name: value, Source: "ClusterProperty " + clusterPropertyName}, nil
-	case apierrors.IsForbidden(err):
-		warn(fmt.Sprintf("cannot read ClusterProperty %s (grant get on clusterproperties.about.k8s.io, as install/base does); naming the cluster without it", clusterPropertyName))
-	case err != nil:
-		return ClusterName{}, fmt.Errorf("reading ClusterProperty %s, which names this cluster in a clusterset: %w", clusterPropertyName, err)
-	}
-	if flag != "" {
-		return ClusterName{Name: flag, Source: "-cluster-name"}, nil
-	}
 	var ns metav1.PartialObjectMetadata
 	path, err := objectPath("/api/v1", "namespaces", "kube-system")
 	var raw []byte
@@ -66,10 +59,23 @@ func NameCluster(ctx context.Context, client rest.Interface, flag string, warn f
 		err = fmt.Errorf("namespace kube-system has no uid")
 	}
 	if err != nil {
-		return ClusterName{}, fmt.Errorf("naming this cluster for the claims (the UID of namespace kube-system, as no ClusterProperty %s or -cluster-name names it): %w",
-			clusterPropertyName, apierr.AsPermissionError(err, "get", "namespaces (kube-system)", "kube-system"))
+		return ClusterName{}, fmt.Errorf("naming this cluster for the claims on the routes of route clusters (by the UID of namespace kube-system, which the claims record): %w",
+			apierr.AsPermissionError(err, "get", "namespaces (kube-system)", "kube-system"))
 	}
-	return ClusterName{Name: string(ns.UID), Source: "the UID of namespace kube-system"}, nil
+	uid := string(ns.UID)
+	value, err := clusterProperty(ctx, client)
+	switch {
+	case err == nil && value != "":
+		return ClusterName{Name: value, Source: "ClusterProperty " + clusterPropertyName, UID: uid}, nil
+	case apierrors.IsForbidden(err):
+		warn(fmt.Sprintf("cannot read ClusterProperty %s (grant get on clusterproperties.about.k8s.io, as install/base does); naming the cluster without it", clusterPropertyName))
+	case err != nil:
+		return ClusterName{}, fmt.Errorf("reading ClusterProperty %s, which names this cluster in a clusterset: %w", clusterPropertyName, err)
+	}
+	if flag != "" {
+		return ClusterName{Name: flag, Source: "-cluster-name", UID: uid}, nil
+	}
+	return ClusterName{Name: uid, Source: "the UID of namespace kube-system", UID: uid}, nil
 }
 
 // clusterProperty is the value of the cluster's ClusterProperty

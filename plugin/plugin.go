@@ -48,8 +48,9 @@ type Backend interface {
 	Orchestrator(routeCluster string) (*orchestrator.Orchestrator, error)
 	// Ports reads the Services of a namespace, for experiment steps.
 	Ports(namespace string) decode.ServicePorts
-	// ClusterName names the controller's cluster for the claims.
-	ClusterName(ctx context.Context) (string, error)
+	// Member names the controller's cluster for the claims on the routes
+	// of route clusters.
+	Member(ctx context.Context) (decode.Member, error)
 	// Rollouts records Events on the Rollouts.
 	Rollouts() *events.Rollouts
 	// Close stops what the backend keeps running.
@@ -216,12 +217,14 @@ func (p *Plugin) run(ro *v1alpha1.Rollout, l decode.Label) (resp types.RpcError)
 		p.log.WithFields(logrus.Fields{"rollout": call.Rollout.String(), "call": l.String()}).Info("nothing to do: " + call.Skip)
 		p.succeeded(call, m)
 		return types.RpcError{}
-	case call.Process.Cluster == "": // naming it failed in decode: the error now
-		name, err := p.current().ClusterName(ctx)
+	case call.RouteCluster != "":
+		// The members of a fleet share the route cluster's routes: the
+		// claims there name this cluster. Its own routes need no name.
+		member, err := p.current().Member(ctx)
 		if err != nil {
 			return p.fail(call, m, err)
 		}
-		call.Process.Cluster = name
+		call.Process.Member = member
 	}
 	if err := orch.Run(ctx, call); err != nil {
 		return p.fail(call, m, inRouteCluster(call, err))
@@ -234,19 +237,14 @@ func (p *Plugin) run(ro *v1alpha1.Rollout, l decode.Label) (resp types.RpcError)
 // Services with the backend, and returns the orchestrator of the cluster
 // that holds the Rollout's routes: nil before InitPlugin. The call's own
 // errors come first, then a route cluster the platform team has not
-// configured, or one that cannot be used. A call that writes is decoded
-// with the name the claims give the cluster, when it is known.
+// configured, or one that cannot be used.
 func (p *Plugin) decode(ctx context.Context, ro *v1alpha1.Rollout, l decode.Label) (decode.Call, *orchestrator.Orchestrator, error) {
 	b := p.current()
-	process := p.opts.Process
 	ports := func(context.Context, string) ([]corev1.ServicePort, error) { return nil, errNoClient }
 	if b != nil {
 		ports = b.Ports(ro.Namespace)
-		if l.Method != decode.VerifyWeight {
-			process.Cluster, _ = b.ClusterName(ctx) // a failure is reported after the call's own errors (run)
-		}
 	}
-	call, err := decode.Decode(ctx, process, ro, l, ports)
+	call, err := decode.Decode(ctx, p.opts.Process, ro, l, ports)
 	if err != nil || b == nil {
 		return call, nil, err
 	}

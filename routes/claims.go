@@ -22,9 +22,16 @@ type Claims map[string]Claim
 type Claim struct {
 	// Cluster names the cluster of the Rollout that made the claim: a fleet
 	// runs the same Rollout (namespace and name) in several member clusters,
-	// and one member's Rollout must not take over another's. "" in claims
-	// written before the plugin recorded it: the next call's cluster takes it.
+	// and one member's Rollout must not take over another's. Only a call on
+	// routes in a route cluster names its cluster; "" in the claims a
+	// cluster's Rollouts make on its own routes, and in claims written
+	// before the plugin recorded it.
 	Cluster string `json:"cluster,omitempty"`
+	// ClusterUID is the UID of the kube-system namespace of the cluster
+	// Cluster names, which no other cluster has: it tells a member that was
+	// renamed, and two members given one name, apart. "" in claims written
+	// before the plugin recorded it.
+	ClusterUID string `json:"clusterUID,omitempty"`
 	// CanaryWeight is the canary weight the Rollout last set (0 is not recorded).
 	CanaryWeight int64 `json:"canaryWeight,omitempty"`
 	// Backends are the experiment backendRefs the plugin added for the Rollout.

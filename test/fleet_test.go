@@ -196,3 +196,67 @@ func deleteIn(t *testing.T, c *harness.Cluster, ns, name string) {
 		t.Fatal(err)
 	}
 }
+
+// Two members of a fleet given the same -cluster-name are told apart by the
+// UID of their kube-system, which the claims record beside the name: while
+// one member walks the route, the other's calls are refused, saying that
+// two members share the name, and its sweep leaves the claim of its
+// namesake alone once its own Rollout is gone. A member whose name changes
+// under a claim (its plugin restarted with another -cluster-name) is
+// refused, saying from which name to which.
+func TestFleetMembersOfOneNameAreToldApart(t *testing.T) {
+	const ns = "store"
+	f := startFleet(t)
+	f.namespace(t, ns)
+	for _, s := range []string{"stable", "canary", "static"} {
+		f.importService(t, "net.gke.io", ns, s)
+	}
+	create(t, f.config, ns, storeRoute("net.gke.io"))
+	memberA, memberB := startMember(t, ns), startMember(t, ns)
+	for _, m := range []*harness.Cluster{memberA, memberB} {
+		create(t, m, ns, rolloutObject("demo", "store"))
+	}
+	uidOf := func(c *harness.Cluster) string {
+		t.Helper()
+		n, err := c.Kube.CoreV1().Namespaces().Get(context.Background(), "kube-system", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(n.UID)
+	}
+	routeCluster := []string{"-route-cluster", "fleet=" + f.routeKubeconfig, "-route-namespaces", "fleet=" + ns, "-cluster-name", "member-x"}
+	a, _ := startPluginWith(t, pluginBin, memberA.Kubeconfig, routeCluster...)
+	b, _ := startPluginWith(t, pluginBin, memberB.Kubeconfig, append(routeCluster, "-cleanup-deleted-rollouts", "-cleanup-interval=1s")...)
+	ro := rollout(ns, `{"httpRoute": "store", "cluster": "fleet"}`)
+	route := func() *unstructured.Unstructured { return get(t, f.config, "v1", "HTTPRoute", ns, "store") }
+
+	if err := a.SetWeight(ro, 30, nil); err.HasError() {
+		t.Fatal(err.ErrorString)
+	}
+	walked := route()
+	want := routes.Claim{Cluster: "member-x", ClusterUID: uidOf(memberA), CanaryWeight: 30}
+	got := claimsOn(t, walked)[ns+"/demo"]
+	if diff := cmp.Diff(want, routes.Claim{Cluster: got.Cluster, ClusterUID: got.ClusterUID, CanaryWeight: got.CanaryWeight}); diff != "" {
+		t.Errorf("member-a's claim (-want +got):\n%s", diff)
+	}
+	shared := "two members of the fleet share the name member-x (kube-system UIDs " + uidOf(memberA) + " and " + uidOf(memberB) + ")"
+	if err := b.SetWeight(ro, 10, nil); !strings.Contains(err.ErrorString, shared) {
+		t.Errorf("member-b's SetWeight under member-a's name: %q, want it to say %q", err.ErrorString, shared)
+	}
+	// member-b's Rollout is deleted: its sweep leaves its namesake's claim.
+	deleteIn(t, memberB, ns, "demo")
+	time.Sleep(4 * time.Second) // four sweeps, two of them an interval after the Rollout was seen gone
+	if diff := cmp.Diff(stored(t, walked), stored(t, route())); diff != "" {
+		t.Errorf("member-b changed the route member-a walks (-before +after):\n%s", diff)
+	}
+
+	// member-a's plugin comes back under another name.
+	renamed, _ := startPluginWith(t, pluginBin, memberA.Kubeconfig, "-route-cluster", "fleet="+f.routeKubeconfig, "-route-namespaces", "fleet="+ns, "-cluster-name", "member-y")
+	changed := "the name of this cluster changed from member-x to member-y (-cluster-name)"
+	if err := renamed.SetWeight(ro, 50, nil); !strings.Contains(err.ErrorString, changed) {
+		t.Errorf("member-a's SetWeight under a new name: %q, want it to say %q", err.ErrorString, changed)
+	}
+	if err := a.SetWeight(ro, 0, nil); err.HasError() {
+		t.Fatalf("member-a's SetWeight(0) under its name: %s", err.ErrorString)
+	}
+}

@@ -212,8 +212,15 @@ func TestPlanChecksThePluginsPermissions(t *testing.T) {
 	}
 	rv := get(t, standard, "v1", "HTTPRoute", ns, "route").GetResourceVersion()
 	out, code := planCmd(t, planRollout(ns, "route"), "--as", "system:serviceaccount:"+ns+":controller")
-	if code != 1 || !strings.Contains(out, "may not patch httproutes.gateway.networking.k8s.io in namespace "+ns) {
-		t.Errorf("exit %d; want 1 and a problem naming patch on httproutes", code)
+	if code != 1 || !strings.Contains(out, "may not patch httproutes.gateway.networking.k8s.io in namespace "+ns+"; grant it (docs/install.md): every write to the routes needs it") {
+		t.Errorf("exit %d; want 1 and a problem naming patch on httproutes and what for", code)
+	}
+	// What the plugin goes on without is a note, with what it is for.
+	if !strings.Contains(out, "may not create, patch events.events.k8s.io in namespace "+ns+", which Events on the Rollout needs; the plugin goes on without it") {
+		t.Errorf("plan does not note the Events:\n%s", out)
+	}
+	if strings.Contains(out, "kube-system") {
+		t.Errorf("plan asks for kube-system for a Rollout whose routes are in its own cluster:\n%s", out)
 	}
 	if got := get(t, standard, "v1", "HTTPRoute", ns, "route").GetResourceVersion(); got != rv {
 		t.Errorf("plan wrote the route (resourceVersion %s → %s)", rv, got)
