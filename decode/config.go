@@ -218,6 +218,9 @@ func ParseConfig(ro *v1alpha1.Rollout, pluginName string) (Settings, error) {
 	if err != nil {
 		return Settings{}, fmt.Errorf("%s: %w", where, err)
 	}
+	if s.AddCanaryBackendRef && c.PingPong != nil {
+		return Settings{}, fmt.Errorf("%s: key \"addCanaryBackendRef\" does not work with ping-pong (a promotion makes the added Service stable): list both ping and pong in the rule", where)
+	}
 	s.Predecessor = predecessor(ro, cfg.ConfigMap, pluginName)
 	return s, nil
 }

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
@@ -57,6 +58,20 @@ func TestParseConfigRefusesActiveRolloutsAnnotationKey(t *testing.T) {
 		t.Fatal("no error")
 	}
 	if diff := cmp.Diff(want, strings.TrimSpace(err.Error())); diff != "" {
+		t.Errorf("error (-want +got):\n%s", diff)
+	}
+}
+
+func TestParseConfigRefusesAddCanaryBackendRefWithPingPong(t *testing.T) {
+	ro := cfgRollout(DefaultPluginName, `{"httpRoute": "web", "addCanaryBackendRef": true}`)
+	ro.Spec.Strategy.Canary.PingPong = &v1alpha1.PingPongSpec{PingService: "web-ping", PongService: "web-pong"}
+	_, err := ParseConfig(ro, DefaultPluginName)
+	want := `spec.strategy.canary.trafficRouting.plugins["argoproj-labs/gatewayAPI"]: key "addCanaryBackendRef" does not work with ping-pong ` +
+		"(a promotion makes the added Service stable): list both ping and pong in the rule"
+	if err == nil {
+		t.Fatal("no error")
+	}
+	if diff := cmp.Diff(want, err.Error()); diff != "" {
 		t.Errorf("error (-want +got):\n%s", diff)
 	}
 }

@@ -84,6 +84,9 @@ func RemoveCanary(route routes.Route, rules []routes.Rule, in CanaryInput, claim
 	ns := route.Namespace
 	var changes []routes.Change
 	for _, c := range claimed {
+		if c.Target().Backend() != in.Canary.Backend() {
+			continue // not the canary now (ping-pong swapped them): taking it out would leave the rule without its stable
+		}
 		i := ownCanary(rules, ns, c, in)
 		if i < 0 || !removeLast(rules[i], ns, c.Target()) {
 			continue // someone removed it: the rule is theirs as they left it
