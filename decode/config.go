@@ -104,6 +104,19 @@ type Config struct {
 	// StickyCanary keeps a person on the revision that first answered them
 	// while the canary has weight (HTTPRoutes only).
 	StickyCanary *StickyCanary `json:"stickyCanary,omitempty"`
+	// AddCanaryBackendRef lets the plugin add the canary backendRef to the
+	// rules that hold only the stable one, for the rollout.
+	AddCanaryBackendRef bool `json:"addCanaryBackendRef,omitempty"`
+
+	// UseHeaderRoutes at the top level is accepted and does nothing: no
+	// release of the argoproj-labs plugin had it (its decoder ignored it;
+	// the single-route forms take header routes, list entries by their own
+	// useHeaderRoutes), and configs carry it.
+	UseHeaderRoutes bool `json:"useHeaderRoutes,omitempty"`
+	// ActiveRolloutsAnnotationKey (the argoproj-labs plugin's open PR 164)
+	// is refused when set: the claims annotation, whose key is fixed, is
+	// what it would rename.
+	ActiveRolloutsAnnotationKey string `json:"activeRolloutsAnnotationKey,omitempty"`
 }
 
 // StickyCanary is the stickyCanary key.
@@ -163,6 +176,8 @@ type Settings struct {
 	RuleNames map[routes.Ref]string
 	// MirrorMode is desired.MirrorRule or desired.MirrorFilter.
 	MirrorMode desired.MirrorMode
+	// AddCanaryBackendRef is addCanaryBackendRef.
+	AddCanaryBackendRef bool
 	// AssumedFeatures is assumeGatewayFeatures.
 	AssumedFeatures []string
 	// Sticky is stickyCanary with its defaults; nil without it.
@@ -203,6 +218,9 @@ func ParseConfig(ro *v1alpha1.Rollout, pluginName string) (Settings, error) {
 	if err != nil {
 		return Settings{}, fmt.Errorf("%s: %w", where, err)
 	}
+	if s.AddCanaryBackendRef && c.PingPong != nil {
+		return Settings{}, fmt.Errorf("%s: key \"addCanaryBackendRef\" does not work with ping-pong (a promotion makes the added Service stable): list both ping and pong in the rule", where)
+	}
 	s.Predecessor = predecessor(ro, cfg.ConfigMap, pluginName)
 	return s, nil
 }
@@ -240,6 +258,8 @@ func (c *Config) fields() map[string]any {
 		"verifyWeight":         &c.VerifyWeight, "verifyWeightSettle": &c.VerifyWeightSettle, "conflictPolicy": &c.ConflictPolicy,
 		"selectedRoutesUseHeaderRoutes": &c.SelectedRoutesUseHeaderRoutes, "mirrorMode": &c.MirrorMode,
 		"assumeGatewayFeatures": &c.AssumeGatewayFeatures, "stickyCanary": &c.StickyCanary,
+		"addCanaryBackendRef": &c.AddCanaryBackendRef, "useHeaderRoutes": &c.UseHeaderRoutes,
+		"activeRolloutsAnnotationKey": &c.ActiveRolloutsAnnotationKey,
 	}
 }
 
@@ -394,13 +414,18 @@ func (cfg Config) options() (Settings, error) {
 			return Settings{}, fmt.Errorf("key \"configMap\": %q is not a ConfigMap name (a DNS-1123 subdomain): %s", cfg.ConfigMap, why)
 		}
 	}
+	if cfg.ActiveRolloutsAnnotationKey != "" {
+		return Settings{}, errors.New("key \"activeRolloutsAnnotationKey\" is refused: the plugin tracks the Rollouts in progress on a route in its claims annotation, " +
+			"whose key (gatewayapi-ssa.dev/claims) cannot change; remove the key")
+	}
 	if cfg.Cluster != "" {
 		if errs := validation.IsDNS1123Label(cfg.Cluster); len(errs) > 0 {
 			return Settings{}, fmt.Errorf("key \"cluster\": %q is not a cluster name (a DNS label): %s", cfg.Cluster, strings.Join(errs, "; "))
 		}
 	}
 	return Settings{Cluster: cfg.Cluster, AssumedFeatures: cfg.AssumeGatewayFeatures, SelectedHeaderRoutes: cfg.SelectedRoutesUseHeaderRoutes,
-		VerifyWeight: cfg.VerifyWeight, ConflictPolicy: policy, MirrorMode: mirrorMode, VerifyWeightSettle: settle, InProgressLabel: label}, nil
+		VerifyWeight: cfg.VerifyWeight, ConflictPolicy: policy, MirrorMode: mirrorMode, VerifyWeightSettle: settle, InProgressLabel: label,
+		AddCanaryBackendRef: cfg.AddCanaryBackendRef}, nil
 }
 
 // For is what stickyCanary asks of the Rollout's routes now: the cookie
@@ -585,6 +610,7 @@ func (s Settings) Env(rollout, fieldManager string, ref routes.Ref) desired.Env 
 		ListedForHeaderRoutes: s.ListedForHeaderRoutes[ref],
 		RuleName:              s.RuleNames[ref],
 		MirrorMode:            s.MirrorMode,
+		AddCanaryBackendRef:   s.AddCanaryBackendRef,
 		AssumedFeatures:       s.AssumedFeatures,
 		Predecessor:           s.predecessorOn(),
 	}

@@ -507,7 +507,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{
 			name:    "unknown key",
 			rollout: cfgRollout(DefaultPluginName, `{"httpRoute": "web", "headerRoutes": true}`),
-			wantErr: []string{where, `unknown key "headerRoutes"`, "known keys: assumeGatewayFeatures, cluster, configMap, conflictPolicy"},
+			wantErr: []string{where, `unknown key "headerRoutes"`, "known keys: activeRolloutsAnnotationKey, addCanaryBackendRef, assumeGatewayFeatures, cluster, configMap, conflictPolicy"},
 		},
 		{
 			name:    "stickyCanary on a GRPCRoute",

@@ -109,6 +109,11 @@ type Env struct {
 	RuleName string
 	// MirrorMode says how setMirrorRoute steps mirror (default MirrorRule).
 	MirrorMode MirrorMode
+	// AddCanaryBackendRef lets SetWeight add the canary backendRef to the
+	// rules that hold only the stable one while the canary or an experiment
+	// has weight (addCanaryBackendRef); the SetWeight(0) that ends the
+	// rollout removes it.
+	AddCanaryBackendRef bool
 	// AssumedFeatures are features the Rollout's config says its gateways
 	// carry whatever their classes publish (assumeGatewayFeatures).
 	AssumedFeatures []string

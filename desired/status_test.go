@@ -368,6 +368,19 @@ func TestVerifyStatusErrors(t *testing.T) {
 			t.Fatalf("error = %v, want a NoWeightedRuleError", err)
 		}
 	})
+	t.Run("stable alone at weight 0 carries the split", func(t *testing.T) {
+		r := stRoute([]routes.ParentRef{stGateway}, stGood(stGateway, 3))
+		r.Rules = []routes.Rule{routestest.Rule("/", routestest.Backend("web-stable", 1))}
+		zero := stSplit
+		zero.CanaryWeight = 0
+		got, err := VerifyStatus(r, zero, nil, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(Verdict{Route: r.Ref, Generation: 3}, got); diff != "" {
+			t.Errorf("verdict (-want +got):\n%s", diff)
+		}
+	})
 	t.Run("weight over maxTrafficWeight", func(t *testing.T) {
 		r := stRoute([]routes.ParentRef{stGateway}, stGood(stGateway, 3))
 		_, err := VerifyStatus(r, transform.Split{Stable: wtStable, Canary: wtCanary, CanaryWeight: 101, MaxWeight: 100}, nil, "")

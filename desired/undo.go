@@ -10,8 +10,9 @@ import (
 
 // Undo takes back everything a Rollout's claim records on a route, for a
 // Rollout that is gone: in every rule it set weights in, the canary gets 0
-// and stable the share the split had; the experiment backendRefs, rules and
-// mirror filters it added go; the claim goes. Nothing else is touched: only
+// and stable the share the split had; the experiment and canary backendRefs
+// (the stable one back at its weight before), rules and mirror filters it
+// added go; the claim goes. Nothing else is touched: only
 // the rules the claim names, whatever ruleName the Rollout had, and the
 // plugin's labels stay as they are while another Rollout still has a claim.
 type Undo struct{}
@@ -55,6 +56,9 @@ func (Undo) decide(s state) (Result, error) {
 			b.SetWeight(want)
 		}
 	}
+	var canaryChanges []routes.Change
+	rules, canaryChanges = experiment.RemoveCanary(live, rules, experiment.CanaryInput{Stable: split.stable, Canary: split.canary, Targeting: transform.Targeting{Added: s.added}}, s.claim.CanaryRefs)
+	changes = append(changes, canaryChanges...)
 	if len(s.claim.Backends) > 0 {
 		in := experiment.Input{RolloutNamespace: split.stable.Namespace, Stable: split.stable, Canary: split.canary, Targeting: transform.Targeting{Added: s.added}}
 		var expChanges []routes.Change

@@ -1,9 +1,11 @@
 package desired
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/experiment"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
 )
@@ -133,6 +135,10 @@ func VerifyStatus(r routes.Route, s transform.Split, extra []BackendWeight, rule
 // SetWeights'.
 func specBehind(r routes.Route, s transform.Split, extra []BackendWeight, t transform.Targeting) ([]string, error) {
 	_, changes, err := transform.SetWeights(r, s, t)
+	var none *transform.NoWeightedRuleError
+	if errors.As(err, &none) && s.CanaryWeight == 0 && len(extra) == 0 && len(experiment.StableOnly(r.Namespace, r.Rules, s.Stable, s.Canary, t)) > 0 {
+		return nil, nil // rules with stable alone (addCanaryBackendRef after the rollout) carry weight 0
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -15,9 +15,12 @@ func (c SetWeight) Desired(live routes.Route, env Env) (Result, error) {
 
 func (c SetWeight) decide(s state) (Result, error) {
 	live := s.live
-	rules, weightChanges, err := transform.SetWeights(live, c.Split, s.targeting())
-	if err != nil {
+	routed, canaryRefs, changes := c.canaryRefs(s)
+	rules, weightChanges, err := transform.SetWeights(routed, c.Split, s.targeting())
+	if err != nil && !c.endsOnStableOnly(s, routed) {
 		return Result{}, invalid(err)
+	} else if err != nil {
+		rules, err = routed.Rules, nil // the canary's backendRefs are gone: nothing to weigh
 	}
 	exp := c.Experiment
 	exp.Targeting = s.targeting()
@@ -26,8 +29,7 @@ func (c SetWeight) decide(s state) (Result, error) {
 		return Result{}, invalid(err)
 	}
 	claim := s.claim
-	claim.CanaryWeight, claim.Backends = c.Split.CanaryWeight, backends
-	var changes []routes.Change
+	claim.CanaryWeight, claim.Backends, claim.CanaryRefs = c.Split.CanaryWeight, backends, canaryRefs
 	for _, ch := range weightChanges {
 		changes = append(changes, routes.Changef(routes.WeightChanged, "%s", ch))
 	}
@@ -61,4 +63,39 @@ func (c SetWeight) sticky(s state, rules []routes.Rule, claim routes.Claim, chan
 	claim.Rules, claim.StickyRules, claim.RefFilters = append(claim.ManagedRules(), res.Claimed...), res.Claimed, res.Filters
 	claim, changes = s.recordRules(res.Rules, claim, append(changes, res.Changes...))
 	return res.Rules, claim, changes, nil
+}
+
+// ends says the call ends the rollout on the route: no canary weight, no
+// experiment.
+func (c SetWeight) ends() bool {
+	return c.Split.CanaryWeight == 0 && len(c.Experiment.Destinations) == 0
+}
+
+// canaryRefs is the live route with the canary backendRefs addCanaryBackendRef
+// adds while the canary or an experiment has weight, or without those the
+// claim records when the call ends the rollout; and their record.
+func (c SetWeight) canaryRefs(s state) (routes.Route, []routes.AddedCanary, []routes.Change) {
+	in := experiment.CanaryInput{Stable: c.Split.Stable, Canary: c.Split.Canary, Targeting: s.targeting(), AddedRefFilters: s.claims.AddedRefFilters()}
+	routed := s.live
+	var changes []routes.Change
+	switch {
+	case c.ends():
+		routed.Rules, changes = experiment.RemoveCanary(s.live, s.live.Rules, in, s.claim.CanaryRefs)
+		return routed, nil, changes
+	case s.env.AddCanaryBackendRef:
+		var refs []routes.AddedCanary
+		routed.Rules, refs, changes = experiment.AddCanary(s.live, s.live.Rules, in, s.claim.CanaryRefs)
+		return routed, refs, changes
+	}
+	return routed, s.claim.CanaryRefs, nil
+}
+
+// endsOnStableOnly says a call that ends the rollout finds, with
+// addCanaryBackendRef, only rules that hold the stable backendRef alone:
+// there is no weight to set.
+func (c SetWeight) endsOnStableOnly(s state, routed routes.Route) bool {
+	t := s.targeting()
+	return c.ends() && (s.env.AddCanaryBackendRef || len(s.claim.CanaryRefs) > 0) &&
+		len(transform.WeightedRules(routed.Namespace, routed.Rules, c.Split.Stable, c.Split.Canary, t)) == 0 &&
+		len(experiment.StableOnly(routed.Namespace, routed.Rules, c.Split.Stable, c.Split.Canary, t)) > 0
 }

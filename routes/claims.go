@@ -57,6 +57,18 @@ type Claim struct {
 	// RefFilters are the filters the plugin added to backendRefs of weighted
 	// rules: stickyCanary's Set-Cookie.
 	RefFilters []AddedRefFilter `json:"refFilters,omitempty"`
+	// CanaryRefs are the canary backendRefs the plugin added to rules that
+	// held only the stable one (addCanaryBackendRef).
+	CanaryRefs []AddedCanary `json:"canaryRefs,omitempty"`
+}
+
+// AddedCanary is a canary backendRef the plugin added to a rule that held
+// only the stable one: a copy of the stable backendRef, named for the canary.
+type AddedCanary struct {
+	AddedBackend
+	// StableWeight is the stable backendRef's weight before: it gets it back
+	// when the canary's goes, so the rule ends as it began.
+	StableWeight int64 `json:"stableWeight"`
 }
 
 // RecordedWeight is one weight the plugin set: a backend in a rule.
@@ -89,7 +101,7 @@ func (c Claim) ManagedRules() []string {
 
 // Active says whether the Rollout still has anything on the route.
 func (c Claim) Active() bool {
-	return c.CanaryWeight > 0 || len(c.Backends) > 0 || len(c.Rules) > 0 || len(c.MirrorFilters) > 0 || len(c.RefFilters) > 0
+	return c.CanaryWeight > 0 || len(c.Backends) > 0 || len(c.Rules) > 0 || len(c.MirrorFilters) > 0 || len(c.RefFilters) > 0 || len(c.CanaryRefs) > 0
 }
 
 // AddedBackend is a backendRef the plugin added to a rule.

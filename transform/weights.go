@@ -74,7 +74,7 @@ func (e *NoWeightedRuleError) Error() string {
 			"add both backendRefs to that rule, or name the rule that holds them", e.Route, e.RuleName, e.Stable, e.Canary)
 	}
 	return fmt.Sprintf("%s has no rule whose backendRefs include both the stable %s and the canary %s; "+
-		"add both backendRefs to the rule whose traffic the rollout shifts", e.Route, e.Stable, e.Canary)
+		"add both backendRefs to the rule whose traffic the rollout shifts, or set addCanaryBackendRef: true", e.Route, e.Stable, e.Canary)
 }
 
 // NoRuleNamedError says a route has no rule with the name the Rollout
@@ -141,6 +141,13 @@ func (t Targeting) noWeightedRule(r routes.Route, rules []routes.Rule, stable, c
 	return &NoWeightedRuleError{Route: r.Ref, Stable: stable, Canary: canary, RuleName: t.RuleName}
 }
 
+// Targets says whether rule can be a weighted rule: not one the plugin
+// added, and the ruleName rule if the Rollout names one.
+func (t Targeting) Targets(rule routes.Rule) bool {
+	n := rule.Name()
+	return !(n != "" && t.Added[n]) && (t.RuleName == "" || n == t.RuleName)
+}
+
 // WeightedRules returns the indexes of the weighted rules: the rules whose
 // backendRefs include both the stable and the canary backend, where the
 // rollout sets the weights. Backends match on group, kind, namespace and
@@ -151,7 +158,7 @@ func (t Targeting) noWeightedRule(r routes.Route, rules []routes.Rule, stable, c
 func WeightedRules(namespace string, rules []routes.Rule, stable, canary routes.ObjectRef, t Targeting) []int {
 	var out []int
 	for i, rule := range rules {
-		if n := rule.Name(); (n != "" && t.Added[n]) || (t.RuleName != "" && n != t.RuleName) {
+		if !t.Targets(rule) {
 			continue
 		}
 		var hasStable, hasCanary bool

@@ -504,7 +504,8 @@ func TestNoWeightedRuleErrorMessage(t *testing.T) {
 		Canary: routes.ServiceRef("payments", "api-pong"),
 	}
 	want := "GRPCRoute payments/api has no rule whose backendRefs include both the stable Service payments/api-ping " +
-		"and the canary Service payments/api-pong; add both backendRefs to the rule whose traffic the rollout shifts"
+		"and the canary Service payments/api-pong; add both backendRefs to the rule whose traffic the rollout shifts, " +
+		"or set addCanaryBackendRef: true"
 	if diff := cmp.Diff(want, err.Error()); diff != "" {
 		t.Errorf("message (-want +got):\n%s", diff)
 	}
