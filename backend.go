@@ -248,7 +248,7 @@ func (b *backend) startSweeps() {
 	}
 	own := &cleanup.Cleaner{Dynamic: b.own.dyn, Versions: b.own.reader, Orchestrator: b.own.orch, FieldManager: b.w.FieldManager,
 		IgnoreReferenceGrants: b.w.AnyNamespace, Log: b.log}
-	go (&cleanup.Sweeper{Cleaner: own, Interval: b.w.CleanupInterval}).Run(context.Background())
+	go (&cleanup.Sweeper{Cleaner: own, Interval: b.w.CleanupInterval}).Run(kubeclient.ForSweeps(context.Background())) // its own share of the rate
 	var shared []*cleanup.Sweeper
 	for name, rc := range b.routeClusters {
 		if rc.err != nil {
