@@ -203,14 +203,10 @@ func TestOnlyWeightsChange(t *testing.T) {
 	refs[1].(map[string]any)["weight"] = int64(30)
 	_ = unstructured.SetNestedSlice(want.Object, rules, "spec", "rules")
 	want.SetLabels(map[string]string{"team": "shop", "rollouts.argoproj.io/gatewayapi-canary": "in-progress"})
-	// The plugin's own bookkeeping: what each Rollout has on the route, and
-	// the cluster it runs in (named by kube-system's UID).
-	kubeSystem, err := standard.Kube.CoreV1().Namespaces().Get(context.Background(), "kube-system", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The plugin's own bookkeeping: what each Rollout has on the route (no
+	// cluster: claims on a cluster's own routes are that cluster's).
 	want.SetAnnotations(map[string]string{"owner": "shop-team@example.com",
-		"gatewayapi-ssa.dev/claims": `{"` + ns + `/demo":{"cluster":"` + string(kubeSystem.UID) + `","canaryWeight":30,"weights":[` +
+		"gatewayapi-ssa.dev/claims": `{"` + ns + `/demo":{"canaryWeight":30,"weights":[` +
 			`{"rule":0,"service":"` + ns + `/stable","weight":70},{"rule":0,"service":"` + ns + `/canary","weight":30}]}}`})
 	ignore := func(u *unstructured.Unstructured) map[string]any {
 		u = u.DeepCopy()
