@@ -29,6 +29,18 @@ spec:
 `, from, to)
 }
 
+// servicesGrant is Gateway API's ReferenceGrant that lets the HTTPRoutes of
+// namespace routes refer to the Services of the namespace it is created in.
+func servicesGrant(routes string) string {
+	return fmt.Sprintf(`apiVersion: gateway.networking.k8s.io/v1beta1
+kind: ReferenceGrant
+metadata: {name: routes-of-%[1]s}
+spec:
+  from: [{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: %[1]s}]
+  to: [{group: "", kind: Service}]
+`, routes)
+}
+
 // routeToServicesOf is HTTPRoute "route" whose one rule splits between the
 // Services stable and canary of namespace ns, wherever the route is.
 func routeToServicesOf(ns string) string {
@@ -134,13 +146,7 @@ spec:
 	// route's backendRefs reach shop's Services, which shop grants it.
 	shared := namespace(t, standard)
 	create(t, standard, shared, rolloutGrant(shop, ""))
-	create(t, standard, shop, fmt.Sprintf(`apiVersion: gateway.networking.k8s.io/v1beta1
-kind: ReferenceGrant
-metadata: {name: routes-of-%[1]s}
-spec:
-  from: [{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: %[1]s}]
-  to: [{group: "", kind: Service}]
-`, shared))
+	create(t, standard, shop, servicesGrant(shared))
 	create(t, standard, shared, fmt.Sprintf(`apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: {name: front, labels: {team: platform}, annotations: {owner: platform}}
@@ -194,13 +200,7 @@ func TestARevokedGrantLetsTheRolloutUndoOnlyItsOwnClaim(t *testing.T) {
 	shop := namespace(t, standard)
 	shared := namespace(t, standard)
 	grant := create(t, standard, shared, rolloutGrant(shop, ""))
-	create(t, standard, shop, fmt.Sprintf(`apiVersion: gateway.networking.k8s.io/v1beta1
-kind: ReferenceGrant
-metadata: {name: routes-of-%[1]s}
-spec:
-  from: [{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: %[1]s}]
-  to: [{group: "", kind: Service}]
-`, shared))
+	create(t, standard, shop, servicesGrant(shared))
 	for _, name := range []string{"front", "back"} {
 		create(t, standard, shared, strings.Replace(routeToServicesOf(shop), "name: route", "name: "+name, 1))
 	}
@@ -284,13 +284,7 @@ func TestATenantsAddedRulesStayWithinItsOwnRule(t *testing.T) {
 	a, c, shared := namespace(t, standard), namespace(t, standard), namespace(t, standard)
 	for _, tenant := range []string{a, c} {
 		create(t, standard, shared, rolloutGrant(tenant, ""))
-		create(t, standard, tenant, fmt.Sprintf(`apiVersion: gateway.networking.k8s.io/v1beta1
-kind: ReferenceGrant
-metadata: {name: routes-of-%[1]s}
-spec:
-  from: [{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: %[1]s}]
-  to: [{group: "", kind: Service}]
-`, shared))
+		create(t, standard, tenant, servicesGrant(shared))
 	}
 	create(t, standard, shared, fmt.Sprintf(`apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute

@@ -222,23 +222,7 @@ func TestMirrorRuleIsConfinedToTheRolloutsRule(t *testing.T) {
 			err:    "its match 0 is the same as a match of rule 0",
 		},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			route := cfRoute(routes.HTTPRoute, tc.source...)
-			before := routes.CopyRules(route.Rules)
-			got, err := SetMirrorRule(route, cfA, "mirror", tc.step, nil)
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("error %v, want one saying %q", err, tc.err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(append(before, cfMirror(tc.want...)), got.Rules); diff != "" {
-				t.Errorf("rules (-want +got):\n%s", diff)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { mirrorConfined(t, routes.HTTPRoute, tc.source, tc.step, tc.want, tc.err) })
 	}
 }
 
@@ -296,23 +280,7 @@ func TestGRPCMirrorRuleIsConfinedToTheRolloutsRule(t *testing.T) {
 			want: []any{method("service", "a.Shop", "method", "Buy")},
 		},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			route := cfRoute(routes.GRPCRoute, tc.source...)
-			before := routes.CopyRules(route.Rules)
-			got, err := SetMirrorRule(route, cfA, "mirror", tc.step, nil)
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("error %v, want one saying %q", err, tc.err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(append(before, cfMirror(tc.want...)), got.Rules); diff != "" {
-				t.Errorf("rules (-want +got):\n%s", diff)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { mirrorConfined(t, routes.GRPCRoute, tc.source, tc.step, tc.want, tc.err) })
 	}
 }
 
@@ -569,5 +537,27 @@ func TestAddedGRPCRulesTakeOnlyTheRolloutsRequests(t *testing.T) {
 				t.Error("every mirror step was refused")
 			}
 		})
+	}
+}
+
+// mirrorConfined adds a mirror rule with the step's matches to a route whose
+// one weighted rule has matches source: the rules are the route's and the
+// mirror rule with matches want, or the step is refused saying err.
+func mirrorConfined(t *testing.T, kind routes.Kind, source []any, step []RequestMatch, want []any, err string) {
+	t.Helper()
+	route := cfRoute(kind, source...)
+	before := routes.CopyRules(route.Rules)
+	got, gotErr := SetMirrorRule(route, cfA, "mirror", step, nil)
+	if err != "" {
+		if gotErr == nil || !strings.Contains(gotErr.Error(), err) {
+			t.Fatalf("error %v, want one saying %q", gotErr, err)
+		}
+		return
+	}
+	if gotErr != nil {
+		t.Fatal(gotErr)
+	}
+	if diff := cmp.Diff(append(before, cfMirror(want...)), got.Rules); diff != "" {
+		t.Errorf("rules (-want +got):\n%s", diff)
 	}
 }
