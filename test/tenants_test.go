@@ -223,10 +223,18 @@ func TestARevokedGrantLetsTheRolloutUndoOnlyItsOwnClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	refusal := fmt.Sprintf("its owners grant it with a ReferenceGrant in namespace %s: from [{group: argoproj.io, kind: Rollout, namespace: %s}]", shared, shop)
+	// Another Rollout of shop with nothing on front: its RemoveManagedRoutes
+	// writes nothing while granted, and is refused once the grant's cache
+	// has the delete.
+	probe := rollout(shop, fmt.Sprintf(`{"httpRoute": "front", "namespace": %q}`, shared))
+	probe.Name = "probe"
 	eventually(t, "the plugin sees the grant gone", func() bool {
-		err := p.SetWeight(tenant, 50, nil)
+		err := p.RemoveManagedRoutes(probe)
 		return err.HasError() && strings.Contains(err.ErrorString, refusal)
 	})
+	if err := p.SetWeight(tenant, 50, nil); !err.HasError() || !strings.Contains(err.ErrorString, refusal) {
+		t.Errorf("SetWeight(50) after the grant went: %q, want it refused naming the grant", err.ErrorString)
+	}
 	midway := get(t, standard, "v1", "HTTPRoute", shared, "front")
 	if diff := cmp.Diff(map[string]int64{"0/stable": 70, "0/canary": 30, "1/canary": 1}, weights(midway)); diff != "" {
 		t.Fatalf("the route mid-rollout (-want +got):\n%s", diff)
