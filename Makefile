@@ -132,7 +132,8 @@ e2e:
 	$(GO) test -tags e2e ./test/e2e/ -count=1 -v -timeout 30m
 
 ## gitops: docs/gitops.md's Argo CD and Flux recipes run with Argo CD v3.1.8's diff code and Flux's apply code
-## (kustomize-controller v1.9.4's libraries) while the plugin walks a rollout (test/gitops; own modules)
+## (kustomize-controller v1.9.4's libraries) while the plugin walks a rollout (test/gitops; own modules);
+## docs/install.md's kustomize builds and Helm values checked for a plugin the controller can load
 .PHONY: gitops gitops-all
 gitops:
 	@assets=$$(bash hack/envtest-assets.sh) && export KUBEBUILDER_ASSETS="$$assets" && \
