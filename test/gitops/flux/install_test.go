@@ -117,7 +117,9 @@ func TestInstallOverlay(t *testing.T) {
 		sum := sha256.Sum256([]byte("rollouts-gatewayapi-ssa-linux-amd64"))
 		filled := fillIn(t, overlay, shaPlaceholder, hex.EncodeToString(sum[:]))
 		objects, byName := kustomizeBuild(t, installPage, filled)
-		loads(t, byName)
+		if in := loads(t, byName); len(in.deployment.Spec.Template.Spec.InitContainers) > 0 {
+			t.Errorf("the download pulls an image too: %+v", in.deployment.Spec.Template.Spec.InitContainers)
+		}
 		applies(t, objects)
 	})
 
