@@ -30,6 +30,12 @@ func (s step) String() string {
 // that status.
 func walk(t *testing.T, s *scenario, ro *v1alpha1.Rollout, r ref, steps []step) {
 	t.Helper()
+	walkRules(t, s, ro, r, []int{0}, steps)
+}
+
+// walkRules is walk with the split checked on each of the weighted rules.
+func walkRules(t *testing.T, s *scenario, ro *v1alpha1.Rollout, r ref, weighted []int, steps []step) {
+	t.Helper()
 	for _, st := range steps {
 		name := st.String()
 		if p := ro.Status.Canary.StablePingPong; p != "" {
@@ -37,7 +43,9 @@ func walk(t *testing.T, s *scenario, ro *v1alpha1.Rollout, r ref, steps []step) 
 		}
 		must(t, name, s.plugin.SetWeight(ro, st.weight, st.exp))
 		tr := s.translate()
-		s.check(name, "weights", checkWeights(tr.envoy, s.ns, r, 0, st.want))
+		for _, rule := range weighted {
+			s.check(name, fmt.Sprintf("weights of rule %d", rule), checkWeights(tr.envoy, s.ns, r, rule, st.want))
+		}
 		s.check(name, "Accepted, ResolvedRefs", checkAccepted(tr, r))
 		s.verify(name, ro, st.weight, st.exp, r, tr)
 	}
@@ -66,6 +74,40 @@ func TestCanaryWalkOnEveryKind(t *testing.T) {
 			walk(t, s, ro, ref{kind, "route"}, steps)
 		})
 	}
+}
+
+// Two weighted rules and one of another team's: both weighted rules carry
+// each step's split, experiment backends included; the other rule keeps
+// its one backend.
+func TestTwoWeightedRules(t *testing.T) {
+	s := newScenario(t, "two weighted rules and another, HTTPRoute", "", "stable", "canary", "exp-baseline", "exp-canary", "static")
+	s.create(`apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: route}
+spec:
+  parentRefs: [{name: gw}]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /a}}]
+    backendRefs:
+    - {name: stable, port: 80, weight: 100}
+    - {name: canary, port: 80, weight: 0}
+  - matches: [{path: {type: PathPrefix, value: /b}}]
+    backendRefs:
+    - {name: stable, port: 80, weight: 100}
+    - {name: canary, port: 80, weight: 0}
+  - matches: [{path: {type: PathPrefix, value: /static}}]
+    backendRefs: [{name: static, port: 80}]
+`)
+	ro := s.rollout(`{"httpRoute": "route", "verifyWeight": true}`)
+	r := ref{"HTTPRoute", "route"}
+	walkRules(t, s, ro, r, []int{0, 1}, []step{
+		{30, nil, canary(70, 30)},
+		{30, experiment(5, 25), map[string]int64{"stable": 40, "canary": 30, "exp-baseline": 5, "exp-canary": 25}},
+		{100, nil, canary(0, 100)},
+		{0, nil, canary(100, 0)},
+	})
+	tr := s.translate()
+	s.check("SetWeight(0)", "weights of rule 2", checkWeights(tr.envoy, s.ns, r, 2, map[string]int64{"static": 1}))
 }
 
 // maxTrafficWeight 1000: the weights and Envoy's total are of 1000.

@@ -154,8 +154,6 @@ type envoyConfig struct {
 	// ListenerClusters are the clusters each listener names (TCP, TLS and
 	// UDP proxies name theirs there).
 	ListenerClusters map[string][]string
-	// routes and endpoints are the raw dumps, for excerpts.
-	routes, endpoints json.RawMessage
 }
 
 func parseConfigDump(raw json.RawMessage) (*envoyConfig, error) {
@@ -177,7 +175,6 @@ func parseConfigDump(raw json.RawMessage) (*envoyConfig, error) {
 			if err := json.Unmarshal(cfg, &r); err != nil {
 				return nil, fmt.Errorf("routes: %w", err)
 			}
-			c.routes = cfg
 			for _, rc := range r.DynamicRouteConfigs {
 				c.VirtualHosts = append(c.VirtualHosts, rc.RouteConfig.VirtualHosts...)
 			}
@@ -186,7 +183,6 @@ func parseConfigDump(raw json.RawMessage) (*envoyConfig, error) {
 			if err := json.Unmarshal(cfg, &e); err != nil {
 				return nil, fmt.Errorf("endpoints: %w", err)
 			}
-			c.endpoints = cfg
 			for _, ec := range e.DynamicEndpointConfigs {
 				for _, l := range ec.EndpointConfig.Endpoints {
 					c.Localities[ec.EndpointConfig.ClusterName] = append(c.Localities[ec.EndpointConfig.ClusterName],
@@ -211,7 +207,7 @@ func parseConfigDump(raw json.RawMessage) (*envoyConfig, error) {
 	return c, nil
 }
 
-// serviceOf is "Kind namespace/name:port" of the resource a locality's metadata names.
+// serviceOf is the name of the Service a locality's metadata names.
 func serviceOf(m *filterMetadata) string {
 	if m == nil {
 		return "?"
