@@ -9,4 +9,8 @@
 // load assignments and mirror policies, and the route status Envoy Gateway
 // would write, with what the step asked for. It is the control plane's
 // translation, not measured traffic.
+//
+// The table of checks per scenario is printed at the end (and written to
+// the file $ENVOY_CHECKS names); $ENVOY_XDS_DIR keeps every translation's
+// input and egctl's answer.
 package envoy
