@@ -126,8 +126,8 @@ clean:
 	rm -rf bin dist
 
 ## envoy: every route the plugin writes in its walks (the binary over RPC against envtest), translated by Envoy Gateway
-## v1.9.1's own translator (egctl x translate, built once into ~/.cache by hack/egctl-assets.sh, about 8 minutes cold) and
-## checked in Envoy's terms: weights, route order and matchers, mirror fractions, status (test/envoy; tag envoy; docs/providers/envoy-gateway.md)
+## v1.9.1's own translator (egctl x translate, built once into ~/.cache by hack/egctl-assets.sh, about 7 minutes cold) and
+## checked in Envoy's terms: weights, route order and matchers, mirror fractions, status (test/envoy; tag envoy; docs/providers/envoy-gateway.md); 1.5 minutes with egctl built
 envoy:
 	@assets=$$(bash hack/envtest-assets.sh) && egctl=$$(bash hack/egctl-assets.sh) && \
 	  cd test/envoy && KUBEBUILDER_ASSETS="$$assets" EGCTL="$$egctl" $(GO) test -tags envoy -count=1 -timeout 20m
