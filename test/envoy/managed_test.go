@@ -129,3 +129,56 @@ func TestMirrorFilterMode(t *testing.T) {
 	s.check("RemoveManagedRoutes", "no mirror policy", checkNoMirror(tr.envoy))
 	s.check("RemoveManagedRoutes", "weights", checkWeights(tr.envoy, s.ns, httpRoute, 0, canary(60, 40)))
 }
+
+// A GRPCRoute takes header and mirror steps too (rule mode): Envoy sends a
+// gRPC call with the header to the canary, mirrors the step's service's
+// calls to the canary while stable answers them, and keeps the split for
+// the rest; RemoveManagedRoutes leaves neither.
+func TestGRPCRouteHeaderAndMirror(t *testing.T) {
+	s := newScenario(t, "header and mirror routes, GRPCRoute", "", "stable", "canary")
+	s.create(routeYAML("GRPCRoute", 100))
+	ro := s.rollout(`{"grpcRoute": "route"}`)
+	ro.Spec.Strategy.Canary.TrafficRouting.ManagedRoutes = []v1alpha1.MangedRoutes{{Name: "beta"}, {Name: "mirror"}}
+	r := ref{"GRPCRoute", "route"}
+	call := func(path string, headers map[string]string) request {
+		h := map[string]string{"content-type": "application/grpc"}
+		for k, v := range headers {
+			h[k] = v
+		}
+		return request{Method: "POST", Path: path, Headers: h}
+	}
+	split := taken{Rule: "0", Served: map[string]uint32{"stable": 80, "canary": 20}}
+	do := func(step string, c func() types.RpcError) *translation {
+		t.Helper()
+		must(t, step, c())
+		tr := s.translate()
+		s.check(step, "Accepted, ResolvedRefs", checkAccepted(tr, r))
+		return tr
+	}
+	tr := do("SetWeight(20)", func() types.RpcError { return s.plugin.SetWeight(ro, 20, nil) })
+	s.check("SetWeight(20)", "weights", checkWeights(tr.envoy, s.ns, r, 0, canary(80, 20)))
+
+	step := "SetHeaderRoute(beta, X-Canary exact yes)"
+	tr = do(step, func() types.RpcError {
+		return s.plugin.SetHeaderRoute(ro, &v1alpha1.SetHeaderRoute{Name: "beta", Match: []v1alpha1.HeaderRoutingMatch{
+			{HeaderName: "X-Canary", HeaderValue: &v1alpha1.StringMatch{Exact: "yes"}}}})
+	})
+	s.check(step, "a call with X-Canary: yes takes the header rule", checkTaken(tr.envoy, s.ns, r, call("/shop.Cart/Add", header("x-canary", "yes")),
+		taken{Rule: "beta", Served: map[string]uint32{"canary": 1}}))
+	s.check(step, "a call without it keeps the split", checkTaken(tr.envoy, s.ns, r, call("/shop.Cart/Add", nil), split))
+
+	step = "SetMirrorRoute(35 %, /shop.Cart/)"
+	tr = do(step, func() types.RpcError {
+		return s.plugin.SetMirrorRoute(ro, &v1alpha1.SetMirrorRoute{Name: "mirror", Percentage: percent(35),
+			Match: []v1alpha1.RouteMatch{{Path: &v1alpha1.StringMatch{Prefix: "/shop.Cart/"}}}})
+	})
+	s.check(step, "a Cart call is mirrored, stable answers", checkTaken(tr.envoy, s.ns, r, call("/shop.Cart/Add", nil),
+		taken{Rule: "mirror", Served: map[string]uint32{"stable": 1}, Mirrors: []mirrorShare{{"canary", 35}}}))
+	s.check(step, "another service's call keeps the split", checkTaken(tr.envoy, s.ns, r, call("/shop.Orders/List", nil), split))
+
+	step = "RemoveManagedRoutes"
+	tr = do(step, func() types.RpcError { return s.plugin.RemoveManagedRoutes(ro) })
+	s.check(step, "no mirror policy", checkNoMirror(tr.envoy))
+	s.check(step, "no xDS route of rule beta", checkNoRule(tr.envoy, "beta"))
+	s.check(step, "a call with X-Canary: yes keeps the split", checkTaken(tr.envoy, s.ns, r, call("/shop.Cart/Add", header("x-canary", "yes")), split))
+}

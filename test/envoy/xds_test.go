@@ -379,8 +379,8 @@ func (c *envoyConfig) pick(req request) (*xdsRoute, error) {
 }
 
 // matches is Envoy's route match (config.route.v3.RouteMatch) for the
-// matchers Envoy Gateway writes: path, headers (":method" is the method);
-// a query parameter matcher never matches (requests here carry none).
+// matchers Envoy Gateway writes: path, headers (":method" is the method),
+// gRPC; a query parameter matcher never matches (requests here carry none).
 func matches(m routeMatch, req request) (bool, error) {
 	switch {
 	case m.Prefix != nil:
@@ -405,6 +405,10 @@ func matches(m routeMatch, req request) (bool, error) {
 		return false, fmt.Errorf("a path matcher this check does not know")
 	}
 	if len(m.QueryParameters) > 0 {
+		return false, nil
+	}
+	// A gRPC matcher takes requests of content-type application/grpc.
+	if m.Grpc != nil && !strings.HasPrefix(req.Headers["content-type"], "application/grpc") {
 		return false, nil
 	}
 	for _, h := range m.Headers {
