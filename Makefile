@@ -13,7 +13,7 @@ export ENVTEST_K8S_VERSION ENVTEST_ETCD_VERSION
 BIN ?= bin/rollouts-gatewayapi-ssa
 GO ?= go
 
-.PHONY: all help build release test unit compat demo demo-plugin envtest-assets bench bench-scale bench-growth bench-ratio bench-micro vet lint clean fuzz
+.PHONY: all help build release image image-test licenses test unit compat demo demo-plugin envtest-assets bench bench-scale bench-growth bench-ratio bench-micro vet lint clean fuzz
 
 all: build
 
@@ -31,6 +31,17 @@ build:
 ## (VERSION=, BASE_URL=, PLATFORMS= to override; docs/install.md)
 release:
 	@bash hack/release.sh
+
+## image: the plugin's OCI image without Docker (FROM scratch, user 65532, /rollouts-gatewayapi-ssa, linux/amd64 and
+## linux/arm64): make release of the Linux binaries, then hack/image writes dist/image (an OCI layout) and
+## dist/IMAGE-DIGEST, reads the image back and checks each binary and config (IMAGE=, PUSH=REF; docs/image.md)
+image:
+	@PLATFORMS="$${PLATFORMS:-linux/amd64 linux/arm64}" bash hack/release.sh
+
+## image-test: hack/image's tests: a release's image read back (each binary's sha256, config, the amd64 binary run),
+## the same digest twice, images that are not the release refused, a push to a registry in the test
+image-test:
+	cd hack/image && $(GO) test -count=1 -timeout 15m .
 
 ## envtest-assets: print the directory holding kube-apiserver and etcd (building them if needed)
 envtest-assets:
