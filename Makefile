@@ -47,6 +47,12 @@ image-test:
 envtest-assets:
 	@bash hack/envtest-assets.sh
 
+## licenses: the license of every module linked into the plugin, told by the text of its LICENSE, LICENCE or COPYING
+## file (hack/licenses, standard library only), counted by license (-v: each module: LICENSES_FLAGS=-v); fails
+## naming each module whose license is missing, unknown or not allowed. make test runs it
+licenses:
+	@cd hack/licenses && $(GO) test -count=1 -timeout 5m . && $(GO) run . -root $(CURDIR) $(LICENSES_FLAGS)
+
 ## vet: gofmt and go vet
 vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
@@ -61,10 +67,10 @@ lint:
 unit:
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v -e '/test$$' -e '/test/')
 
-## test: vet, lint, unit tests and envtest integration tests (the real plugin binary over go-plugin RPC);
+## test: vet, lint, licenses, unit tests and envtest integration tests (the real plugin binary over go-plugin RPC);
 ## ./... includes the short form of the compatibility matrix (test/compat with GATEWAY_API_RELEASES unset:
 ## Gateway API v1.2.1 and v1.7.0, both channels; about 2.5 minutes of it, beside the other packages)
-test: vet lint
+test: vet lint licenses
 	@assets=$$(bash hack/envtest-assets.sh) && \
 	  echo "envtest binaries: $$assets" && \
 	  KUBEBUILDER_ASSETS="$$assets" $(GO) test -count=1 -timeout 20m ./...
