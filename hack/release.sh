@@ -24,6 +24,10 @@ DIST="${DIST:-dist}"
 BASE_URL="${BASE_URL:-https://github.com/gatewayapi-ssa/rollouts-plugin/releases/download/$VERSION}"
 PLATFORMS="${PLATFORMS:-linux/amd64 linux/arm64 darwin/amd64 darwin/arm64}"
 IMAGE="${IMAGE:-ghcr.io/gatewayapi-ssa/rollouts-plugin}"
+# Read with VERSION, before the builds: the image's revision label and its
+# created time (the commit's: the same commit gives the same digest).
+REVISION="$(git rev-parse HEAD 2>/dev/null || true)"
+export SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}"
 NAME=rollouts-gatewayapi-ssa
 
 rm -rf "$DIST" && mkdir -p "$DIST"
@@ -62,11 +66,9 @@ done
 
 linux=$(for p in $PLATFORMS; do [ "${p%/*}" != linux ] || printf '%s ' "$p"; done)
 [ -n "$linux" ] || exit 0
-# The image's created time is the commit's: the same commit gives the same digest.
-export SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}"
 echo
 go -C hack/image run . -dist "$(cd "$DIST" && pwd)" -platforms "$linux" -version "$VERSION" -image "$IMAGE" \
-  -revision "$(git rev-parse HEAD 2>/dev/null || true)" ${PUSH:+-push "$PUSH"}
+  -revision "$REVISION" ${PUSH:+-push "$PUSH"}
 digest=$(sed -n '1s/.*@//p' "$DIST/IMAGE-DIGEST")
 cat <<IMAGES
 
