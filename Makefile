@@ -41,7 +41,7 @@ image:
 ## image-test: hack/image's tests: a release's image read back (each binary's sha256, config, the amd64 binary run),
 ## the same digest twice, images that are not the release refused, a push to a registry in the test
 image-test:
-	cd hack/image && $(GO) test -count=1 -timeout 15m .
+	cd hack/image && $(GO) vet . && $(GO) test -count=1 -timeout 15m .
 
 ## envtest-assets: print the directory holding kube-apiserver and etcd (building them if needed)
 envtest-assets:
@@ -51,7 +51,7 @@ envtest-assets:
 ## file (hack/licenses, standard library only), counted by license (-v: each module: LICENSES_FLAGS=-v); fails
 ## naming each module whose license is missing, unknown or not allowed. make test runs it
 licenses:
-	@cd hack/licenses && $(GO) test -count=1 -timeout 5m . && $(GO) run . -root $(CURDIR) $(LICENSES_FLAGS)
+	@cd hack/licenses && $(GO) vet . && $(GO) test -count=1 -timeout 5m . && $(GO) run . -root $(CURDIR) $(LICENSES_FLAGS)
 
 ## vet: gofmt and go vet
 vet:

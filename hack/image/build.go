@@ -60,11 +60,11 @@ func readBinaries(dist string, platforms []string) ([]binary, error) {
 	}
 	var out []binary
 	for _, p := range platforms {
-		os, arch, ok := strings.Cut(p, "/")
-		if !ok || os != "linux" {
+		goos, arch, ok := strings.Cut(p, "/")
+		if !ok || goos != "linux" {
 			return nil, fmt.Errorf("platform %q: the image is for linux/ARCH platforms only", p)
 		}
-		file := fmt.Sprintf("%s-%s-%s", binaryName, os, arch)
+		file := fmt.Sprintf("%s-%s-%s", binaryName, goos, arch)
 		want, ok := sums[file]
 		if !ok {
 			return nil, fmt.Errorf("%s/SHA256SUMS has no line for %s: build it first (PLATFORMS=%s make release)", dist, file, p)
@@ -76,7 +76,7 @@ func readBinaries(dist string, platforms []string) ([]binary, error) {
 		if got != want {
 			return nil, fmt.Errorf("%s/%s has sha256 %s, SHA256SUMS says %s: dist/ is stale, run make image again", dist, file, got, want)
 		}
-		out = append(out, binary{platform: v1.Platform{OS: os, Architecture: arch}, path: filepath.Join(dist, file), sha256: want})
+		out = append(out, binary{platform: v1.Platform{OS: goos, Architecture: arch}, path: filepath.Join(dist, file), sha256: want})
 	}
 	return out, nil
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -274,17 +273,27 @@ func TestPushSendsTheIndexARegistryServes(t *testing.T) {
 	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	defer srv.Close()
 	ref := strings.TrimPrefix(srv.URL, "http://") + "/platform/rollouts-plugin:" + testVersion
-	dir := filepath.Join(dist, "image")
-	pushed, err := push(context.Background(), dir, ref)
+	t.Setenv("DOCKER_CONFIG", t.TempDir()) // no credentials: the registry of the test asks for none
+	out := t.TempDir()
+	dir := filepath.Join(out, "image")
+	var printed bytes.Buffer
+	err := run([]string{"-dist", dist, "-out", dir, "-digest-file", filepath.Join(out, "IMAGE-DIGEST"),
+		"-version", testVersion, "-created", testEpoch, "-push", ref}, &printed)
 	if err != nil {
 		t.Fatal(err)
+	}
+	var pushed string
+	for _, line := range strings.Split(printed.String(), "\n") {
+		if after, ok := strings.CutPrefix(line, "pushed "+ref+"@"); ok {
+			pushed = after
+		}
 	}
 	local, err := layoutIndex(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want, _ := local.Digest()
-	if pushed != want {
+	if pushed != want.String() {
 		t.Errorf("push says %s; the layout's index is %s", pushed, want)
 	}
 	r, err := name.ParseReference(ref)
