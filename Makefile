@@ -13,7 +13,7 @@ export ENVTEST_K8S_VERSION ENVTEST_ETCD_VERSION
 BIN ?= bin/rollouts-gatewayapi-ssa
 GO ?= go
 
-.PHONY: all help build release image image-test licenses test unit compat demo demo-plugin envtest-assets bench bench-scale bench-growth bench-ratio bench-micro vet lint clean fuzz
+.PHONY: all help build release image image-test licenses test unit compat demo demo-plugin envtest-assets bench bench-scale bench-growth bench-ratio bench-micro vet lint clean fuzz envoy
 
 all: build
 
@@ -58,9 +58,9 @@ vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
 	$(GO) vet ./...
 
-## lint: staticcheck on every package, the e2e suite and the faultinject build included (built once into ~/.cache)
+## lint: staticcheck on every package, the e2e and envoy suites and the faultinject build included (built once into ~/.cache)
 lint:
-	@sc=$$(bash hack/staticcheck.sh) && $$sc ./... && $$sc -tags e2e ./test/e2e/... && $$sc -tags faultinject ./orchestrator/...
+	@sc=$$(bash hack/staticcheck.sh) && $$sc ./... && $$sc -tags e2e ./test/e2e/... && $$sc -tags envoy ./test/envoy/... && $$sc -tags faultinject ./orchestrator/...
 
 ## unit: the tests that need no apiserver: every package of go list but test/ and those under it
 ## (. is troubleshooting_test.go: docs/troubleshooting.md quotes every error)
@@ -142,6 +142,13 @@ bench-micro:
 clean:
 	rm -rf bin dist
 
+## envoy: every route the plugin writes in its walks (the binary over RPC against envtest), translated by Envoy Gateway
+## v1.9.1's own translator (egctl x translate, built once into ~/.cache by hack/egctl-assets.sh, about 7 minutes cold) and
+## checked in Envoy's terms: weights, route order and matchers, mirror fractions, status (test/envoy; tag envoy; docs/providers/envoy-gateway.md); 1.5 minutes with egctl built
+envoy:
+	@assets=$$(bash hack/envtest-assets.sh) && egctl=$$(bash hack/egctl-assets.sh) && \
+	  cd test/envoy && KUBEBUILDER_ASSETS="$$assets" EGCTL="$$egctl" $(GO) test -tags envoy -count=1 -timeout 20m
+
 ## e2e: the real Argo Rollouts controller drives the plugin on a cluster of local processes, every split measured through Traefik (docs/development.md; lab notes in docs/performance/e2e.md, traffic.md; needs root)
 .PHONY: e2e
 e2e:
@@ -149,7 +156,8 @@ e2e:
 	$(GO) test -tags e2e ./test/e2e/ -count=1 -v -timeout 30m
 
 ## gitops: docs/gitops.md's Argo CD and Flux recipes run with Argo CD v3.1.8's diff code and Flux's apply code
-## (kustomize-controller v1.9.4's libraries) while the plugin walks a rollout (test/gitops; own modules)
+## (kustomize-controller v1.9.4's libraries) while the plugin walks a rollout (test/gitops; own modules);
+## docs/install.md's kustomize builds and Helm values checked for a plugin the controller can load
 .PHONY: gitops gitops-all
 gitops:
 	@assets=$$(bash hack/envtest-assets.sh) && export KUBEBUILDER_ASSETS="$$assets" && \

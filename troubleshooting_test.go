@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/events"
 )
 
 // troubleshootingPackages are the packages whose errors reach a user: the
@@ -491,12 +493,19 @@ var space = regexp.MustCompile(`\s+`)
 
 func normalizeSpace(s string) string { return space.ReplaceAllString(s, " ") }
 
+// saysReason is an error that says its Event reason, as the module's error
+// types do.
+type saysReason string
+
+func (r saysReason) Error() string  { return "an error of reason " + string(r) }
+func (r saysReason) Reason() string { return string(r) }
+
 // reasonMethod is an error type's Event reason, as it says it.
 var reasonMethod = regexp.MustCompile(`(?m)^func \([a-z]+ \*?([A-Za-z]+)\) Reason\(\) string \{ return "([A-Za-z]+)" \}`)
 
 // Every Event reason an error type says of itself (its Reason method: how
 // package events names the Warning on the Rollout) is a row of the table
-// in docs/troubleshooting.md#events.
+// in docs/troubleshooting.md#events, and the reason its Warning takes.
 func TestEveryErrorReasonIsInTheEventsTable(t *testing.T) {
 	doc, err := os.ReadFile(filepath.Join("docs", "troubleshooting.md"))
 	if err != nil {
@@ -517,6 +526,9 @@ func TestEveryErrorReasonIsInTheEventsTable(t *testing.T) {
 				found++
 				if !strings.Contains(string(doc), "| `"+m[2]+"` |") {
 					t.Errorf("%s: %s says Event reason %s, which the table of docs/troubleshooting.md#events has no row for", f, m[1], m[2])
+				}
+				if got := events.Reason(saysReason(m[2])); got != m[2] {
+					t.Errorf("%s: %s says Event reason %s, but package events names its Warning %s: add the reason to events.byPriority", f, m[1], m[2], got)
 				}
 			}
 		}

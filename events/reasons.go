@@ -19,6 +19,8 @@ const (
 	reasonServiceImportMissing = "ServiceImportMissing"
 	reasonPermissionMissing    = "PermissionMissing"
 	reasonNotGranted           = "ReferenceGrantMissing"
+	reasonClusterRenamed       = "ClusterRenamed"
+	reasonClusterNameShared    = "ClusterNameShared"
 	reasonConflict             = "Conflict"
 	reasonLimitExceeded        = "LimitExceeded"
 	reasonGatewayUnsupported   = "GatewayUnsupported"
@@ -47,7 +49,7 @@ type reasoned interface{ Reason() string }
 // error about several routes takes the first it holds.
 var byPriority = []string{
 	reasonInternalError, reasonInvalidConfig, reasonInvalidStep, reasonPermissionMissing, reasonNotGranted,
-	reasonRouteNotFound, reasonServiceNotFound, reasonServiceImportMissing, reasonConflict, reasonLimitExceeded,
+	reasonClusterRenamed, reasonClusterNameShared, reasonRouteNotFound, reasonServiceNotFound, reasonServiceImportMissing, reasonConflict, reasonLimitExceeded,
 	reasonGatewayUnsupported, reasonCRDTooOld, reasonRouteMismatch,
 }
 

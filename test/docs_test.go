@@ -55,10 +55,10 @@ func TestDocumentedYAMLApplies(t *testing.T) {
 	// Documented Argo CD Applications and Flux Kustomizations are checked
 	// against those projects' own CRDs.
 	// So are ServiceExports and ServiceImports (docs/multicluster.md), and
-	// the Prometheus Operator's PodMonitors and PrometheusRules
-	// (docs/metrics.md).
+	// the Prometheus Operator's PodMonitors and PrometheusRules, and Google
+	// Managed Prometheus's PodMonitorings (docs/metrics.md).
 	for _, crds := range []func() ([]*apiextensionsv1.CustomResourceDefinition, error){harness.ArgoCDCRDs, harness.FluxCRDs, harness.MultiClusterCRDs,
-		harness.PrometheusOperatorCRDs} {
+		harness.PrometheusOperatorCRDs, harness.GoogleManagedPrometheusCRDs} {
 		list, err := crds()
 		if err != nil {
 			t.Fatal(err)

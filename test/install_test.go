@@ -27,9 +27,11 @@ import (
 const controllerServiceAccount = "system:serviceaccount:argo-rollouts:argo-rollouts"
 
 // A platform team installs the plugin with install/: Argo Rollouts' own
-// argo-rollouts-config ConfigMap (from its v1.10.1 manifests), the base's RBAC
-// and the Component's ConfigMap entry are applied to the apiserver; the entry
-// parses as Argo Rollouts' plugin config; and the plugin, running as the
+// argo-rollouts-config ConfigMap and Deployment (from its v1.10.1
+// manifests), the base's RBAC, the Component's ConfigMap entry and its
+// Deployment patch (the init container, its volume and the controller's
+// mount of it) are applied to the apiserver, which takes the pod they make;
+// the entry parses as Argo Rollouts' plugin config; and the plugin, running as the
 // controller's ServiceAccount with only that RBAC, walks a rollout on every
 // route kind with its watch cache (no warning about list or watch), and
 // records its Events on the routes and the Rollout.
@@ -43,7 +45,11 @@ func TestInstallManifests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files := []string{filepath.Join(rolloutsDir, "manifests", "base", "argo-rollouts-config.yaml")}
+	// The Component patches the Deployment, so Argo Rollouts' own comes first.
+	files := []string{
+		filepath.Join(rolloutsDir, "manifests", "base", "argo-rollouts-config.yaml"),
+		filepath.Join(rolloutsDir, "manifests", "base", "argo-rollouts-deployment.yaml"),
+	}
 	for _, base := range []string{"install/base", "install/argo-rollouts"} {
 		files = append(files, kustomizationFiles(t, filepath.Join(root, base))...)
 	}
@@ -51,6 +57,10 @@ func TestInstallManifests(t *testing.T) {
 	// the same namespace; neither test sees the other's.
 	dropConfigMap := func() {
 		err := standard.Kube.CoreV1().ConfigMaps("argo-rollouts").Delete(ctx, "argo-rollouts-config", metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+		err = standard.Kube.AppsV1().Deployments("argo-rollouts").Delete(ctx, "argo-rollouts", metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			t.Fatal(err)
 		}
@@ -69,7 +79,7 @@ func TestInstallManifests(t *testing.T) {
 			t.Fatalf("%s: %v", f, err)
 		}
 		for _, doc := range docs {
-			if doc.GetKind() == "ConfigMap" || doc.GetNamespace() == "" && doc.GetKind() == "ServiceAccount" {
+			if doc.GetKind() == "ConfigMap" || doc.GetKind() == "Deployment" || doc.GetNamespace() == "" && doc.GetKind() == "ServiceAccount" {
 				doc.SetNamespace("argo-rollouts") // as `kubectl apply -n argo-rollouts` or a kustomization's namespace does
 			}
 			if err := applyDocAs(standard, mapper, doc, fmt.Sprintf("install-%d", i)); err != nil {
@@ -96,6 +106,32 @@ func TestInstallManifests(t *testing.T) {
 	}
 	if cm.Labels["app.kubernetes.io/part-of"] != "argo-rollouts" {
 		t.Errorf("the ConfigMap lost Argo Rollouts' own labels: %v", cm.Labels)
+	}
+	// The pod as the apiserver took it: Argo Rollouts' containers and volumes
+	// kept, the init container and its volume added.
+	d, err := standard.Kube.AppsV1().Deployments("argo-rollouts").Get(ctx, "argo-rollouts", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := d.Spec.Template.Spec
+	var inits, mounts, volumes []string
+	for _, c := range pod.InitContainers {
+		inits = append(inits, c.Name+": "+strings.Join(c.Command, " "))
+	}
+	for _, m := range pod.Containers[0].VolumeMounts {
+		mounts = append(mounts, fmt.Sprintf("%s:%s:%v", m.Name, m.MountPath, m.ReadOnly))
+	}
+	for _, v := range pod.Volumes {
+		volumes = append(volumes, fmt.Sprintf("%s:emptyDir=%v", v.Name, v.EmptyDir != nil))
+	}
+	got := map[string][]string{"init containers": inits, "controller mounts": mounts, "volumes": volumes}
+	wantPod := map[string][]string{
+		"init containers":   {"rollouts-gatewayapi-ssa: /rollouts-gatewayapi-ssa copy /plugins/rollouts-gatewayapi-ssa"},
+		"controller mounts": {"plugin-bin:/home/argo-rollouts/plugin-bin:false", "tmp:/tmp:false", "gatewayapi-ssa-plugin:/home/argo-rollouts/plugins:true"},
+		"volumes":           {"plugin-bin:emptyDir=true", "tmp:emptyDir=true", "gatewayapi-ssa-plugin:emptyDir=true"},
+	}
+	if diff := cmp.Diff(wantPod, got); diff != "" {
+		t.Errorf("Deployment argo-rollouts after install/argo-rollouts (-want +got):\n%s", diff)
 	}
 
 	// The plugin as the controller's ServiceAccount, with nothing but the base's RBAC.
@@ -203,7 +239,7 @@ func (b *syncBuffer) String() string {
 // A platform team adds a route cluster with install/argo-rollouts-route-cluster,
 // beside install/argo-rollouts, on Argo Rollouts' own v1.10.1 Deployment and
 // ConfigMap: the controller's container gets the route clusters' kubeconfigs
-// (read-only, its own volumes kept), and the plugin's entry parses as Argo
+// (read-only, its own volumes and the plugin's kept), and the plugin's entry parses as Argo
 // Rollouts' plugin config with args the plugin takes. install/route-cluster,
 // for the route cluster itself, is applied and used in multicluster_test.go.
 func TestRouteClusterInstallManifests(t *testing.T) {
@@ -218,8 +254,14 @@ func TestRouteClusterInstallManifests(t *testing.T) {
 		filepath.Join(rolloutsDir, "manifests", "base", "argo-rollouts-deployment.yaml"),
 		filepath.Join(rolloutsDir, "manifests", "base", "argo-rollouts-config.yaml"),
 	}
-	// Its ConfigMap patch replaces install/argo-rollouts' entry, as the later
-	// of two patches of one value does in a kustomize build.
+	// Beside install/argo-rollouts, as the Component is used, but for that
+	// one's entry: the route cluster's replaces it, as the later of two
+	// patches of one value does in a kustomize build.
+	for _, f := range kustomizationFiles(t, filepath.Join(root, "install", "argo-rollouts")) {
+		if filepath.Base(f) != "argo-rollouts-config.yaml" {
+			files = append(files, f)
+		}
+	}
 	files = append(files, kustomizationFiles(t, filepath.Join(root, "install", "argo-rollouts-route-cluster"))...)
 	drop := func() {
 		_ = standard.Kube.CoreV1().ConfigMaps("argo-rollouts").Delete(ctx, "argo-rollouts-config", metav1.DeleteOptions{})
@@ -251,7 +293,7 @@ func TestRouteClusterInstallManifests(t *testing.T) {
 	for _, m := range d.Spec.Template.Spec.Containers[0].VolumeMounts {
 		mounts = append(mounts, fmt.Sprintf("%s:%s:%v", m.Name, m.MountPath, m.ReadOnly))
 	}
-	want := []string{"plugin-bin:/home/argo-rollouts/plugin-bin:false", "tmp:/tmp:false", "route-clusters:/etc/rollouts-gatewayapi-ssa/route-clusters:true"}
+	want := []string{"plugin-bin:/home/argo-rollouts/plugin-bin:false", "tmp:/tmp:false", "gatewayapi-ssa-plugin:/home/argo-rollouts/plugins:true", "route-clusters:/etc/rollouts-gatewayapi-ssa/route-clusters:true"}
 	if diff := cmp.Diff(want, mounts); diff != "" {
 		t.Errorf("the controller's volume mounts (-want +got):\n%s", diff)
 	}

@@ -27,15 +27,17 @@ var quickstartPage = filepath.Join(harness.RepoRoot(), "docs", "quickstart-gke-f
 
 // quickstart is the page's YAML, by where the reader applies it.
 type quickstart struct {
-	config, member []*unstructured.Unstructured
+	// member goes to every member cluster, driving adds what only the
+	// member whose plugin drives the shared route has (the Rollout).
+	config, member, driving []*unstructured.Unstructured
 	// entry is the plugin's argo-rollouts-config entry the kustomization's
 	// patch writes.
 	entry types.PluginItem
 }
 
 // readQuickstart sorts the page's YAML blocks by their first line: the
-// config cluster's, each member cluster's, and the member's
-// kustomization.yaml, whose patch holds the plugin's entry. A block that
+// config cluster's, each member cluster's, member-a's only, and the
+// member's kustomization.yaml, whose patch holds the plugin's entry. A block that
 // names none of them fails the test, so no YAML of the page goes untested.
 func readQuickstart(t *testing.T) quickstart {
 	t.Helper()
@@ -52,15 +54,18 @@ func readQuickstart(t *testing.T) quickstart {
 			q.config = append(q.config, mustSplit(t, block)...)
 		case strings.HasPrefix(first, "# in each member cluster"):
 			q.member = append(q.member, mustSplit(t, block)...)
+		case strings.HasPrefix(first, "# in member-a only"):
+			q.driving = append(q.driving, mustSplit(t, block)...)
 		case strings.HasPrefix(first, "# kustomization.yaml"):
 			kustomizations++
 			q.entry = pluginEntryOfPatch(t, block)
 		default:
-			t.Errorf("%s: yaml block %d starts %q: say in its first line where it goes (# in the config cluster, # in each member cluster, # kustomization.yaml)", quickstartPage, i+1, first)
+			t.Errorf("%s: yaml block %d starts %q: say in its first line where it goes (# in the config cluster, # in each member cluster, # in member-a only, # kustomization.yaml)", quickstartPage, i+1, first)
 		}
 	}
-	if len(q.config) == 0 || len(q.member) == 0 || kustomizations != 1 {
-		t.Fatalf("%s: %d objects for the config cluster, %d for the members, %d kustomizations; want some, some and one", quickstartPage, len(q.config), len(q.member), kustomizations)
+	if len(q.config) == 0 || len(q.member) == 0 || len(q.driving) == 0 || kustomizations != 1 {
+		t.Fatalf("%s: %d objects for the config cluster, %d for the members, %d for member-a, %d kustomizations; want some, some, some and one",
+			quickstartPage, len(q.config), len(q.member), len(q.driving), kustomizations)
 	}
 	return q
 }
@@ -166,7 +171,8 @@ func argsWith(t *testing.T, args []string, path, member string) []string {
 // The GKE fleet quickstart followed as a reader does, on real
 // kube-apiservers: a config cluster (install/route-cluster applied, the
 // ServiceImport CRDs of net.gke.io) and two member clusters. Every YAML
-// block of the page is applied where its first line says; GKE's
+// block of the page is applied where its first line says (member-a's own
+// block to member-a alone); GKE's
 // multi-cluster Services controller is played by creating a ServiceImport in
 // the config cluster per ServiceExport. The plugin binary runs with the
 // args of the page's argo-rollouts-config entry (the mounted kubeconfig
@@ -175,7 +181,8 @@ func argsWith(t *testing.T, args []string, path, member string) []string {
 // the config cluster carries each step's weights on its ServiceImports and
 // ends as it began, released. The same Rollout in a second member is refused
 // while the first member's rollout holds the route, and walks once it has
-// ended. The outputs the page shows (the route's Event, inspect, the second
+// ended: what the page shows of a second member driving the shared route
+// too. The outputs the page shows (the route's Event, inspect, the second
 // member's Warning) are logged.
 func TestGKEFleetQuickstart(t *testing.T) {
 	q := readQuickstart(t)
@@ -188,12 +195,13 @@ func TestGKEFleetQuickstart(t *testing.T) {
 	for _, m := range []*harness.Cluster{memberA, memberB} {
 		applyAll(t, m, q.member)
 	}
-	for _, u := range q.member {
+	applyAll(t, memberA, q.driving)
+	for _, u := range append(q.member, q.driving...) {
 		if u.GetKind() == "ServiceExport" {
 			f.importService(t, strings.Split(u.GetAPIVersion(), "/")[0], u.GetNamespace(), u.GetName())
 		}
 	}
-	ro := quickstartRollout(t, q.member)
+	ro := quickstartRollout(t, q.driving)
 	var config struct {
 		Cluster, HTTPRoute, Namespace string
 	}

@@ -11,4 +11,10 @@
 // (ssa v0.83.0, which needs Go 1.27: GOTOOLCHAIN=go1.27.3). Both options
 // builders are the same but for FieldManagersBeforeDryRun, which v1.10.1
 // fills only from a flag that is empty by default. `make gitops` runs both.
+//
+// It also builds docs/install.md's kustomizations with kustomize (its
+// dependency here, not the plugin's) over Argo Rollouts v1.10.1's
+// install.yaml and checks that the controller would load the plugin from
+// each (loads_test.go), and checks the page's argo-helm values against the
+// chart's keys and against install/ (helm_test.go).
 package flux

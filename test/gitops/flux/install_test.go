@@ -2,11 +2,15 @@ package flux
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -21,18 +25,193 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/test/gitops/gitopstest"
 )
 
-// The kustomization of docs/install.md, built with kustomize over Argo
-// Rollouts v1.10.1's install.yaml (from the module cache instead of its
-// release URL) and this repository's install/argo-rollouts Component (a local
-// path instead of the Git URL): the ConfigMap carries the patched plugin
-// entry, args included, the RBAC binds the controller's ServiceAccount, and
-// every object of the result applies to a real apiserver.
+// installPage is the page whose kustomizations a platform team copies.
+var installPage = filepath.Join(gitopstest.RepoRoot(), "docs", "install.md")
+
+// shaPlaceholder is what docs/install.md's https kustomization has where
+// the reader puts the sha256 make release printed.
+const shaPlaceholder = "<the sha256 make release printed>"
+
+// The kustomizations of docs/install.md, as a platform team writes them
+// beside Argo Rollouts v1.10.1's install.yaml (from the module cache instead
+// of its release URL; this repository's install/ folders read locally),
+// built with kustomize and applied to a real apiserver; each time the
+// plugin would load when the controller starts (loadProblems).
+//   - The default: the init container, from the image the kustomization's
+//     images: names, copies the plugin into an emptyDir where the entry's
+//     file:// location is.
+//   - The same with install/argo-rollouts-route-cluster beside it, as
+//     "Route clusters" says: the kubeconfigs' Secret is mounted too.
+//   - The download: as the page writes it, the sha256 is the placeholder and
+//     is refused; with the sha256 the reader fills in, it applies. The https
+//     Component without the reader's patch is refused by the apiserver.
 func TestInstallOverlay(t *testing.T) {
-	byName := buildOverlay(t, filepath.Join(gitopstest.RepoRoot(), "docs", "install.md"))
-	want := "- name: \"argoproj-labs/gatewayAPI\"\n  location: \"<the location make release printed>\"\n  sha256: \"<the sha256 make release printed>\"\n  args:\n  - \"-field-manager=argo-rollouts-gatewayapi\""
-	if diff := cmp.Diff(want, pluginsOf(t, byName)); diff != "" {
-		t.Errorf("argo-rollouts-config trafficRouterPlugins after the overlay's patch (-want +got):\n%s", diff)
+	d := gitopstest.StartDriver(t)
+	d.Namespace(t, "argo-rollouts")
+	c, err := client.New(d.Config, client.Options{})
+	if err != nil {
+		t.Fatal(err)
 	}
+	applies := func(t *testing.T, objects []*unstructured.Unstructured) {
+		t.Helper()
+		for _, err := range applyObjects(c, objects) {
+			t.Error(err)
+		}
+	}
+	loads := func(t *testing.T, byName map[string]*unstructured.Unstructured) install {
+		t.Helper()
+		in, err := installOf(byName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range append(loadProblems(in), routeClusterProblems(in)...) {
+			t.Errorf("the controller would not load the plugin: %s", p)
+		}
+		return in
+	}
+
+	t.Run("init container", func(t *testing.T) {
+		overlay := docOverlay(t, "install/argo-rollouts")
+		objects, byName := kustomizeBuild(t, installPage, overlay)
+		in := loads(t, byName)
+		var image string
+		images, _ := overlay["images"].([]any)
+		for _, i := range images {
+			if m, _ := i.(map[string]any); m["name"] == "ghcr.io/gatewayapi-ssa/rollouts-plugin" {
+				image = fmt.Sprintf("%v:%v", m["newName"], m["newTag"])
+			}
+		}
+		if image == "" {
+			t.Fatal("the kustomization's images: does not name the plugin's image ghcr.io/gatewayapi-ssa/rollouts-plugin: say how a private registry's copy of it is used")
+		}
+		inits := in.deployment.Spec.Template.Spec.InitContainers
+		if len(inits) != 1 || inits[0].Image != image {
+			t.Errorf("the init containers %+v, want one, of the image the kustomization's images: names (%s)", inits, image)
+		}
+		applies(t, objects)
+	})
+
+	t.Run("init container and route cluster", func(t *testing.T) {
+		overlay := docOverlay(t, "install/argo-rollouts")
+		overlay["components"] = append(overlay["components"].([]any),
+			"https://github.com/gatewayapi-ssa/rollouts-plugin//install/argo-rollouts-route-cluster?ref=v0.1.0")
+		objects, byName := kustomizeBuild(t, installPage, overlay)
+		in := loads(t, byName)
+		if e, _ := in.entry(); !slices.ContainsFunc(e.Args, func(a string) bool { return strings.HasPrefix(a, "-route-cluster=") }) {
+			t.Errorf("the entry has no -route-cluster: %v", e.Args)
+		}
+		applies(t, objects)
+	})
+
+	t.Run("download", func(t *testing.T) {
+		overlay := docOverlay(t, "install/argo-rollouts-https")
+		_, byName := kustomizeBuild(t, installPage, overlay)
+		in, err := installOf(byName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := loadProblems(in); len(p) != 1 || !strings.Contains(p[0], "sha256") {
+			t.Errorf("as the page writes it, with %q, the build was not refused for its sha256 alone: %q", shaPlaceholder, p)
+		}
+		// The reader puts in the sha256 of the file, as make release prints it.
+		sum := sha256.Sum256([]byte("rollouts-gatewayapi-ssa-linux-amd64"))
+		filled := fillIn(t, overlay, shaPlaceholder, hex.EncodeToString(sum[:]))
+		objects, byName := kustomizeBuild(t, installPage, filled)
+		if in := loads(t, byName); len(in.deployment.Spec.Template.Spec.InitContainers) > 0 {
+			t.Errorf("the download pulls an image too: %+v", in.deployment.Spec.Template.Spec.InitContainers)
+		}
+		applies(t, objects)
+	})
+
+	t.Run("download without the reader's patch", func(t *testing.T) {
+		overlay := docOverlay(t, "install/argo-rollouts-https")
+		delete(overlay, "patches")
+		objects, byName := kustomizeBuild(t, installPage, overlay)
+		in, err := installOf(byName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := loadProblems(in); len(p) != 2 {
+			t.Errorf("the Component alone: want its key and its sha256 refused, got %q", p)
+		}
+		var refused bool
+		for _, err := range applyObjects(c, objects) {
+			if strings.Contains(err.Error(), "ConfigMap argo-rollouts/argo-rollouts-config") && strings.Contains(err.Error(), "sha256-unset") {
+				refused = true
+				t.Logf("refused, as it must be: %v", err)
+			}
+		}
+		if !refused {
+			t.Error("the apiserver took install/argo-rollouts-https's ConfigMap without the reader's patch: its key sha256-unset:… must make it refuse it")
+		}
+	})
+}
+
+// docOverlay is the kustomization of docs/install.md whose components
+// name this repository's folder component (and no other of install/).
+func docOverlay(t *testing.T, component string) map[string]any {
+	t.Helper()
+	var found []map[string]any
+	for _, k := range gitopstest.DocObjects(t, installPage, "Kustomization") {
+		var folders []string
+		components, _ := k["components"].([]any)
+		for _, c := range components {
+			if m := installComponent.FindStringSubmatch(fmt.Sprint(c)); m != nil {
+				folders = append(folders, m[1])
+			}
+		}
+		if slices.Equal(folders, []string{component}) {
+			found = append(found, k)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%s has %d kustomizations with the one Component %s, want one", installPage, len(found), component)
+	}
+	return found[0]
+}
+
+// copyOverlay is a deep copy of overlay.
+func copyOverlay(t *testing.T, overlay map[string]any) map[string]any {
+	t.Helper()
+	data, err := json.Marshal(overlay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(data, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// fillIn is overlay with placeholder, which must be in one of its strings
+// once, replaced by value, as a reader fills it in.
+func fillIn(t *testing.T, overlay map[string]any, placeholder, value string) map[string]any {
+	t.Helper()
+	out := copyOverlay(t, overlay)
+	n := 0
+	var walk func(v any) any
+	walk = func(v any) any {
+		switch v := v.(type) {
+		case string:
+			n += strings.Count(v, placeholder)
+			return strings.ReplaceAll(v, placeholder, value)
+		case map[string]any:
+			for k, e := range v {
+				v[k] = walk(e)
+			}
+		case []any:
+			for i, e := range v {
+				v[i] = walk(e)
+			}
+		}
+		return v
+	}
+	walk(out)
+	if n != 1 {
+		t.Fatalf("the kustomization has %q %d times, want once", placeholder, n)
+	}
+	return out
 }
 
 // The kustomization of docs/quickstart-gke-fleet.md, built the same way with
@@ -82,15 +261,34 @@ func TestQuickstartOverlay(t *testing.T) {
 var installComponent = regexp.MustCompile(`^https://github.com/gatewayapi-ssa/rollouts-plugin//(install/[a-z-]+)\?ref=.+$`)
 
 // buildOverlay builds the first kustomize Kustomization of the page at path
-// with kustomize, Argo Rollouts' install.yaml and this repository's
-// install/ folders read locally, checks what every such build must hold
-// (argo-rollouts-config with Argo Rollouts' own labels, install/base's RBAC
-// bound to the controller's ServiceAccount), applies every object to a real
-// apiserver, and returns the objects by kind and name.
+// (kustomizeBuild), applies every object to a real apiserver, and returns
+// the objects by kind and name.
 func buildOverlay(t *testing.T, page string) map[string]*unstructured.Unstructured {
 	t.Helper()
 	var overlay map[string]any
 	gitopstest.DocObject(t, page, "Kustomization", &overlay)
+	objects, byName := kustomizeBuild(t, page, overlay)
+	d := gitopstest.StartDriver(t)
+	d.Namespace(t, "argo-rollouts")
+	c, err := client.New(d.Config, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range applyObjects(c, objects) {
+		t.Error(err)
+	}
+	return byName
+}
+
+// kustomizeBuild builds overlay, a kustomization of page, with kustomize,
+// Argo Rollouts' install.yaml and this repository's install/ folders read
+// locally, checks what every such build must hold (argo-rollouts-config
+// with Argo Rollouts' own labels, install/base's RBAC bound to the
+// controller's ServiceAccount), and returns the objects in order and by
+// kind and name. overlay is not changed.
+func kustomizeBuild(t *testing.T, page string, overlay map[string]any) ([]*unstructured.Unstructured, map[string]*unstructured.Unstructured) {
+	t.Helper()
+	overlay = copyOverlay(t, overlay)
 	dir := t.TempDir()
 	rollouts := rolloutsModuleDir(t)
 	data, err := os.ReadFile(filepath.Join(rollouts, "manifests", "install.yaml"))
@@ -157,22 +355,22 @@ func buildOverlay(t *testing.T, page string) map[string]*unstructured.Unstructur
 	if diff := cmp.Diff(wantSubjects, subjects); diff != "" {
 		t.Errorf("ClusterRoleBinding subjects (-want +got):\n%s", diff)
 	}
+	return objects, byName
+}
 
-	d := gitopstest.StartDriver(t)
-	d.Namespace(t, "argo-rollouts")
-	c, err := client.New(d.Config, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+// applyObjects server-side applies every object of a build but the CRDs
+// (the control plane has them), and returns what the apiserver refused.
+func applyObjects(c client.Client, objects []*unstructured.Unstructured) []error {
+	var errs []error
 	for _, u := range objects {
 		if u.GetKind() == "CustomResourceDefinition" {
-			continue // the control plane has them already
+			continue
 		}
 		if err := c.Patch(context.Background(), u, client.Apply, client.FieldOwner("kustomize-build"), client.ForceOwnership); err != nil {
-			t.Errorf("applying %s %s/%s from the build: %v", u.GetKind(), u.GetNamespace(), u.GetName(), err)
+			errs = append(errs, fmt.Errorf("applying %s %s/%s from the build: %w", u.GetKind(), u.GetNamespace(), u.GetName(), err))
 		}
 	}
-	return byName
+	return errs
 }
 
 // pluginsOf is the trafficRouterPlugins of the build's argo-rollouts-config.

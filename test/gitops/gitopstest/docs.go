@@ -34,6 +34,29 @@ func DocObject(t *testing.T, path, kind string, out any) {
 	recipe(t, path, kind, "", out)
 }
 
+// DocObjects returns every object of the given kind in the ```yaml blocks
+// of the doc at path, in the page's order.
+func DocObjects(t *testing.T, path, kind string) []map[string]any {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []map[string]any
+	for _, block := range yamlBlocks(string(data)) {
+		for _, doc := range strings.Split(block, "\n---\n") {
+			var m map[string]any
+			if err := yaml.Unmarshal([]byte(doc), &m); err == nil && m["kind"] == kind {
+				out = append(out, m)
+			}
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("%s has no %s in a ```yaml block", path, kind)
+	}
+	return out
+}
+
 // recipe finds the object of kind named name ("": any name) in path's ```yaml blocks.
 func recipe(t *testing.T, path, kind, name string, out any) {
 	t.Helper()
