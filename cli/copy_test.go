@@ -3,9 +3,12 @@ package cli
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -84,21 +87,81 @@ func TestCopyRefusesWhereItCannotWrite(t *testing.T) {
 	}
 }
 
-// A directory the container's user may not write in (not tested as root,
-// who may write anywhere).
-func TestCopyRefusesAReadOnlyDirectory(t *testing.T) {
-	if os.Geteuid() == 0 {
-		t.Skip("root writes in any directory")
-	}
+// The image runs as 65532: copy, as that user, fills an emptyDir (a
+// directory everyone may write in) and refuses a directory only root may
+// write in, saying so. As root the test runs the copy as 65532 (this test
+// binary again, TestCopyAsAnotherUser); as another user, as that user.
+func TestCopyAsTheImagesUser(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.Chmod(dir, 0o555); err != nil {
-		t.Fatal(err)
+	// Both t.TempDir's folder and the test's own: 65532 must reach the copy.
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
-	defer os.Chmod(dir, 0o755)
-	code, _, errOut := runCLI(t, "copy", filepath.Join(dir, "rollouts-gatewayapi-ssa"))
-	if code != 1 || !strings.Contains(errOut, "cannot write in "+dir) {
-		t.Errorf("exit %d, stderr %q; want 1 and cannot write in %s", code, errOut, dir)
+	emptyDir, rootOnly := filepath.Join(dir, "emptydir"), filepath.Join(dir, "root-only")
+	for d, mode := range map[string]os.FileMode{emptyDir: 0o777, rootOnly: 0o555} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(d, mode); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Chmod(d, 0o755)
 	}
+	copyAs := func(dest string) (int, string) {
+		if os.Geteuid() != 0 {
+			code, _, errOut := runCLI(t, "copy", dest)
+			return code, errOut
+		}
+		self, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		exe := filepath.Join(dir, "cli.test")
+		if _, err := os.Stat(exe); err != nil {
+			data, err := os.ReadFile(self)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(exe, data, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cmd := exec.Command(exe, "-test.run=^TestCopyAsAnotherUser$")
+		cmd.Env = append(os.Environ(), "COPY_TEST_DEST="+dest)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65532, Gid: 65532}}
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		err = cmd.Run()
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			t.Fatal(err)
+		}
+		return cmd.ProcessState.ExitCode(), stderr.String()
+	}
+
+	dest := filepath.Join(emptyDir, "rollouts-gatewayapi-ssa")
+	if code, errOut := copyAs(dest); code != 0 {
+		t.Errorf("copy into an emptyDir: exit %d, stderr %q; want 0", code, errOut)
+	}
+	if info, err := os.Stat(dest); err != nil || info.Mode().Perm() != 0o755 {
+		t.Errorf("copy into an emptyDir wrote %v (%v); want an executable file", info, err)
+	}
+	code, errOut := copyAs(filepath.Join(rootOnly, "rollouts-gatewayapi-ssa"))
+	if code != 1 || !strings.Contains(errOut, "cannot write in "+rootOnly) || !strings.Contains(errOut, "must be writable by the container's user") {
+		t.Errorf("copy into a directory only root may write in: exit %d, stderr %q; want 1 and cannot write in %s", code, errOut, rootOnly)
+	}
+}
+
+// TestCopyAsAnotherUser is the copy TestCopyAsTheImagesUser runs as 65532;
+// alone it does nothing.
+func TestCopyAsAnotherUser(t *testing.T) {
+	dest := os.Getenv("COPY_TEST_DEST")
+	if dest == "" {
+		return
+	}
+	os.Exit(Run([]string{"copy", dest}, os.Stdout, os.Stderr))
 }
 
 func sha256Of(t *testing.T, path string) string {
