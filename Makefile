@@ -13,7 +13,7 @@ export ENVTEST_K8S_VERSION ENVTEST_ETCD_VERSION
 BIN ?= bin/rollouts-gatewayapi-ssa
 GO ?= go
 
-.PHONY: all help build release test unit compat demo demo-plugin envtest-assets bench bench-scale bench-growth bench-ratio bench-micro vet lint clean fuzz envoy
+.PHONY: all help build release image image-test licenses test unit compat demo demo-plugin envtest-assets bench bench-scale bench-growth bench-ratio bench-micro vet lint clean fuzz envoy
 
 all: build
 
@@ -32,9 +32,26 @@ build:
 release:
 	@bash hack/release.sh
 
+## image: the plugin's OCI image without Docker (FROM scratch, user 65532, /rollouts-gatewayapi-ssa, linux/amd64 and
+## linux/arm64): make release of the Linux binaries, then hack/image writes dist/image (an OCI layout) and
+## dist/IMAGE-DIGEST, reads the image back and checks each binary and config (IMAGE=, PUSH=REF; docs/image.md)
+image:
+	@PLATFORMS="$${PLATFORMS:-linux/amd64 linux/arm64}" bash hack/release.sh
+
+## image-test: hack/image's tests: a release's image read back (each binary's sha256, config, the amd64 binary run),
+## the same digest twice, images that are not the release refused, a push to a registry in the test
+image-test:
+	cd hack/image && $(GO) vet . && $(GO) test -count=1 -timeout 15m .
+
 ## envtest-assets: print the directory holding kube-apiserver and etcd (building them if needed)
 envtest-assets:
 	@bash hack/envtest-assets.sh
+
+## licenses: the license of every module linked into the plugin, told by the text of its LICENSE, LICENCE or COPYING
+## file (hack/licenses, standard library only), counted by license (-v: each module: LICENSES_FLAGS=-v); fails
+## naming each module whose license is missing, unknown or not allowed. make test runs it
+licenses:
+	@cd hack/licenses && $(GO) vet . && $(GO) test -count=1 -timeout 5m . && $(GO) run . -root $(CURDIR) $(LICENSES_FLAGS)
 
 ## vet: gofmt and go vet
 vet:
@@ -50,10 +67,10 @@ lint:
 unit:
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v -e '/test$$' -e '/test/')
 
-## test: vet, lint, unit tests and envtest integration tests (the real plugin binary over go-plugin RPC);
+## test: vet, lint, licenses, unit tests and envtest integration tests (the real plugin binary over go-plugin RPC);
 ## ./... includes the short form of the compatibility matrix (test/compat with GATEWAY_API_RELEASES unset:
 ## Gateway API v1.2.1 and v1.7.0, both channels; about 2.5 minutes of it, beside the other packages)
-test: vet lint
+test: vet lint licenses
 	@assets=$$(bash hack/envtest-assets.sh) && \
 	  echo "envtest binaries: $$assets" && \
 	  KUBEBUILDER_ASSETS="$$assets" $(GO) test -count=1 -timeout 20m ./...

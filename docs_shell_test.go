@@ -15,6 +15,7 @@ var shellPages = []string{
 	filepath.Join("docs", "quickstart-gke-fleet.md"),
 	filepath.Join("docs", "migration.md"),
 	filepath.Join("docs", "operations.md"),
+	filepath.Join("docs", "image.md"),
 }
 
 // The commands of the pages a reader copies into a shell run as written,

@@ -29,6 +29,7 @@ type command struct {
 
 var commands = map[string]command{
 	"cleanup": {"undo a deleted Rollout's claims on its routes", runCleanup},
+	"copy":    {"copy this binary to a file, as the image's initContainer installs the plugin", runCopy},
 	"plan":    {"show and check every step of a Rollout before it runs", runPlan},
 	"inspect": {"explain what the plugin holds on a route", runInspect},
 }

@@ -17,7 +17,7 @@ func TestUnknownCommand(t *testing.T) {
 	if code != 2 || out != "" {
 		t.Errorf("unknown command: exit %d, stdout %q; want 2 and nothing", code, out)
 	}
-	want := `unknown command "undo"; commands: cleanup, inspect, plan` + "\n"
+	want := `unknown command "undo"; commands: cleanup, copy, inspect, plan` + "\n"
 	if diff := cmp.Diff(want, errOut); diff != "" {
 		t.Errorf("unknown command's message (-want +got):\n%s", diff)
 	}

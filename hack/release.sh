@@ -10,6 +10,12 @@
 #   DIST      output folder; default dist
 #   BASE_URL  where the binaries will be downloaded from; default: this version's GitHub release
 #   PLATFORMS the os/arch pairs to build; default: the four above
+#   IMAGE     the name of the plugin's image; default: ghcr.io/gatewayapi-ssa/rollouts-plugin
+#   PUSH      a reference (REGISTRY/REPO:TAG) to push the image to; default: none
+#
+# The Linux binaries also go into the plugin's OCI image (hack/image, its own
+# module: go-containerregistry, no Docker), written to $DIST/image, read back
+# and checked; $DIST/IMAGE-DIGEST has its reference with the digest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,6 +23,11 @@ VERSION="${VERSION:-$(git describe --tags --always --dirty 2>/dev/null || echo d
 DIST="${DIST:-dist}"
 BASE_URL="${BASE_URL:-https://github.com/gatewayapi-ssa/rollouts-plugin/releases/download/$VERSION}"
 PLATFORMS="${PLATFORMS:-linux/amd64 linux/arm64 darwin/amd64 darwin/arm64}"
+IMAGE="${IMAGE:-ghcr.io/gatewayapi-ssa/rollouts-plugin}"
+# Read with VERSION, before the builds: the image's revision label and its
+# created time (the commit's: the same commit gives the same digest).
+REVISION="$(git rev-parse HEAD 2>/dev/null || true)"
+export SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}"
 NAME=rollouts-gatewayapi-ssa
 
 rm -rf "$DIST" && mkdir -p "$DIST"
@@ -52,3 +63,18 @@ for p in $PLATFORMS; do
   sha256: "$sum"
 ENTRY
 done
+
+linux=$(for p in $PLATFORMS; do [ "${p%/*}" != linux ] || printf '%s ' "$p"; done)
+[ -n "$linux" ] || exit 0
+echo
+go -C hack/image run . -dist "$(cd "$DIST" && pwd)" -platforms "$linux" -version "$VERSION" -image "$IMAGE" \
+  -revision "$REVISION" ${PUSH:+-push "$PUSH"}
+digest=$(sed -n '1s/.*@//p' "$DIST/IMAGE-DIGEST")
+cat <<IMAGES
+
+# kustomization.yaml, images: (the initContainer of install/), once pushed to your registry:
+- name: ghcr.io/gatewayapi-ssa/rollouts-plugin
+  newName: $IMAGE # or REGISTRY/REPO you pushed it to
+  newTag: "$VERSION"
+  digest: $digest
+IMAGES
