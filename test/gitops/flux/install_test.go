@@ -215,12 +215,16 @@ func fillIn(t *testing.T, overlay map[string]any, placeholder, value string) map
 }
 
 // The kustomization of docs/quickstart-gke-fleet.md, built the same way with
-// both of its Components (install/argo-rollouts and
-// install/argo-rollouts-route-cluster): the entry downloads the plugin over
-// https with the route cluster's args, and the controller's Deployment mounts
-// the route clusters' Secret where those args name the kubeconfig.
+// both of its Components (install/argo-rollouts-https and
+// install/argo-rollouts-route-cluster) and applied (so its patch must remove
+// the https Component's guard key): the entry downloads the plugin over
+// https with the route cluster's args, no init container pulls an image,
+// the controller's Deployment mounts the route clusters' Secret where those
+// args name the kubeconfig, and, with the sha256 the reader fills in, the
+// plugin would load.
 func TestQuickstartOverlay(t *testing.T) {
-	byName := buildOverlay(t, filepath.Join(gitopstest.RepoRoot(), "docs", "quickstart-gke-fleet.md"))
+	page := filepath.Join(gitopstest.RepoRoot(), "docs", "quickstart-gke-fleet.md")
+	byName := buildOverlay(t, page)
 	want := `- name: "argoproj-labs/gatewayAPI"
   location: "https://downloads.example.com/gatewayapi-ssa/rollouts-gatewayapi-ssa-linux-amd64"
   sha256: "<the sha256 make release printed for linux/amd64>"
@@ -231,6 +235,20 @@ func TestQuickstartOverlay(t *testing.T) {
   - "-cluster-name=member-a"`
 	if diff := cmp.Diff(want, pluginsOf(t, byName)); diff != "" {
 		t.Errorf("argo-rollouts-config trafficRouterPlugins after the quickstart's patch (-want +got):\n%s", diff)
+	}
+	var overlay map[string]any
+	gitopstest.DocObject(t, page, "Kustomization", &overlay)
+	sum := sha256.Sum256([]byte("rollouts-gatewayapi-ssa-linux-amd64"))
+	_, filled := kustomizeBuild(t, page, fillIn(t, overlay, "<the sha256 make release printed for linux/amd64>", hex.EncodeToString(sum[:])))
+	in, err := installOf(filled)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range append(loadProblems(in), routeClusterProblems(in)...) {
+		t.Errorf("the controller would not load the plugin: %s", p)
+	}
+	if inits := in.deployment.Spec.Template.Spec.InitContainers; len(inits) > 0 {
+		t.Errorf("the quickstart downloads the plugin, yet its build has init containers: %+v", inits)
 	}
 	d := byName["Deployment/argo-rollouts"]
 	if d == nil {
