@@ -75,7 +75,7 @@ test: vet lint licenses
 	  echo "envtest binaries: $$assets" && \
 	  KUBEBUILDER_ASSETS="$$assets" $(GO) test -count=1 -timeout 20m ./...
 
-## compat: the whole Gateway API compatibility matrix of docs/compatibility.md: every call on every route kind
+## compat: the whole Gateway API compatibility matrix of docs/performance/compatibility-matrix.md: every call on every route kind
 ## of each release and channel (all 12 pairs), each on an envtest of its own (about 4.5 minutes).
 ## GATEWAY_API_RELEASES=v1.4.1,v1.5.1 runs only those; make test runs the short form (see test)
 compat:

@@ -2,7 +2,7 @@
 // Argo Rollouts controller makes, through the real plugin binary over
 // go-plugin RPC, on every route kind the CRDs of each Gateway API release and
 // channel serve (harness.Releases), each on a kube-apiserver of its own.
-// docs/compatibility.md holds the table it measures; TestCompatibility fails
+// docs/performance/compatibility-matrix.md holds the table it measures; TestCompatibility fails
 // on every cell that disagrees with the page, and -update writes what it
 // measured into the page.
 package compat
@@ -21,7 +21,7 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/test/harness"
 )
 
-var update = flag.Bool("update", false, "write the cells this run measured into docs/compatibility.md's table")
+var update = flag.Bool("update", false, "write the cells this run measured into docs/performance/compatibility-matrix.md's table")
 
 // releasesEnv picks the releases a run installs: "all", or releases
 // separated by commas; unset, the short form make test runs, the oldest and

@@ -35,8 +35,9 @@ func isErrorName(v string) bool {
 	return slices.ContainsFunc(namedErrors, func(e struct{ name, contains string }) bool { return e.name == v })
 }
 
-// pagePath is the page whose table the matrix measures.
-var pagePath = filepath.Join(harness.RepoRoot(), "docs", "compatibility.md")
+// pagePath is the page whose table the matrix measures (docs/compatibility.md
+// sums it up for users).
+var pagePath = filepath.Join(harness.RepoRoot(), "docs", "performance", "compatibility-matrix.md")
 
 var channels = []harness.Channel{harness.Standard, harness.Experimental}
 
@@ -66,7 +67,7 @@ type table map[rowKey]row
 
 const tableHeader = "| release | channel | route |"
 
-// page is docs/compatibility.md: the text before the table, the table, and
+// page is the matrix page: the text before the table, the table, and
 // the text after it.
 type page struct {
 	before, after string
