@@ -134,7 +134,7 @@ type flags struct {
 // registerFlags defines the plugin's flags on fs.
 func registerFlags(fs *flag.FlagSet) *flags {
 	f := &flags{}
-	fs.Float64Var(&f.qps, "kubeClientQPS", 40, "maximum queries per second to the Kubernetes apiserver, for the whole process (the Argo Rollouts controller's own default); steps closer together than the burst takes to refill run at this rate")
+	fs.Float64Var(&f.qps, "kubeClientQPS", 40, "maximum queries per second to each cluster's apiserver, one token bucket per cluster: the controller's own and each route cluster's (the Argo Rollouts controller's own default); steps closer together than the burst takes to refill run at this rate")
 	fs.IntVar(&f.burst, "kubeClientBurst", 120, "maximum burst of queries to the Kubernetes apiserver: a step costs one apply per changed route, the last step one more request per route to release ownership, so 120 lets any step of a Rollout with up to 50 routes go out at once (2 per route plus access reviews and the first list and watch)")
 	fs.StringVar(&f.logFormat, "logformat", "hclog", "log format: hclog (JSON entries the controller's go-plugin client logs at their own level), text or json (logged by the controller at DEBUG)")
 	fs.StringVar(&f.logLevel, "loglevel", "info", "log level: debug, info, warn or error")
