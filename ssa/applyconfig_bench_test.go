@@ -1,6 +1,7 @@
 package ssa
 
 import (
+	"encoding/json"
 	"fmt"
 	"testing"
 
@@ -45,6 +46,21 @@ func BenchmarkEncodeLargestRoute(b *testing.B) {
 	for b.Loop() {
 		if _, ok := k.encode(obj); !ok {
 			b.Fatal("the shortcut refused the rules")
+		}
+	}
+}
+
+// BenchmarkMarshalLargestRoute measures the client-go-free alternative to
+// the shortcut that issue 60 weighed: json.Marshal of the same apply
+// object. It writes what the object holds, nulls and empty lists included,
+// which the typed configuration leaves out (so it is not the same write
+// wherever the rules hold one; docs/performance/cpu-per-route.md).
+func BenchmarkMarshalLargestRoute(b *testing.B) {
+	obj := applyObject(liveHTTPRoute, Content{Rules: largestRules()})
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := json.Marshal(obj); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
