@@ -1,6 +1,7 @@
 package ssa
 
 import (
+	"encoding/json"
 	"fmt"
 	"testing"
 
@@ -47,4 +48,64 @@ func BenchmarkEncodeLargestRoute(b *testing.B) {
 			b.Fatal("the shortcut refused the rules")
 		}
 	}
+}
+
+// BenchmarkMarshalLargestRoute measures the client-go-free alternative to
+// the shortcut that issue 60 weighed: json.Marshal of the same apply
+// object. It writes what the object holds, nulls and empty lists included,
+// which the typed configuration leaves out (so it is not the same write
+// wherever the rules hold one; docs/performance/cpu-per-route.md).
+func BenchmarkMarshalLargestRoute(b *testing.B) {
+	obj := applyObject(liveHTTPRoute, Content{Rules: largestRules()})
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := json.Marshal(obj); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkMarshalPrunedLargestRoute is json.Marshal after a walk that
+// copies the object without its nulls and empty lists, about what the
+// same write through json.Marshal would take (the walk cannot tell an
+// empty object the types keep from an empty map they leave out: that takes
+// the types, which is what shape.go holds).
+func BenchmarkMarshalPrunedLargestRoute(b *testing.B) {
+	obj := applyObject(liveHTTPRoute, Content{Rules: largestRules()})
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := json.Marshal(withoutEmpty(obj)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// withoutEmpty is v without nulls and empty lists in its objects.
+func withoutEmpty(v any) any {
+	switch t := v.(type) {
+	case routes.Rule:
+		return withoutEmpty(map[string]any(t))
+	case []routes.Rule:
+		out := make([]any, len(t))
+		for i, r := range t {
+			out[i] = withoutEmpty(r)
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		for k, e := range t {
+			if l, ok := e.([]any); e == nil || ok && len(l) == 0 {
+				continue
+			}
+			out[k] = withoutEmpty(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(t))
+		for i, e := range t {
+			out[i] = withoutEmpty(e)
+		}
+		return out
+	}
+	return v
 }
