@@ -126,7 +126,7 @@ func checkVerify(t *testing.T, c *harness.Cluster, p *harness.PluginProcess, ns,
 	c.Recorder.Reset()
 	v, err := p.Plugin.VerifyWeight(rollout(ns, config), weight, nil)
 	if v != want {
-		t.Errorf("VerifyWeight(%d) = %v, want %v (error %q)", weight, verifiedName(v), verifiedName(want), err.ErrorString)
+		t.Errorf("VerifyWeight(%d) = %v, want %v (error %q)", weight, harness.VerifiedName(v), harness.VerifiedName(want), err.ErrorString)
 	}
 	if len(wantErr) == 0 && err.HasError() {
 		t.Errorf("VerifyWeight(%d): unexpected error %s", weight, err.ErrorString)
@@ -145,18 +145,6 @@ func checkVerify(t *testing.T, c *harness.Cluster, p *harness.PluginProcess, ns,
 	if w := pluginWrites(c); len(w) != 0 {
 		t.Errorf("VerifyWeight(%d) wrote: %v", weight, w)
 	}
-}
-
-func verifiedName(v types.RpcVerified) string {
-	switch v {
-	case types.Verified:
-		return "Verified"
-	case types.NotVerified:
-		return "NotVerified"
-	case types.NotImplemented:
-		return "NotImplemented"
-	}
-	return "?"
 }
 
 // With verifyWeight: true the answer follows the route's status.parents as a
@@ -396,7 +384,7 @@ spec:
 		standard.Recorder.Reset()
 		v, err := p.Plugin.VerifyWeight(rollout(ns, cfg), weight, dests)
 		if v != want {
-			t.Errorf("VerifyWeight(%d, %v) = %s, want %s (error %q)", weight, dests, verifiedName(v), verifiedName(want), err.ErrorString)
+			t.Errorf("VerifyWeight(%d, %v) = %s, want %s (error %q)", weight, dests, harness.VerifiedName(v), harness.VerifiedName(want), err.ErrorString)
 		}
 		if len(wantErr) == 0 && err.HasError() {
 			t.Errorf("VerifyWeight(%d, %v): unexpected error %s", weight, dests, err.ErrorString)

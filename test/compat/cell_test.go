@@ -201,12 +201,9 @@ func (x *cell) verifyWeight(ro *v1alpha1.Rollout, weight int32, want types.RpcVe
 		return err
 	})
 	if got != want {
-		x.failf("%s = %s, want %s", what, verifiedNames[got], verifiedNames[want])
+		x.failf("%s = %s, want %s", what, harness.VerifiedName(got), harness.VerifiedName(want))
 	}
 }
-
-// verifiedNames are VerifyWeight's answers as the controller names them.
-var verifiedNames = map[types.RpcVerified]string{types.Verified: "Verified", types.NotVerified: "NotVerified", types.NotImplemented: "NotImplemented"}
 
 // writesSince lists the plugin's writes in the cell's namespace after the
 // recorder's mark.

@@ -215,21 +215,9 @@ func verdict(got types.RpcVerified, err types.RpcError, want types.RpcVerified) 
 		return fmt.Errorf("VerifyWeight: %s", err.ErrorString)
 	}
 	if got != want {
-		return fmt.Errorf("VerifyWeight = %s, want %s", verifiedName(got), verifiedName(want))
+		return fmt.Errorf("VerifyWeight = %s, want %s", harness.VerifiedName(got), harness.VerifiedName(want))
 	}
 	return nil
-}
-
-func verifiedName(v types.RpcVerified) string {
-	switch v {
-	case types.Verified:
-		return "Verified"
-	case types.NotVerified:
-		return "NotVerified"
-	case types.NotImplemented:
-		return "NotImplemented"
-	}
-	return "?"
 }
 
 func must(t *testing.T, what string, err types.RpcError) {

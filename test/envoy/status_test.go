@@ -10,6 +10,8 @@ import (
 
 	"github.com/argoproj/argo-rollouts/utils/plugin/types"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/test/harness"
 )
 
 // A backend Envoy Gateway cannot resolve: the canary's Service is deleted
@@ -45,7 +47,7 @@ func TestVerifyWeightWithAnUnresolvedBackend(t *testing.T) {
 	v, err := s.plugin.VerifyWeight(ro, 30, nil)
 	s.check(step, "VerifyWeight: NotVerified, an error naming ResolvedRefs", func() error {
 		if v != types.NotVerified || !err.HasError() || !strings.Contains(err.ErrorString, "ResolvedRefs") {
-			return fmt.Errorf("VerifyWeight = %s, error %q", verifiedName(v), err.ErrorString)
+			return fmt.Errorf("VerifyWeight = %s, error %q", harness.VerifiedName(v), err.ErrorString)
 		}
 		t.Logf("VerifyWeight: %s", err.ErrorString)
 		return nil
