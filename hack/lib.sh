@@ -62,3 +62,35 @@ copy_excludes() {
     go mod edit -exclude "$mod@$version"
   done
 }
+
+# cached_tool NAME MODULE/CMD VERSION NOTE: prints the path of the Go command
+# MODULE/CMD at vVERSION, built the first time with the Go module proxy into
+# the tools cache (keyed by name and version; TOOLS_CACHE overrides it). NOTE
+# says how long the first build takes. The build runs outside the repository,
+# so it neither reads nor changes its go.mod, one at a time (a second caller
+# waits and then finds the binary), into a scratch GOBIN first, so a failed
+# build leaves no binary behind.
+cached_tool() {
+  local name=$1 pkg=$2 version=$3 note=$4
+  local cache="${TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rollouts-gatewayapi-ssa/tools}"
+  local dest="$cache/$name-$version"
+  if [ -x "$dest/$name" ]; then
+    echo "$dest/$name"; return 0
+  fi
+  mkdir -p "$dest"
+  exec 9>"$dest/.lock"
+  flock 9
+  if [ ! -x "$dest/$name" ]; then
+    echo "$name: building $pkg@v$version ($note)" >&2
+    local start work
+    start=$(date +%s)
+    work=$(mktemp -d)
+    (cd "$work" && GOWORK=off GOFLAGS="-mod=mod -buildvcs=false" CGO_ENABLED=0 GOBIN="$work/bin" \
+      go install -ldflags "-s -w" "$pkg@v$version" >&2) || { rm -rf "$work"; return 1; }
+    mv "$work/bin/$name" "$dest/$name"
+    rm -rf "$work"
+    echo "$name: built $dest/$name in $(( $(date +%s) - start ))s" >&2
+  fi
+  exec 9>&-
+  echo "$dest/$name"
+}
