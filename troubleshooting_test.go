@@ -512,7 +512,7 @@ func TestEveryErrorReasonIsInTheEventsTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	found := 0
-	for _, pkg := range append(troubleshootingPackages, "apierr", "kubeclient") {
+	for _, pkg := range append(troubleshootingPackages, "kubeclient") {
 		files, _ := filepath.Glob(filepath.Join(pkg, "*.go"))
 		for _, f := range files {
 			if strings.HasSuffix(f, "_test.go") {

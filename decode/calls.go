@@ -14,9 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/apierr"
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/experiment"
+	"github.com/gatewayapi-ssa/rollouts-plugin/kubeclient"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
 )
@@ -87,7 +87,7 @@ func DynamicServicePorts(dyn dynamic.Interface, namespace string) ServicePorts {
 			return nil, &MissingServiceError{Namespace: namespace, Name: name}
 		}
 		if err != nil {
-			return nil, fmt.Errorf("reading Service %s/%s: %w", namespace, name, apierr.AsPermissionError(err, "get", "services", namespace))
+			return nil, fmt.Errorf("reading Service %s/%s: %w", namespace, name, kubeclient.AsPermissionError(err, "get", "services", namespace))
 		}
 		var svc corev1.Service
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &svc); err != nil {

@@ -14,11 +14,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/apierr"
 	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/experiment"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
+	"github.com/gatewayapi-ssa/rollouts-plugin/kubeclient"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
 )
@@ -41,7 +41,7 @@ func TestReasonOfEachError(t *testing.T) {
 		{&decode.ConfigError{Err: errors.New(`unknown key "httpRout"`)}, "InvalidConfig"},
 		{&decode.ClusterError{Cluster: "fleet"}, "InvalidConfig"},
 		{&decode.StepError{Err: &desired.InvalidError{Err: errors.New("bad regex")}}, "InvalidStep"},
-		{about(&apierr.PermissionError{Verbs: []string{"patch"}, Resource: "httproutes.gateway.networking.k8s.io", Namespace: "shop"}), "PermissionMissing"},
+		{about(&kubeclient.PermissionError{Verbs: []string{"patch"}, Resource: "httproutes.gateway.networking.k8s.io", Namespace: "shop"}), "PermissionMissing"},
 		{fmt.Errorf("nothing was written: %w", &kube.MissingError{}), "RouteNotFound"},
 		{fmt.Errorf("nothing was written: %w", &kube.TooManyRoutesError{}), "InvalidConfig"},
 		{fmt.Errorf("experiment %w", &decode.MissingServiceError{Namespace: "shop", Name: "exp"}), "ServiceNotFound"},
@@ -75,7 +75,7 @@ func TestRoutesHearOfRefusalsOnly(t *testing.T) {
 	routesEvents := NewRoutes(r)
 	live := corev1.ObjectReference{APIVersion: "gateway.networking.k8s.io/v1", Kind: "HTTPRoute", Namespace: "shop", Name: "web", UID: "uid-route"}
 	routesEvents.Refused(live, setWeight30, routes.RouteError(web, &desired.ConflictError{Route: web, Rollout: "shop/web", Managers: []string{"argocd"}}))
-	routesEvents.Refused(live, setWeight30, routes.RouteError(web, &apierr.PermissionError{Verbs: []string{"patch"}}))
+	routesEvents.Refused(live, setWeight30, routes.RouteError(web, &kubeclient.PermissionError{Verbs: []string{"patch"}}))
 	routesEvents.Refused(live, setWeight30, routes.RouteError(web, apierrors.NewServiceUnavailable("etcd is down")))
 	got := drain(r)
 	want := []Event{{

@@ -5,6 +5,6 @@
 // overlay of the plugin's own writes that keeps a read from going back
 // before them (Reader.Written), the CRDs' schema (read once per version),
 // and finding a Rollout's routes by name or label selector (Resolve). The
-// clients and their retrying transport are package kubeclient; the
-// apiserver's refusals in words that say what to grant, package apierr.
+// clients and their retrying transport, and the apiserver's refusals in
+// words that say what to grant, are package kubeclient.
 package kube

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	sigsjson "sigs.k8s.io/json"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/apierr"
+	"github.com/gatewayapi-ssa/rollouts-plugin/kubeclient"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
@@ -83,14 +83,14 @@ func (c *Cluster) ReferenceGrants(ctx context.Context, namespace string) ([]rout
 		}
 	} else {
 		l, err := listObjects(ctx, c, gvr, namespace, metav1.ListOptions{}, readGrant)
-		if apierrors.IsNotFound(err) && apierr.NotServed(err) {
+		if apierrors.IsNotFound(err) && kubeclient.NotServed(err) {
 			c.mu.Lock()
 			c.grantsServed = "" // the CRD changed: discover again next time
 			c.mu.Unlock()
 		}
 		if err != nil {
 			return nil, fmt.Errorf("reading the ReferenceGrants of namespace %s: %w", namespace,
-				apierr.AsPermissionError(err, "list", "referencegrants."+routes.Group, namespace))
+				kubeclient.AsPermissionError(err, "list", "referencegrants."+routes.Group, namespace))
 		}
 		objs = l.Items
 	}

@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/apierr"
+	"github.com/gatewayapi-ssa/rollouts-plugin/kubeclient"
 )
 
 // A claim records which cluster's Rollout made it, so that the members of a
@@ -60,7 +60,7 @@ func NameCluster(ctx context.Context, client rest.Interface, flag string, warn f
 	}
 	if err != nil {
 		return ClusterName{}, fmt.Errorf("naming this cluster for the claims on the routes of route clusters (by the UID of namespace kube-system, which the claims record): %w",
-			apierr.AsPermissionError(err, "get", "namespaces (kube-system)", "kube-system"))
+			kubeclient.AsPermissionError(err, "get", "namespaces (kube-system)", "kube-system"))
 	}
 	uid := string(ns.UID)
 	value, err := clusterProperty(ctx, client)

@@ -8,7 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/apierr"
+	"github.com/gatewayapi-ssa/rollouts-plugin/kubeclient"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
@@ -36,7 +36,7 @@ func (c *Cluster) ServiceImported(ctx context.Context, ref routes.ObjectRef) (bo
 			return false, err
 		}
 		return true, nil
-	case apierr.NotServed(err):
+	case kubeclient.NotServed(err):
 		c.mu.Lock()
 		delete(c.importVersions, ref.Group) // the CRD changed: ask again next time
 		c.mu.Unlock()
@@ -44,7 +44,7 @@ func (c *Cluster) ServiceImported(ctx context.Context, ref routes.ObjectRef) (bo
 	case apierrors.IsNotFound(err):
 		return false, nil
 	}
-	return false, fmt.Errorf("reading %s: %w", ref, apierr.AsPermissionError(err, "get", "serviceimports."+ref.Group, ref.Namespace))
+	return false, fmt.Errorf("reading %s: %w", ref, kubeclient.AsPermissionError(err, "get", "serviceimports."+ref.Group, ref.Namespace))
 }
 
 // importVersion is the version of group the cluster prefers.

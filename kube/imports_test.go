@@ -11,8 +11,8 @@ import (
 	"k8s.io/client-go/rest"
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/apierr"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube/kubetest"
+	"github.com/gatewayapi-ssa/rollouts-plugin/kubeclient"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
@@ -54,9 +54,9 @@ func TestServiceImported(t *testing.T) {
 		case got != tc.want:
 			t.Errorf("%s: %v, want %v", tc.ref, got, tc.want)
 		}
-		var perm *apierr.PermissionError
+		var perm *kubeclient.PermissionError
 		if strings.Contains(tc.wantErr, "forbidden") && !errors.As(err, &perm) {
-			t.Errorf("%s: %T, want a *apierr.PermissionError", tc.ref, err)
+			t.Errorf("%s: %T, want a *kubeclient.PermissionError", tc.ref, err)
 		}
 	}
 	if n := f.Asked("/apis/net.gke.io"); n != 1 {

@@ -6,7 +6,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/apierr"
+	"github.com/gatewayapi-ssa/rollouts-plugin/kubeclient"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
@@ -27,7 +27,7 @@ func (c *Cluster) freshUnlessMissing(ctx context.Context, ref routes.Ref) (route
 		return routes.Route{}, apierrors.NewNotFound(ref.Kind.GVR("").GroupResource(), ref.Name)
 	}
 	r, err := c.fresh(ctx, ref)
-	if apierrors.IsNotFound(err) && !apierr.NotServed(err) {
+	if apierrors.IsNotFound(err) && !kubeclient.NotServed(err) {
 		c.mu.Lock()
 		c.missing.put(ref, c.now())
 		c.mu.Unlock()

@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/apierr"
+	"github.com/gatewayapi-ssa/rollouts-plugin/kubeclient"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
@@ -147,7 +147,7 @@ func (c *Cluster) fresh(ctx context.Context, ref routes.Ref) (routes.Route, erro
 			return routes.Route{}, err
 		}
 		raw, err := body(c.client.Get().AbsPath(path...).Do(ctx))
-		if apierr.NotServed(err) && again {
+		if kubeclient.NotServed(err) && again {
 			c.forget(ref.Kind, version)
 			continue
 		}
@@ -261,7 +261,7 @@ func (c *Cluster) list(ctx context.Context, kind routes.Kind, namespace string, 
 			return nil, err
 		}
 		list, err := listRoutes(ctx, c.client, kind.GVR(version), namespace, metav1.ListOptions{LabelSelector: selector.String()}, nil)
-		if apierr.NotServed(err) && again {
+		if kubeclient.NotServed(err) && again {
 			c.forget(kind, version)
 			continue
 		}

@@ -7,7 +7,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/apierr"
+	"github.com/gatewayapi-ssa/rollouts-plugin/kubeclient"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
@@ -78,12 +78,12 @@ func ResolveEach(ctx context.Context, r RouteReader, t routes.Targets) Resolutio
 		}
 		seen[ref] = true
 		route, err := r.Get(ctx, ref)
-		if apierrors.IsNotFound(err) && !apierr.NotServed(err) {
+		if apierrors.IsNotFound(err) && !kubeclient.NotServed(err) {
 			out.Missing = append(out.Missing, &MissingError{fmt.Sprintf("%s not found: create it, or fix the route's name or namespace in the rollout's plugin config", ref)})
 			continue
 		}
 		if err != nil {
-			out.Failed = append(out.Failed, fmt.Errorf("reading %s: %w", ref, apierr.AsPermissionError(err, "get", ref.Kind.GroupResource(), ref.Namespace)))
+			out.Failed = append(out.Failed, fmt.Errorf("reading %s: %w", ref, kubeclient.AsPermissionError(err, "get", ref.Kind.GroupResource(), ref.Namespace)))
 			continue
 		}
 		out.Routes = append(out.Routes, route)
@@ -91,7 +91,7 @@ func ResolveEach(ctx context.Context, r RouteReader, t routes.Targets) Resolutio
 	for _, sel := range t.Selectors {
 		found, err := r.List(ctx, sel.Kind, sel.Namespace, sel.Selector)
 		if err != nil {
-			out.Failed = append(out.Failed, fmt.Errorf("listing %s: %w", sel, apierr.AsPermissionError(err, "list", sel.Kind.GroupResource(), sel.Namespace)))
+			out.Failed = append(out.Failed, fmt.Errorf("listing %s: %w", sel, kubeclient.AsPermissionError(err, "list", sel.Kind.GroupResource(), sel.Namespace)))
 			continue
 		}
 		if len(found) == 0 {

@@ -4,6 +4,8 @@
 // within the call's deadline (transport.go, with package retry's Requests). Flights lets
 // concurrent callers share one request per key. A request that got no
 // usable answer in any attempt fails with an error whose Reason says so
-// (ApiserverUnavailable). The reading side (watch caches,
+// (ApiserverUnavailable). The packages that send requests say a refusal
+// in the same words (refusals.go): what to grant (PermissionError) and a
+// resource the apiserver no longer serves (NotServed). The reading side (watch caches,
 // discovery, resolving routes) is package kube.
 package kubeclient

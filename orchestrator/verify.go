@@ -10,10 +10,10 @@ import (
 	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/apierr"
 	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
+	"github.com/gatewayapi-ssa/rollouts-plugin/kubeclient"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
@@ -96,7 +96,7 @@ func (o *Orchestrator) freshRoutes(ctx context.Context, t routes.Targets) ([]rou
 		case apierrors.IsNotFound(err):
 			return fmt.Errorf("%s not found (deleted?)", refs[i])
 		case err != nil:
-			return fmt.Errorf("reading %s: %w", refs[i], apierr.AsPermissionError(err, "get", refs[i].Kind.GroupResource(), refs[i].Namespace))
+			return fmt.Errorf("reading %s: %w", refs[i], kubeclient.AsPermissionError(err, "get", refs[i].Kind.GroupResource(), refs[i].Namespace))
 		}
 		out[i] = fresh
 		return nil

@@ -11,10 +11,10 @@ import (
 	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/apierr"
 	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
+	"github.com/gatewayapi-ssa/rollouts-plugin/kubeclient"
 	"github.com/gatewayapi-ssa/rollouts-plugin/retry"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
@@ -218,7 +218,7 @@ func (w *routeWrite) applyOnce(ctx context.Context) (attempt, error) {
 		w.log.WithFields(logrus.Fields{"route": p.Live.Ref.String(), "error": err.Error()}).
 			Debug("another manager changed the rules since the route was read; reading it again")
 		return rulesTaken, nil
-	case !ssa.IsStale(err) && !apierr.NotServed(err):
+	case !ssa.IsStale(err) && !kubeclient.NotServed(err):
 		return finished, routes.RouteError(p.Live.Ref, ssa.Explain(ctx, err, p.Live.Ref, "patch"))
 	}
 	// Decide again from the watch cache once it holds the change that made

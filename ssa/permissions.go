@@ -7,13 +7,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/kubeclient"
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/sirupsen/logrus"
 	authzv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/gatewayapi-ssa/rollouts-plugin/apierr"
-	"github.com/gatewayapi-ssa/rollouts-plugin/kubeclient"
-	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
 // A rollout's first write on a route makes the plugin an owner of it, and its
@@ -92,7 +90,7 @@ func (w *Writer) ReviewOwnershipChange(ctx context.Context, live routes.Route, r
 	if len(reasons) > 0 {
 		why += " (" + strings.Join(reasons, "; ") + ")"
 	}
-	return &apierr.PermissionError{Verbs: denied, Resource: live.Kind.GroupResource(), Namespace: live.Namespace, Why: why}
+	return &kubeclient.PermissionError{Verbs: denied, Resource: live.Kind.GroupResource(), Namespace: live.Namespace, Why: why}
 }
 
 // namespaceAllows says whether the plugin may do attrs.Verb on every route of

@@ -13,7 +13,7 @@ import (
 	authzv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/apierr"
+	"github.com/gatewayapi-ssa/rollouts-plugin/kubeclient"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
@@ -105,7 +105,7 @@ func TestDenialIsAskedByNameAndNotRemembered(t *testing.T) {
 		t.Errorf("route a, granted get by name: %v", err)
 	}
 	err := a.ReviewOwnershipChange(context.Background(), startRoute("b"), false)
-	var perm *apierr.PermissionError
+	var perm *kubeclient.PermissionError
 	if !errors.As(err, &perm) || strings.Join(perm.Verbs, ",") != "get" || !strings.Contains(err.Error(), "nothing was written") {
 		t.Fatalf("route b without get: %v", err)
 	}

@@ -9,6 +9,9 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/kubeclient"
+	"github.com/gatewayapi-ssa/rollouts-plugin/retry"
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,11 +19,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	authorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
-
-	"github.com/gatewayapi-ssa/rollouts-plugin/apierr"
-	"github.com/gatewayapi-ssa/rollouts-plugin/kubeclient"
-	"github.com/gatewayapi-ssa/rollouts-plugin/retry"
-	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
 // DefaultFieldManager is the field manager every write uses unless configured.
@@ -153,7 +151,7 @@ func (w *Writer) release(ctx context.Context, current routes.Route, answer *rout
 		answer = nil
 		if u == nil {
 			if u, err = res.Get(ctx, current.Name, metav1.GetOptions{}); err != nil {
-				return nil, apierr.AsPermissionError(err, "get", current.Kind.GroupResource(), current.Namespace)
+				return nil, kubeclient.AsPermissionError(err, "get", current.Kind.GroupResource(), current.Namespace)
 			}
 		}
 		live, err := routes.FromUnstructured(u)
@@ -177,7 +175,7 @@ func (w *Writer) release(ctx context.Context, current routes.Route, answer *rout
 			continue // the plugin's entry changed since it was read: read it again
 		}
 		if err != nil {
-			return nil, apierr.AsPermissionError(err, "patch", current.Kind.GroupResource(), current.Namespace)
+			return nil, kubeclient.AsPermissionError(err, "patch", current.Kind.GroupResource(), current.Namespace)
 		}
 		done := &Released{From: live.ResourceVersion, To: updated.GetResourceVersion(), Dropped: dropped}
 		if r, err := routes.FromUnstructuredNoCopy(updated); err == nil {
@@ -243,7 +241,7 @@ func IsStale(err error) bool {
 
 // Explain adds what to do to the apiserver's answer to a request of verb.
 func Explain(ctx context.Context, err error, ref routes.Ref, verb string) error {
-	var perm *apierr.PermissionError
+	var perm *kubeclient.PermissionError
 	var transport *url.Error
 	unanswered := errors.As(err, &transport)
 	if unanswered {
@@ -256,10 +254,10 @@ func Explain(ctx context.Context, err error, ref routes.Ref, verb string) error 
 		return fmt.Errorf("not confirmed written before the call's deadline (the call is safe to repeat): %w", err)
 	case unanswered:
 		return fmt.Errorf("%w; whether it was written is not known, and the call is safe to repeat", err)
-	case apierrors.IsNotFound(err) && !apierr.NotServed(err):
+	case apierrors.IsNotFound(err) && !kubeclient.NotServed(err):
 		return fmt.Errorf("not found (deleted while the plugin worked on it?): %w", err)
 	case apierrors.IsForbidden(err):
-		return apierr.AsPermissionError(err, verb, ref.Kind.GroupResource(), ref.Namespace)
+		return kubeclient.AsPermissionError(err, verb, ref.Kind.GroupResource(), ref.Namespace)
 	case apierrors.IsInvalid(err):
 		return fmt.Errorf("the apiserver rejected the new rules as invalid: %w", err)
 	case strings.Contains(err.Error(), "field not declared in schema"):

@@ -1,9 +1,8 @@
-// Package apierr is the vocabulary of the apiserver's refusals the plugin
-// shares between its packages: what to grant (PermissionError) and a
-// resource the apiserver no longer serves (NotServed). It imports nothing of
-// the module, so the packages that decide or write need not import the
-// clients or the cache for it.
-package apierr
+package kubeclient
+
+// The apiserver's refusals in the words the plugin shares between its
+// packages: what to grant (PermissionError) and a resource the apiserver no
+// longer serves (NotServed).
 
 import (
 	"fmt"
