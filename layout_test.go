@@ -36,8 +36,8 @@ var allowedImports = map[string][]string{
 	"metrics":      {"kubeclient", "kube", "orchestrator", "events"},
 	"plugin":       {"decode", "orchestrator", "events", "metrics"},
 	"cleanup":      {"routes", "desired", "decode", "orchestrator"},
-	"preflight":    {"routes", "desired", "decode", "kube", "orchestrator"},
-	"cli":          {"routes", "pingpong", "desired", "decode", "kube", "ssa", "orchestrator", "cleanup", "preflight", "peers"},
+	"plan":         {"routes", "desired", "decode", "kube", "orchestrator"},
+	"cli":          {"routes", "pingpong", "desired", "decode", "kube", "ssa", "orchestrator", "cleanup", "plan", "peers"},
 	".":            {"plugin", "decode", "kubeclient", "kube", "ssa", "orchestrator", "cleanup", "peers", "events", "cli", "metrics", "retry"},
 
 	"routes/routestest": {"routes"},

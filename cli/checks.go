@@ -19,7 +19,7 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
 	"github.com/gatewayapi-ssa/rollouts-plugin/pingpong"
-	"github.com/gatewayapi-ssa/rollouts-plugin/preflight"
+	"github.com/gatewayapi-ssa/rollouts-plugin/plan"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
 )
@@ -114,7 +114,7 @@ func groupsOf(user string) []string {
 
 // run runs every check and adds what fails to the plan's problems; it says
 // which checks ran.
-func (c *clusterChecks) run(ctx context.Context, ro *v1alpha1.Rollout, pluginName string, p *preflight.Plan) []string {
+func (c *clusterChecks) run(ctx context.Context, ro *v1alpha1.Rollout, pluginName string, p *plan.Plan) []string {
 	checks := []string{"every computed route sent as a server-side dry-run apply"}
 	c.dryRun(ctx, p)
 	checks = append(checks, "the Rollout's Services exist")
@@ -132,11 +132,11 @@ func (c *clusterChecks) run(ctx context.Context, ro *v1alpha1.Rollout, pluginNam
 
 // dryRun sends every route each step changed, as the plugin would write it
 // then, as a server-side dry-run apply on the route as it is now.
-func (c *clusterChecks) dryRun(ctx context.Context, p *preflight.Plan) {
+func (c *clusterChecks) dryRun(ctx context.Context, p *plan.Plan) {
 	for i, ref := range p.Routes {
 		live, err := c.reader.Fresh(ctx, ref)
 		if err != nil {
-			p.Problems = append(p.Problems, preflight.Problem{Step: "dry run", Route: ref.String(), Reason: err.Error()})
+			p.Problems = append(p.Problems, plan.Problem{Step: "dry run", Route: ref.String(), Reason: err.Error()})
 			continue
 		}
 		for k, step := range p.Steps {
@@ -148,7 +148,7 @@ func (c *clusterChecks) dryRun(ctx context.Context, p *preflight.Plan) {
 			d := desired.Result{Rules: after.Rules, Labels: owned(after.Labels, routes.OwnedLabels(after.ManagedFields, c.fm)),
 				Annotations: owned(after.Annotations, routes.OwnedAnnotations(after.ManagedFields, c.fm))}
 			if err := c.writer.DryRun(ctx, live, ssa.Content{Rules: d.Rules, Labels: d.Labels, Annotations: d.Annotations}); err != nil {
-				p.Problems = append(p.Problems, preflight.Problem{Step: stepName(step), Route: ref.String(), Reason: "the apiserver refuses the route: " + err.Error()})
+				p.Problems = append(p.Problems, plan.Problem{Step: stepName(step), Route: ref.String(), Reason: "the apiserver refuses the route: " + err.Error()})
 			}
 		}
 	}
@@ -167,7 +167,7 @@ func owned(values map[string]string, keys []string) map[string]string {
 	return out
 }
 
-func stepName(s preflight.Step) string {
+func stepName(s plan.Step) string {
 	if s.Index > 0 {
 		return fmt.Sprintf("step %d (%s)", s.Index, s.Name)
 	}
@@ -176,7 +176,7 @@ func stepName(s preflight.Step) string {
 
 // services checks that the stable and canary Services exist: a backendRef to
 // a missing Service gets the gateway's error for its share.
-func (c *clusterChecks) services(ctx context.Context, ro *v1alpha1.Rollout, p *preflight.Plan) {
+func (c *clusterChecks) services(ctx context.Context, ro *v1alpha1.Rollout, p *plan.Plan) {
 	stable, canary, err := pingpong.Services(ro)
 	if err != nil {
 		return // the plan reported it
@@ -185,23 +185,23 @@ func (c *clusterChecks) services(ctx context.Context, ro *v1alpha1.Rollout, p *p
 		_, err := c.dyn.Resource(decode.ServicesResource).Namespace(ro.Namespace).Get(ctx, name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
-			p.Problems = append(p.Problems, preflight.Problem{Step: "Services", Reason: fmt.Sprintf("Service %s/%s does not exist: the routes' backendRefs to it would fail", ro.Namespace, name)})
+			p.Problems = append(p.Problems, plan.Problem{Step: "Services", Reason: fmt.Sprintf("Service %s/%s does not exist: the routes' backendRefs to it would fail", ro.Namespace, name)})
 		case err != nil:
-			p.Problems = append(p.Problems, preflight.Problem{Step: "Services", Reason: fmt.Sprintf("reading Service %s/%s: %v", ro.Namespace, name, err)})
+			p.Problems = append(p.Problems, plan.Problem{Step: "Services", Reason: fmt.Sprintf("reading Service %s/%s: %v", ro.Namespace, name, err)})
 		}
 	}
 }
 
 // referenceGrants checks that a route in another namespace than the
 // Rollout's may point at the Rollout's Services.
-func (c *clusterChecks) referenceGrants(ctx context.Context, ro *v1alpha1.Rollout, p *preflight.Plan) {
+func (c *clusterChecks) referenceGrants(ctx context.Context, ro *v1alpha1.Rollout, p *plan.Plan) {
 	for _, ref := range p.Routes {
 		if ref.Namespace == ro.Namespace {
 			continue
 		}
 		grants, err := c.gw.GatewayV1beta1().ReferenceGrants(ro.Namespace).List(ctx, metav1.ListOptions{})
 		if err != nil {
-			p.Problems = append(p.Problems, preflight.Problem{Step: "ReferenceGrants", Route: ref.String(), Reason: fmt.Sprintf("listing ReferenceGrants in %s: %v", ro.Namespace, err)})
+			p.Problems = append(p.Problems, plan.Problem{Step: "ReferenceGrants", Route: ref.String(), Reason: fmt.Sprintf("listing ReferenceGrants in %s: %v", ro.Namespace, err)})
 			continue
 		}
 		granted := false
@@ -216,7 +216,7 @@ func (c *clusterChecks) referenceGrants(ctx context.Context, ro *v1alpha1.Rollou
 			granted = granted || (from && to)
 		}
 		if !granted {
-			p.Problems = append(p.Problems, preflight.Problem{Step: "ReferenceGrants", Route: ref.String(), Reason: fmt.Sprintf(
+			p.Problems = append(p.Problems, plan.Problem{Step: "ReferenceGrants", Route: ref.String(), Reason: fmt.Sprintf(
 				"no ReferenceGrant in namespace %s lets %ss of namespace %s refer to Services there: the gateway would refuse the backendRefs; create one (docs/experiments.md)",
 				ro.Namespace, ref.Kind, ref.Namespace)})
 		}
@@ -228,7 +228,7 @@ func (c *clusterChecks) referenceGrants(ctx context.Context, ro *v1alpha1.Rollou
 // what a feature cannot do without is a problem, what the plugin goes on
 // without (it logs what to grant) a note. It stops at the first review the
 // apiserver does not answer.
-func (c *clusterChecks) permissions(ctx context.Context, ro *v1alpha1.Rollout, s decode.Settings, p *preflight.Plan) {
+func (c *clusterChecks) permissions(ctx context.Context, ro *v1alpha1.Rollout, s decode.Settings, p *plan.Plan) {
 	for _, need := range c.permissionsFor(ro, s) {
 		reviewer, identity := c.reviewer, c.identity
 		if need.inRouteCluster {
@@ -236,7 +236,7 @@ func (c *clusterChecks) permissions(ctx context.Context, ro *v1alpha1.Rollout, s
 		}
 		missing, err := missingVerbs(ctx, reviewer, identity, need.permissionTarget, need.verbs)
 		if err != nil {
-			p.Problems = append(p.Problems, preflight.Problem{Step: "permissions", Reason: err.Error()})
+			p.Problems = append(p.Problems, plan.Problem{Step: "permissions", Reason: err.Error()})
 			return
 		}
 		if len(missing) == 0 {
@@ -258,7 +258,7 @@ func (c *clusterChecks) permissions(ctx context.Context, ro *v1alpha1.Rollout, s
 				identity, strings.Join(missing, ", "), res, where, need.feature))
 			continue
 		}
-		p.Problems = append(p.Problems, preflight.Problem{Step: "permissions", Reason: fmt.Sprintf("%s may not %s %s%s; grant it (docs/install.md): %s needs it",
+		p.Problems = append(p.Problems, plan.Problem{Step: "permissions", Reason: fmt.Sprintf("%s may not %s %s%s; grant it (docs/install.md): %s needs it",
 			identity, strings.Join(missing, ", "), res, where, need.feature)})
 	}
 }

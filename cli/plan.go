@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
-	"github.com/gatewayapi-ssa/rollouts-plugin/preflight"
+	"github.com/gatewayapi-ssa/rollouts-plugin/plan"
 )
 
 const planUsage = `usage: rollouts-gatewayapi-ssa plan -f ROLLOUT.yaml [--routes FILE [--crds FILE]] [flags]
@@ -78,7 +78,7 @@ func runPlan(args []string, out, errOut io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
-	report, err := plan(ctx, &o, ro)
+	report, err := computePlan(ctx, &o, ro)
 	if err != nil {
 		fmt.Fprintln(errOut, err)
 		return 1
@@ -95,7 +95,7 @@ func runPlan(args []string, out, errOut io.Writer) int {
 
 // Report is what plan prints.
 type Report struct {
-	preflight.Plan
+	plan.Plan
 	// Checks says which checks against the cluster ran.
 	Checks []string `json:"checks"`
 	// Notes are the permissions the plugin goes on without, and what for.
@@ -103,15 +103,15 @@ type Report struct {
 	OK    bool     `json:"ok"`
 }
 
-// plan computes the Rollout's plan from the routes of the files (--routes)
+// computePlan computes the Rollout's plan from the routes of the files (--routes)
 // or of the cluster, and against a cluster runs every check of the plan
 // there.
-func plan(ctx context.Context, o *planOptions, ro *v1alpha1.Rollout) (Report, error) {
+func computePlan(ctx context.Context, o *planOptions, ro *v1alpha1.Rollout) (Report, error) {
 	clusters, err := o.routeClusters.RouteClusters()
 	if err != nil {
 		return Report{}, err
 	}
-	in := preflight.Input{Rollout: ro, Process: decode.Process{PluginName: o.pluginName, FieldManager: o.fieldManager,
+	in := plan.Input{Rollout: ro, Process: decode.Process{PluginName: o.pluginName, FieldManager: o.fieldManager,
 		RouteClusters: clusters, AnyNamespace: !o.requireGrants}}
 	var c *clusterChecks
 	if o.routesFile != "" {
@@ -130,7 +130,7 @@ func plan(ctx context.Context, o *planOptions, ro *v1alpha1.Rollout) (Report, er
 		defer c.reader.Close() // its watch caches end with the command
 		in.Reader, in.Ports = c.reader, decode.DynamicServicePorts(c.dyn, ro.Namespace)
 	}
-	r := Report{Plan: preflight.Compute(ctx, in)}
+	r := Report{Plan: plan.Compute(ctx, in)}
 	if c == nil {
 		r.Checks = []string{"none against a cluster: routes from " + o.routesFile}
 	} else {
@@ -138,7 +138,7 @@ func plan(ctx context.Context, o *planOptions, ro *v1alpha1.Rollout) (Report, er
 		r.Notes = c.notes
 	}
 	if r.Problems == nil {
-		r.Problems = []preflight.Problem{}
+		r.Problems = []plan.Problem{}
 	}
 	r.OK = len(r.Problems) == 0
 	return r, nil
@@ -147,7 +147,7 @@ func plan(ctx context.Context, o *planOptions, ro *v1alpha1.Rollout) (Report, er
 // readFiles makes the plan's input read the routes and Services of
 // --routes, with the schemas of the CRDs of --crds, wherever the Rollout's
 // config says its routes are: its route cluster needs no flags.
-func (o *planOptions) readFiles(ro *v1alpha1.Rollout, in *preflight.Input) error {
+func (o *planOptions) readFiles(ro *v1alpha1.Rollout, in *plan.Input) error {
 	if s, err := decode.ParseConfig(ro, o.pluginName); err == nil && s.Cluster != "" &&
 		!slices.ContainsFunc(in.Process.RouteClusters, func(c decode.RouteCluster) bool { return c.Name == s.Cluster }) {
 		in.Process.RouteClusters = append(in.Process.RouteClusters, decode.RouteCluster{Name: s.Cluster, Namespaces: []string{decode.AnyNamespace}})
@@ -157,7 +157,7 @@ func (o *planOptions) readFiles(ro *v1alpha1.Rollout, in *preflight.Input) error
 		return err
 	}
 	defer f.Close()
-	files, err := preflight.ReadFiles(ro.Namespace, f)
+	files, err := plan.ReadFiles(ro.Namespace, f)
 	if err != nil {
 		return fmt.Errorf("%s: %w", o.routesFile, err)
 	}
@@ -254,7 +254,7 @@ func render(out io.Writer, format string, r Report) error {
 
 // renderStep writes one step as text: its calls, then what it does to each
 // route.
-func renderStep(b *bytes.Buffer, s preflight.Step) {
+func renderStep(b *bytes.Buffer, s plan.Step) {
 	label := s.Name
 	if s.Index > 0 {
 		label = fmt.Sprintf("step %d: %s", s.Index, s.Name)
@@ -280,7 +280,7 @@ func renderStep(b *bytes.Buffer, s preflight.Step) {
 
 // renderMissingGrants writes the ReferenceGrants the Rollout lacks as
 // manifests to apply, if any.
-func renderMissingGrants(b *bytes.Buffer, grants []preflight.Manifest) error {
+func renderMissingGrants(b *bytes.Buffer, grants []plan.Manifest) error {
 	if len(grants) == 0 {
 		return nil
 	}

@@ -6,6 +6,6 @@
 // their ports, header and mirror steps), the same order for every call, and
 // refuses bad input, naming the key or the step, before any route is read.
 //
-// The plugin, the offline plan (package preflight) and the cli call the
+// The plugin, the offline plan (package plan) and the cli call the
 // same functions, so what plan shows is what the plugin would do.
 package decode

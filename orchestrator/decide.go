@@ -8,7 +8,7 @@ import (
 )
 
 // Facts reads what a decision needs of a route's cluster besides the route
-// (kube.Reader; for a plan from files, preflight.Files).
+// (kube.Reader; for a plan from files, plan.Files).
 type Facts interface {
 	// PredecessorRecords are the header rules the argoproj-labs plugin
 	// recorded in ConfigMap name of namespace.

@@ -18,5 +18,5 @@
 // It knows neither the RPC interface nor the Rollout's config: Run takes the
 // call as package decode made it (decode.Call), and cleanup uses MakePlan
 // and Write for its own undo. Decide is every read a decision takes and the
-// decision; preflight plans through it too.
+// decision; package plan plans through it too.
 package orchestrator

@@ -19,7 +19,7 @@ import (
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
-	"github.com/gatewayapi-ssa/rollouts-plugin/preflight"
+	"github.com/gatewayapi-ssa/rollouts-plugin/plan"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/test/e2e/cluster"
 )
@@ -228,7 +228,7 @@ steps:
 	}
 	log := logrus.New()
 	log.SetLevel(logrus.WarnLevel)
-	p := preflight.Compute(ctx, preflight.Input{Rollout: ro, Process: decode.Process{PluginName: decode.DefaultPluginName, FieldManager: "argo-rollouts-gatewayapi"},
+	p := plan.Compute(ctx, plan.Input{Rollout: ro, Process: decode.Process{PluginName: decode.DefaultPluginName, FieldManager: "argo-rollouts-gatewayapi"},
 		Reader: kube.NewCluster(gw.GatewayV1().RESTClient(), logrus.NewEntry(log)), Ports: decode.DynamicServicePorts(c.Dynamic, ns)})
 	if len(p.Problems) > 0 {
 		t.Fatalf("the plan has problems: %+v", p.Problems)
