@@ -23,9 +23,8 @@ var allowedImports = map[string][]string{
 	"routes":       {},
 	"transform":    {"routes"},
 	"experiment":   {"routes", "transform"},
-	"pingpong":     {},
 	"desired":      {"routes", "transform", "experiment"},
-	"decode":       {"routes", "transform", "experiment", "pingpong", "desired", "kubeclient"},
+	"decode":       {"routes", "transform", "experiment", "desired", "kubeclient"},
 	"retry":        {},
 	"kubeclient":   {"retry"},
 	"kube":         {"routes", "kubeclient"},
@@ -37,7 +36,7 @@ var allowedImports = map[string][]string{
 	"plugin":       {"decode", "orchestrator", "events", "metrics"},
 	"cleanup":      {"routes", "desired", "decode", "orchestrator"},
 	"plan":         {"routes", "desired", "decode", "kube", "orchestrator"},
-	"cli":          {"routes", "pingpong", "desired", "decode", "kube", "ssa", "orchestrator", "cleanup", "plan", "peers"},
+	"cli":          {"routes", "desired", "decode", "kube", "ssa", "orchestrator", "cleanup", "plan", "peers"},
 	".":            {"plugin", "decode", "kubeclient", "kube", "ssa", "orchestrator", "cleanup", "peers", "events", "cli", "metrics", "retry"},
 
 	"routes/routestest": {"routes"},
@@ -53,14 +52,12 @@ var testSupport = map[string][]string{
 }
 
 // The decision packages compute what a route must become from what it is:
-// nothing they depend on may do I/O, log or know Argo Rollouts' types. pingpong
-// reads the Rollout's own spec, so it may know its types, and nothing else.
+// nothing they depend on may do I/O, log or know Argo Rollouts' types.
 var pureDeps = map[string][]string{
 	"routes":     nil,
 	"transform":  nil,
 	"experiment": nil,
 	"desired":    nil,
-	"pingpong":   {"github.com/argoproj/argo-rollouts/"},
 
 	"routes/routestest": nil,
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
-	"github.com/gatewayapi-ssa/rollouts-plugin/pingpong"
 	"github.com/gatewayapi-ssa/rollouts-plugin/plan"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
@@ -177,7 +176,7 @@ func stepName(s plan.Step) string {
 // services checks that the stable and canary Services exist: a backendRef to
 // a missing Service gets the gateway's error for its share.
 func (c *clusterChecks) services(ctx context.Context, ro *v1alpha1.Rollout, p *plan.Plan) {
-	stable, canary, err := pingpong.Services(ro)
+	stable, canary, err := decode.StableAndCanary(ro)
 	if err != nil {
 		return // the plan reported it
 	}

@@ -6,8 +6,6 @@ import (
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	"k8s.io/apimachinery/pkg/util/validation"
-
-	"github.com/gatewayapi-ssa/rollouts-plugin/pingpong"
 )
 
 // Every name a Rollout gives ends up in the path of a request: each is
@@ -27,10 +25,10 @@ func notALabel(name string) string {
 }
 
 // rolloutServices are the names of the stable and the canary Service
-// (pingpong.Services), each checked as a Service name; an error names the
+// (StableAndCanary), each checked as a Service name; an error names the
 // key of the Rollout that gives a wrong one.
 func rolloutServices(ro *v1alpha1.Rollout) (stable, canary string, err error) {
-	stable, canary, err = pingpong.Services(ro)
+	stable, canary, err = StableAndCanary(ro)
 	if err != nil {
 		return "", "", err
 	}

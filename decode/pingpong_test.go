@@ -1,4 +1,4 @@
-package pingpong
+package decode
 
 import (
 	"strings"
@@ -22,7 +22,7 @@ func pingPong(ping, pong string) *v1alpha1.PingPongSpec {
 	return &v1alpha1.PingPongSpec{PingService: ping, PongService: pong}
 }
 
-func TestServices(t *testing.T) {
+func TestStableAndCanary(t *testing.T) {
 	type services struct{ Stable, Canary string }
 	tests := []struct {
 		name string
@@ -78,18 +78,18 @@ func TestServices(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			stable, canary, err := Services(tc.ro)
+			stable, canary, err := StableAndCanary(tc.ro)
 			if err != nil {
-				t.Fatalf("Services: unexpected error: %v", err)
+				t.Fatalf("StableAndCanary: unexpected error: %v", err)
 			}
 			if diff := cmp.Diff(tc.want, services{Stable: stable, Canary: canary}); diff != "" {
-				t.Errorf("Services (-want +got):\n%s", diff)
+				t.Errorf("StableAndCanary (-want +got):\n%s", diff)
 			}
 		})
 	}
 }
 
-func TestServicesErrors(t *testing.T) {
+func TestStableAndCanaryErrors(t *testing.T) {
 	tests := []struct {
 		name    string
 		ro      *v1alpha1.Rollout
@@ -143,9 +143,9 @@ func TestServicesErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			stable, canary, err := Services(tc.ro)
+			stable, canary, err := StableAndCanary(tc.ro)
 			if err == nil {
-				t.Fatalf("Services: no error; stable %q, canary %q", stable, canary)
+				t.Fatalf("StableAndCanary: no error; stable %q, canary %q", stable, canary)
 			}
 			for _, s := range tc.wantErr {
 				if !strings.Contains(err.Error(), s) {
@@ -153,7 +153,7 @@ func TestServicesErrors(t *testing.T) {
 				}
 			}
 			if stable != "" || canary != "" {
-				t.Errorf("on error Services returned stable %q and canary %q, want both empty", stable, canary)
+				t.Errorf("on error StableAndCanary returned stable %q and canary %q, want both empty", stable, canary)
 			}
 		})
 	}
