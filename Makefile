@@ -101,7 +101,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzEncode$$' -fuzztime $(FUZZTIME) ./ssa/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./routes/
 	$(GO) test -run '^$$' -fuzz '^FuzzResourceVersionIn$$' -fuzztime $(FUZZTIME) ./routes/
-	$(GO) test -run '^$$' -fuzz '^FuzzApplyThenRemove$$' -fuzztime $(FUZZTIME) ./experiment/
+	$(GO) test -run '^$$' -fuzz '^FuzzSetExperimentRefsThenRemove$$' -fuzztime $(FUZZTIME) ./transform/
 	$(GO) test -run '^$$' -fuzz '^FuzzRequestsStayInReach$$' -fuzztime $(FUZZTIME) ./orchestrator/
 
 ## dev-cluster: the cluster of make e2e with the Argo Rollouts controller loading the plugin (file://), kept

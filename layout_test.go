@@ -22,9 +22,8 @@ import (
 var allowedImports = map[string][]string{
 	"routes":       {},
 	"transform":    {"routes"},
-	"experiment":   {"routes", "transform"},
-	"desired":      {"routes", "transform", "experiment"},
-	"decode":       {"routes", "transform", "experiment", "desired", "kubeclient"},
+	"desired":      {"routes", "transform"},
+	"decode":       {"routes", "transform", "desired", "kubeclient"},
 	"retry":        {},
 	"kubeclient":   {"retry"},
 	"kube":         {"routes", "kubeclient"},
@@ -47,17 +46,16 @@ var allowedImports = map[string][]string{
 // net/http/httptest does), each with the packages whose tests import it. No
 // package's own code may import one (allowedImports lists none).
 var testSupport = map[string][]string{
-	"routes/routestest": {"transform", "experiment", "kube", "desired"},
+	"routes/routestest": {"transform", "kube", "desired"},
 	"kube/kubetest":     {"orchestrator", "cleanup", "cli", "peers", "kube", "ssa", "events", "."},
 }
 
 // The decision packages compute what a route must become from what it is:
 // nothing they depend on may do I/O, log or know Argo Rollouts' types.
 var pureDeps = map[string][]string{
-	"routes":     nil,
-	"transform":  nil,
-	"experiment": nil,
-	"desired":    nil,
+	"routes":    nil,
+	"transform": nil,
+	"desired":   nil,
 
 	"routes/routestest": nil,
 }

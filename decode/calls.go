@@ -15,7 +15,6 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
-	"github.com/gatewayapi-ssa/rollouts-plugin/experiment"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kubeclient"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
@@ -115,7 +114,7 @@ func setWeight(ctx context.Context, ro *v1alpha1.Rollout, weight int32, addition
 	if err != nil {
 		return desired.SetWeight{}, &StepError{err}
 	}
-	in := experiment.Input{RolloutNamespace: ro.Namespace, Stable: split.Stable, Canary: split.Canary}
+	in := transform.ExperimentInput{RolloutNamespace: ro.Namespace, Stable: split.Stable, Canary: split.Canary}
 	if len(additional) == 0 {
 		return desired.SetWeight{Split: split, Experiment: in}, nil
 	}
@@ -127,7 +126,7 @@ func setWeight(ctx context.Context, ro *v1alpha1.Rollout, weight int32, addition
 		if err != nil {
 			return desired.SetWeight{}, fmt.Errorf("experiment %w", err)
 		}
-		in.Destinations = append(in.Destinations, experiment.Destination{Service: d.ServiceName, Weight: int64(d.Weight), Ports: p})
+		in.Destinations = append(in.Destinations, transform.ExperimentDestination{Service: d.ServiceName, Weight: int64(d.Weight), Ports: p})
 	}
 	return desired.SetWeight{Split: split, Experiment: in}, nil
 }

@@ -1,7 +1,6 @@
 package desired
 
 import (
-	"github.com/gatewayapi-ssa/rollouts-plugin/experiment"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
 )
@@ -17,7 +16,7 @@ type Intent interface {
 // experiment backends the Rollout added leave).
 type SetWeight struct {
 	Split      transform.Split
-	Experiment experiment.Input
+	Experiment transform.ExperimentInput
 	// Sticky is the Rollout's stickyCanary with its revisions; nil without
 	// one. The cookies and their rules are on the route while both the canary
 	// and stable have weight.

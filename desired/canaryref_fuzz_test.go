@@ -3,11 +3,9 @@ package desired
 import (
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
-
-	"github.com/gatewayapi-ssa/rollouts-plugin/experiment"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
+	corev1 "k8s.io/api/core/v1"
 )
 
 // withEnv is a call decided with its env changed.
@@ -37,10 +35,10 @@ func FuzzAddCanaryBackendRef(f *testing.F) {
 		s := newFuzzServer(t, kind, original)
 		set := SetWeight{
 			Split:      transform.Split{Stable: svc("stable"), Canary: svc("canary"), CanaryWeight: max * int64(c.n(101)) / 100, MaxWeight: max},
-			Experiment: experiment.Input{RolloutNamespace: ns, Stable: svc("stable"), Canary: svc("canary")},
+			Experiment: transform.ExperimentInput{RolloutNamespace: ns, Stable: svc("stable"), Canary: svc("canary")},
 		}
 		if c.n(2) == 1 {
-			d := experiment.Destination{Service: "exp-a", Weight: max * int64(c.n(60)) / 100, Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}
+			d := transform.ExperimentDestination{Service: "exp-a", Weight: max * int64(c.n(60)) / 100, Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}
 			set.Experiment.Destinations = append(set.Experiment.Destinations, d)
 			set.Split.Reserved += d.Weight
 		}

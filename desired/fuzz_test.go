@@ -7,18 +7,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/gatewayapi-ssa/rollouts-plugin/experiment"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes/routestest"
 	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Fuzz targets, one per route transform, each through the call that runs it
-// (SetWeight: transform.SetWeights and experiment.Apply; SetHeader:
+// (SetWeight: transform.SetWeights and transform.SetExperimentRefs; SetHeader:
 // transform.SetHeaderRules; SetMirror: transform.SetMirrorRule; RemoveManaged:
 // transform.RemoveAddedRules), on the in-memory server of fixture_test.go. The
 // fuzzer picks the route (kinds, rules weighted or not, names, matches,
@@ -235,10 +233,10 @@ func FuzzSetWeights(f *testing.F) {
 		s := newFuzzServer(t, kind, original)
 		call := SetWeight{
 			Split:      transform.Split{Stable: svc("stable"), Canary: svc("canary"), CanaryWeight: max * int64(c.n(101)) / 100, MaxWeight: max},
-			Experiment: experiment.Input{RolloutNamespace: ns, Stable: svc("stable"), Canary: svc("canary")},
+			Experiment: transform.ExperimentInput{RolloutNamespace: ns, Stable: svc("stable"), Canary: svc("canary")},
 		}
 		for _, name := range []string{"exp-a", "exp-b"}[:c.n(3)] {
-			d := experiment.Destination{Service: name, Weight: max * int64(c.n(60)) / 100, Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}
+			d := transform.ExperimentDestination{Service: name, Weight: max * int64(c.n(60)) / 100, Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}
 			call.Experiment.Destinations = append(call.Experiment.Destinations, d)
 			call.Split.Reserved += d.Weight
 		}

@@ -7,14 +7,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/gatewayapi-ssa/rollouts-plugin/experiment"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes/routestest"
 	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Scenarios in the style of structured-merge-diff's multiple_appliers_test:
@@ -120,7 +118,7 @@ func force(e *Env) { e.ConflictPolicy = TakeOver }
 func setWeight(w int64) SetWeight {
 	return SetWeight{
 		Split:      transform.Split{Stable: svc("stable"), Canary: svc("canary"), CanaryWeight: w, MaxWeight: 100},
-		Experiment: experiment.Input{RolloutNamespace: ns, Stable: svc("stable"), Canary: svc("canary")},
+		Experiment: transform.ExperimentInput{RolloutNamespace: ns, Stable: svc("stable"), Canary: svc("canary")},
 	}
 }
 
@@ -128,7 +126,7 @@ func setWeight(w int64) SetWeight {
 func withExperiment(w int64, dests ...any) SetWeight {
 	c := setWeight(w)
 	for i := 0; i < len(dests); i += 2 {
-		d := experiment.Destination{Service: dests[i].(string), Weight: int64(dests[i+1].(int)),
+		d := transform.ExperimentDestination{Service: dests[i].(string), Weight: int64(dests[i+1].(int)),
 			Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}
 		c.Experiment.Destinations = append(c.Experiment.Destinations, d)
 		c.Split.Reserved += d.Weight
@@ -732,7 +730,7 @@ func TestUndoScenarios(t *testing.T) {
 func TestWhichCallsOnlyUndo(t *testing.T) {
 	zero, half := int32(0), int32(50)
 	exp := setWeight(0)
-	exp.Experiment.Destinations = []experiment.Destination{{Service: "exp", Weight: 10}}
+	exp.Experiment.Destinations = []transform.ExperimentDestination{{Service: "exp", Weight: 10}}
 	for _, c := range []struct {
 		name string
 		i    Intent

@@ -2,8 +2,6 @@ package desired
 
 import (
 	"fmt"
-
-	"github.com/gatewayapi-ssa/rollouts-plugin/experiment"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
 )
@@ -57,12 +55,12 @@ func (Undo) decide(s state) (Result, error) {
 		}
 	}
 	var canaryChanges []routes.Change
-	rules, canaryChanges = experiment.RemoveCanary(live, rules, experiment.CanaryInput{Stable: split.stable, Canary: split.canary, Targeting: transform.Targeting{Added: s.added}}, s.claim.CanaryRefs)
+	rules, canaryChanges = transform.RemoveCanary(live, rules, transform.CanaryInput{Stable: split.stable, Canary: split.canary, Targeting: transform.Targeting{Added: s.added}}, s.claim.CanaryRefs)
 	changes = append(changes, canaryChanges...)
 	if len(s.claim.Backends) > 0 {
-		in := experiment.Input{RolloutNamespace: split.stable.Namespace, Stable: split.stable, Canary: split.canary, Targeting: transform.Targeting{Added: s.added}}
+		in := transform.ExperimentInput{RolloutNamespace: split.stable.Namespace, Stable: split.stable, Canary: split.canary, Targeting: transform.Targeting{Added: s.added}}
 		var expChanges []routes.Change
-		if rules, _, expChanges, err = experiment.Apply(live, rules, in, s.claim.Backends); err != nil {
+		if rules, _, expChanges, err = transform.SetExperimentRefs(live, rules, in, s.claim.Backends); err != nil {
 			return Result{}, invalid(err)
 		}
 		changes = append(changes, expChanges...)

@@ -3,11 +3,9 @@ package desired
 import (
 	"errors"
 	"fmt"
-	"strings"
-
-	"github.com/gatewayapi-ssa/rollouts-plugin/experiment"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
+	"strings"
 )
 
 // checkedConditions are the conditions every parent must report True for the
@@ -136,7 +134,7 @@ func VerifyStatus(r routes.Route, s transform.Split, extra []BackendWeight, rule
 func specBehind(r routes.Route, s transform.Split, extra []BackendWeight, t transform.Targeting) ([]string, error) {
 	_, changes, err := transform.SetWeights(r, s, t)
 	var none *transform.NoWeightedRuleError
-	if errors.As(err, &none) && s.CanaryWeight == 0 && len(extra) == 0 && len(experiment.StableOnly(r.Namespace, r.Rules, s.Stable, s.Canary, t)) > 0 {
+	if errors.As(err, &none) && s.CanaryWeight == 0 && len(extra) == 0 && len(transform.StableOnly(r.Namespace, r.Rules, s.Stable, s.Canary, t)) > 0 {
 		return nil, nil // rules with stable alone (addCanaryBackendRef after the rollout) carry weight 0
 	}
 	if err != nil {

@@ -1,7 +1,6 @@
 package desired
 
 import (
-	"github.com/gatewayapi-ssa/rollouts-plugin/experiment"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
 )
@@ -24,7 +23,7 @@ func (c SetWeight) decide(s state) (Result, error) {
 	}
 	exp := c.Experiment
 	exp.Targeting = s.targeting()
-	rules, backends, expChanges, err := experiment.Apply(live, rules, exp, s.claim.Backends)
+	rules, backends, expChanges, err := transform.SetExperimentRefs(live, rules, exp, s.claim.Backends)
 	if err != nil {
 		return Result{}, invalid(err)
 	}
@@ -75,16 +74,16 @@ func (c SetWeight) ends() bool {
 // adds while the canary or an experiment has weight, or without those the
 // claim records when the call ends the rollout; and their record.
 func (c SetWeight) canaryRefs(s state) (routes.Route, []routes.AddedCanary, []routes.Change) {
-	in := experiment.CanaryInput{Stable: c.Split.Stable, Canary: c.Split.Canary, Targeting: s.targeting(), AddedRefFilters: s.claims.AddedRefFilters()}
+	in := transform.CanaryInput{Stable: c.Split.Stable, Canary: c.Split.Canary, Targeting: s.targeting(), AddedRefFilters: s.claims.AddedRefFilters()}
 	routed := s.live
 	var changes []routes.Change
 	switch {
 	case c.ends():
-		routed.Rules, changes = experiment.RemoveCanary(s.live, s.live.Rules, in, s.claim.CanaryRefs)
+		routed.Rules, changes = transform.RemoveCanary(s.live, s.live.Rules, in, s.claim.CanaryRefs)
 		return routed, nil, changes
 	case s.env.AddCanaryBackendRef:
 		var refs []routes.AddedCanary
-		routed.Rules, refs, changes = experiment.AddCanary(s.live, s.live.Rules, in, s.claim.CanaryRefs)
+		routed.Rules, refs, changes = transform.AddCanary(s.live, s.live.Rules, in, s.claim.CanaryRefs)
 		return routed, refs, changes
 	}
 	return routed, s.claim.CanaryRefs, nil
@@ -97,5 +96,5 @@ func (c SetWeight) endsOnStableOnly(s state, routed routes.Route) bool {
 	t := s.targeting()
 	return c.ends() && (s.env.AddCanaryBackendRef || len(s.claim.CanaryRefs) > 0) &&
 		len(transform.WeightedRules(routed.Namespace, routed.Rules, c.Split.Stable, c.Split.Canary, t)) == 0 &&
-		len(experiment.StableOnly(routed.Namespace, routed.Rules, c.Split.Stable, c.Split.Canary, t)) > 0
+		len(transform.StableOnly(routed.Namespace, routed.Rules, c.Split.Stable, c.Split.Canary, t)) > 0
 }

@@ -16,7 +16,6 @@ import (
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
-	"github.com/gatewayapi-ssa/rollouts-plugin/experiment"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kubeclient"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
@@ -132,11 +131,11 @@ spec:
 	split := func(w, reserved int64) transform.Split {
 		return transform.Split{Stable: stable, Canary: canary, CanaryWeight: w, MaxWeight: 100, Reserved: reserved}
 	}
-	exp := func(weights ...int64) experiment.Input {
+	exp := func(weights ...int64) transform.ExperimentInput {
 		ports := []corev1.ServicePort{{Name: "http", Port: 80}}
-		in := experiment.Input{RolloutNamespace: "shop", Stable: stable, Canary: canary, StablePorts: ports}
+		in := transform.ExperimentInput{RolloutNamespace: "shop", Stable: stable, Canary: canary, StablePorts: ports}
 		for _, w := range weights {
-			in.Destinations = append(in.Destinations, experiment.Destination{Service: "exp", Weight: w, Ports: ports})
+			in.Destinations = append(in.Destinations, transform.ExperimentDestination{Service: "exp", Weight: w, Ports: ports})
 		}
 		return in
 	}

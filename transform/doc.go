@@ -2,8 +2,10 @@
 // weights of the weighted rules (SetWeights), the header and mirror rules the
 // plugin adds for a managedRoutes entry (SetHeaderRules, SetMirrorRule), the
 // RequestMirror filters of filter mode (SetMirrorFilters), the matches a
-// step's values become (kept within the Rollout's own rule, confine.go), and
-// the limits the Gateway API CRDs enforce.
+// step's values become (kept within the Rollout's own rule, confine.go), the
+// backendRefs of experiment Services (SetExperimentRefs, experiment.go) and
+// the canary backendRef added to rules that hold only the stable one
+// (AddCanary, canaryref.go), and the limits the Gateway API CRDs enforce.
 //
 // Each transform takes a route as read (package routes) and returns new
 // rules; none changes its input, does I/O or decides what a call is for:

@@ -1,23 +1,22 @@
-package experiment
+package transform
 
 import (
 	"reflect"
 	"strconv"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
-	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
 )
 
 // The canary backendRef the plugin adds, with addCanaryBackendRef, to the
 // rules that hold only the stable one: recorded and removed as experiment
 // backendRefs are (locate, lastOf, removeLast), and weighed by
-// transform.SetWeights once it is there.
+// SetWeights once it is there.
 
 // CanaryInput is what AddCanary and RemoveCanary need besides the route.
 type CanaryInput struct {
 	Stable, Canary routes.ObjectRef
 	// Targeting says which rules can be weighted rules.
-	Targeting transform.Targeting
+	Targeting Targeting
 	// AddedRefFilters are the backendRef filters the plugin added for any
 	// Rollout (stickyCanary's): the copy of the stable backendRef leaves
 	// them out.
@@ -26,7 +25,7 @@ type CanaryInput struct {
 
 // StableOnly returns the indexes of the rules t targets that hold one
 // backendRef to stable and none to canary.
-func StableOnly(ns string, rules []routes.Rule, stable, canary routes.ObjectRef, t transform.Targeting) []int {
+func StableOnly(ns string, rules []routes.Rule, stable, canary routes.ObjectRef, t Targeting) []int {
 	var out []int
 	for i, r := range rules {
 		if t.Targets(r) && r.CountRefs(ns, stable) == 1 && r.CountRefs(ns, canary) == 0 {
@@ -94,7 +93,7 @@ func RemoveCanary(route routes.Route, rules []routes.Rule, in CanaryInput, claim
 		changes = append(changes, routes.Changef(routes.BackendRemoved, "rule %d − %s (addCanaryBackendRef)", i, c.Target()))
 		if j := rules[i].LastRef(ns, in.Stable); j >= 0 {
 			if b := rules[i].BackendRefs()[j]; b.Weight() != c.StableWeight {
-				changes = append(changes, routes.Changef(routes.WeightChanged, "%s", transform.Change{Rule: i, Backend: b.Target(ns), From: b.Weight(), To: c.StableWeight}))
+				changes = append(changes, routes.Changef(routes.WeightChanged, "%s", Change{Rule: i, Backend: b.Target(ns), From: b.Weight(), To: c.StableWeight}))
 				b.SetWeight(c.StableWeight)
 			}
 		}
@@ -106,7 +105,7 @@ func RemoveCanary(route routes.Route, rules []routes.Rule, in CanaryInput, claim
 // -1 when it is gone.
 func ownCanary(rules []routes.Rule, ns string, c routes.AddedCanary, in CanaryInput) int {
 	weighted, related := map[int]bool{}, map[int]bool{}
-	for _, i := range transform.WeightedRules(ns, rules, in.Stable, in.Canary, in.Targeting) {
+	for _, i := range WeightedRules(ns, rules, in.Stable, in.Canary, in.Targeting) {
 		weighted[i] = true
 	}
 	for i, r := range rules {

@@ -1,4 +1,4 @@
-package experiment
+package transform
 
 import (
 	"fmt"
@@ -11,7 +11,6 @@ import (
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes/routestest"
-	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
 )
 
 // Rules here are in the form the apiserver serves them through unstructured:
@@ -55,12 +54,12 @@ func route(namespace string, rules []routes.Rule) routes.Route {
 	return routes.Route{Ref: routes.Ref{Kind: routes.HTTPRoute, Namespace: namespace, Name: "web"}, Version: "v1", Rules: rules}
 }
 
-func dest(name string, weight int64) Destination {
-	return Destination{Service: name, Weight: weight, Ports: httpPorts}
+func dest(name string, weight int64) ExperimentDestination {
+	return ExperimentDestination{Service: name, Weight: weight, Ports: httpPorts}
 }
 
-func input(ds ...Destination) Input {
-	return Input{
+func input(ds ...ExperimentDestination) ExperimentInput {
+	return ExperimentInput{
 		RolloutNamespace: rolloutNS,
 		Stable:           stable,
 		Canary:           canary,
@@ -83,13 +82,13 @@ func rules(rs ...routes.Rule) []routes.Rule { return rs }
 
 // Edge cases where a recorded backendRef must be told from one that only
 // looks like it: the plugin removes exactly its own and never another's.
-func TestApplyTellsOwnRefsFromLookalikes(t *testing.T) {
+func TestSetExperimentRefsTellsOwnRefsFromLookalikes(t *testing.T) {
 	foreign := routestest.BackendOn(baseline, 8080, 7)
 	for _, tc := range []struct {
 		name        string
 		rules       []routes.Rule
 		claimed     []routes.AddedBackend
-		in          Input
+		in          ExperimentInput
 		wantRules   []routes.Rule
 		wantAdded   []routes.AddedBackend
 		wantChanges []string
@@ -138,7 +137,7 @@ func TestApplyTellsOwnRefsFromLookalikes(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, added, changes, err := Apply(route(rolloutNS, tc.rules), tc.rules, tc.in, tc.claimed)
+			got, added, changes, err := SetExperimentRefs(route(rolloutNS, tc.rules), tc.rules, tc.in, tc.claimed)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -155,7 +154,7 @@ func TestApplyTellsOwnRefsFromLookalikes(t *testing.T) {
 	}
 }
 
-func TestApply(t *testing.T) {
+func TestSetExperimentRefs(t *testing.T) {
 	// A foreign backendRef: another team's Service, with its own weight.
 	payments := routestest.BackendOn("payments", 9000, 3)
 	// Foreign backendRefs to the very Service the experiment uses, and to a
@@ -167,7 +166,7 @@ func TestApply(t *testing.T) {
 		name        string
 		routeNS     string
 		rules       func() []routes.Rule // built fresh, so the input can be compared after the call
-		in          Input
+		in          ExperimentInput
 		claimed     []routes.AddedBackend
 		wantRules   []routes.Rule
 		wantAdded   []routes.AddedBackend
@@ -492,20 +491,20 @@ func TestApply(t *testing.T) {
 			}
 			live := tt.rules()
 			claimed := append([]routes.AddedBackend(nil), tt.claimed...)
-			gotRules, gotAdded, gotChanges, err := Apply(route(ns, live), live, tt.in, claimed)
+			gotRules, gotAdded, gotChanges, err := SetExperimentRefs(route(ns, live), live, tt.in, claimed)
 
 			if diff := cmp.Diff(tt.rules(), live); diff != "" {
-				t.Errorf("Apply changed its input rules (-before +after):\n%s", diff)
+				t.Errorf("SetExperimentRefs changed its input rules (-before +after):\n%s", diff)
 			}
 			if diff := cmp.Diff(tt.claimed, claimed); diff != "" {
-				t.Errorf("Apply changed its input record (-before +after):\n%s", diff)
+				t.Errorf("SetExperimentRefs changed its input record (-before +after):\n%s", diff)
 			}
 			if tt.wantErr != "" {
 				if err == nil || err.Error() != tt.wantErr {
 					t.Fatalf("error = %v, want %q", err, tt.wantErr)
 				}
 				if gotRules != nil || gotAdded != nil || gotChanges != nil {
-					t.Errorf("on error Apply returned rules %v, record %v, changes %v; want nothing", gotRules, gotAdded, gotChanges)
+					t.Errorf("on error SetExperimentRefs returned rules %v, record %v, changes %v; want nothing", gotRules, gotAdded, gotChanges)
 				}
 				return
 			}
@@ -536,8 +535,8 @@ func foreign(n int) []map[string]any {
 
 // The GKE case of issue 3 as a sequence of calls, each fed the previous
 // result and record: 70/5/25 during the experiment, then stable 100 (set by
-// transform.SetWeights) and the route exactly as it was.
-func TestApplyExperimentLifecycle(t *testing.T) {
+// SetWeights) and the route exactly as it was.
+func TestSetExperimentRefsExperimentLifecycle(t *testing.T) {
 	before := func() []routes.Rule {
 		return rules(
 			rule("", "/", routestest.BackendOn("web-stable", 8080, 100), routestest.BackendOn("other-team", 8080, 0), routestest.BackendOn("web-canary", 8080, 0)),
@@ -547,7 +546,7 @@ func TestApplyExperimentLifecycle(t *testing.T) {
 	r := route(rolloutNS, before())
 	withWeights := func(rs []routes.Rule, canaryWeight, reserved int64) []routes.Rule {
 		t.Helper()
-		out, _, err := transform.SetWeights(route(rolloutNS, rs), transform.Split{Stable: stable, Canary: canary, CanaryWeight: canaryWeight, MaxWeight: 100, Reserved: reserved}, transform.Targeting{})
+		out, _, err := SetWeights(route(rolloutNS, rs), Split{Stable: stable, Canary: canary, CanaryWeight: canaryWeight, MaxWeight: 100, Reserved: reserved}, Targeting{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -556,7 +555,7 @@ func TestApplyExperimentLifecycle(t *testing.T) {
 
 	// Experiment step: canary 0, baseline 5, experiment canary 25.
 	in := input(dest(baseline, 5), dest(expCanary, 25))
-	got, record, _, err := Apply(r, withWeights(r.Rules, 0, totalWeight(in.Destinations)), in, nil)
+	got, record, _, err := SetExperimentRefs(r, withWeights(r.Rules, 0, totalWeight(in.Destinations)), in, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -569,7 +568,7 @@ func TestApplyExperimentLifecycle(t *testing.T) {
 	}
 
 	// The controller repeats the call (a reconcile): nothing changes.
-	again, record2, changes, err := Apply(route(rolloutNS, got), withWeights(got, 0, totalWeight(in.Destinations)), in, record)
+	again, record2, changes, err := SetExperimentRefs(route(rolloutNS, got), withWeights(got, 0, totalWeight(in.Destinations)), in, record)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -581,7 +580,7 @@ func TestApplyExperimentLifecycle(t *testing.T) {
 	}
 
 	// The experiment ends: an empty list, stable gets 100 again.
-	after, record3, _, err := Apply(route(rolloutNS, again), withWeights(again, 0, 0), input(), record2)
+	after, record3, _, err := SetExperimentRefs(route(rolloutNS, again), withWeights(again, 0, 0), input(), record2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -593,7 +592,7 @@ func TestApplyExperimentLifecycle(t *testing.T) {
 	}
 }
 
-func TestApplyPortSelection(t *testing.T) {
+func TestSetExperimentRefsPortSelection(t *testing.T) {
 	udp := func(name string, port int32) corev1.ServicePort {
 		return corev1.ServicePort{Name: name, Port: port, Protocol: corev1.ProtocolUDP}
 	}
@@ -714,13 +713,13 @@ func TestApplyPortSelection(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			live := rules(rule("", "/", routestest.BackendOn("web-stable", tt.stablePort, 95), routestest.BackendOn("web-canary", tt.stablePort, 0)))
-			in := input(Destination{Service: baseline, Weight: 5, Ports: tt.ports})
+			in := input(ExperimentDestination{Service: baseline, Weight: 5, Ports: tt.ports})
 			in.StablePorts = tt.stablePorts
 			r := route(rolloutNS, live)
 			if tt.kind != "" {
 				r.Kind = tt.kind
 			}
-			got, _, _, err := Apply(r, live, in, nil)
+			got, _, _, err := SetExperimentRefs(r, live, in, nil)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("error = %v, want one containing %q", err, tt.wantErr)
@@ -738,10 +737,10 @@ func TestApplyPortSelection(t *testing.T) {
 	}
 }
 
-// FuzzApplyThenRemove: for generated small rule sets and weights, adding
+// FuzzSetExperimentRefsThenRemove: for generated small rule sets and weights, adding
 // experiment destinations, changing their weights, and then applying an empty
 // list with the returned record gives back exactly the original rules.
-func FuzzApplyThenRemove(f *testing.F) {
+func FuzzSetExperimentRefsThenRemove(f *testing.F) {
 	f.Add([]byte{0x00}, int64(5), int64(25), int64(10), false)
 	f.Add([]byte{0x13, 0x27, 0x41, 0x05, 0x88, 0x31}, int64(5), int64(25), int64(0), true)
 	f.Add([]byte{0xff, 0xfe, 0xfd, 0xfc, 0xfb, 0xfa, 0xf9, 0xf8, 0xf7, 0xf6}, int64(0), int64(1000000), int64(3), false)
@@ -759,31 +758,31 @@ func FuzzApplyThenRemove(f *testing.F) {
 		original := genRules(shape, crossNamespace)
 		r := route(ns, original())
 
-		dests := []Destination{dest(baseline, w1), dest(expCanary, w2)}
+		dests := []ExperimentDestination{dest(baseline, w1), dest(expCanary, w2)}
 		if w3%2 == 0 {
-			dests = append(dests, Destination{Service: "web-5d4f8b9c7-2-0-extra", Weight: w3, Ports: []corev1.ServicePort{{Name: "http", Port: 8080}, {Name: "metrics", Port: 9090}}})
+			dests = append(dests, ExperimentDestination{Service: "web-5d4f8b9c7-2-0-extra", Weight: w3, Ports: []corev1.ServicePort{{Name: "http", Port: 8080}, {Name: "metrics", Port: 9090}}})
 		}
-		first, record, _, err := Apply(r, r.Rules, input(dests...), nil)
+		first, record, _, err := SetExperimentRefs(r, r.Rules, input(dests...), nil)
 		if err != nil {
 			if strings.Contains(err.Error(), "backendRefs") {
 				return // over 16 in a rule: refused before any write
 			}
-			t.Fatalf("Apply: %v", err)
+			t.Fatalf("SetExperimentRefs: %v", err)
 		}
 		if diff := cmp.Diff(original(), r.Rules); diff != "" {
-			t.Fatalf("Apply changed its input (-before +after):\n%s", diff)
+			t.Fatalf("SetExperimentRefs changed its input (-before +after):\n%s", diff)
 		}
 		// A later step changes the weights.
 		for i := range dests {
 			dests[i].Weight = dests[i].Weight/2 + int64(i)
 		}
-		second, record, _, err := Apply(route(ns, first), first, input(dests...), record)
+		second, record, _, err := SetExperimentRefs(route(ns, first), first, input(dests...), record)
 		if err != nil {
-			t.Fatalf("Apply with new weights: %v", err)
+			t.Fatalf("SetExperimentRefs with new weights: %v", err)
 		}
-		back, record, _, err := Apply(route(ns, second), second, input(), record)
+		back, record, _, err := SetExperimentRefs(route(ns, second), second, input(), record)
 		if err != nil {
-			t.Fatalf("Apply of an empty list: %v", err)
+			t.Fatalf("SetExperimentRefs of an empty list: %v", err)
 		}
 		if diff := cmp.Diff(original(), back); diff != "" {
 			t.Fatalf("after adding and removing the experiment (-original +got):\n%s", diff)
@@ -868,7 +867,7 @@ func importRef(group, name string, port, weight int64) map[string]any {
 // Services are added as ServiceImports of the canary's group, recorded as
 // such, and removed exactly; a Service of the same name someone else put in
 // the rule stays.
-func TestApplyOnServiceImportRoutes(t *testing.T) {
+func TestSetExperimentRefsOnServiceImportRoutes(t *testing.T) {
 	const gke = "net.gke.io"
 	imported := func(ruleIndex int, ruleName, name string) routes.AddedBackend {
 		b := added(ruleIndex, ruleName, name)
@@ -881,7 +880,7 @@ func TestApplyOnServiceImportRoutes(t *testing.T) {
 		rule("", "/local", routestest.BackendOn("web-stable", 8080, 80), routestest.BackendOn("web-canary", 8080, 20)),
 	)
 	in := input(dest(baseline, 5), dest(expCanary, 5))
-	got, record, changes, err := Apply(route(rolloutNS, live), live, in, nil)
+	got, record, changes, err := SetExperimentRefs(route(rolloutNS, live), live, in, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -916,7 +915,7 @@ func TestApplyOnServiceImportRoutes(t *testing.T) {
 	// owner has added a Service of the experiment's name to rule 0, after
 	// the plugin's ServiceImport: only the plugin's ServiceImports leave.
 	in = input(dest(baseline, 10), dest(expCanary, 5))
-	got, record, changes, err = Apply(route(rolloutNS, got), got, in, record)
+	got, record, changes, err = SetExperimentRefs(route(rolloutNS, got), got, in, record)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -929,7 +928,7 @@ func TestApplyOnServiceImportRoutes(t *testing.T) {
 	}
 	foreign := routestest.BackendOn(baseline, 8080, 1)
 	got[0]["backendRefs"] = append(got[0]["backendRefs"].([]any), foreign)
-	got, record, _, err = Apply(route(rolloutNS, got), got, input(), record)
+	got, record, _, err = SetExperimentRefs(route(rolloutNS, got), got, input(), record)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -946,7 +945,7 @@ func TestApplyOnServiceImportRoutes(t *testing.T) {
 }
 
 // totalWeight is the total weight of the destinations.
-func totalWeight(ds []Destination) int64 {
+func totalWeight(ds []ExperimentDestination) int64 {
 	var sum int64
 	for _, d := range ds {
 		sum += d.Weight

@@ -1,4 +1,4 @@
-package experiment
+package transform
 
 import (
 	"fmt"
@@ -7,38 +7,49 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
-	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
 )
+
+// SetExperimentRefs adds, weighs and removes the backendRefs of experiment
+// Services: with an experiment step Argo Rollouts passes the Services it
+// created for the experiment's templates to SetWeight as
+// additionalDestinations, each with a weight.
+//
+// It is pure: it gets the live rules and what the plugin recorded it had
+// added for the Rollout (routes.Claim.Backends), and returns the rules with
+// exactly the requested experiment backends at their weights, plus the new
+// record. It removes only backendRefs it finds in that record, so a
+// backendRef someone else added is never touched, even one that points at a
+// Service named like an experiment Service.
 
 // maxBackendRefs is Gateway API's limit of backendRefs per rule.
 const maxBackendRefs = 16
 
-// Destination is one experiment Service with its weight and its ports.
-type Destination struct {
+// ExperimentDestination is one experiment Service with its weight and its ports.
+type ExperimentDestination struct {
 	Service string
 	Weight  int64
 	Ports   []corev1.ServicePort
 }
 
-// Input is what Apply needs besides the route.
-type Input struct {
+// ExperimentInput is what SetExperimentRefs needs besides the route.
+type ExperimentInput struct {
 	// RolloutNamespace holds the Rollout and its Services.
 	RolloutNamespace string
 	Stable, Canary   routes.ObjectRef
 	// StablePorts are the stable Service's ports, to map a backendRef's port
 	// number to a port name.
 	StablePorts  []corev1.ServicePort
-	Destinations []Destination
+	Destinations []ExperimentDestination
 	// Targeting says which rules of the route are weighted rules (not the
 	// rules the plugin added; only the ruleName rule if the Rollout sets one).
-	Targeting transform.Targeting
+	Targeting Targeting
 }
 
-// Apply returns rules in which every weighted rule (one holding both stable
+// SetExperimentRefs returns rules in which every weighted rule (one holding both stable
 // and canary) holds one backendRef per destination with its weight, and no
 // other backendRef the plugin added for this Rollout; the new record of added
 // backendRefs; and a description of each change.
-func Apply(route routes.Route, rules []routes.Rule, in Input, claimed []routes.AddedBackend) ([]routes.Rule, []routes.AddedBackend, []routes.Change, error) {
+func SetExperimentRefs(route routes.Route, rules []routes.Rule, in ExperimentInput, claimed []routes.AddedBackend) ([]routes.Rule, []routes.AddedBackend, []routes.Change, error) {
 	if len(in.Destinations) == 0 && len(claimed) == 0 {
 		// Only a destination to add or weigh, or a recorded backendRef to
 		// remove, changes rules: without either (a step with no experiment)
@@ -66,27 +77,27 @@ func Apply(route routes.Route, rules []routes.Rule, in Input, claimed []routes.A
 	return rules, append(kept, added...), s.changes, nil
 }
 
-// step is Apply at work on one route's rules.
+// step is SetExperimentRefs at work on one route's rules.
 type step struct {
 	route routes.Route
 	rules []routes.Rule
-	in    Input
+	in    ExperimentInput
 	ns    string
 	// weighted are the weighted rules; related the rules that still send to
 	// stable or canary: a weighted rule someone took the canary out of is
 	// one, a rule someone inserted is not.
 	weighted, related map[int]bool
 	// wanted are the destinations by their Service.
-	wanted  map[routes.ObjectRef]Destination
+	wanted  map[routes.ObjectRef]ExperimentDestination
 	changes []routes.Change
 }
 
 // newStep reads which rules are weighted and related, and which Services are
 // wanted; a destination that is the stable or canary Service is refused.
-func newStep(route routes.Route, rules []routes.Rule, in Input) (*step, error) {
+func newStep(route routes.Route, rules []routes.Rule, in ExperimentInput) (*step, error) {
 	s := &step{route: route, rules: rules, in: in, ns: route.Namespace,
-		weighted: map[int]bool{}, related: map[int]bool{}, wanted: map[routes.ObjectRef]Destination{}}
-	for _, i := range transform.WeightedRules(s.ns, rules, in.Stable, in.Canary, in.Targeting) {
+		weighted: map[int]bool{}, related: map[int]bool{}, wanted: map[routes.ObjectRef]ExperimentDestination{}}
+	for _, i := range WeightedRules(s.ns, rules, in.Stable, in.Canary, in.Targeting) {
 		s.weighted[i] = true
 	}
 	for i, r := range rules {
@@ -164,7 +175,7 @@ func (s *step) add(i int, have map[routes.ObjectRef]routes.ObjectRef) ([]routes.
 		s.changes = append(s.changes, routes.Changef(routes.BackendAdded, "rule %d + %s weight %d", i, target, d.Weight))
 	}
 	if n := len(rule.BackendRefs()); n > maxBackendRefs {
-		return nil, &transform.LimitError{Msg: fmt.Sprintf("rule %d would hold %d backendRefs with the experiment's Services; Gateway API allows %d per rule", i, n, maxBackendRefs)}
+		return nil, &LimitError{Msg: fmt.Sprintf("rule %d would hold %d backendRefs with the experiment's Services; Gateway API allows %d per rule", i, n, maxBackendRefs)}
 	}
 	return added, nil
 }
@@ -248,7 +259,7 @@ func removeLast(rule routes.Rule, ns string, target routes.ObjectRef) bool {
 // of the route's protocol, else a single-port Service's only port. Where the
 // stable Service gives the number two names (53/UDP dns, 53/TCP dns-tcp), the
 // name of the route's protocol counts first.
-func portFor(rule routes.Rule, ns string, kind routes.Kind, in Input, d Destination) (int32, error) {
+func portFor(rule routes.Rule, ns string, kind routes.Kind, in ExperimentInput, d ExperimentDestination) (int32, error) {
 	var stablePort int64 = -1
 	for _, b := range rule.BackendRefs() {
 		if b.Target(ns).Backend() == in.Stable.Backend() {
