@@ -99,8 +99,8 @@ fuzz:
 	  $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./desired/ || exit 1; done
 	$(GO) test -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME) ./decode/
 	$(GO) test -run '^$$' -fuzz '^FuzzEncode$$' -fuzztime $(FUZZTIME) ./ssa/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./routes/
-	$(GO) test -run '^$$' -fuzz '^FuzzResourceVersionIn$$' -fuzztime $(FUZZTIME) ./routes/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./kube/
+	$(GO) test -run '^$$' -fuzz '^FuzzResourceVersionIn$$' -fuzztime $(FUZZTIME) ./kube/
 	$(GO) test -run '^$$' -fuzz '^FuzzSetExperimentRefsThenRemove$$' -fuzztime $(FUZZTIME) ./transform/
 	$(GO) test -run '^$$' -fuzz '^FuzzRequestsStayInReach$$' -fuzztime $(FUZZTIME) ./orchestrator/
 
@@ -137,7 +137,7 @@ bench-ratio:
 
 ## bench-micro: benchmarks of the pure transforms, and what the Events recorder holds
 bench-micro:
-	$(GO) test -run '^$$' -bench . -benchmem ./routes/... ./transform/... ./ssa/... ./events/
+	$(GO) test -run '^$$' -bench . -benchmem ./routes/... ./kube/ ./transform/... ./ssa/... ./events/
 
 clean:
 	rm -rf bin dist

@@ -27,7 +27,7 @@ var allowedImports = map[string][]string{
 	"retry":        {},
 	"kubeclient":   {"retry"},
 	"kube":         {"routes", "kubeclient"},
-	"ssa":          {"routes", "kubeclient", "retry"},
+	"ssa":          {"routes", "kubeclient", "kube", "retry"},
 	"orchestrator": {"routes", "desired", "decode", "kubeclient", "kube", "ssa", "retry"},
 	"peers":        {"retry"},
 	"events":       {"decode", "kubeclient", "retry"},

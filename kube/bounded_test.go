@@ -86,7 +86,7 @@ func TestAMissingRouteIsReadOnceWhileItIsRememberedMissing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Written(routes.Answered(r, nil))
+	c.Written(Answered(r, nil))
 	if got := c.Held().MissingRoutes; got != 0 {
 		t.Errorf("after a write: %d missing routes remembered; want 0", got)
 	}

@@ -52,7 +52,7 @@ type Reader interface {
 	// next Get does not answer with an older cached copy. The reader keeps
 	// the answer, and reads it only if a call reads the route before the
 	// watch cache has the write. Fresh keeps what it read the same way.
-	Written(a *routes.Answer)
+	Written(a *Answer)
 	// Gateways says which GatewayClass carries each of a route's parents
 	// and what it publishes; a parent that cannot be read is one whose
 	// features are not known (routes.Gateway.Unknown).
@@ -97,7 +97,7 @@ type Cluster struct {
 	// overlay holds, per route, the newest version the plugin has
 	// seen beyond its watch cache (the answer to its write, or a fresh
 	// read), until the cache holds it too.
-	overlay map[routes.Ref]*routes.Answer
+	overlay map[routes.Ref]*Answer
 	// readByCalls are the routes a call has read, at most maxReadByCalls:
 	// their watch caches keep them whole; of every other route only what a
 	// selector reads (slim). freshWhole holds the routes read fresh while
@@ -159,7 +159,7 @@ type namespaceCache struct {
 // NewCluster returns a Reader for the cluster behind client, a REST client
 // of it whose requests the reader gives absolute paths (any group and
 // version's client will do, e.g. the Gateway API clientset's
-// GatewayV1().RESTClient()). Every route it reads it reads with Decode.
+// GatewayV1().RESTClient()). Every route it reads it reads with decodeRoute.
 func NewCluster(client rest.Interface, log *logrus.Entry) *Cluster {
 	return &Cluster{
 		client: client, log: log,
@@ -167,7 +167,7 @@ func NewCluster(client rest.Interface, log *logrus.Entry) *Cluster {
 		importVersions: map[string]string{},
 		informers:      map[informerKey]*namespaceCache{},
 		parents:        map[parentKey]*namespaceCache{},
-		overlay:        map[routes.Ref]*routes.Answer{},
+		overlay:        map[routes.Ref]*Answer{},
 		readByCalls:    newBounded[routes.Ref, struct{}](maxReadByCalls),
 		missing:        newBounded[routes.Ref, time.Time](maxMissing),
 		now:            time.Now,

@@ -82,7 +82,7 @@ func TestWrittenOverlayEndsWithTheWatchEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	written.ResourceVersion = "8"
-	c.Written(routes.Answered(written, nil))
+	c.Written(Answered(written, nil))
 	for _, tc := range []struct {
 		rv   string
 		kept bool
@@ -114,7 +114,7 @@ func TestAReadRacingTheWatchEventOfTheWriteSeesTheWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	ref := routes.Ref{Kind: routes.HTTPRoute, Namespace: wtNS, Name: "web"}
-	answer, err := routes.AnswerOf(ref, answerJSON(t, served, "8"))
+	answer, err := AnswerOf(ref, answerJSON(t, served, "8"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,8 +186,8 @@ func TestTheOverlayKeepsTheNewerOfTwoAnswers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	answer := func(rv string) *routes.Answer {
-		a, err := routes.AnswerOf(cached.Ref, answerJSON(t, servedRoute(), rv))
+	answer := func(rv string) *Answer {
+		a, err := AnswerOf(cached.Ref, answerJSON(t, servedRoute(), rv))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -227,7 +227,7 @@ func TestWrittenOverlayHandsOutCopies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	answer, err := routes.AnswerOf(cached.Ref, answerJSON(t, servedRoute(), "8"))
+	answer, err := AnswerOf(cached.Ref, answerJSON(t, servedRoute(), "8"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +258,7 @@ func TestAnUnreadableAnswerIsForgotten(t *testing.T) {
 	}
 	bad := servedRoute()
 	bad.Object["spec"] = map[string]any{"rules": "not a list"}
-	answer, err := routes.AnswerOf(cached.Ref, answerJSON(t, bad, "8"))
+	answer, err := AnswerOf(cached.Ref, answerJSON(t, bad, "8"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +282,7 @@ func cached(t *testing.T, u *unstructured.Unstructured) *cachedRoute {
 }
 
 // The watch cache keeps the Route the plugin reads, made once; every read
-// of it is the caller's own; an object Decode cannot read is kept by its
+// of it is the caller's own; an object decodeRoute cannot read is kept by its
 // name with the reason, so reading it says why.
 func TestWatchCacheKeepsWhatThePluginReads(t *testing.T) {
 	c := NewCluster(nil, logrus.NewEntry(logrus.New()))
@@ -388,7 +388,7 @@ func TestResourceVersionReadsTheCacheAndTheWritesWithoutARequest(t *testing.T) {
 	written := func(name, rv string) {
 		u := servedRoute()
 		u.SetName(name)
-		a, err := routes.AnswerOf(ref(wtNS, name), answerJSON(t, u, rv))
+		a, err := AnswerOf(ref(wtNS, name), answerJSON(t, u, rv))
 		if err != nil {
 			t.Fatal(err)
 		}

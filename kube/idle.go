@@ -76,7 +76,7 @@ func (c *Cluster) stopUnusedSince(cutoff time.Time) {
 // Whoever waits for such an event (NextEvent) is woken, to read afresh.
 func (c *Cluster) forgetRoutesOf(key informerKey) {
 	of := func(ref routes.Ref) bool { return ref.Kind == key.kind && ref.Namespace == key.namespace }
-	maps.DeleteFunc(c.overlay, func(ref routes.Ref, _ *routes.Answer) bool { return of(ref) })
+	maps.DeleteFunc(c.overlay, func(ref routes.Ref, _ *Answer) bool { return of(ref) })
 	c.readByCalls.deleteIf(of)
 	c.missing.deleteIf(of)
 	maps.DeleteFunc(c.freshWhole, func(ref routes.Ref, _ routes.Route) bool { return of(ref) })

@@ -95,7 +95,7 @@ func TestAWatchCacheACallUsesRunsOnWhileTheOthersStop(t *testing.T) {
 		}
 		u := servedRoute()
 		u.SetNamespace(ns)
-		a, err := routes.AnswerOf(web(ns), answerJSON(t, u, "8")) // ahead of the cache
+		a, err := AnswerOf(web(ns), answerJSON(t, u, "8")) // ahead of the cache
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,8 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
-
-	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
 // The watch caches of the small objects the plugin reads beside the routes
@@ -67,7 +65,7 @@ func (c *Cluster) objectCache(ctx context.Context, gvr schema.GroupVersionResour
 				if err != nil {
 					return nil, err
 				}
-				return watch.NewStreamWatcher(&objectDecoder{body: body, frames: routes.NewFrames(body), read: read},
+				return watch.NewStreamWatcher(&objectDecoder{body: body, frames: newFrames(body), read: read},
 					apierrors.NewClientErrorReporter(http.StatusInternalServerError, http.MethodGet, "ClientWatchDecoding")), nil
 			},
 		}, example, gvr, namespace, gvr.Resource, nil)
@@ -106,7 +104,7 @@ func listObjects(ctx context.Context, c *Cluster, gvr schema.GroupVersionResourc
 // objectDecoder reads a watch stream of objects with read.
 type objectDecoder struct {
 	body   io.ReadCloser
-	frames *routes.Frames
+	frames *Frames
 	read   readObject
 }
 

@@ -10,12 +10,12 @@ import (
 // watch cache has them, so that a read never answers with an older route.
 
 // Written records the apiserver's answer to the plugin's write.
-func (c *Cluster) Written(a *routes.Answer) { c.remember(a) }
+func (c *Cluster) Written(a *Answer) { c.remember(a) }
 
 // remember puts a into the overlay, unless the overlay has a newer version
 // of the route: calls writing one route at once (Rollouts that share it) may
 // get their answers in one order and record them in the other.
-func (c *Cluster) remember(a *routes.Answer) {
+func (c *Cluster) remember(a *Answer) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.found(a.Ref)

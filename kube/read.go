@@ -154,7 +154,7 @@ func (c *Cluster) fresh(ctx context.Context, ref routes.Ref) (routes.Route, erro
 		if err != nil {
 			return routes.Route{}, err
 		}
-		r, err := routes.Decode(raw)
+		r, err := decodeRoute(raw)
 		if err == nil && r.Ref != ref {
 			return routes.Route{}, wrongAnswer(ref, r.Ref)
 		}
@@ -162,7 +162,7 @@ func (c *Cluster) fresh(ctx context.Context, ref routes.Ref) (routes.Route, erro
 			// A cache still behind this read must not answer the next read
 			// with an older route: a write whose answer was lost and whose
 			// repeat was refused is known only from this read.
-			c.remember(routes.Answered(r.DeepCopy(), nil))
+			c.remember(Answered(r.DeepCopy(), nil))
 		}
 		return r, err
 	}

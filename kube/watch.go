@@ -22,7 +22,7 @@ import (
 
 // The watch caches list and watch routes with a plain REST client and read
 // each served route straight into what they keep (a cachedRoute, made by
-// Decode), instead of through client-go's unstructured decoding: the object
+// decodeRoute), instead of through client-go's unstructured decoding: the object
 // of every watch event is read once, into the Route a call copies.
 
 // cachedRoute is what a watch cache keeps of a route: the Route the plugin
@@ -30,7 +30,7 @@ import (
 // reading the whole served object again. The informer keys and orders it by
 // ref and resourceVersion, through GetObjectMeta (a bookmark also has the
 // annotation that ends a watch's initial events): no ObjectMeta is kept in
-// each entry. A route Decode cannot read is kept with the reason, which
+// each entry. A route decodeRoute cannot read is kept with the reason, which
 // reading it answers.
 type cachedRoute struct {
 	ref             routes.Ref
@@ -111,7 +111,7 @@ func (k *keeping) whole(ref routes.Ref) bool { return k == nil || k.uses == nil 
 // cacheEntry is what a watch cache keeps of a route read (keeping).
 func cacheEntry(r routes.Route, k *keeping) *cachedRoute {
 	if !k.whole(r.Ref) {
-		return k.slimEntry(routes.Identity{Ref: r.Ref, Version: r.Version, ResourceVersion: r.ResourceVersion, Labels: r.Labels})
+		return k.slimEntry(Identity{Ref: r.Ref, Version: r.Version, ResourceVersion: r.ResourceVersion, Labels: r.Labels})
 	}
 	c := &cachedRoute{ref: r.Ref, resourceVersion: r.ResourceVersion, route: &r}
 	c.meta = c.objectMeta()
@@ -119,7 +119,7 @@ func cacheEntry(r routes.Route, k *keeping) *cachedRoute {
 }
 
 // slimEntry is what a watch cache keeps of a route no call uses.
-func (k *keeping) slimEntry(id routes.Identity) *cachedRoute {
+func (k *keeping) slimEntry(id Identity) *cachedRoute {
 	return &cachedRoute{ref: id.Ref, resourceVersion: id.ResourceVersion, version: id.Version, labels: k.labels.of(id.Labels)}
 }
 
@@ -130,7 +130,7 @@ func bookmark(resourceVersion string, annotations map[string]string) *cachedRout
 
 // toCache reads a served route into what a watch cache keeps (cacheEntry).
 func toCache(data []byte, k *keeping) (*cachedRoute, error) {
-	r, err := routes.Decode(data)
+	r, err := decodeRoute(data)
 	if err == nil {
 		return cacheEntry(r, k), nil
 	}
@@ -213,7 +213,7 @@ func watchRoutes(ctx context.Context, client rest.Interface, gvr schema.GroupVer
 	if err != nil {
 		return nil, err
 	}
-	d := &eventDecoder{body: body, frames: routes.NewFrames(body), fresh: fresh, keep: k, started: time.Now(),
+	d := &eventDecoder{body: body, frames: newFrames(body), fresh: fresh, keep: k, started: time.Now(),
 		initial: opts.SendInitialEvents != nil && *opts.SendInitialEvents}
 	if opts.TimeoutSeconds != nil {
 		d.timeout = time.Duration(*opts.TimeoutSeconds) * time.Second
@@ -223,11 +223,11 @@ func watchRoutes(ctx context.Context, client rest.Interface, gvr schema.GroupVer
 
 // eventDecoder reads a watch stream of JSON events. An event of a route is
 // read in one pass, frame and object together; anything else (a bookmark
-// the pass cannot read, an error, a route Decode reads the long way) is read
+// the pass cannot read, an error, a route decodeRoute reads the long way) is read
 // part by part.
 type eventDecoder struct {
 	body   io.ReadCloser
-	frames *routes.Frames
+	frames *Frames
 	fresh  *freshness
 	keep   *keeping
 	// initial: the watch is sending its initial events (a list streamed
@@ -270,7 +270,7 @@ func (d *eventDecoder) decode() (watch.EventType, runtime.Object, error) {
 		// (a namespace may hold thousands): the identity first, and of
 		// such a route nothing more is read. Later events are mostly the
 		// plugin's own writes, of routes it uses: read whole at once.
-		if id, ok := routes.DecodeEventIdentity(frame); ok {
+		if id, ok := decodeEventIdentity(frame); ok {
 			switch {
 			case id.Type == string(watch.Bookmark):
 				return watch.Bookmark, bookmark(id.ResourceVersion, id.Annotations), nil
@@ -279,7 +279,7 @@ func (d *eventDecoder) decode() (watch.EventType, runtime.Object, error) {
 			}
 		}
 	}
-	if ev, ok := routes.DecodeEvent(frame); ok {
+	if ev, ok := decodeEvent(frame); ok {
 		if ev.Type == string(watch.Bookmark) {
 			return watch.Bookmark, bookmark(ev.ResourceVersion, ev.Annotations), nil
 		}

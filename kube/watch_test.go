@@ -19,7 +19,7 @@ import (
 // needs it, however the stream is cut into reads.
 func TestWatchStreamDecodesEveryEvent(t *testing.T) {
 	served := string(jsonOf(t, servedRoute()))
-	want, err := routes.Decode([]byte(served))
+	want, err := decodeRoute([]byte(served))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func TestWatchStreamDecodesEveryEvent(t *testing.T) {
 		"half reads":   iotest.HalfReader,
 	} {
 		t.Run(name, func(t *testing.T) {
-			d := &eventDecoder{body: io.NopCloser(nil), frames: routes.NewFrames(r(strings.NewReader(stream)))}
+			d := &eventDecoder{body: io.NopCloser(nil), frames: newFrames(r(strings.NewReader(stream)))}
 			next := func(wantType watch.EventType) any {
 				t.Helper()
 				typ, obj, err := d.Decode()
@@ -53,7 +53,7 @@ func TestWatchStreamDecodesEveryEvent(t *testing.T) {
 				return obj
 			}
 			if diff := cmp.Diff(&want, next(watch.Added).(*cachedRoute).route); diff != "" {
-				t.Errorf("ADDED (-Decode +event):\n%s", diff)
+				t.Errorf("ADDED (-decodeRoute +event):\n%s", diff)
 			}
 			if got := next(watch.Modified).(*cachedRoute).route.Labels["app"]; got != `we}]b"{[` {
 				t.Errorf("the label with braces and quotes read as %q", got)
@@ -70,7 +70,7 @@ func TestWatchStreamDecodesEveryEvent(t *testing.T) {
 				t.Errorf("error event %+v", st)
 			}
 			if diff := cmp.Diff(&want, next(watch.Deleted).(*cachedRoute).route); diff != "" {
-				t.Errorf("DELETED (-Decode +event):\n%s", diff)
+				t.Errorf("DELETED (-decodeRoute +event):\n%s", diff)
 			}
 			if _, _, err := d.Decode(); err != io.EOF {
 				t.Errorf("after the last event: %v, want EOF", err)
@@ -92,7 +92,7 @@ func TestWatchStreamKeepsOnlyTheIdentityOfRoutesNoCallUses(t *testing.T) {
 		`{"type":"ADDED","object":` + strings.Replace(served, `"name":"web"`, `"name":"used"`, 1) + "}\n" +
 		`{"type":"MODIFIED","object":` + served + "}\n"
 	used := routes.Ref{Kind: routes.HTTPRoute, Namespace: wtNS, Name: "used"}
-	d := &eventDecoder{body: io.NopCloser(nil), frames: routes.NewFrames(strings.NewReader(stream)),
+	d := &eventDecoder{body: io.NopCloser(nil), frames: newFrames(strings.NewReader(stream)),
 		keep: &keeping{uses: func(r routes.Ref) bool { return r == used }, labels: &labelSets{}}, initial: true}
 	wantSlim := &cachedRoute{resourceVersion: "7",
 		ref: routes.Ref{Kind: routes.HTTPRoute, Namespace: wtNS, Name: "web"}, version: "v1", labels: labelPairs{"app", "web"}}
@@ -129,7 +129,7 @@ func TestWatchStreamRefusesWhatIsNotAnEvent(t *testing.T) {
 		"not an object":       `["ADDED"]`,
 		"an unknown type":     `{"type":"SOMETHING","object":{}}`,
 	} {
-		d := &eventDecoder{body: io.NopCloser(nil), frames: routes.NewFrames(strings.NewReader(stream))}
+		d := &eventDecoder{body: io.NopCloser(nil), frames: newFrames(strings.NewReader(stream))}
 		if typ, obj, err := d.Decode(); err == nil || err == io.EOF {
 			t.Errorf("%s: %s %T, %v; want an error", name, typ, obj, err)
 		}

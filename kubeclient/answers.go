@@ -51,7 +51,7 @@ func Send(ctx context.Context, client *http.Client, method, u, contentType strin
 }
 
 // bodies holds buffers that answers are read into; an answer is then copied
-// out at its size, as it may be kept (routes.Answer).
+// out at its size, as it may be kept (kube.Answer).
 var bodies = sync.Pool{New: func() any { return bytes.NewBuffer(make([]byte, 0, 16<<10)) }}
 
 func readBody(resp *http.Response) ([]byte, error) {

@@ -238,7 +238,7 @@ func (w *routeWrite) applyOnce(ctx context.Context) (attempt, error) {
 // applied records an apply's answer with the route's lock and the reader,
 // logs it, tells the route's owners what it changed, and releases the
 // route when the plan says the rollouts on it are done.
-func (w *routeWrite) applied(ctx context.Context, answer *routes.Answer, guard ssa.Guard, unstructured string) error {
+func (w *routeWrite) applied(ctx context.Context, answer *kube.Answer, guard ssa.Guard, unstructured string) error {
 	p, o := w.plan, w.o
 	d := p.Desired
 	w.lock.wrote()
@@ -340,7 +340,7 @@ func sameWrite(a, b desired.Result) bool {
 // releaseIfDone gives up the plugin's ownership when the plan says the
 // rollouts on the route are done and the plugin still owns something there.
 // answer is the apply's answer, nil if nothing was applied.
-func (w *routeWrite) releaseIfDone(ctx context.Context, current routes.Route, answer *routes.Answer) error {
+func (w *routeWrite) releaseIfDone(ctx context.Context, current routes.Route, answer *kube.Answer) error {
 	o := w.o
 	if !w.plan.Desired.Release {
 		return nil

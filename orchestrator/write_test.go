@@ -27,6 +27,7 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube/kubetest"
 	"github.com/gatewayapi-ssa/rollouts-plugin/retry"
+	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
 )
@@ -63,7 +64,13 @@ func liveAt(t *testing.T, rv int, managers ...string) routes.Route {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := routes.Decode(data)
+	// Read as the apiserver's JSON is read the long way (kube's decoder
+	// gives the same route: its tests hold it to this).
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(data); err != nil {
+		t.Fatal(err)
+	}
+	r, err := routes.FromUnstructured(u)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +139,7 @@ type reader struct {
 	mu      sync.Mutex
 	freshRV int
 	written []string
-	last    *routes.Answer
+	last    *kube.Answer
 	// cacheBehind: Get answers with a version older than any plan's, as
 	// a watch cache that does not follow.
 	cacheBehind bool
@@ -224,7 +231,7 @@ func (r *reader) NextEvent(routes.Ref) <-chan struct{} {
 	return r.changed
 }
 
-func (r *reader) Written(a *routes.Answer) {
+func (r *reader) Written(a *kube.Answer) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.written = append(r.written, a.ResourceVersion)

@@ -261,7 +261,7 @@ func (f *Files) Gateways(ctx context.Context, parents routes.Parents) []routes.G
 }
 
 // Written does nothing: a plan writes nothing.
-func (f *Files) Written(*routes.Answer) {}
+func (f *Files) Written(*kube.Answer) {}
 
 // NextEvent is nil: files do not change.
 func (f *Files) NextEvent(routes.Ref) <-chan struct{} { return nil }

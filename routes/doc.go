@@ -10,9 +10,8 @@
 //
 // The package holds the model (Route, Rule, Ref, Kind and what each kind
 // has), the claims annotation's format, what a route's managedFields say
-// about ownership, the schema a route's CRD has (Schema), and the codec: a
-// served route, a watch stream and a write's answer read in one pass
-// (Decode, Frames, DecodeEvent, AnswerOf). It does no I/O: package kube
-// reads, package transform changes rules, package desired decides, package
+// about ownership and the schema a route's CRD has (Schema). It does no
+// I/O: package kube reads (and reads the apiserver's JSON into routes in one
+// pass), package transform changes rules, package desired decides, package
 // ssa writes.
 package routes

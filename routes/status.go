@@ -74,12 +74,12 @@ type Condition struct {
 func parentsFromUnstructured(u *unstructured.Unstructured) Parents {
 	refs, _, _ := unstructured.NestedSlice(u.Object, "spec", "parentRefs")
 	statuses, _, _ := unstructured.NestedSlice(u.Object, "status", "parents")
-	return parentsFrom(u.GetNamespace(), refs, statuses)
+	return ParentsFrom(u.GetNamespace(), refs, statuses)
 }
 
-// parentsFrom reads spec.parentRefs (refs) and status.parents (statuses) in
-// their JSON form, of a route in namespace ns.
-func parentsFrom(ns string, refs, statuses []any) Parents {
+// ParentsFrom reads spec.parentRefs (refs) and status.parents (statuses) in
+// their JSON form, of a route in namespace ns (kube reads a served route so).
+func ParentsFrom(ns string, refs, statuses []any) Parents {
 	var p Parents
 	for _, item := range refs {
 		if m, ok := item.(map[string]any); ok {

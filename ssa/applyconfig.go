@@ -24,6 +24,8 @@ import (
 	gwv1b1ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1beta1"
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
+
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
@@ -86,7 +88,7 @@ func (k kindApply) encode(obj map[string]any) ([]byte, bool) {
 // the route's rules exactly (a field a newer Gateway API added, which the
 // typed apply would delete), it applies the same object unstructured, with
 // the same options, and says why in unstructured.
-func (w *Writer) apply(ctx context.Context, live routes.Route, d Content, opts metav1.ApplyOptions) (answer *routes.Answer, unstructuredWhy string, err error) {
+func (w *Writer) apply(ctx context.Context, live routes.Route, d Content, opts metav1.ApplyOptions) (answer *kube.Answer, unstructuredWhy string, err error) {
 	kv := kindVersion{live.Kind, live.Version}
 	k, ok := applies[kv]
 	if !ok {
@@ -111,7 +113,7 @@ func (w *Writer) apply(ctx context.Context, live routes.Route, d Content, opts m
 		}
 		// As the typed client's Apply sends it; its answer is not decoded
 		// into the typed object: the plugin reads its resourceVersion, and
-		// the route or the whole object (routes.Answer) only when something
+		// the route or the whole object (kube.Answer) only when something
 		// needs them.
 		req = req.Namespace(live.Namespace).Resource(live.Kind.Resource()).Name(live.Name)
 		res := patchParams(req, opts.ToPatchOptions()).Do(ctx)
@@ -133,12 +135,12 @@ func (w *Writer) apply(ctx context.Context, live routes.Route, d Content, opts m
 	if err != nil {
 		return nil, unrep.Reason, fmt.Errorf("reading the apiserver's answer: %w", err)
 	}
-	return routes.Answered(stored, u), unrep.Reason, nil
+	return kube.Answered(stored, u), unrep.Reason, nil
 }
 
 // answerOf is the apiserver's answer raw to a typed apply of the route ref.
-func answerOf(ref routes.Ref, raw []byte) (*routes.Answer, string, error) {
-	answer, err := routes.AnswerOf(ref, raw)
+func answerOf(ref routes.Ref, raw []byte) (*kube.Answer, string, error) {
+	answer, err := kube.AnswerOf(ref, raw)
 	if err != nil {
 		return nil, "", fmt.Errorf("reading the apiserver's answer: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/kubeclient"
 	"github.com/gatewayapi-ssa/rollouts-plugin/retry"
+	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -97,7 +98,7 @@ func (g Guard) String() string {
 // plugin's field manager, guarded by guard. It returns the apiserver's
 // answer, why it was applied unstructured (empty if typed), and the
 // apiserver's error as it came (IsStale, IsOwnershipConflict, Explain).
-func (w *Writer) Apply(ctx context.Context, live routes.Route, want Content, guard Guard) (*routes.Answer, string, error) {
+func (w *Writer) Apply(ctx context.Context, live routes.Route, want Content, guard Guard) (*kube.Answer, string, error) {
 	opts := metav1.ApplyOptions{FieldManager: w.fieldManager, Force: true}
 	if guard == ByOwnership {
 		live.ResourceVersion = "" // live is a copy: the caller's keeps its version
@@ -116,7 +117,7 @@ func (w *Writer) Apply(ctx context.Context, live routes.Route, want Content, gua
 // be read as a route), the resourceVersions before and after it, and the
 // operations of the entries it removed.
 type Released struct {
-	Answer   *routes.Answer
+	Answer   *kube.Answer
 	From, To string
 	Dropped  []string
 }
@@ -125,7 +126,7 @@ type Released struct {
 // there any more or a Rollout has a claim on it again (then it answers nil).
 // answer is the apply's answer the route is known from, nil if nothing was
 // applied.
-func (w *Writer) Release(ctx context.Context, current routes.Route, answer *routes.Answer) (*Released, error) {
+func (w *Writer) Release(ctx context.Context, current routes.Route, answer *kube.Answer) (*Released, error) {
 	if !routes.OwnsAnything(current.ManagedFields, w.fieldManager) {
 		return nil, nil
 	}
@@ -141,7 +142,7 @@ func (w *Writer) Release(ctx context.Context, current routes.Route, answer *rout
 // changes its entry, fails the test, and the route is read again (at once,
 // up to retry.ReleaseAttempts times). The object an apply just stored (its
 // answer, if not nil) is the object read first.
-func (w *Writer) release(ctx context.Context, current routes.Route, answer *routes.Answer) (*Released, error) {
+func (w *Writer) release(ctx context.Context, current routes.Route, answer *kube.Answer) (*Released, error) {
 	res := w.dyn.Resource(current.Kind.GVR(current.Version)).Namespace(current.Namespace)
 	for attempt := 1; ; attempt++ {
 		u, err := answer.Object()
@@ -179,7 +180,7 @@ func (w *Writer) release(ctx context.Context, current routes.Route, answer *rout
 		}
 		done := &Released{From: live.ResourceVersion, To: updated.GetResourceVersion(), Dropped: dropped}
 		if r, err := routes.FromUnstructuredNoCopy(updated); err == nil {
-			done.Answer = routes.Answered(r, nil)
+			done.Answer = kube.Answered(r, nil)
 		}
 		return done, nil
 	}

@@ -1,4 +1,4 @@
-package routes
+package kube
 
 import (
 	"errors"
@@ -10,26 +10,28 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	sigsjson "sigs.k8s.io/json"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
-// Decode reads a route from the JSON the apiserver serves (an answer, or the
+// decodeRoute reads a route from the JSON the apiserver serves (an answer, or the
 // object of a watch event) straight into a Route: one pass over the bytes
 // into the fields the plugin reads, with managedFields kept as the raw field
 // sets they are served as, instead of a map of the whole object that the
-// plugin then reads again. It gives the Route FromUnstructured gives for the
+// plugin then reads again. It gives the Route routes.FromUnstructured gives for the
 // same object (a fuzz target and the tests hold it to that); an object the
 // one pass cannot read exactly (a field of an unexpected JSON type, a label
 // that is not a string) is read the long way, which also says what is wrong
 // with it.
-func Decode(data []byte) (Route, error) {
+func decodeRoute(data []byte) (routes.Route, error) {
 	if r, ok := decodeFast(data); ok {
 		return r, nil
 	}
 	u := &unstructured.Unstructured{}
 	if err := unmarshalServed(u, data); err != nil {
-		return Route{}, fmt.Errorf("reading a route: %w", err)
+		return routes.Route{}, fmt.Errorf("reading a route: %w", err)
 	}
-	return FromUnstructuredNoCopy(u)
+	return routes.FromUnstructuredNoCopy(u)
 }
 
 // unmarshalServed reads a served object into u. Unstructured's own error for
@@ -81,44 +83,44 @@ type servedName struct {
 
 // ref is the route the object is, and its version; ok is false for an
 // object that is no route kind of the group.
-func (t servedType) ref(m servedName) (ref Ref, version string, ok bool) {
+func (t servedType) ref(m servedName) (ref routes.Ref, version string, ok bool) {
 	gv, err := schema.ParseGroupVersion(t.APIVersion)
-	kind := Kind(t.Kind)
-	if err != nil || gv.Group != Group || kind.Resource() == "" {
-		return Ref{}, "", false
+	kind := routes.Kind(t.Kind)
+	if err != nil || gv.Group != routes.Group || kind.Resource() == "" {
+		return routes.Ref{}, "", false
 	}
-	return Ref{Kind: kind, Namespace: m.Namespace, Name: m.Name}, gv.Version, true
+	return routes.Ref{Kind: kind, Namespace: m.Namespace, Name: m.Name}, gv.Version, true
 }
 
 // decodeFast is the one pass; ok is false for anything it does not read
-// exactly as FromUnstructured would.
-func decodeFast(data []byte) (Route, bool) {
+// exactly as routes.FromUnstructured would.
+func decodeFast(data []byte) (routes.Route, bool) {
 	var s served
 	// Case-sensitive keys and integers kept as int64, as the apiserver's
 	// JSON decodes into an unstructured object.
 	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(data, &s); err != nil {
-		return Route{}, false
+		return routes.Route{}, false
 	}
 	return s.route()
 }
 
-// route is the Route s holds; ok is false for anything FromUnstructured
+// route is the Route s holds; ok is false for anything routes.FromUnstructured
 // would read otherwise.
-func (s *served) route() (Route, bool) {
+func (s *served) route() (routes.Route, bool) {
 	m := s.Metadata
 	ref, version, ok := s.ref(m.servedName)
 	if !ok {
-		return Route{}, false
+		return routes.Route{}, false
 	}
 	labels, ok := stringMap(m.Labels)
 	if !ok {
-		return Route{}, false
+		return routes.Route{}, false
 	}
 	annotations, ok := stringMap(m.Annotations)
 	if !ok {
-		return Route{}, false
+		return routes.Route{}, false
 	}
-	r := Route{
+	r := routes.Route{
 		Ref:             ref,
 		UID:             m.UID,
 		Version:         version,
@@ -127,14 +129,14 @@ func (s *served) route() (Route, bool) {
 		Labels:          labels,
 		Annotations:     annotations,
 		ManagedFields:   m.ManagedFields,
-		Parents:         parentsFrom(m.Namespace, s.Spec.ParentRefs, s.Status.Parents),
+		Parents:         routes.ParentsFrom(m.Namespace, s.Spec.ParentRefs, s.Status.Parents),
 	}
 	if s.Spec.Rules != nil {
-		r.Rules = make([]Rule, len(s.Spec.Rules))
+		r.Rules = make([]routes.Rule, len(s.Spec.Rules))
 		for i, item := range s.Spec.Rules {
 			rule, ok := item.(map[string]any)
 			if !ok {
-				return Route{}, false
+				return routes.Route{}, false
 			}
 			r.Rules[i] = rule
 		}

@@ -1,4 +1,4 @@
-package routes
+package kube
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
 // Answer is the apiserver's answer to the plugin's write of a route: the
@@ -17,20 +19,20 @@ import (
 // reads anyway, so most answers are never read beyond their
 // resourceVersion: a write costs one reading of the route, not two.
 type Answer struct {
-	Ref             Ref
+	Ref             routes.Ref
 	ResourceVersion string
 
 	raw    []byte
 	object *unstructured.Unstructured // when the answer came as one
 
 	once  sync.Once
-	route Route
+	route routes.Route
 	err   error
 }
 
 // AnswerOf is the answer raw to a write of the route ref. It reads only the
 // resourceVersion.
-func AnswerOf(ref Ref, raw []byte) (*Answer, error) {
+func AnswerOf(ref routes.Ref, raw []byte) (*Answer, error) {
 	rv, err := resourceVersionIn(raw)
 	if err != nil {
 		return nil, err
@@ -41,17 +43,17 @@ func AnswerOf(ref Ref, raw []byte) (*Answer, error) {
 // Answered is the answer of a write that came as the object u (nil if it is
 // not kept), whose route r has been read already; Fresh keeps what it read
 // as one too.
-func Answered(r Route, u *unstructured.Unstructured) *Answer {
+func Answered(r routes.Route, u *unstructured.Unstructured) *Answer {
 	a := &Answer{Ref: r.Ref, ResourceVersion: r.ResourceVersion, object: u, route: r}
 	a.once.Do(func() {})
 	return a
 }
 
-// Route reads the answer once (Decode) and returns the route it holds. The
+// Route reads the answer once (decodeRoute) and returns the route it holds. The
 // route is shared by every caller of Route: read it, do not change it
 // (DeepCopy it first).
-func (a *Answer) Route() (Route, error) {
-	a.once.Do(func() { a.route, a.err = Decode(a.raw) })
+func (a *Answer) Route() (routes.Route, error) {
+	a.once.Do(func() { a.route, a.err = decodeRoute(a.raw) })
 	return a.route, a.err
 }
 

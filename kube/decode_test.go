@@ -1,4 +1,4 @@
-package routes
+package kube
 
 import (
 	"encoding/json"
@@ -8,13 +8,16 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
-// Decode reads the apiserver's JSON in one pass; whatever it is given, it
+// decodeRoute reads the apiserver's JSON in one pass; whatever it is given, it
 // must answer what reading the same JSON as an unstructured object answers.
 
 // servedJSON is a route as the apiserver serves it after a few steps: every
-// part the plugin reads, and parts it drops (uid, timestamps, hostnames).
+// part the plugin reads, and parts it drops (uid, timestamps, hostnames);
+// routes/route_test.go reads the same route.
 const servedJSON = `{"apiVersion":"gateway.networking.k8s.io/v1","kind":"HTTPRoute","metadata":{` +
 	`"annotations":{"gatewayapi-ssa.dev/claims":"{\"shop/web\":{\"canaryWeight\":20}}"},` +
 	`"creationTimestamp":"2026-12-01T15:01:47Z","generation":5,` +
@@ -30,17 +33,17 @@ const servedJSON = `{"apiVersion":"gateway.networking.k8s.io/v1","kind":"HTTPRou
 	`"status":{"parents":[{"controllerName":"traefik.io/gateway-controller","parentRef":{"name":"gw"},` +
 	`"conditions":[{"type":"Accepted","status":"True","reason":"Accepted","message":"ok","observedGeneration":5,"lastTransitionTime":"2026-12-01T15:01:49Z"}]}]}}`
 
-// readLongWay is what the plugin read before Decode: the JSON as an
-// unstructured object, then FromUnstructured.
-func readLongWay(data []byte) (Route, error) {
+// readLongWay is what the plugin read before decodeRoute: the JSON as an
+// unstructured object, then routes.FromUnstructured.
+func readLongWay(data []byte) (routes.Route, error) {
 	u := &unstructured.Unstructured{}
 	if err := u.UnmarshalJSON(data); err != nil {
-		return Route{}, err
+		return routes.Route{}, err
 	}
-	return FromUnstructured(u)
+	return routes.FromUnstructured(u)
 }
 
-// fieldsAsValues compares managedFields' field sets as JSON values: Decode
+// fieldsAsValues compares managedFields' field sets as JSON values: decodeRoute
 // keeps them as served, the long way writes them again with sorted keys.
 var fieldsAsValues = cmp.Transformer("fieldsV1", func(f *metav1.FieldsV1) any {
 	if f == nil {
@@ -53,20 +56,20 @@ var fieldsAsValues = cmp.Transformer("fieldsV1", func(f *metav1.FieldsV1) any {
 	return v
 })
 
-// checkDecode fails the test unless Decode and the long way agree on data:
+// checkDecode fails the test unless decodeRoute and the long way agree on data:
 // the same Route, or both an error. It says whether the one pass read it.
 func checkDecode(t *testing.T, data []byte) (fast bool) {
 	t.Helper()
 	want, wantErr := readLongWay(data)
-	got, err := Decode(data)
+	got, err := decodeRoute(data)
 	if (err != nil) != (wantErr != nil) {
-		t.Fatalf("Decode: error %v, the long way: error %v, for\n%s", err, wantErr, data)
+		t.Fatalf("decodeRoute: error %v, the long way: error %v, for\n%s", err, wantErr, data)
 	}
 	if err != nil {
 		return false
 	}
 	if diff := cmp.Diff(want, got, fieldsAsValues); diff != "" {
-		t.Fatalf("Decode read another route than the long way (-long way +Decode):\n%s\nfor %s", diff, data)
+		t.Fatalf("decodeRoute read another route than the long way (-long way +decodeRoute):\n%s\nfor %s", diff, data)
 	}
 	_, fast = decodeFast(data)
 	return fast
@@ -93,8 +96,8 @@ func TestDecodeReadsWhatTheLongWayReads(t *testing.T) {
 		fast bool // the one pass reads it
 	}{
 		{"a route as served", []byte(servedJSON), true},
-		{"a GRPCRoute in v1alpha2", served(func(m map[string]any) {
-			m["kind"], m["apiVersion"] = "GRPCRoute", Group+"/v1alpha2"
+		{"a routes.GRPCRoute in v1alpha2", served(func(m map[string]any) {
+			m["kind"], m["apiVersion"] = "GRPCRoute", routes.Group+"/v1alpha2"
 		}), true},
 		{"no rules", served(func(m map[string]any) { delete(spec(m), "rules") }), true},
 		{"rules null", served(func(m map[string]any) { spec(m)["rules"] = nil }), true},
@@ -118,7 +121,7 @@ func TestDecodeReadsWhatTheLongWayReads(t *testing.T) {
 			meta(m)["managedFields"] = []any{map[string]any{"manager": "m", "time": "yesterday"}}
 		}), false},
 		{"generation not an integer", served(func(m map[string]any) { meta(m)["generation"] = 1.5 }), false},
-		{"not a Gateway API route", served(func(m map[string]any) { m["kind"], m["apiVersion"] = "Service", "v1" }), false},
+		{"not a routes.Gateway API route", served(func(m map[string]any) { m["kind"], m["apiVersion"] = "Service", "v1" }), false},
 		{"a kind the plugin does not read", served(func(m map[string]any) { m["kind"] = "Gateway" }), false},
 		{"no kind", served(func(m map[string]any) { delete(m, "kind") }), false},
 		{"not JSON", []byte(`{"kind":`), false},
@@ -132,13 +135,13 @@ func TestDecodeReadsWhatTheLongWayReads(t *testing.T) {
 	}
 }
 
-// The route Decode returns holds what the apiserver served, field by field.
+// The route decodeRoute returns holds what the apiserver served, field by field.
 func TestDecodeKeepsTheFieldsThePluginReads(t *testing.T) {
-	r, err := Decode([]byte(servedJSON))
+	r, err := decodeRoute([]byte(servedJSON))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Ref != (Ref{Kind: HTTPRoute, Namespace: "shop", Name: "web"}) || r.Version != "v1" || r.ResourceVersion != "419" || r.Generation != 5 {
+	if r.Ref != (routes.Ref{Kind: routes.HTTPRoute, Namespace: "shop", Name: "web"}) || r.Version != "v1" || r.ResourceVersion != "419" || r.Generation != 5 {
 		t.Errorf("identity: %+v %s %s %d", r.Ref, r.Version, r.ResourceVersion, r.Generation)
 	}
 	if len(r.ManagedFields) != 3 || r.ManagedFields[2].Subresource != "status" || !strings.Contains(r.ManagedFields[1].FieldsV1.GetRawString(), `"f:gatewayapi-ssa.dev/claims"`) {
@@ -150,15 +153,15 @@ func TestDecodeKeepsTheFieldsThePluginReads(t *testing.T) {
 	if _, isInt := r.Rules[0].BackendRefs()[1]["weight"].(int64); !isInt {
 		t.Errorf("weight decoded as %T, want int64 as in an unstructured object", r.Rules[0].BackendRefs()[1]["weight"])
 	}
-	if got := r.Parents.Refs[0]; got != (ParentRef{Group: Group, Kind: "Gateway", Namespace: "shop", Name: "gw", SectionName: "http", Port: 80}) {
+	if got := r.Parents.Refs[0]; got != (routes.ParentRef{Group: routes.Group, Kind: "Gateway", Namespace: "shop", Name: "gw", SectionName: "http", Port: 80}) {
 		t.Errorf("parentRef %+v", got)
 	}
-	if c := r.Parents.Status[0].Conditions[0]; c.Type != ConditionAccepted || c.ObservedGeneration != 5 {
+	if c := r.Parents.Status[0].Conditions[0]; c.Type != routes.ConditionAccepted || c.ObservedGeneration != 5 {
 		t.Errorf("condition %+v", c)
 	}
 }
 
-// FuzzDecode feeds any JSON object to Decode and the long way (make fuzz).
+// FuzzDecode feeds any JSON object to decodeRoute and the long way (make fuzz).
 // The input is written again from its decoded form first: the apiserver
 // serves no object with a key twice, which only a map (the long way) reads
 // as the last one wins throughout.
@@ -192,7 +195,7 @@ func BenchmarkDecode(b *testing.B) {
 	b.Run("one pass", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := Decode(data); err != nil {
+			if _, err := decodeRoute(data); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -204,7 +207,7 @@ func BenchmarkDecode(b *testing.B) {
 			if err := u.UnmarshalJSON(data); err != nil {
 				b.Fatal(err)
 			}
-			if _, err := FromUnstructuredNoCopy(u); err != nil {
+			if _, err := routes.FromUnstructuredNoCopy(u); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -219,11 +222,11 @@ func TestDecodeQuotesNoAnswer(t *testing.T) {
 		`{"apiVersion":"v1","metadata":{"name":"db","namespace":"kube-system"},"data":{"password":"aHVudGVyMg=="}}`,
 		`{"kind":"Secret","metadata":{"name":"db","namespace":"kube-system"},"data":{"password":"aHVudGVyMg=="}}`,
 	} {
-		_, err := Decode([]byte(answer))
+		_, err := decodeRoute([]byte(answer))
 		if err == nil || strings.Contains(err.Error(), "aHVudGVyMg") {
-			t.Errorf("Decode(%s): %v, want an error that quotes nothing of the answer", answer, err)
+			t.Errorf("decodeRoute(%s): %v, want an error that quotes nothing of the answer", answer, err)
 		}
-		a, err := AnswerOf(Ref{Kind: HTTPRoute, Namespace: "shop", Name: "web"}, []byte(`{"metadata":{"resourceVersion":"1"},"data":{"password":"aHVudGVyMg=="}}`))
+		a, err := AnswerOf(routes.Ref{Kind: routes.HTTPRoute, Namespace: "shop", Name: "web"}, []byte(`{"metadata":{"resourceVersion":"1"},"data":{"password":"aHVudGVyMg=="}}`))
 		if err != nil {
 			t.Fatal(err)
 		}

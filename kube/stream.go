@@ -1,14 +1,16 @@
-package routes
+package kube
 
 import (
 	"fmt"
 	"io"
 
 	sigsjson "sigs.k8s.io/json"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
-// NewFrames reads r as a stream of JSON objects.
-func NewFrames(r io.Reader) *Frames { return &Frames{r: r} }
+// newFrames reads r as a stream of JSON objects.
+func newFrames(r io.Reader) *Frames { return &Frames{r: r} }
 
 // Frames splits a stream of JSON objects (a watch's body) into one
 // object each without decoding them: it only follows strings and nesting to
@@ -61,21 +63,21 @@ func (f *Frames) Next() ([]byte, error) {
 	}
 }
 
-// Event is a watch event of a route, read in one pass by DecodeEvent: Route
+// Event is a watch event of a route, read in one pass by decodeEvent: Route
 // for ADDED, MODIFIED and DELETED; ResourceVersion and Annotations for a
 // BOOKMARK.
 type Event struct {
 	Type            string
-	Route           Route
+	Route           routes.Route
 	ResourceVersion string
 	Annotations     map[string]string
 }
 
-// DecodeEvent reads a watch event of a route, frame and object together, in
-// the one pass of Decode. ok is false for anything it does not read exactly
-// (an error event, a route Decode reads the long way, a bookmark whose
+// decodeEvent reads a watch event of a route, frame and object together, in
+// the one pass of decodeRoute. ok is false for anything it does not read exactly
+// (an error event, a route decodeRoute reads the long way, a bookmark whose
 // annotations are not strings): those are read part by part.
-func DecodeEvent(frame []byte) (ev Event, ok bool) {
+func decodeEvent(frame []byte) (ev Event, ok bool) {
 	var e struct {
 		Type   string `json:"type"`
 		Object served `json:"object"`
@@ -99,7 +101,7 @@ func DecodeEvent(frame []byte) (ev Event, ok bool) {
 // labels), read without reading the rest of the object.
 type Identity struct {
 	Type            string
-	Ref             Ref
+	Ref             routes.Ref
 	Version         string
 	ResourceVersion string
 	Labels          map[string]string
@@ -107,10 +109,10 @@ type Identity struct {
 	Annotations map[string]string
 }
 
-// DecodeEventIdentity reads the type of a watch event and the identity of
+// decodeEventIdentity reads the type of a watch event and the identity of
 // its object, skipping its spec, status and the rest of its metadata. ok is
-// false for what it cannot read exactly (as DecodeEvent).
-func DecodeEventIdentity(frame []byte) (Identity, bool) {
+// false for what it cannot read exactly (as decodeEvent).
+func decodeEventIdentity(frame []byte) (Identity, bool) {
 	var e struct {
 		Type   string `json:"type"`
 		Object struct {
