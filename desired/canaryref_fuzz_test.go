@@ -3,9 +3,10 @@ package desired
 import (
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
-	corev1 "k8s.io/api/core/v1"
 )
 
 // withEnv is a call decided with its env changed.

@@ -7,12 +7,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
-	"github.com/gatewayapi-ssa/rollouts-plugin/routes/routestest"
-	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes/routestest"
+	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
 )
 
 // Scenarios in the style of structured-merge-diff's multiple_appliers_test:

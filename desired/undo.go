@@ -2,6 +2,7 @@ package desired
 
 import (
 	"fmt"
+
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
 )

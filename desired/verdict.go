@@ -3,9 +3,10 @@ package desired
 import (
 	"errors"
 	"fmt"
+	"strings"
+
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
-	"strings"
 )
 
 // checkedConditions are the conditions every parent must report True for the

@@ -25,7 +25,6 @@ import (
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
-
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 

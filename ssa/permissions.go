@@ -7,11 +7,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/kubeclient"
-	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/sirupsen/logrus"
 	authzv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/kubeclient"
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
 // A rollout's first write on a route makes the plugin an owner of it, and its

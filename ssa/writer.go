@@ -9,10 +9,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/kubeclient"
-	"github.com/gatewayapi-ssa/rollouts-plugin/retry"
-	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
-	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +16,11 @@ import (
 	"k8s.io/client-go/dynamic"
 	authorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
+	"github.com/gatewayapi-ssa/rollouts-plugin/kubeclient"
+	"github.com/gatewayapi-ssa/rollouts-plugin/retry"
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
 // DefaultFieldManager is the field manager every write uses unless configured.
