@@ -14,7 +14,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/cleanup"
-	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/events"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kubeclient"
@@ -23,6 +22,7 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/peers"
 	"github.com/gatewayapi-ssa/rollouts-plugin/plugin"
 	"github.com/gatewayapi-ssa/rollouts-plugin/retry"
+	"github.com/gatewayapi-ssa/rollouts-plugin/rollout"
 	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
 )
 
@@ -50,7 +50,7 @@ type wiring struct {
 	CleanupInterval time.Duration
 	// PeersNamespace holds the plugin's Leases; Identity names the process.
 	PeersNamespace, Identity string
-	RouteClusters            []decode.RouteCluster
+	RouteClusters            []rollout.RouteCluster
 	RouteEvents              bool
 	ClusterName              string
 	AnyNamespace             bool
@@ -70,7 +70,7 @@ type backend struct {
 	// holds it from then on.
 	naming rest.Interface
 	mu     sync.Mutex
-	member decode.Member
+	member rollout.Member
 }
 
 // cluster is what the plugin reads and writes one cluster's routes with:
@@ -125,7 +125,7 @@ func connect(w wiring, log *logrus.Entry) (plugin.Backend, error) {
 
 // connectRouteCluster builds the clients of a route cluster from its
 // kubeconfig, as connectCluster does for the controller's own.
-func (b *backend) connectRouteCluster(rc decode.RouteCluster, log *logrus.Entry) (*cluster, *events.Recorder, error) {
+func (b *backend) connectRouteCluster(rc rollout.RouteCluster, log *logrus.Entry) (*cluster, *events.Recorder, error) {
 	cfg, err := kubeclient.ConfigFromFile(rc.Kubeconfig)
 	if err != nil {
 		return nil, nil, err
@@ -186,7 +186,7 @@ func (b *backend) Orchestrator(routeCluster string) (*orchestrator.Orchestrator,
 		return b.own.orch, nil
 	}
 	c := b.routeClusters[routeCluster]
-	if c == nil { // decode.Decode allows only the route clusters given
+	if c == nil { // rollout.Decode allows only the route clusters given
 		return nil, fmt.Errorf("no route cluster %q", routeCluster)
 	}
 	return c.orch, c.err
@@ -194,8 +194,8 @@ func (b *backend) Orchestrator(routeCluster string) (*orchestrator.Orchestrator,
 
 // Ports reads the ports of the Services of namespace in the controller's
 // cluster.
-func (b *backend) Ports(namespace string) decode.ServicePorts {
-	return decode.DynamicServicePorts(b.own.dyn, namespace)
+func (b *backend) Ports(namespace string) rollout.ServicePorts {
+	return rollout.DynamicServicePorts(b.own.dyn, namespace)
 }
 
 // Rollouts records Events on the Rollouts.
@@ -205,7 +205,7 @@ func (b *backend) Rollouts() *events.Rollouts { return b.rollouts }
 // route clusters (kube.NameCluster), at the first call there, once: until
 // a name is found, every such call asks again. Calls on the cluster's own
 // routes need no name, nor its permissions.
-func (b *backend) Member(ctx context.Context) (decode.Member, error) {
+func (b *backend) Member(ctx context.Context) (rollout.Member, error) {
 	b.mu.Lock()
 	m := b.member
 	b.mu.Unlock()
@@ -214,9 +214,9 @@ func (b *backend) Member(ctx context.Context) (decode.Member, error) {
 	}
 	n, err := kube.NameCluster(ctx, b.naming, b.w.ClusterName, func(msg string) { b.log.Warn(msg) })
 	if err != nil {
-		return decode.Member{}, err
+		return rollout.Member{}, err
 	}
-	m = decode.Member{Name: n.Name, UID: n.UID, Source: n.Source}
+	m = rollout.Member{Name: n.Name, UID: n.UID, Source: n.Source}
 	b.mu.Lock()
 	b.member = m
 	b.mu.Unlock()
@@ -258,7 +258,7 @@ func (b *backend) startSweeps() {
 		c.Dynamic, c.Rollouts, c.Versions, c.Orchestrator, c.SharedRoutes = rc.dyn, b.own.dyn, rc.reader, rc.orch, true
 		c.Log = b.log.WithField("routeCluster", name)
 		var namespaces []string
-		if !slices.Contains(rc.namespaces, decode.AnyNamespace) {
+		if !slices.Contains(rc.namespaces, rollout.AnyNamespace) {
 			namespaces = rc.namespaces
 		}
 		shared = append(shared, &cleanup.Sweeper{Cleaner: &c, Interval: b.w.CleanupInterval, Namespaces: namespaces})

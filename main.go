@@ -20,11 +20,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/cli"
-	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/metrics"
 	"github.com/gatewayapi-ssa/rollouts-plugin/orchestrator"
 	"github.com/gatewayapi-ssa/rollouts-plugin/plugin"
 	"github.com/gatewayapi-ssa/rollouts-plugin/retry"
+	"github.com/gatewayapi-ssa/rollouts-plugin/rollout"
 	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
 )
 
@@ -126,7 +126,7 @@ type flags struct {
 	callTimeout, reqTimeout             time.Duration
 	cleanupOn, showVersion, routeEvents bool
 	cleanupEvery, watchCacheIdle        time.Duration
-	routeClusters                       decode.RouteClusterFlags
+	routeClusters                       rollout.RouteClusterFlags
 	clusterName                         string
 	requireGrants                       bool
 }
@@ -139,7 +139,7 @@ func registerFlags(fs *flag.FlagSet) *flags {
 	fs.StringVar(&f.logFormat, "logformat", "hclog", "log format: hclog (JSON entries the controller's go-plugin client logs at their own level), text or json (logged by the controller at DEBUG)")
 	fs.StringVar(&f.logLevel, "loglevel", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&f.fieldManager, "field-manager", ssa.DefaultFieldManager, "server-side apply field manager of every write")
-	fs.StringVar(&f.pluginName, "plugin-name", decode.DefaultPluginName, "name the plugin is registered with in argo-rollouts-config; its config is read under trafficRouting.plugins.<name>")
+	fs.StringVar(&f.pluginName, "plugin-name", rollout.DefaultPluginName, "name the plugin is registered with in argo-rollouts-config; its config is read under trafficRouting.plugins.<name>")
 	fs.DurationVar(&f.callTimeout, "call-timeout", plugin.DefaultCallTimeout, "deadline of each call from Argo Rollouts, all its requests and retries included")
 	fs.DurationVar(&f.reqTimeout, "request-timeout", retry.DefaultRequests.Timeout, "timeout of each attempt of a request to the apiserver; a request that gets no answer in time is abandoned and retried within the call's deadline")
 	fs.IntVar(&f.maxRoutes, "max-concurrent-routes", 16, "how many routes all calls together work on at once (one call: at most 8)")
@@ -158,7 +158,7 @@ func registerFlags(fs *flag.FlagSet) *flags {
 }
 
 // wiring is what the backend is built from, by the flags.
-func (f *flags) wiring(routeClusters []decode.RouteCluster) wiring {
+func (f *flags) wiring(routeClusters []rollout.RouteCluster) wiring {
 	requests := retry.DefaultRequests
 	requests.Timeout = f.reqTimeout
 	var cleanupInterval time.Duration
@@ -189,8 +189,8 @@ func (f *flags) wiring(routeClusters []decode.RouteCluster) wiring {
 // its deadline.
 func (f *flags) options(w wiring) plugin.Options {
 	return plugin.Options{
-		Process: decode.Process{PluginName: f.pluginName, FieldManager: f.fieldManager,
-			RouteClusters: w.RouteClusters, AnyNamespace: w.AnyNamespace, Configs: &decode.Configs{}},
+		Process: rollout.Process{PluginName: f.pluginName, FieldManager: f.fieldManager,
+			RouteClusters: w.RouteClusters, AnyNamespace: w.AnyNamespace, Configs: &rollout.Configs{}},
 		CallTimeout: f.callTimeout,
 		Metrics:     w.Metrics,
 	}

@@ -14,8 +14,8 @@ import (
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube/kubetest"
+	"github.com/gatewayapi-ssa/rollouts-plugin/rollout"
 )
 
 func env(vars map[string]string) func(string) string {
@@ -125,7 +125,7 @@ current-context: c
 	}
 	t.Setenv("KUBECONFIG", kubeconfig)
 	f := registerFlags(flag.NewFlagSet("plugin", flag.ContinueOnError))
-	w := f.wiring([]decode.RouteCluster{{Name: "config", Kubeconfig: kubeconfig, Namespaces: []string{"shop"}}})
+	w := f.wiring([]rollout.RouteCluster{{Name: "config", Kubeconfig: kubeconfig, Namespaces: []string{"shop"}}})
 	log := logrus.New()
 	log.SetOutput(io.Discard)
 	b, err := connect(w, logrus.NewEntry(log))

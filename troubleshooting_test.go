@@ -21,7 +21,7 @@ import (
 // plugin's answers to the controller and the plan, inspect and cleanup
 // commands.
 var troubleshootingPackages = []string{
-	".", "plugin", "decode", "orchestrator", "desired", "transform", "routes", "kube", "ssa", "peers", "events", "cleanup", "plan", "cli", "metrics",
+	".", "plugin", "rollout", "orchestrator", "desired", "transform", "routes", "kube", "ssa", "peers", "events", "cleanup", "plan", "cli", "metrics",
 }
 
 // minFragment is the shortest fixed text worth documenting; anything shorter

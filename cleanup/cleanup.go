@@ -13,9 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/orchestrator"
+	"github.com/gatewayapi-ssa/rollouts-plugin/rollout"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
@@ -289,14 +289,14 @@ type Outcome struct {
 // Rollout's that does not grant it the route (a ReferenceGrant, as for the
 // plugin's calls) is not written: its Outcome's Err is the
 // *routes.NotGrantedError.
-func (c *Cleaner) Undo(ctx context.Context, rollout string, rs []routes.Route, policy desired.ConflictPolicy, dryRun bool) []Outcome {
-	env := desired.Env{Rollout: rollout, FieldManager: c.FieldManager, ConflictPolicy: policy}
+func (c *Cleaner) Undo(ctx context.Context, ro string, rs []routes.Route, policy desired.ConflictPolicy, dryRun bool) []Outcome {
+	env := desired.Env{Rollout: ro, FieldManager: c.FieldManager, ConflictPolicy: policy}
 	if c.SharedRoutes { // desired.Env: the cluster's own routes need no name
 		env.Cluster, env.ClusterUID = c.Cluster, c.ClusterUID
 	}
 	compute := func(l routes.Route) (desired.Result, error) { return desired.Undo{}.Desired(l, env) }
-	ns, name, _ := strings.Cut(rollout, "/")
-	by := decode.Call{Rollout: decode.Rollout{Namespace: ns, Name: name}, Label: decode.Label{Method: decode.Cleanup}}
+	ns, name, _ := strings.Cut(ro, "/")
+	by := rollout.Call{Rollout: rollout.Rollout{Namespace: ns, Name: name}, Label: rollout.Label{Method: rollout.Cleanup}}
 	grants := map[string][]routes.ReferenceGrant{}
 	out := make([]Outcome, 0, len(rs))
 	for _, r := range rs {
@@ -306,7 +306,7 @@ func (c *Cleaner) Undo(ctx context.Context, rollout string, rs []routes.Route, p
 			out = append(out, o)
 			continue
 		}
-		if err := c.reach(ctx, rollout, r.Ref, grants); err != nil {
+		if err := c.reach(ctx, ro, r.Ref, grants); err != nil {
 			o.Err = err
 			out = append(out, o)
 			continue

@@ -37,10 +37,10 @@ func TestExists(t *testing.T) {
 		want    bool
 		wantErr string
 	}{
-		"a Rollout that exists": {objects: []*unstructured.Unstructured{rollout("demo")}, rollout: "shop/demo", want: true},
+		"a Rollout that exists": {objects: []*unstructured.Unstructured{rolloutObject("demo")}, rollout: "shop/demo", want: true},
 		"a deleted Rollout":     {rollout: "shop/demo", want: false},
-		"another namespace's":   {objects: []*unstructured.Unstructured{rollout("demo")}, rollout: "prod/demo", want: false},
-		"the apiserver fails": {objects: []*unstructured.Unstructured{rollout("demo")}, rollout: "shop/demo",
+		"another namespace's":   {objects: []*unstructured.Unstructured{rolloutObject("demo")}, rollout: "prod/demo", want: false},
+		"the apiserver fails": {objects: []*unstructured.Unstructured{rolloutObject("demo")}, rollout: "shop/demo",
 			answer:  http.StatusInternalServerError,
 			wantErr: `reading Rollout shop/demo: an error on the server ("the fake apiserver answers so") has prevented the request from succeeding (get rollouts.argoproj.io demo)`},
 		"not namespace/name": {rollout: "demo", wantErr: `"demo" is not <namespace>/<name>`},

@@ -117,8 +117,8 @@ func fields(t *testing.T, set map[string]any) *metav1.FieldsV1 {
 	return metav1.NewFieldsV1(string(raw))
 }
 
-// rollout is Rollout shop/<name> as the apiserver holds it.
-func rollout(name string) *unstructured.Unstructured {
+// rolloutObject is Rollout shop/<name> as the apiserver holds it.
+func rolloutObject(name string) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
 		"metadata": map[string]any{"name": name, "namespace": ns, "resourceVersion": "3"},

@@ -44,7 +44,7 @@ var start = time.Date(2025, 3, 4, 5, 6, 0, 0, time.UTC)
 // stay. Route gone, claimed by nobody now, is given up (an Update); shared,
 // still kept's, is not. A third sweep has nothing left to do.
 func TestSweepUndoesOnlyTheDeletedRollout(t *testing.T) {
-	f := newFakeCluster(t, append(sweepRoutes(t), rollout("kept"))...)
+	f := newFakeCluster(t, append(sweepRoutes(t), rolloutObject("kept"))...)
 	s := &Sweeper{Cleaner: newCleaner(t, f), Interval: sweepInterval}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -109,10 +109,10 @@ func TestSweepLeavesARolloutCreatedAgain(t *testing.T) {
 	defer cancel()
 
 	s.Sweep(ctx, start) // gone is missing
-	f.Add(rollout("gone"))
+	f.Add(rolloutObject("gone"))
 	s.Sweep(ctx, start.Add(sweepInterval))   // and is back
 	s.Sweep(ctx, start.Add(2*sweepInterval)) // and stays
-	f.Delete(rollout("gone"))
+	f.Delete(rolloutObject("gone"))
 	s.Sweep(ctx, start.Add(3*sweepInterval)) // and is missing again: a first look
 	if w := f.Written(); len(w) > 0 {
 		t.Fatalf("the sweeps wrote the routes of a Rollout that exists again: %v", w)
@@ -132,12 +132,12 @@ func TestSweepLeavesARolloutCreatedAgain(t *testing.T) {
 func TestSweepPagesAndReadsTheRolloutsOncePerSweep(t *testing.T) {
 	objects := append(sweepRoutes(t),
 		route(t, "gone-2", split{"/", "gone", 30}), route(t, "gone-3", split{"/", "gone", 30}),
-		route(t, "plain", split{"/", "plain", 0}), rollout("kept"))
+		route(t, "plain", split{"/", "plain", 0}), rolloutObject("kept"))
 	var many []split
 	for i := range 10 {
 		name := fmt.Sprintf("r%d", i)
 		many = append(many, split{"/" + name, name, 10})
-		objects = append(objects, rollout(name))
+		objects = append(objects, rolloutObject(name))
 	}
 	objects = append(objects, route(t, "many", many...))
 	f := newFakeCluster(t, objects...)

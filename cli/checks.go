@@ -15,10 +15,10 @@ import (
 	"k8s.io/client-go/rest"
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
 	"github.com/gatewayapi-ssa/rollouts-plugin/plan"
+	"github.com/gatewayapi-ssa/rollouts-plugin/rollout"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
 )
@@ -50,7 +50,7 @@ type clusterChecks struct {
 	notes []string
 }
 
-func newClusterChecks(conn *connection, rc *decode.RouteCluster, fieldManager, as string) (*clusterChecks, error) {
+func newClusterChecks(conn *connection, rc *rollout.RouteCluster, fieldManager, as string) (*clusterChecks, error) {
 	cfg, err := conn.config()
 	if err != nil {
 		return nil, err
@@ -94,7 +94,7 @@ func newClusterChecks(conn *connection, rc *decode.RouteCluster, fieldManager, a
 }
 
 // routeClusterName is rc's name, "" for none.
-func routeClusterName(rc *decode.RouteCluster) string {
+func routeClusterName(rc *rollout.RouteCluster) string {
 	if rc == nil {
 		return ""
 	}
@@ -118,7 +118,7 @@ func (c *clusterChecks) run(ctx context.Context, ro *v1alpha1.Rollout, pluginNam
 	c.dryRun(ctx, p)
 	checks = append(checks, "the Rollout's Services exist")
 	c.services(ctx, ro, p)
-	if settings, err := decode.ParseConfig(ro, pluginName); err == nil {
+	if settings, err := rollout.ParseConfig(ro, pluginName); err == nil {
 		checks = append(checks, "ReferenceGrants of cross-namespace backends", "permissions of "+c.identity)
 		if c.routeIdentity != c.identity {
 			checks = append(checks, "permissions on the routes of "+c.routeIdentity)
@@ -176,12 +176,12 @@ func stepName(s plan.Step) string {
 // services checks that the stable and canary Services exist: a backendRef to
 // a missing Service gets the gateway's error for its share.
 func (c *clusterChecks) services(ctx context.Context, ro *v1alpha1.Rollout, p *plan.Plan) {
-	stable, canary, err := decode.StableAndCanary(ro)
+	stable, canary, err := rollout.StableAndCanary(ro)
 	if err != nil {
 		return // the plan reported it
 	}
 	for _, name := range []string{stable, canary} {
-		_, err := c.dyn.Resource(decode.ServicesResource).Namespace(ro.Namespace).Get(ctx, name, metav1.GetOptions{})
+		_, err := c.dyn.Resource(rollout.ServicesResource).Namespace(ro.Namespace).Get(ctx, name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
 			p.Problems = append(p.Problems, plan.Problem{Step: "Services", Reason: fmt.Sprintf("Service %s/%s does not exist: the routes' backendRefs to it would fail", ro.Namespace, name)})
@@ -227,7 +227,7 @@ func (c *clusterChecks) referenceGrants(ctx context.Context, ro *v1alpha1.Rollou
 // what a feature cannot do without is a problem, what the plugin goes on
 // without (it logs what to grant) a note. It stops at the first review the
 // apiserver does not answer.
-func (c *clusterChecks) permissions(ctx context.Context, ro *v1alpha1.Rollout, s decode.Settings, p *plan.Plan) {
+func (c *clusterChecks) permissions(ctx context.Context, ro *v1alpha1.Rollout, s rollout.Settings, p *plan.Plan) {
 	for _, need := range c.permissionsFor(ro, s) {
 		reviewer, identity := c.reviewer, c.identity
 		if need.inRouteCluster {
@@ -284,7 +284,7 @@ type permission struct {
 // its own for an experiment step, kube-system and the ClusterProperty to
 // name the cluster where the routes are in a route cluster, the Leases,
 // Events and access reviews.
-func (c *clusterChecks) permissionsFor(ro *v1alpha1.Rollout, s decode.Settings) []permission {
+func (c *clusterChecks) permissionsFor(ro *v1alpha1.Rollout, s rollout.Settings) []permission {
 	var out []permission
 	add := func(p permission) {
 		if !slices.ContainsFunc(out, func(q permission) bool { return q.permissionTarget == p.permissionTarget && q.feature == p.feature }) {

@@ -15,11 +15,11 @@ import (
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/cleanup"
-	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
 	"github.com/gatewayapi-ssa/rollouts-plugin/orchestrator"
 	"github.com/gatewayapi-ssa/rollouts-plugin/peers"
+	"github.com/gatewayapi-ssa/rollouts-plugin/rollout"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
 )
@@ -134,7 +134,7 @@ func parseCleanup(args []string, errOut io.Writer) (o *cleanupOptions, ok bool) 
 // kubeconfig's cluster (whatever cluster rc holds the routes in), refuses
 // one that still exists, and names the cluster whose claims it takes back,
 // as the plugin names it. Not ok, it has said why on errOut.
-func (o *cleanupOptions) prepare(ctx context.Context, c *cleanup.Cleaner, rc *decode.RouteCluster, errOut io.Writer) (cluster kube.ClusterName, ok bool) {
+func (o *cleanupOptions) prepare(ctx context.Context, c *cleanup.Cleaner, rc *rollout.RouteCluster, errOut io.Writer) (cluster kube.ClusterName, ok bool) {
 	var err error
 	if rc != nil {
 		// The Rollout is in the kubeconfig's cluster, its routes in the route cluster.
@@ -233,8 +233,8 @@ func nameCluster(ctx context.Context, conn *connection, flag string, errOut io.W
 
 // routeNamespaces are the namespaces cleanup looks in: namespace (-n; ""
 // for all), within those the route cluster lets Rollouts reach.
-func routeNamespaces(rc *decode.RouteCluster, namespace string) ([]string, error) {
-	if rc == nil || slices.Contains(rc.Namespaces, decode.AnyNamespace) {
+func routeNamespaces(rc *rollout.RouteCluster, namespace string) ([]string, error) {
+	if rc == nil || slices.Contains(rc.Namespaces, rollout.AnyNamespace) {
 		return []string{namespace}, nil
 	}
 	if namespace == "" {

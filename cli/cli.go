@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
+	"github.com/gatewayapi-ssa/rollouts-plugin/rollout"
 	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
 )
 
@@ -100,7 +100,7 @@ type commandFlags struct {
 	*flag.FlagSet
 	conn          connection
 	fieldManager  string
-	routeClusters decode.RouteClusterFlags
+	routeClusters rollout.RouteClusterFlags
 	// cluster is the route cluster the command's routes are in (--cluster;
 	// inspect and cleanup), "" for the kubeconfig's own.
 	cluster string
@@ -123,7 +123,7 @@ func (f *commandFlags) selectCluster() {
 }
 
 // routeCluster is the route cluster --cluster names, nil when none.
-func (f *commandFlags) routeCluster() (*decode.RouteCluster, error) {
+func (f *commandFlags) routeCluster() (*rollout.RouteCluster, error) {
 	if f.cluster == "" {
 		return nil, nil
 	}
@@ -144,7 +144,7 @@ func (f *commandFlags) routeCluster() (*decode.RouteCluster, error) {
 
 // routesConnection is how the command reaches the routes: the route
 // cluster's kubeconfig, or the command's own connection.
-func (f *commandFlags) routesConnection(rc *decode.RouteCluster) *connection {
+func (f *commandFlags) routesConnection(rc *rollout.RouteCluster) *connection {
 	if rc == nil {
 		return &f.conn
 	}

@@ -15,8 +15,8 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/plan"
+	"github.com/gatewayapi-ssa/rollouts-plugin/rollout"
 )
 
 const planUsage = `usage: rollouts-gatewayapi-ssa plan -f ROLLOUT.yaml [--routes FILE [--crds FILE]] [flags]
@@ -62,7 +62,7 @@ func runPlan(args []string, out, errOut io.Writer) int {
 	fs.StringVar(&o.crdsFile, "crds", "", "with --routes: the Gateway API CRDs the cluster runs, as YAML (e.g. its release's standard-install.yaml); default: CRDs with every field")
 	fs.StringVar(&o.as, "as", "", "check the permissions of this identity, e.g. system:serviceaccount:argo-rollouts:argo-rollouts (default: your own)")
 	fs.StringVar(&o.output, "o", "text", "output: text, json or yaml")
-	fs.StringVar(&o.pluginName, "plugin-name", decode.DefaultPluginName, "the plugin's -plugin-name")
+	fs.StringVar(&o.pluginName, "plugin-name", rollout.DefaultPluginName, "the plugin's -plugin-name")
 	fs.DurationVar(&o.timeout, "timeout", time.Minute, "deadline of the whole command")
 	fs.BoolVar(&o.requireGrants, "require-reference-grants", true, "the plugin's -require-reference-grants: routes in another namespace than the Rollout's need a ReferenceGrant there")
 	fs.StringVar(&o.peersNamespace, "peers-namespace", "argo-rollouts", "the namespace of the plugin's Leases (its -peers-namespace, or the controller's): the permissions there are checked; empty: not checked")
@@ -111,7 +111,7 @@ func computePlan(ctx context.Context, o *planOptions, ro *v1alpha1.Rollout) (Rep
 	if err != nil {
 		return Report{}, err
 	}
-	in := plan.Input{Rollout: ro, Process: decode.Process{PluginName: o.pluginName, FieldManager: o.fieldManager,
+	in := plan.Input{Rollout: ro, Process: rollout.Process{PluginName: o.pluginName, FieldManager: o.fieldManager,
 		RouteClusters: clusters, AnyNamespace: !o.requireGrants}}
 	var c *clusterChecks
 	if o.routesFile != "" {
@@ -128,7 +128,7 @@ func computePlan(ctx context.Context, o *planOptions, ro *v1alpha1.Rollout) (Rep
 		}
 		c.requireGrants, c.peersNamespace = o.requireGrants, o.peersNamespace
 		defer c.reader.Close() // its watch caches end with the command
-		in.Reader, in.Ports = c.reader, decode.DynamicServicePorts(c.dyn, ro.Namespace)
+		in.Reader, in.Ports = c.reader, rollout.DynamicServicePorts(c.dyn, ro.Namespace)
 	}
 	r := Report{Plan: plan.Compute(ctx, in)}
 	if c == nil {
@@ -148,9 +148,9 @@ func computePlan(ctx context.Context, o *planOptions, ro *v1alpha1.Rollout) (Rep
 // --routes, with the schemas of the CRDs of --crds, wherever the Rollout's
 // config says its routes are: its route cluster needs no flags.
 func (o *planOptions) readFiles(ro *v1alpha1.Rollout, in *plan.Input) error {
-	if s, err := decode.ParseConfig(ro, o.pluginName); err == nil && s.Cluster != "" &&
-		!slices.ContainsFunc(in.Process.RouteClusters, func(c decode.RouteCluster) bool { return c.Name == s.Cluster }) {
-		in.Process.RouteClusters = append(in.Process.RouteClusters, decode.RouteCluster{Name: s.Cluster, Namespaces: []string{decode.AnyNamespace}})
+	if s, err := rollout.ParseConfig(ro, o.pluginName); err == nil && s.Cluster != "" &&
+		!slices.ContainsFunc(in.Process.RouteClusters, func(c rollout.RouteCluster) bool { return c.Name == s.Cluster }) {
+		in.Process.RouteClusters = append(in.Process.RouteClusters, rollout.RouteCluster{Name: s.Cluster, Namespaces: []string{rollout.AnyNamespace}})
 	}
 	f, err := os.Open(o.routesFile)
 	if err != nil {
@@ -178,8 +178,8 @@ func (o *planOptions) readFiles(ro *v1alpha1.Rollout, in *plan.Input) error {
 // routeClusterOf is the route cluster the Rollout's config names (nil: its
 // routes are in the kubeconfig's cluster), refused as the plugin refuses it.
 // A config that does not parse is the plan's first problem, reported there.
-func routeClusterOf(ro *v1alpha1.Rollout, o *planOptions) (*decode.RouteCluster, error) {
-	settings, err := decode.ParseConfig(ro, o.pluginName)
+func routeClusterOf(ro *v1alpha1.Rollout, o *planOptions) (*rollout.RouteCluster, error) {
+	settings, err := rollout.ParseConfig(ro, o.pluginName)
 	if err != nil || settings.Cluster == "" {
 		return nil, nil
 	}

@@ -41,7 +41,7 @@ func (p Panic) Error() string { return fmt.Sprintf("panic: %v", p.Value) }
 func (p Panic) Reason() string { return reasonInternalError }
 
 // reasoned is an error that says its Event reason: each package's error
-// types do (decode.ConfigError, desired.ConflictError, …), so this package
+// types do (rollout.ConfigError, desired.ConflictError, …), so this package
 // classifies them without knowing them.
 type reasoned interface{ Reason() string }
 

@@ -14,10 +14,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kubeclient"
+	"github.com/gatewayapi-ssa/rollouts-plugin/rollout"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
 )
@@ -37,13 +37,13 @@ func TestReasonOfEachError(t *testing.T) {
 		err  error
 		want string
 	}{
-		{&decode.ConfigError{Err: errors.New(`unknown key "httpRout"`)}, "InvalidConfig"},
-		{&decode.ClusterError{Cluster: "fleet"}, "InvalidConfig"},
-		{&decode.StepError{Err: &desired.InvalidError{Err: errors.New("bad regex")}}, "InvalidStep"},
+		{&rollout.ConfigError{Err: errors.New(`unknown key "httpRout"`)}, "InvalidConfig"},
+		{&rollout.ClusterError{Cluster: "fleet"}, "InvalidConfig"},
+		{&rollout.StepError{Err: &desired.InvalidError{Err: errors.New("bad regex")}}, "InvalidStep"},
 		{about(&kubeclient.PermissionError{Verbs: []string{"patch"}, Resource: "httproutes.gateway.networking.k8s.io", Namespace: "shop"}), "PermissionMissing"},
 		{fmt.Errorf("nothing was written: %w", &kube.MissingError{}), "RouteNotFound"},
 		{fmt.Errorf("nothing was written: %w", &kube.TooManyRoutesError{}), "InvalidConfig"},
-		{fmt.Errorf("experiment %w", &decode.MissingServiceError{Namespace: "shop", Name: "exp"}), "ServiceNotFound"},
+		{fmt.Errorf("experiment %w", &rollout.MissingServiceError{Namespace: "shop", Name: "exp"}), "ServiceNotFound"},
 		{fmt.Errorf("in route cluster %q: %w", "fleet", about(&desired.MissingImportError{Route: web, Rollout: "shop/web"})), "ServiceImportMissing"},
 		{about(&desired.ConflictError{Route: web, Rollout: "shop/web", Managers: []string{"argocd"}}), "Conflict"},
 		{about(&desired.InvalidError{Err: &transform.LimitError{Msg: "17 rules"}}), "LimitExceeded"},

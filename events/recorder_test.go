@@ -71,12 +71,12 @@ func (a *api) count(name string) int32 {
 
 var (
 	t0           = time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
-	rollout      = corev1.ObjectReference{APIVersion: "argoproj.io/v1alpha1", Kind: "Rollout", Namespace: "shop", Name: "web", UID: "uid-web"}
+	webRef       = corev1.ObjectReference{APIVersion: "argoproj.io/v1alpha1", Kind: "Rollout", Namespace: "shop", Name: "web", UID: "uid-web"}
 	conflictText = "rollout shop/web: SetWeight(30): nothing was written: HTTPRoute shop/web: conflict: …"
 )
 
 func warning(note string) Event {
-	return Event{Regarding: rollout, Type: corev1.EventTypeWarning, Reason: reasonConflict, Action: "SetWeight", Note: note}
+	return Event{Regarding: webRef, Type: corev1.EventTypeWarning, Reason: reasonConflict, Action: "SetWeight", Note: note}
 }
 
 func testState(a *api) (*state, *bytes.Buffer) {
@@ -98,7 +98,7 @@ func TestAWarningIsOneEvent(t *testing.T) {
 		ReportingInstance:   "host/42",
 		Action:              "SetWeight",
 		Reason:              "Conflict",
-		Regarding:           rollout,
+		Regarding:           webRef,
 		Note:                conflictText,
 		Type:                "Warning",
 	}}
@@ -175,7 +175,7 @@ func TestForbiddenIsSaidOnceAndRetried(t *testing.T) {
 	for i := range 30 {
 		now := t0.Add(time.Duration(i) * time.Second)
 		st.observe(warning(conflictText), now)
-		st.observe(Event{Regarding: rollout, Type: corev1.EventTypeNormal, Reason: reasonRecovered, Action: "SetWeight", Note: "x" + now.String()}, now)
+		st.observe(Event{Regarding: webRef, Type: corev1.EventTypeNormal, Reason: reasonRecovered, Action: "SetWeight", Note: "x" + now.String()}, now)
 		st.flush(now)
 	}
 	if n := strings.Count(logs.String(), "may not record Events"); n != 1 {
@@ -254,7 +254,7 @@ func TestSeriesEnd(t *testing.T) {
 	if len(a.created) != 2 || st.series.len() != 1 {
 		t.Errorf("created %v, remembering %d series", a.created, st.series.len())
 	}
-	change := Event{Regarding: rollout, Type: corev1.EventTypeNormal, Reason: reasonWeightsChanged, Action: "SetWeight", Note: "rule 0 …"}
+	change := Event{Regarding: webRef, Type: corev1.EventTypeNormal, Reason: reasonWeightsChanged, Action: "SetWeight", Note: "rule 0 …"}
 	st.observe(change, t0)
 	st.flush(t0.Add(changeEnd + time.Second))
 	if st.series.len() != 1 {
@@ -272,7 +272,7 @@ func TestSeriesAreBounded(t *testing.T) {
 	if st.series.len() != maxSeries {
 		t.Errorf("%d series remembered, want %d", st.series.len(), maxSeries)
 	}
-	if _, ok := st.series.get(key{regarding: rollout, typ: "Warning", reason: reasonConflict, note: "text 0"}); ok {
+	if _, ok := st.series.get(key{regarding: webRef, typ: "Warning", reason: reasonConflict, note: "text 0"}); ok {
 		t.Error("the oldest series is still remembered")
 	}
 }

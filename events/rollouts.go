@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
+	"github.com/gatewayapi-ssa/rollouts-plugin/rollout"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -49,7 +49,7 @@ func NewRollouts(rec *Recorder) *Rollouts {
 
 // Failed records that the call answered err, whose text, as the call
 // returned it, is text.
-func (r *Rollouts) Failed(call decode.Call, text string, err error) {
+func (r *Rollouts) Failed(call rollout.Call, text string, err error) {
 	if r == nil {
 		return
 	}
@@ -72,14 +72,14 @@ func (r *Rollouts) Failed(call decode.Call, text string, err error) {
 }
 
 // rolloutRef is the Rollout as Events name it.
-func rolloutRef(r decode.Rollout) corev1.ObjectReference {
+func rolloutRef(r rollout.Rollout) corev1.ObjectReference {
 	return corev1.ObjectReference{APIVersion: "argoproj.io/v1alpha1", Kind: "Rollout", Namespace: r.Namespace, Name: r.Name, UID: r.UID}
 }
 
 // Succeeded records that the call answered without an error: if the last
 // call of its method on its Rollout failed, a Normal Event says that it
 // works again.
-func (r *Rollouts) Succeeded(call decode.Call) {
+func (r *Rollouts) Succeeded(call rollout.Call) {
 	if r == nil {
 		return
 	}

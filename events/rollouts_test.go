@@ -7,14 +7,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
+	"github.com/gatewayapi-ssa/rollouts-plugin/rollout"
 )
 
 // The calls of the tests, on the Rollout shop/web.
 var (
-	webRollout    = decode.Rollout{Namespace: "shop", Name: "web", UID: "uid-web"}
-	setWeight30   = decode.Call{Rollout: webRollout, Label: decode.Label{Method: decode.SetWeight, Weight: 30}}
-	removeManaged = decode.Call{Rollout: webRollout, Label: decode.Label{Method: decode.RemoveManagedRoutes}}
+	webRollout    = rollout.Rollout{Namespace: "shop", Name: "web", UID: "uid-web"}
+	setWeight30   = rollout.Call{Rollout: webRollout, Label: rollout.Label{Method: rollout.SetWeight, Weight: 30}}
+	removeManaged = rollout.Call{Rollout: webRollout, Label: rollout.Label{Method: rollout.RemoveManagedRoutes}}
 )
 
 // A call that fails is a Warning each time; the first call of the same
@@ -23,7 +23,7 @@ var (
 func TestACallThatSucceedsAgainSaysSoOnce(t *testing.T) {
 	r := newRecorder(newAPI(), Options{}, nil)
 	ro := NewRollouts(r)
-	bad := &decode.ConfigError{Err: errors.New(`unknown key "httpRout"`)}
+	bad := &rollout.ConfigError{Err: errors.New(`unknown key "httpRout"`)}
 	text := `rollout shop/web: SetWeight(30): unknown key "httpRout"`
 	ro.Succeeded(setWeight30) // nothing failed: nothing to say
 	for range 3 {

@@ -6,7 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
+	"github.com/gatewayapi-ssa/rollouts-plugin/rollout"
 )
 
 // reasonOwnershipReleased is the reason of the Event that says the plugin
@@ -24,7 +24,7 @@ func NewRoutes(rec *Recorder) *Routes { return &Routes{rec: rec} }
 // Changed records, as a Normal Event of reason, what a write of the call
 // changed on the route: note says the changes of that reason (one call
 // per routes.Note of the write, in their order).
-func (r *Routes) Changed(route corev1.ObjectReference, call decode.Call, reason, note string) {
+func (r *Routes) Changed(route corev1.ObjectReference, call rollout.Call, reason, note string) {
 	if r == nil {
 		return
 	}
@@ -34,7 +34,7 @@ func (r *Routes) Changed(route corev1.ObjectReference, call decode.Call, reason,
 // Released records that the plugin gave its ownership of the route's
 // spec.rules back after the call for the Rollout; dropped are the
 // managedFields entries it removed.
-func (r *Routes) Released(route corev1.ObjectReference, call decode.Call, dropped []string) {
+func (r *Routes) Released(route corev1.ObjectReference, call rollout.Call, dropped []string) {
 	if r == nil {
 		return
 	}
@@ -51,7 +51,7 @@ func (r *Routes) Released(route corev1.ObjectReference, call decode.Call, droppe
 // on the route for what the route (its gateway, its CRD) is: err, the
 // route's own error. Errors that are the Rollout's or the plugin's to fix
 // (a permission, the apiserver) are told on the Rollout only.
-func (r *Routes) Refused(route corev1.ObjectReference, call decode.Call, err error) {
+func (r *Routes) Refused(route corev1.ObjectReference, call rollout.Call, err error) {
 	if r == nil {
 		return
 	}
@@ -60,7 +60,7 @@ func (r *Routes) Refused(route corev1.ObjectReference, call decode.Call, err err
 	}
 }
 
-func (r *Routes) record(route corev1.ObjectReference, call decode.Call, typ, why, what string) {
+func (r *Routes) record(route corev1.ObjectReference, call rollout.Call, typ, why, what string) {
 	related := rolloutRef(call.Rollout)
 	related.UID = "" // as the claims know it: by namespace and name
 	r.rec.Record(Event{

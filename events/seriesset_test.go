@@ -13,7 +13,7 @@ func TestSeriesSetCollisions(t *testing.T) {
 	m := newSeriesSet()
 	m.sum = func(*key) uint64 { return 7 } // every key collides
 	mk := func(note string) *series {
-		return &series{ev: Event{Regarding: rollout, Type: corev1.EventTypeNormal, Reason: reasonWeightsChanged, Note: note}}
+		return &series{ev: Event{Regarding: webRef, Type: corev1.EventTypeNormal, Reason: reasonWeightsChanged, Note: note}}
 	}
 	a, b, c := mk("a"), mk("b"), mk("c")
 	for _, s := range []*series{a, b, c} {

@@ -16,7 +16,7 @@
 // fresh and judges the gateways' status.
 //
 // It knows neither the RPC interface nor the Rollout's config: Run takes the
-// call as package decode made it (decode.Call), and cleanup uses MakePlan
+// call as package rollout made it (rollout.Call), and cleanup uses MakePlan
 // and Write for its own undo. Decide is every read a decision takes and the
 // decision; package plan plans through it too.
 package orchestrator

@@ -10,9 +10,9 @@ import (
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
+	"github.com/gatewayapi-ssa/rollouts-plugin/rollout"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
 )
@@ -61,12 +61,12 @@ type Exclusion interface {
 type RouteEvents interface {
 	// Changed says what a write changed: one routes.Note of its changes
 	// (desired.Result.Changes), of reason.
-	Changed(route corev1.ObjectReference, call decode.Call, reason, note string)
+	Changed(route corev1.ObjectReference, call rollout.Call, reason, note string)
 	// Released says the plugin gave its ownership of spec.rules back,
 	// removing the managedFields entries dropped.
-	Released(route corev1.ObjectReference, call decode.Call, dropped []string)
+	Released(route corev1.ObjectReference, call rollout.Call, dropped []string)
 	// Refused says the call failed on the route with err.
-	Refused(route corev1.ObjectReference, call decode.Call, err error)
+	Refused(route corev1.ObjectReference, call rollout.Call, err error)
 }
 
 // regarding is what an Event on route is about.
@@ -93,14 +93,14 @@ func New(reader kube.Reader, writer *ssa.Writer, peers Exclusion, events RouteEv
 // untold is RouteEvents that tells nobody.
 type untold struct{}
 
-func (untold) Changed(corev1.ObjectReference, decode.Call, string, string) {}
-func (untold) Released(corev1.ObjectReference, decode.Call, []string)      {}
-func (untold) Refused(corev1.ObjectReference, decode.Call, error)          {}
+func (untold) Changed(corev1.ObjectReference, rollout.Call, string, string) {}
+func (untold) Released(corev1.ObjectReference, rollout.Call, []string)      {}
+func (untold) Refused(corev1.ObjectReference, rollout.Call, error)          {}
 
 // Run carries out the call on every route of its targets: read every route,
 // decide every route's desired state, and only if all of that worked, write
 // the routes that change, concurrently.
-func (o *Orchestrator) Run(ctx context.Context, c decode.Call) (out error) {
+func (o *Orchestrator) Run(ctx context.Context, c rollout.Call) (out error) {
 	targets := c.Settings.Targets
 	refused, err := o.reach(ctx, c, targets)
 	if err != nil {
@@ -169,7 +169,7 @@ func (o *Orchestrator) Run(ctx context.Context, c decode.Call) (out error) {
 // platform team lets Rollouts reach every namespace
 // (-require-reference-grants=false). Outside it, nothing is read, written
 // or recorded.
-func (o *Orchestrator) reach(ctx context.Context, c decode.Call, t routes.Targets) ([]*routes.NotGrantedError, error) {
+func (o *Orchestrator) reach(ctx context.Context, c rollout.Call, t routes.Targets) ([]*routes.NotGrantedError, error) {
 	if c.Process.AnyNamespace {
 		return nil, nil
 	}
@@ -205,7 +205,7 @@ func withinTargets(t routes.Targets, found []routes.Route) error {
 // user must fix stops a call before any write (Run); a fault of the
 // apiserver on some routes does not keep the others from being written, and
 // the error names exactly the routes that were not.
-func (o *Orchestrator) writeAll(ctx context.Context, c decode.Call, plans []Plan, unread []error) error {
+func (o *Orchestrator) writeAll(ctx context.Context, c rollout.Call, plans []Plan, unread []error) error {
 	refs := make([]routes.Ref, len(plans))
 	for i, plan := range plans {
 		refs[i] = plan.Live.Ref

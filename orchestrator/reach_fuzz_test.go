@@ -16,9 +16,9 @@ import (
 	"k8s.io/client-go/rest"
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube/kubetest"
+	"github.com/gatewayapi-ssa/rollouts-plugin/rollout"
 	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
 )
 
@@ -155,22 +155,22 @@ func runInReach(t *testing.T, api *kubetest.Server, config, experiment string, r
 		Spec: v1alpha1.RolloutSpec{Strategy: v1alpha1.RolloutStrategy{Canary: &v1alpha1.CanaryStrategy{
 			StableService: "web-stable", CanaryService: "web-canary",
 			TrafficRouting: &v1alpha1.RolloutTrafficRouting{
-				Plugins:       map[string]json.RawMessage{decode.DefaultPluginName: json.RawMessage(config)},
+				Plugins:       map[string]json.RawMessage{rollout.DefaultPluginName: json.RawMessage(config)},
 				ManagedRoutes: []v1alpha1.MangedRoutes{{Name: "beta"}},
 			},
 		}}},
 	}
-	l := decode.Label{Method: decode.SetWeight, Weight: 30}
+	l := rollout.Label{Method: rollout.SetWeight, Weight: 30}
 	if experiment != "" {
 		l.Additional = []v1alpha1.WeightDestination{{ServiceName: experiment, Weight: 10}}
 	}
 	if remove {
-		l = decode.Label{Method: decode.RemoveManagedRoutes}
+		l = rollout.Label{Method: rollout.RemoveManagedRoutes}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	p := decode.Process{PluginName: decode.DefaultPluginName, FieldManager: fieldManager}
-	c, err := decode.Decode(ctx, p, ro, l, decode.DynamicServicePorts(dyn, ro.Namespace))
+	p := rollout.Process{PluginName: rollout.DefaultPluginName, FieldManager: fieldManager}
+	c, err := rollout.Decode(ctx, p, ro, l, rollout.DynamicServicePorts(dyn, ro.Namespace))
 	if err != nil {
 		return err
 	}

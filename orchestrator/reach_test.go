@@ -9,9 +9,9 @@ import (
 	"github.com/sirupsen/logrus"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
+	"github.com/gatewayapi-ssa/rollouts-plugin/rollout"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
 	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
@@ -56,7 +56,7 @@ func TestARouteReturnedFromOutsideTheReachIsRefused(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := New(tc.reader, ssa.NewWriter(nil, nil, fieldManager, logrus.NewEntry(logrus.New())), nil, nil, logrus.NewEntry(logrus.New()), Bounds{WritesPerCall: 1})
-			c := decode.Call{Rollout: decode.Rollout{Namespace: "shop", Name: "web"}, Settings: decode.Settings{Targets: tc.targets},
+			c := rollout.Call{Rollout: rollout.Rollout{Namespace: "shop", Name: "web"}, Settings: rollout.Settings{Targets: tc.targets},
 				Intent: desired.SetWeight{Split: transform.Split{Stable: routes.ServiceRef("shop", "web-stable"), Canary: routes.ServiceRef("shop", "web-canary"), CanaryWeight: 30, MaxWeight: 100}}}
 			err := o.Run(context.Background(), c)
 			got := "no error"

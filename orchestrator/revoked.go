@@ -8,7 +8,7 @@ import (
 	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
+	"github.com/gatewayapi-ssa/rollouts-plugin/rollout"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
@@ -78,7 +78,7 @@ func (m *claimMemory) has(rollout string, route routes.Ref) bool {
 // missing (refused): it returns the targets without the refused ones, the
 // routes to undo (those remembered with the Rollout's claim that still hold
 // it, read fresh), and the refusals of every other refused target.
-func (o *Orchestrator) ownClaimsOnly(ctx context.Context, c decode.Call, t routes.Targets, refused []*routes.NotGrantedError) (routes.Targets, []routes.Route, []error, error) {
+func (o *Orchestrator) ownClaimsOnly(ctx context.Context, c rollout.Call, t routes.Targets, refused []*routes.NotGrantedError) (routes.Targets, []routes.Route, []error, error) {
 	rollout := c.Rollout.String()
 	drop := map[routes.Ref]bool{}
 	dropSel := map[routes.Selection]bool{}

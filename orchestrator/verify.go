@@ -10,10 +10,10 @@ import (
 	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kubeclient"
+	"github.com/gatewayapi-ssa/rollouts-plugin/rollout"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
@@ -25,7 +25,7 @@ import (
 // passed since that status was written (settling). A route that is behind
 // gives false and one log line saying what is behind; a condition reported
 // False gives an error naming the route, the parent and the reason.
-func (o *Orchestrator) Verify(ctx context.Context, c decode.Call) (bool, error) {
+func (o *Orchestrator) Verify(ctx context.Context, c rollout.Call) (bool, error) {
 	s := c.Settings
 	if refused, err := o.reach(ctx, c, s.Targets); err != nil || len(refused) > 0 {
 		return false, errors.Join(append(notGranted(refused), err)...)

@@ -11,11 +11,11 @@ import (
 	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kubeclient"
 	"github.com/gatewayapi-ssa/rollouts-plugin/retry"
+	"github.com/gatewayapi-ssa/rollouts-plugin/rollout"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
 )
@@ -67,7 +67,7 @@ func refused(errs []error) bool {
 // It records every answer with the reader, logs one line per write that
 // reached the apiserver, and tells the route's owners (RouteEvents) what it
 // changed, or that it failed.
-func (o *Orchestrator) Write(ctx context.Context, p Plan, call decode.Call) (err error) {
+func (o *Orchestrator) Write(ctx context.Context, p Plan, call rollout.Call) (err error) {
 	w := &routeWrite{o: o, call: call, plan: p, log: o.log.WithFields(logrus.Fields{"rollout": call.Rollout.String(), "call": call.Label.String()})}
 	defer func() {
 		o.counts.ended(err)
@@ -92,7 +92,7 @@ func (o *Orchestrator) Write(ctx context.Context, p Plan, call decode.Call) (err
 // attempts so far.
 type routeWrite struct {
 	o    *Orchestrator
-	call decode.Call
+	call rollout.Call
 	plan Plan
 	lock *routeLock
 	log  *logrus.Entry

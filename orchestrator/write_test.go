@@ -23,11 +23,11 @@ import (
 	"k8s.io/client-go/rest"
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube/kubetest"
 	"github.com/gatewayapi-ssa/rollouts-plugin/retry"
+	"github.com/gatewayapi-ssa/rollouts-plugin/rollout"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
 )
@@ -302,7 +302,7 @@ func TestAConflictIsAnsweredByReadingAndDecidingAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := o.Write(ctx(t), p, decode.Call{}); err != nil {
+	if err := o.Write(ctx(t), p, rollout.Call{}); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]string{"PATCH at 5", "PATCH at 8", "PATCH at 9"}, api.requests()); diff != "" {
@@ -340,7 +340,7 @@ func TestARouteWhoseRulesKeepChangingEndsTheCallAfterMaxAttempts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = o.Write(ctx(t), p, decode.Call{})
+	err = o.Write(ctx(t), p, rollout.Call{})
 	want := "HTTPRoute shop/web: the route kept changing under the plugin: 8 attempts ended in optimistic-lock conflicts; the call is safe to repeat"
 	if err == nil || err.Error() != want {
 		t.Fatalf("error %v, want %q", err, want)
@@ -366,7 +366,7 @@ func TestARouteWhoseMetadataKeepsChangingIsWrittenAgainAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	if err := o.Write(ctx(t), p, decode.Call{}); err != nil {
+	if err := o.Write(ctx(t), p, rollout.Call{}); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]string{"PATCH at 5", "PATCH at 8", "PATCH at 9", "PATCH at 10"}, api.requests()); diff != "" {
@@ -380,7 +380,7 @@ func TestARouteWhoseMetadataKeepsChangingIsWrittenAgainAtOnce(t *testing.T) {
 	o, api, rd, _ = fixture(t, 7, stale)
 	d = &decider{}
 	p, _ = MakePlan(liveAt(t, 5, "kubectl", fieldManager), d.decide)
-	err = o.Write(ctx(t), p, decode.Call{})
+	err = o.Write(ctx(t), p, rollout.Call{})
 	want := fmt.Sprintf("HTTPRoute shop/web: the route kept changing under the plugin: %d attempts ended in optimistic-lock conflicts, %d of them after changes only to "+
 		"what the plugin does not write (another manager writing the route more often than the plugin can read and write it); the call is safe to repeat",
 		retry.BusyAttempts+1, retry.BusyAttempts)
@@ -402,7 +402,7 @@ func TestAFieldManagerConflictIsNotRetried(t *testing.T) {
 	})
 	d := &decider{}
 	p, _ := MakePlan(liveAt(t, 5, "kubectl", fieldManager), d.decide)
-	err := o.Write(ctx(t), p, decode.Call{})
+	err := o.Write(ctx(t), p, rollout.Call{})
 	if err == nil || !strings.Contains(err.Error(), `conflict with "kubectl"`) || !strings.HasPrefix(err.Error(), "HTTPRoute shop/web: ") {
 		t.Errorf("error %v, want the field manager conflict, naming the route", err)
 	}
@@ -423,7 +423,7 @@ func TestTheLastWriteReleasesOwnership(t *testing.T) {
 	o, api, rd, hook := fixture(t, 7, stored(6))
 	d := &decider{release: true}
 	p, _ := MakePlan(liveAt(t, 5, "kubectl", fieldManager), d.decide)
-	if err := o.Write(ctx(t), p, decode.Call{}); err != nil {
+	if err := o.Write(ctx(t), p, rollout.Call{}); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]string{"PATCH at 5", "RELEASE at 6"}, api.requests()); diff != "" {
@@ -460,7 +460,7 @@ func TestAnUnchangedRouteIsReleasedWithoutAnApply(t *testing.T) {
 	p, _ := MakePlan(liveAt(t, 5, "kubectl", fieldManager), func(routes.Route) (desired.Result, error) {
 		return desired.Result{Unchanged: true, Release: true}, nil
 	})
-	if err := o.Write(ctx(t), p, decode.Call{}); err != nil {
+	if err := o.Write(ctx(t), p, rollout.Call{}); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]string{"GET", "RELEASE at 5"}, api.requests()); diff != "" {
@@ -480,7 +480,7 @@ func TestAnUnchangedRouteThePluginDoesNotOwnSendsNothing(t *testing.T) {
 	p, _ := MakePlan(liveAt(t, 5, "kubectl"), func(routes.Route) (desired.Result, error) {
 		return desired.Result{Unchanged: true, Release: true}, nil
 	})
-	if err := o.Write(ctx(t), p, decode.Call{}); err != nil || len(api.requests()) != 0 {
+	if err := o.Write(ctx(t), p, rollout.Call{}); err != nil || len(api.requests()) != 0 {
 		t.Errorf("error %v, requests %v; want none", err, api.requests())
 	}
 }
@@ -539,7 +539,7 @@ func TestWritesOfRulesThePluginOwnsAloneAreGuardedByOwnership(t *testing.T) {
 	write := func(rv int) {
 		t.Helper()
 		p, _ := MakePlan(liveAt(t, rv, fieldManager), (&decider{}).decide)
-		if err := o.Write(ctx(t), p, decode.Call{}); err != nil {
+		if err := o.Write(ctx(t), p, rollout.Call{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -584,7 +584,7 @@ func TestWritesThatOwnershipCannotGuardCarryTheResourceVersion(t *testing.T) {
 			peers := &exclusion{alone: c.alone}
 			o, api, _, _ := fixtureAmong(t, peers, 7, stored(6))
 			p, _ := MakePlan(liveAt(t, 5, c.managers...), (&decider{}).decide)
-			if err := o.Write(ctx(t), p, decode.Call{}); err != nil {
+			if err := o.Write(ctx(t), p, rollout.Call{}); err != nil {
 				t.Fatal(err)
 			}
 			if diff := cmp.Diff([]string{"PATCH at 5"}, api.requests()); diff != "" {
@@ -606,12 +606,12 @@ func TestAnOwnershipConflictIsAnsweredByDecidingAgainAndTakingOver(t *testing.T)
 	ownedAlone := func(map[string]any) (int, any) { return http.StatusOK, served(4, fieldManager) }
 	o, api, rd, _ := fixtureAmong(t, &exclusion{alone: true}, 7, ownedAlone, ownershipConflict, stored(9))
 	first, _ := MakePlan(liveAt(t, 3, fieldManager), (&decider{}).decide)
-	if err := o.Write(ctx(t), first, decode.Call{}); err != nil {
+	if err := o.Write(ctx(t), first, rollout.Call{}); err != nil {
 		t.Fatal(err)
 	}
 	d := &decider{}
 	p, _ := MakePlan(liveAt(t, 5, fieldManager), d.decide)
-	if err := o.Write(ctx(t), p, decode.Call{}); err != nil {
+	if err := o.Write(ctx(t), p, rollout.Call{}); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]string{"PATCH at 3", "PATCH owned", "PATCH at 8"}, api.requests()); diff != "" {
@@ -630,7 +630,7 @@ func TestAnOwnershipConflictIsAnsweredByDecidingAgainAndTakingOver(t *testing.T)
 func TestAWriteThePeersDoNotAdmitSendsNothing(t *testing.T) {
 	o, api, _, _ := fixtureAmong(t, &exclusion{err: errors.New("waiting for the plugin's other processes")}, 7, stored(6))
 	p, _ := MakePlan(liveAt(t, 5, fieldManager), (&decider{}).decide)
-	err := o.Write(ctx(t), p, decode.Call{})
+	err := o.Write(ctx(t), p, rollout.Call{})
 	if err == nil || err.Error() != "HTTPRoute shop/web: waiting for the plugin's other processes" {
 		t.Errorf("error %v", err)
 	}
@@ -658,7 +658,7 @@ func TestTwoCallsOfOneProcessWriteARouteOneAfterTheOther(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = o.Write(ctx(t), p, decode.Call{})
+			errs[i] = o.Write(ctx(t), p, rollout.Call{})
 		}()
 	}
 	wg.Wait()
@@ -688,7 +688,7 @@ func TestAConflictWithACacheThatDoesNotFollowIsAnsweredByAFreshRead(t *testing.T
 	d := &decider{}
 	p, _ := MakePlan(liveAt(t, 5, "kubectl", fieldManager), d.decide)
 	start := time.Now()
-	if err := o.Write(ctx(t), p, decode.Call{}); err != nil {
+	if err := o.Write(ctx(t), p, rollout.Call{}); err != nil {
 		t.Fatal(err)
 	}
 	if took := time.Since(start); took < retry.ConflictEventWait {
@@ -707,7 +707,7 @@ func TestAConflictIsDecidedAgainOnTheWatchEventThatFollows(t *testing.T) {
 	rd.cacheBehind, rd.eventAfterRead = true, true
 	d := &decider{}
 	p, _ := MakePlan(liveAt(t, 5, "kubectl", fieldManager), d.decide)
-	if err := o.Write(ctx(t), p, decode.Call{}); err != nil {
+	if err := o.Write(ctx(t), p, rollout.Call{}); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]string{"PATCH at 5", "PATCH at 8"}, api.requests()); diff != "" {
@@ -729,7 +729,7 @@ func TestARefusalAfterAConflictReadsAsOneBeforeAnyWrite(t *testing.T) {
 	ownedAlone := func(map[string]any) (int, any) { return http.StatusOK, served(4, fieldManager) }
 	o, api, _, _ := fixtureAmong(t, &exclusion{alone: true}, 7, ownedAlone, ownershipConflict)
 	first, _ := MakePlan(liveAt(t, 3, fieldManager), (&decider{}).decide)
-	if err := o.Write(ctx(t), first, decode.Call{}); err != nil {
+	if err := o.Write(ctx(t), first, rollout.Call{}); err != nil {
 		t.Fatal(err)
 	}
 	refuse := errors.New("spec.rules was changed by argocd")
@@ -740,7 +740,7 @@ func TestARefusalAfterAConflictReadsAsOneBeforeAnyWrite(t *testing.T) {
 		return desired.Result{}, refuse
 	}
 	p, _ := MakePlan(liveAt(t, 5, fieldManager), decide)
-	afterConflict := o.writeAll(ctx(t), decode.Call{}, []Plan{p}, nil)
+	afterConflict := o.writeAll(ctx(t), rollout.Call{}, []Plan{p}, nil)
 	_, beforeWrite := MakePlan(liveAt(t, 8, fieldManager), decide)
 	want := "nothing was written: " + beforeWrite.Error()
 	if afterConflict == nil || afterConflict.Error() != want {

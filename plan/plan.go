@@ -11,10 +11,10 @@ import (
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
 	"github.com/gatewayapi-ssa/rollouts-plugin/orchestrator"
+	"github.com/gatewayapi-ssa/rollouts-plugin/rollout"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
@@ -23,13 +23,13 @@ type Input struct {
 	Rollout *v1alpha1.Rollout
 	// Process is the plugin's: its -plugin-name, -field-manager, route
 	// clusters and -require-reference-grants.
-	Process decode.Process
+	Process rollout.Process
 	// Reader reads the Rollout's routes as they are now.
 	Reader kube.Reader
 	// Ports reads the ports of the Services in the Rollout's namespace;
 	// experiment Services, which do not exist yet, are made up from the
 	// experiment templates.
-	Ports decode.ServicePorts
+	Ports rollout.ServicePorts
 }
 
 // Plan is every step of a Rollout with what it does to each route.
@@ -102,7 +102,7 @@ type state struct {
 // call is one call the controller makes, as the plugin decodes it, and
 // the error of that, if any.
 type call struct {
-	decode.Call
+	rollout.Call
 	err error
 }
 
@@ -115,7 +115,7 @@ func Compute(ctx context.Context, in Input) Plan {
 	ro := in.Rollout.DeepCopy()
 	ro.Status.Abort, ro.Status.PromoteFull = false, false
 	p := Plan{Rollout: ro.Namespace + "/" + ro.Name}
-	settings, err := decode.ParseConfig(ro, in.Process.PluginName)
+	settings, err := rollout.ParseConfig(ro, in.Process.PluginName)
 	if err != nil {
 		p.Problems = append(p.Problems, Problem{Step: "config", Reason: err.Error()})
 		return p
@@ -158,12 +158,12 @@ func (p *Plan) granted(ctx context.Context, reader kube.Reader, namespace string
 func (p *Plan) walk(ctx context.Context, in Input, ro *v1alpha1.Rollout, live []routes.Route) {
 	st := state{live: live}
 	ports := experimentPorts(ro, in.Ports)
-	decoded := func(ro *v1alpha1.Rollout, l decode.Label) call {
-		c, err := decode.Decode(ctx, in.Process, ro, l, ports)
+	decoded := func(ro *v1alpha1.Rollout, l rollout.Label) call {
+		c, err := rollout.Decode(ctx, in.Process, ro, l, ports)
 		return call{Call: c, err: err}
 	}
 	setWeight := func(ro *v1alpha1.Rollout, w int32, dests []v1alpha1.WeightDestination) call {
-		return decoded(ro, decode.Label{Method: decode.SetWeight, Weight: w, Additional: dests})
+		return decoded(ro, rollout.Label{Method: rollout.SetWeight, Weight: w, Additional: dests})
 	}
 	for i, s := range ro.Spec.Strategy.Canary.Steps {
 		name, calls := stepCalls(ro, s, &st, decoded, setWeight)
@@ -174,7 +174,7 @@ func (p *Plan) walk(ctx context.Context, in Input, ro *v1alpha1.Rollout, live []
 	st.dests = nil
 	p.run(ctx, in, &st, Step{Name: "promotion: every step done"}, []call{setWeight(ro, maxWeight(ro), nil)})
 	promoted := promote(ro)
-	remove := decode.Label{Method: decode.RemoveManagedRoutes}
+	remove := rollout.Label{Method: rollout.RemoveManagedRoutes}
 	p.run(ctx, in, &st, Step{Name: "promotion: the new version is stable"}, []call{decoded(promoted, remove), setWeight(promoted, 0, nil)})
 	p.run(ctx, in, &last, Step{Name: "abort (from the last step)"}, []call{decoded(ro, remove), setWeight(ro, 0, nil)})
 }
@@ -183,7 +183,7 @@ func (p *Plan) walk(ctx context.Context, in Input, ro *v1alpha1.Rollout, live []
 // the current step, as rollout/trafficrouting.go makes them: a header or
 // mirror call if the step is one, then SetWeight with the last setWeight and
 // the experiment's weighted templates.
-func stepCalls(ro *v1alpha1.Rollout, s v1alpha1.CanaryStep, st *state, decoded func(*v1alpha1.Rollout, decode.Label) call,
+func stepCalls(ro *v1alpha1.Rollout, s v1alpha1.CanaryStep, st *state, decoded func(*v1alpha1.Rollout, rollout.Label) call,
 	setWeight func(*v1alpha1.Rollout, int32, []v1alpha1.WeightDestination) call) (string, []call) {
 	st.dests = nil
 	var calls []call
@@ -203,10 +203,10 @@ func stepCalls(ro *v1alpha1.Rollout, s v1alpha1.CanaryStep, st *state, decoded f
 		name = "experiment " + strings.Join(parts, ", ")
 	case s.SetHeaderRoute != nil:
 		name = "setHeaderRoute " + s.SetHeaderRoute.Name
-		calls = append(calls, decoded(ro, decode.Label{Method: decode.SetHeaderRoute, Header: s.SetHeaderRoute}))
+		calls = append(calls, decoded(ro, rollout.Label{Method: rollout.SetHeaderRoute, Header: s.SetHeaderRoute}))
 	case s.SetMirrorRoute != nil:
 		name = "setMirrorRoute " + s.SetMirrorRoute.Name
-		calls = append(calls, decoded(ro, decode.Label{Method: decode.SetMirrorRoute, Mirror: s.SetMirrorRoute}))
+		calls = append(calls, decoded(ro, rollout.Label{Method: rollout.SetMirrorRoute, Mirror: s.SetMirrorRoute}))
 	case s.Analysis != nil:
 		name = "analysis"
 	case s.SetCanaryScale != nil:
@@ -374,7 +374,7 @@ func experimentService(ro *v1alpha1.Rollout, t v1alpha1.RolloutExperimentTemplat
 // experimentPorts answers for the experiment Services with the ports the
 // Experiment controller gives them (the pod template's container ports), and
 // for every other Service with ports.
-func experimentPorts(ro *v1alpha1.Rollout, ports decode.ServicePorts) decode.ServicePorts {
+func experimentPorts(ro *v1alpha1.Rollout, ports rollout.ServicePorts) rollout.ServicePorts {
 	planned := map[string]bool{}
 	for _, s := range ro.Spec.Strategy.Canary.Steps {
 		if s.Experiment != nil {

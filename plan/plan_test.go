@@ -11,7 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/yaml"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
+	"github.com/gatewayapi-ssa/rollouts-plugin/rollout"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
@@ -63,17 +63,17 @@ spec:
   ports: [{name: http, port: 80, targetPort: 8080}]
 `
 
-func planOf(t *testing.T, rollout, files string) Plan {
+func planOf(t *testing.T, manifest, files string) Plan {
 	t.Helper()
 	var ro v1alpha1.Rollout
-	if err := yaml.Unmarshal([]byte(rollout), &ro); err != nil {
+	if err := yaml.Unmarshal([]byte(manifest), &ro); err != nil {
 		t.Fatal(err)
 	}
 	f, err := ReadFiles("prod", strings.NewReader(files))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Compute(context.Background(), Input{Rollout: &ro, Process: decode.Process{PluginName: "argoproj-labs/gatewayAPI", FieldManager: "argo-rollouts-gatewayapi"},
+	return Compute(context.Background(), Input{Rollout: &ro, Process: rollout.Process{PluginName: "argoproj-labs/gatewayAPI", FieldManager: "argo-rollouts-gatewayapi"},
 		Reader: f, Ports: f.Ports("prod")})
 }
 

@@ -5,8 +5,8 @@ import (
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/metrics"
+	"github.com/gatewayapi-ssa/rollouts-plugin/rollout"
 )
 
 // callMeter observes one call of the controller for the plugin's metrics
@@ -14,7 +14,7 @@ import (
 // succeeded or recoverInto, with what the call answered.
 type callMeter struct {
 	metrics *metrics.Metrics
-	method  decode.Method
+	method  rollout.Method
 	rollout string
 	start   time.Time
 	// cluster is the route cluster the call's routes are in, once the
@@ -24,7 +24,7 @@ type callMeter struct {
 }
 
 // meter starts observing a call on the Rollout.
-func (p *Plugin) meter(ro *v1alpha1.Rollout, method decode.Method) *callMeter {
+func (p *Plugin) meter(ro *v1alpha1.Rollout, method rollout.Method) *callMeter {
 	m := &callMeter{metrics: p.opts.Metrics, method: method, start: time.Now()}
 	if ro != nil {
 		m.rollout = ro.Namespace + "/" + ro.Name

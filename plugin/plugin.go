@@ -14,10 +14,10 @@ import (
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/events"
 	"github.com/gatewayapi-ssa/rollouts-plugin/metrics"
 	"github.com/gatewayapi-ssa/rollouts-plugin/orchestrator"
+	"github.com/gatewayapi-ssa/rollouts-plugin/rollout"
 )
 
 // pluginType is what the plugin answers to Type().
@@ -25,9 +25,9 @@ const pluginType = "GatewayAPI"
 
 // Options configure the adapter; main sets them from flags.
 type Options struct {
-	// Process is what every call is decoded with (decode.Process) but the
+	// Process is what every call is decoded with (rollout.Process) but the
 	// cluster's name, which the backend finds.
-	Process decode.Process
+	Process rollout.Process
 	// CallTimeout bounds each RPC call, all its requests included: the call
 	// answers within it even if the apiserver never does.
 	CallTimeout time.Duration
@@ -47,10 +47,10 @@ type Backend interface {
 	// controller's own), or why that route cluster cannot be used.
 	Orchestrator(routeCluster string) (*orchestrator.Orchestrator, error)
 	// Ports reads the Services of a namespace, for experiment steps.
-	Ports(namespace string) decode.ServicePorts
+	Ports(namespace string) rollout.ServicePorts
 	// Member names the controller's cluster for the claims on the routes
 	// of route clusters.
-	Member(ctx context.Context) (decode.Member, error)
+	Member(ctx context.Context) (rollout.Member, error)
 	// Rollouts records Events on the Rollouts.
 	Rollouts() *events.Rollouts
 	// Close stops what the backend keeps running.
@@ -75,7 +75,7 @@ func New(opts Options, log *logrus.Entry, connect func() (Backend, error)) *Plug
 		opts.Process.FieldManager = "argo-rollouts-gatewayapi"
 	}
 	if opts.Process.PluginName == "" {
-		opts.Process.PluginName = decode.DefaultPluginName
+		opts.Process.PluginName = rollout.DefaultPluginName
 	}
 	if opts.CallTimeout <= 0 {
 		opts.CallTimeout = DefaultCallTimeout
@@ -86,7 +86,7 @@ func New(opts Options, log *logrus.Entry, connect func() (Backend, error)) *Plug
 // InitPlugin builds the backend. Once it has succeeded, calling it again
 // does nothing.
 func (p *Plugin) InitPlugin() (resp types.RpcError) {
-	defer p.recoverInto(nil, decode.Label{Method: "InitPlugin"}, nil, &resp)
+	defer p.recoverInto(nil, rollout.Label{Method: "InitPlugin"}, nil, &resp)
 	p.initMu.Lock()
 	defer p.initMu.Unlock()
 	if p.current() != nil {
@@ -139,27 +139,27 @@ func (p *Plugin) Type() string { return pluginType }
 // weighted rule of every route of the Rollout. Experiment backendRefs the
 // plugin added before and that are no longer asked for leave the route.
 func (p *Plugin) SetWeight(ro *v1alpha1.Rollout, desiredWeight int32, additional []v1alpha1.WeightDestination) types.RpcError {
-	return p.run(ro, decode.Label{Method: decode.SetWeight, Weight: desiredWeight, Additional: additional})
+	return p.run(ro, rollout.Label{Method: rollout.SetWeight, Weight: desiredWeight, Additional: additional})
 }
 
 // SetHeaderRoute adds, on every HTTPRoute and GRPCRoute that takes header
 // routes, one rule per weighted rule that sends the requests with the step's
 // headers to the canary; with no match it removes them.
 func (p *Plugin) SetHeaderRoute(ro *v1alpha1.Rollout, h *v1alpha1.SetHeaderRoute) types.RpcError {
-	return p.run(ro, decode.Label{Method: decode.SetHeaderRoute, Header: h})
+	return p.run(ro, rollout.Label{Method: rollout.SetHeaderRoute, Header: h})
 }
 
 // SetMirrorRoute adds, on every HTTPRoute and GRPCRoute, a rule that sends the
 // matching requests to stable and mirrors a percentage of them to the canary;
 // with no match or percentage 0 it removes it.
 func (p *Plugin) SetMirrorRoute(ro *v1alpha1.Rollout, m *v1alpha1.SetMirrorRoute) types.RpcError {
-	return p.run(ro, decode.Label{Method: decode.SetMirrorRoute, Mirror: m})
+	return p.run(ro, rollout.Label{Method: rollout.SetMirrorRoute, Mirror: m})
 }
 
 // RemoveManagedRoutes removes every header and mirror rule the plugin added
 // for the Rollout, on every one of its routes.
 func (p *Plugin) RemoveManagedRoutes(ro *v1alpha1.Rollout) types.RpcError {
-	return p.run(ro, decode.Label{Method: decode.RemoveManagedRoutes})
+	return p.run(ro, rollout.Label{Method: rollout.RemoveManagedRoutes})
 }
 
 // VerifyWeight says whether the gateways took the weights: with the Rollout's
@@ -171,7 +171,7 @@ func (p *Plugin) RemoveManagedRoutes(ro *v1alpha1.Rollout) types.RpcError {
 // Rollouts keeps the Verified value it gets alongside an error, and
 // NotVerified keeps a setWeight step from completing.
 func (p *Plugin) VerifyWeight(ro *v1alpha1.Rollout, desiredWeight int32, additional []v1alpha1.WeightDestination) (verified types.RpcVerified, resp types.RpcError) {
-	l := decode.Label{Method: decode.VerifyWeight, Weight: desiredWeight, Additional: additional}
+	l := rollout.Label{Method: rollout.VerifyWeight, Weight: desiredWeight, Additional: additional}
 	verified = types.NotVerified
 	m := p.meter(ro, l.Method)
 	defer p.recoverInto(ro, l, m, &resp)
@@ -201,7 +201,7 @@ func (p *Plugin) VerifyWeight(ro *v1alpha1.Rollout, desiredWeight int32, additio
 
 // run carries out one call on every route of the Rollout (package
 // orchestrator) and answers as the controller expects.
-func (p *Plugin) run(ro *v1alpha1.Rollout, l decode.Label) (resp types.RpcError) {
+func (p *Plugin) run(ro *v1alpha1.Rollout, l rollout.Label) (resp types.RpcError) {
 	m := p.meter(ro, l.Method)
 	defer p.recoverInto(ro, l, m, &resp)
 	ctx, cancel := p.callContext()
@@ -238,13 +238,13 @@ func (p *Plugin) run(ro *v1alpha1.Rollout, l decode.Label) (resp types.RpcError)
 // that holds the Rollout's routes: nil before InitPlugin. The call's own
 // errors come first, then a route cluster the platform team has not
 // configured, or one that cannot be used.
-func (p *Plugin) decode(ctx context.Context, ro *v1alpha1.Rollout, l decode.Label) (decode.Call, *orchestrator.Orchestrator, error) {
+func (p *Plugin) decode(ctx context.Context, ro *v1alpha1.Rollout, l rollout.Label) (rollout.Call, *orchestrator.Orchestrator, error) {
 	b := p.current()
 	ports := func(context.Context, string) ([]corev1.ServicePort, error) { return nil, errNoClient }
 	if b != nil {
 		ports = b.Ports(ro.Namespace)
 	}
-	call, err := decode.Decode(ctx, p.opts.Process, ro, l, ports)
+	call, err := rollout.Decode(ctx, p.opts.Process, ro, l, ports)
 	if err != nil || b == nil {
 		return call, nil, err
 	}
@@ -254,7 +254,7 @@ func (p *Plugin) decode(ctx context.Context, ro *v1alpha1.Rollout, l decode.Labe
 
 // inRouteCluster names the route cluster in err, if the call's routes are
 // in one.
-func inRouteCluster(call decode.Call, err error) error {
+func inRouteCluster(call rollout.Call, err error) error {
 	if err == nil || call.RouteCluster == "" {
 		return err
 	}
@@ -265,7 +265,7 @@ var errNoClient = errors.New("the plugin has no Kubernetes client: InitPlugin fa
 
 // fail logs and returns an RpcError that names the Rollout and the call,
 // records it on the Rollout as a Warning Event, and ends the call's meter.
-func (p *Plugin) fail(call decode.Call, m *callMeter, err error) types.RpcError {
+func (p *Plugin) fail(call rollout.Call, m *callMeter, err error) types.RpcError {
 	m.end(err)
 	msg := fmt.Sprintf("rollout %s: %s: %s", call.Rollout, call.Label, strings.ReplaceAll(err.Error(), "\n", "; "))
 	p.log.WithFields(logrus.Fields{"rollout": call.Rollout.String(), "call": call.Label.String()}).Error(err.Error())
@@ -275,7 +275,7 @@ func (p *Plugin) fail(call decode.Call, m *callMeter, err error) types.RpcError 
 
 // succeeded records that the call answered without an error: on the
 // Rollout, once, if the last such call failed; and ends the call's meter.
-func (p *Plugin) succeeded(call decode.Call, m *callMeter) {
+func (p *Plugin) succeeded(call rollout.Call, m *callMeter) {
 	m.end(nil)
 	p.rollouts().Succeeded(call)
 }
@@ -292,7 +292,7 @@ func (p *Plugin) rollouts() *events.Rollouts {
 // InitPlugin) and the call: a panic crossing the RPC boundary would kill the
 // plugin process under the controller. It ends the call's meter (nil for
 // InitPlugin) with the panic.
-func (p *Plugin) recoverInto(ro *v1alpha1.Rollout, l decode.Label, m *callMeter, resp *types.RpcError) {
+func (p *Plugin) recoverInto(ro *v1alpha1.Rollout, l rollout.Label, m *callMeter, resp *types.RpcError) {
 	r := recover()
 	if r == nil {
 		return
@@ -305,7 +305,7 @@ func (p *Plugin) recoverInto(ro *v1alpha1.Rollout, l decode.Label, m *callMeter,
 	p.log.WithField("call", where).Errorf("panic: %v\n%s", r, debug.Stack())
 	*resp = types.RpcError{ErrorString: fmt.Sprintf("%s: internal error in the plugin: %v (please report it); the call is safe to repeat", where, r)}
 	if ro != nil {
-		call := decode.Call{Rollout: decode.Rollout{Namespace: ro.Namespace, Name: ro.Name, UID: ro.UID}, Label: l}
+		call := rollout.Call{Rollout: rollout.Rollout{Namespace: ro.Namespace, Name: ro.Name, UID: ro.UID}, Label: l}
 		p.rollouts().Failed(call, resp.ErrorString, events.Panic{Value: r})
 	}
 }

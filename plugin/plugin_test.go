@@ -13,8 +13,8 @@ import (
 	"github.com/sirupsen/logrus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/metrics"
+	"github.com/gatewayapi-ssa/rollouts-plugin/rollout"
 )
 
 // InitPlugin builds the backend once: called again, it builds nothing and
@@ -59,7 +59,7 @@ func TestEveryCallCountsOnceUnderItsResult(t *testing.T) {
 	config := func(c string) *v1alpha1.Rollout {
 		return &v1alpha1.Rollout{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop"}, Spec: v1alpha1.RolloutSpec{
 			Strategy: v1alpha1.RolloutStrategy{Canary: &v1alpha1.CanaryStrategy{StableService: "stable", CanaryService: "canary",
-				TrafficRouting: &v1alpha1.RolloutTrafficRouting{Plugins: map[string]json.RawMessage{decode.DefaultPluginName: json.RawMessage(c)}}}}}}
+				TrafficRouting: &v1alpha1.RolloutTrafficRouting{Plugins: map[string]json.RawMessage{rollout.DefaultPluginName: json.RawMessage(c)}}}}}}
 	}
 	for _, ro := range []*v1alpha1.Rollout{config(`{"httpRout": "web"}`), config(`{"httpRoute": "web"}`), nil} {
 		if e := p.SetWeight(ro, 30, nil); !e.HasError() {

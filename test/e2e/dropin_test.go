@@ -17,9 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
-	"github.com/gatewayapi-ssa/rollouts-plugin/decode"
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
 	"github.com/gatewayapi-ssa/rollouts-plugin/plan"
+	"github.com/gatewayapi-ssa/rollouts-plugin/rollout"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/test/e2e/cluster"
 )
@@ -36,7 +36,7 @@ func runDeletedRollout(t *testing.T, c *cluster.Cluster) {
 	sc := scenario{
 		name: "deleted-rollout",
 		objects: service("gone-stable", "gone", 80) + service("gone-canary", "gone", 80) + httpRoute("gone", "gone-stable", "gone-canary") +
-			rollout("gone", `
+			rolloutYAML("gone", `
 stableService: gone-stable
 canaryService: gone-canary
 trafficRouting:
@@ -109,7 +109,7 @@ func runNoAvailableCanary(t *testing.T, c *cluster.Cluster) {
 		sc := scenario{
 			name: tc.name,
 			objects: service(tc.app+"-stable", tc.app, 80) + service(tc.app+"-canary", tc.app, 80) + httpRoute(tc.app, tc.app+"-stable", tc.app+"-canary") +
-				rollout(tc.app, `
+				rolloutYAML(tc.app, `
 stableService: `+tc.app+`-stable
 canaryService: `+tc.app+`-canary
 trafficRouting:
@@ -189,7 +189,7 @@ func runPlanMatchesController(t *testing.T, c *cluster.Cluster) {
 	sc := scenario{
 		name: "plan-matches",
 		objects: service("pm-stable", "pm", 80) + service("pm-canary", "pm", 80) + httpRoute("pm", "pm-stable", "pm-canary") +
-			rollout("pm", `
+			rolloutYAML("pm", `
 stableService: pm-stable
 canaryService: pm-canary
 trafficRouting:
@@ -228,8 +228,8 @@ steps:
 	}
 	log := logrus.New()
 	log.SetLevel(logrus.WarnLevel)
-	p := plan.Compute(ctx, plan.Input{Rollout: ro, Process: decode.Process{PluginName: decode.DefaultPluginName, FieldManager: "argo-rollouts-gatewayapi"},
-		Reader: kube.NewCluster(gw.GatewayV1().RESTClient(), logrus.NewEntry(log)), Ports: decode.DynamicServicePorts(c.Dynamic, ns)})
+	p := plan.Compute(ctx, plan.Input{Rollout: ro, Process: rollout.Process{PluginName: rollout.DefaultPluginName, FieldManager: "argo-rollouts-gatewayapi"},
+		Reader: kube.NewCluster(gw.GatewayV1().RESTClient(), logrus.NewEntry(log)), Ports: rollout.DynamicServicePorts(c.Dynamic, ns)})
 	if len(p.Problems) > 0 {
 		t.Fatalf("the plan has problems: %+v", p.Problems)
 	}

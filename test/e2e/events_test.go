@@ -54,7 +54,7 @@ func runRefusedConfigEvents(t *testing.T, c *cluster.Cluster) {
 		t.Fatal(err)
 	}
 	objects := service("evbad-stable", "evbad", 80) + service("evbad-canary", "evbad", 80) + httpRoute("evbad", "evbad-stable", "evbad-canary") +
-		rollout("evbad", `
+		rolloutYAML("evbad", `
 stableService: evbad-stable
 canaryService: evbad-canary
 trafficRouting:
@@ -195,7 +195,7 @@ func runWalkEvents(t *testing.T, c *cluster.Cluster) {
 	sc := scenario{
 		name: "events-walk",
 		objects: service("evw-stable", "evw", 80) + service("evw-canary", "evw", 80) + httpRoute("evw", "evw-stable", "evw-canary") +
-			rollout("evw", `
+			rolloutYAML("evw", `
 stableService: evw-stable
 canaryService: evw-canary
 trafficRouting:

@@ -69,7 +69,7 @@ func grpcCanary() scenario {
 	stable, canary := "gc-stable", "gc-canary"
 	return scenario{
 		name: "canary-grpc",
-		objects: h2cService(stable, "gc") + h2cService(canary, "gc") + grpcRoute("gc", stable, canary) + rollout("gc", `
+		objects: h2cService(stable, "gc") + h2cService(canary, "gc") + grpcRoute("gc", stable, canary) + rolloutYAML("gc", `
 stableService: gc-stable
 canaryService: gc-canary
 trafficRouting:
@@ -145,7 +145,7 @@ spec:
 `, kind, app, cluster.GatewayName, cluster.GatewayNamespace, listener, hostnames, stable, canary)
 	return scenario{
 		name: name,
-		objects: service(stable, app, 80) + service(canary, app, 80) + route + rollout(app, fmt.Sprintf(`
+		objects: service(stable, app, 80) + service(canary, app, 80) + route + rolloutYAML(app, fmt.Sprintf(`
 stableService: %s
 canaryService: %s
 trafficRouting:

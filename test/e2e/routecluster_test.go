@@ -66,7 +66,7 @@ steps:
 - pause: {}
 - setWeight: 70
 - pause: {}`
-	if err := c.CreateObjects(ctx, ns, service(stable, app, 80)+service(canary, app, 80)+rollout(app, strategy), "e2e-create"); err != nil {
+	if err := c.CreateObjects(ctx, ns, service(stable, app, 80)+service(canary, app, 80)+rolloutYAML(app, strategy), "e2e-create"); err != nil {
 		t.Fatal(err)
 	}
 

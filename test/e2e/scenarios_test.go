@@ -90,9 +90,9 @@ func experimentBackends(services ...string) []backend {
 	return out
 }
 
-// rollout is a Rollout of two replicas of image app:v1 with a canary strategy
+// rolloutYAML is a Rollout of two replicas of image app:v1 with a canary strategy
 // (indented YAML under spec.strategy.canary).
-func rollout(name, canary string) string {
+func rolloutYAML(name, canary string) string {
 	return fmt.Sprintf(`apiVersion: argoproj.io/v1alpha1
 kind: Rollout
 metadata:
@@ -129,7 +129,7 @@ func mirrorObjects(app, config, pause string) string {
 		config = "\n      " + config
 	}
 	return service(app+"-stable", app, 80) + service(app+"-canary", app, 80) + httpRoute(app, app+"-stable", app+"-canary") +
-		rollout(app, fmt.Sprintf(`
+		rolloutYAML(app, fmt.Sprintf(`
 stableService: %[1]s-stable
 canaryService: %[1]s-canary
 trafficRouting:
@@ -176,7 +176,7 @@ func scenarios() []scenario {
 			name: "canary",
 			objects: service("canary-stable", "canary", 80) + service("canary-canary", "canary", 80) +
 				httpRoute("canary", "canary-stable", "canary-canary") +
-				rollout("canary", `
+				rolloutYAML("canary", `
 stableService: canary-stable
 canaryService: canary-canary
 trafficRouting:
@@ -210,7 +210,7 @@ steps:
 			name: "abort",
 			objects: service("abort-stable", "abort", 80) + service("abort-canary", "abort", 80) +
 				httpRoute("abort", "abort-stable", "abort-canary") +
-				rollout("abort", `
+				rolloutYAML("abort", `
 stableService: abort-stable
 canaryService: abort-canary
 trafficRouting:
@@ -257,7 +257,7 @@ spec:
       port: 9000
       weight: 0
 ---
-` + rollout("pp", `
+` + rolloutYAML("pp", `
 pingPong:
   pingService: pp-ping
   pongService: pp-pong
@@ -294,7 +294,7 @@ spec:
       port: 53
       weight: 0
 ---
-` + rollout("udp", `
+` + rolloutYAML("udp", `
 stableService: udp-stable
 canaryService: udp-canary
 trafficRouting:
@@ -321,7 +321,7 @@ steps:
 			name: "pingpong-http",
 			objects: service("pph-ping", "pph", 80) + service("pph-pong", "pph", 80) +
 				httpRoute("pph", "pph-ping", "pph-pong") +
-				rollout("pph", `
+				rolloutYAML("pph", `
 pingPong:
   pingService: pph-ping
   pongService: pph-pong
@@ -343,7 +343,7 @@ steps:
 			name: "missing-route",
 			objects: service("missing-stable", "missing", 80) + service("missing-canary", "missing", 80) +
 				httpRoute("present", "missing-stable", "missing-canary") +
-				rollout("missing", `
+				rolloutYAML("missing", `
 stableService: missing-stable
 canaryService: missing-canary
 trafficRouting:
@@ -372,7 +372,7 @@ steps:
 			name: "header-route",
 			objects: service("hdr-stable", "hdr", 80) + service("hdr-canary", "hdr", 80) +
 				httpRoute("hdr", "hdr-stable", "hdr-canary") +
-				rollout("hdr", `
+				rolloutYAML("hdr", `
 stableService: hdr-stable
 canaryService: hdr-canary
 trafficRouting:
@@ -458,7 +458,7 @@ steps:
 			name: "abort-managed",
 			objects: service("am-stable", "am", 80) + service("am-canary", "am", 80) +
 				httpRoute("am", "am-stable", "am-canary") +
-				rollout("am", `
+				rolloutYAML("am", `
 stableService: am-stable
 canaryService: am-canary
 trafficRouting:
@@ -514,7 +514,7 @@ steps:
 			name: "verify-weight",
 			objects: service("vw-stable", "vw", 80) + service("vw-canary", "vw", 80) +
 				httpRoute("vw", "vw-stable", "vw-canary") +
-				rollout("vw", `
+				rolloutYAML("vw", `
 stableService: vw-stable
 canaryService: vw-canary
 trafficRouting:
@@ -610,7 +610,7 @@ func experimentScenario(name, app string, restart bool) scenario {
 		name: name,
 		objects: service(stable, app, 80) + service(canary, app, 80) +
 			httpRoute(app, stable, canary) +
-			rollout(app, fmt.Sprintf(`
+			rolloutYAML(app, fmt.Sprintf(`
 stableService: %s
 canaryService: %s
 trafficRouting:

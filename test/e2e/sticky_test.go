@@ -34,7 +34,7 @@ func stickyScenario() scenario {
 		name: "sticky",
 		objects: service("st-stable", "st", 80) + service("st-canary", "st", 80) +
 			httpRoute("st", "st-stable", "st-canary") +
-			rollout("st", `
+			rolloutYAML("st", `
 stableService: st-stable
 canaryService: st-canary
 trafficRouting:

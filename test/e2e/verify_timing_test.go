@@ -44,7 +44,7 @@ func runVerifyTiming(t *testing.T, c *cluster.Cluster) {
 	// The claims on the route are the RPC-only Rollout "vt-settle"'s: a Rollout
 	// of that name must exist, or the plugin the controller runs (with
 	// -cleanup-deleted-rollouts) takes them back. This one routes nothing.
-	r.sc.objects += rollout("vt-settle", "steps:\n- pause: {}")
+	r.sc.objects += rolloutYAML("vt-settle", "steps:\n- pause: {}")
 	start := time.Now()
 	t.Cleanup(func() { r.dump(t); c.Measure(fmt.Sprintf("scenario %s (%s)", r.sc.name, passed(t)), start) })
 	r.setup(t)

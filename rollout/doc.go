@@ -8,4 +8,4 @@
 //
 // The plugin, the offline plan (package plan) and the cli call the
 // same functions, so what plan shows is what the plugin would do.
-package decode
+package rollout
