@@ -69,8 +69,11 @@ type backend struct {
 	// naming reaches the controller's cluster to name it, once: member
 	// holds it from then on.
 	naming rest.Interface
-	mu     sync.Mutex
-	member rollout.Member
+	// services reads the Services of the controller's cluster, which hold
+	// the experiments' ports whatever cluster holds the routes.
+	services kube.Services
+	mu       sync.Mutex
+	member   rollout.Member
 }
 
 // cluster is what the plugin reads and writes one cluster's routes with:
@@ -151,8 +154,9 @@ func (b *backend) connectCluster(cfg *rest.Config, log *logrus.Entry) (*cluster,
 	if err != nil {
 		return nil, nil, err
 	}
-	if b.naming == nil {
-		b.naming = clients.Gateway.GatewayV1().RESTClient() // the first cluster is the controller's
+	if b.naming == nil { // the first cluster is the controller's
+		b.naming = clients.Gateway.GatewayV1().RESTClient()
+		b.services = kube.DynamicServices{Dynamic: clients.Dynamic}
 	}
 	reader := kube.NewCluster(clients.Gateway.GatewayV1().RESTClient(), log)
 	reader.StopIdleCaches(b.w.WatchCacheIdle)
@@ -168,7 +172,7 @@ func (b *backend) connectCluster(cfg *rest.Config, log *logrus.Entry) (*cluster,
 	writer := ssa.NewWriter(clients.Gateway, clients.Dynamic, b.w.FieldManager, log).ReviewingAccess(clients.Reviews)
 	orch := orchestrator.New(reader, writer, exclusion, routeEvents, log, orchestrator.Bounds{
 		WritesPerCall: b.w.WritesPerCall, Routes: b.w.Routes, CallTimeout: b.w.CallTimeout,
-	})
+	}).ReadServicesWith(b.services) // an experiment's Services are where its Rollout is
 	c := &cluster{reader: reader, dyn: clients.Dynamic, peers: pp, orch: orch}
 	c.requests = clients.Requests
 	return c, rec, nil
@@ -190,12 +194,6 @@ func (b *backend) Orchestrator(routeCluster string) (*orchestrator.Orchestrator,
 		return nil, fmt.Errorf("no route cluster %q", routeCluster)
 	}
 	return c.orch, c.err
-}
-
-// Ports reads the ports of the Services of namespace in the controller's
-// cluster.
-func (b *backend) Ports(namespace string) rollout.ServicePorts {
-	return rollout.DynamicServicePorts(b.own.dyn, namespace)
 }
 
 // Rollouts records Events on the Rollouts.

@@ -181,7 +181,7 @@ func (c *clusterChecks) services(ctx context.Context, ro *v1alpha1.Rollout, p *p
 		return // the plan reported it
 	}
 	for _, name := range []string{stable, canary} {
-		_, err := c.dyn.Resource(rollout.ServicesResource).Namespace(ro.Namespace).Get(ctx, name, metav1.GetOptions{})
+		_, err := c.dyn.Resource(kube.ServicesResource).Namespace(ro.Namespace).Get(ctx, name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
 			p.Problems = append(p.Problems, plan.Problem{Step: "Services", Reason: fmt.Sprintf("Service %s/%s does not exist: the routes' backendRefs to it would fail", ro.Namespace, name)})

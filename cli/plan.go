@@ -15,6 +15,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
+	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
 	"github.com/gatewayapi-ssa/rollouts-plugin/plan"
 	"github.com/gatewayapi-ssa/rollouts-plugin/rollout"
 )
@@ -128,7 +129,7 @@ func computePlan(ctx context.Context, o *planOptions, ro *v1alpha1.Rollout) (Rep
 		}
 		c.requireGrants, c.peersNamespace = o.requireGrants, o.peersNamespace
 		defer c.reader.Close() // its watch caches end with the command
-		in.Reader, in.Ports = c.reader, rollout.DynamicServicePorts(c.dyn, ro.Namespace)
+		in.Reader, in.Services = c.reader, kube.DynamicServices{Dynamic: c.dyn}
 	}
 	r := Report{Plan: plan.Compute(ctx, in)}
 	if c == nil {
@@ -171,7 +172,7 @@ func (o *planOptions) readFiles(ro *v1alpha1.Rollout, in *plan.Input) error {
 			return fmt.Errorf("%s: %w", o.crdsFile, err)
 		}
 	}
-	in.Reader, in.Ports = files, files.Ports(ro.Namespace)
+	in.Reader, in.Services = files, files
 	return nil
 }
 

@@ -43,7 +43,7 @@ func TestReasonOfEachError(t *testing.T) {
 		{about(&kubeclient.PermissionError{Verbs: []string{"patch"}, Resource: "httproutes.gateway.networking.k8s.io", Namespace: "shop"}), "PermissionMissing"},
 		{fmt.Errorf("nothing was written: %w", &kube.MissingError{}), "RouteNotFound"},
 		{fmt.Errorf("nothing was written: %w", &kube.TooManyRoutesError{}), "InvalidConfig"},
-		{fmt.Errorf("experiment %w", &rollout.MissingServiceError{Namespace: "shop", Name: "exp"}), "ServiceNotFound"},
+		{fmt.Errorf("experiment %w", &kube.MissingServiceError{Namespace: "shop", Name: "exp"}), "ServiceNotFound"},
 		{fmt.Errorf("in route cluster %q: %w", "fleet", about(&desired.MissingImportError{Route: web, Rollout: "shop/web"})), "ServiceImportMissing"},
 		{about(&desired.ConflictError{Route: web, Rollout: "shop/web", Managers: []string{"argocd"}}), "Conflict"},
 		{about(&desired.InvalidError{Err: &transform.LimitError{Msg: "17 rules"}}), "LimitExceeded"},

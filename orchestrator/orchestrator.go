@@ -33,6 +33,8 @@ type Orchestrator struct {
 	// claimed are the routes where each Rollout had a claim at its last
 	// call: what it may still undo once their grant is revoked.
 	claimed claimMemory
+	// services reads the experiment Services (ReadServicesWith).
+	services kube.Services
 }
 
 // Bounds are how much of the apiserver calls take at once, and how long.
@@ -101,6 +103,10 @@ func (untold) Refused(corev1.ObjectReference, rollout.Call, error)          {}
 // decide every route's desired state, and only if all of that worked, write
 // the routes that change, concurrently.
 func (o *Orchestrator) Run(ctx context.Context, c rollout.Call) (out error) {
+	c, err := ReadPorts(ctx, o.services, c)
+	if err != nil {
+		return err
+	}
 	targets := c.Settings.Targets
 	refused, err := o.reach(ctx, c, targets)
 	if err != nil {
@@ -258,4 +264,41 @@ func (o *Orchestrator) sayUnchecked(route routes.Ref, unchecked []desired.Unchec
 		log.WithFields(logrus.Fields{"route": route.String(), "gateway": u.Gateway.String()}).
 			Warn(u.String())
 	}
+}
+
+// ReadServicesWith makes the orchestrator read the experiment Services
+// with s: they are in the Rollout's cluster, which need not be the routes'.
+func (o *Orchestrator) ReadServicesWith(s kube.Services) *Orchestrator {
+	o.services = s
+	return o
+}
+
+// ReadPorts is c with the ports of the Services its experiment step names
+// (SetWeight with additional destinations; rollout.Decode leaves them
+// empty): stable's and each experiment Service's, in the Rollout's
+// namespace. A missing one is an error (the controller retries; skipping
+// it would send its share to nobody). Every other call is c as it is. The
+// plugin's calls (Run) and plan read them through it.
+func ReadPorts(ctx context.Context, s kube.Services, c rollout.Call) (rollout.Call, error) {
+	sw, ok := c.Intent.(desired.SetWeight)
+	if !ok || len(sw.Experiment.Destinations) == 0 {
+		return c, nil
+	}
+	if s == nil {
+		return c, errors.New("the plugin reads no Services in this cluster: an experiment step cannot be carried out here")
+	}
+	in, ns := sw.Experiment, c.Rollout.Namespace
+	var err error
+	if in.StablePorts, err = s.Ports(ctx, ns, in.Stable.Name); err != nil {
+		return c, fmt.Errorf("stable %w", err)
+	}
+	in.Destinations = slices.Clone(in.Destinations)
+	for i, d := range in.Destinations {
+		if in.Destinations[i].Ports, err = s.Ports(ctx, ns, d.Service); err != nil {
+			return c, fmt.Errorf("experiment %w", err)
+		}
+	}
+	sw.Experiment = in
+	c.Intent = sw
+	return c, nil
 }

@@ -170,7 +170,7 @@ func runInReach(t *testing.T, api *kubetest.Server, config, experiment string, r
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	p := rollout.Process{PluginName: rollout.DefaultPluginName, FieldManager: fieldManager}
-	c, err := rollout.Decode(ctx, p, ro, l, rollout.DynamicServicePorts(dyn, ro.Namespace))
+	c, err := rollout.Decode(p, ro, l)
 	if err != nil {
 		return err
 	}

@@ -266,13 +266,11 @@ func (f *Files) Written(*kube.Answer) {}
 // NextEvent is nil: files do not change.
 func (f *Files) NextEvent(routes.Ref) <-chan struct{} { return nil }
 
-// Ports answers with the Services of the files.
-func (f *Files) Ports(namespace string) func(ctx context.Context, name string) ([]corev1.ServicePort, error) {
-	return func(_ context.Context, name string) ([]corev1.ServicePort, error) {
-		ports, ok := f.services[namespace+"/"+name]
-		if !ok {
-			return nil, fmt.Errorf("the files given with --routes hold no Service %s/%s", namespace, name)
-		}
-		return ports, nil
+// Ports answers with the Services of the files (kube.Services).
+func (f *Files) Ports(_ context.Context, namespace, name string) ([]corev1.ServicePort, error) {
+	ports, ok := f.services[namespace+"/"+name]
+	if !ok {
+		return nil, fmt.Errorf("the files given with --routes hold no Service %s/%s", namespace, name)
 	}
+	return ports, nil
 }

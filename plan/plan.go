@@ -26,10 +26,10 @@ type Input struct {
 	Process rollout.Process
 	// Reader reads the Rollout's routes as they are now.
 	Reader kube.Reader
-	// Ports reads the ports of the Services in the Rollout's namespace;
+	// Services reads the ports of the Services in the Rollout's namespace;
 	// experiment Services, which do not exist yet, are made up from the
 	// experiment templates.
-	Ports rollout.ServicePorts
+	Services kube.Services
 }
 
 // Plan is every step of a Rollout with what it does to each route.
@@ -157,9 +157,12 @@ func (p *Plan) granted(ctx context.Context, reader kube.Reader, namespace string
 // promotion, and the abort from where the last step left the routes.
 func (p *Plan) walk(ctx context.Context, in Input, ro *v1alpha1.Rollout, live []routes.Route) {
 	st := state{live: live}
-	ports := experimentPorts(ro, in.Ports)
+	services := experimentServices(ro, in.Services)
 	decoded := func(ro *v1alpha1.Rollout, l rollout.Label) call {
-		c, err := rollout.Decode(ctx, in.Process, ro, l, ports)
+		c, err := rollout.Decode(in.Process, ro, l)
+		if err == nil {
+			c, err = orchestrator.ReadPorts(ctx, services, c)
+		}
 		return call{Call: c, err: err}
 	}
 	setWeight := func(ro *v1alpha1.Rollout, w int32, dests []v1alpha1.WeightDestination) call {
@@ -371,10 +374,10 @@ func experimentService(ro *v1alpha1.Rollout, t v1alpha1.RolloutExperimentTemplat
 	return ro.Name + "-" + t.Name
 }
 
-// experimentPorts answers for the experiment Services with the ports the
+// experimentServices answers for the experiment Services with the ports the
 // Experiment controller gives them (the pod template's container ports), and
-// for every other Service with ports.
-func experimentPorts(ro *v1alpha1.Rollout, ports rollout.ServicePorts) rollout.ServicePorts {
+// for every other Service with services.
+func experimentServices(ro *v1alpha1.Rollout, services kube.Services) kube.Services {
 	planned := map[string]bool{}
 	for _, s := range ro.Spec.Strategy.Canary.Steps {
 		if s.Experiment != nil {
@@ -389,13 +392,23 @@ func experimentPorts(ro *v1alpha1.Rollout, ports rollout.ServicePorts) rollout.S
 			containerPorts = append(containerPorts, corev1.ServicePort{Name: p.Name, Port: p.ContainerPort, Protocol: p.Protocol})
 		}
 	}
-	return func(ctx context.Context, name string) ([]corev1.ServicePort, error) {
-		if planned[name] {
-			if len(containerPorts) == 0 {
-				return nil, errors.New("the experiment's pod template has no container port, so Argo Rollouts creates no Service for it")
-			}
-			return containerPorts, nil
+	return plannedServices{planned: planned, ports: containerPorts, Services: services}
+}
+
+// plannedServices are the Services of a plan: those of its experiments
+// made up (experimentServices), the others read.
+type plannedServices struct {
+	planned map[string]bool
+	ports   []corev1.ServicePort
+	kube.Services
+}
+
+func (p plannedServices) Ports(ctx context.Context, namespace, name string) ([]corev1.ServicePort, error) {
+	if p.planned[name] {
+		if len(p.ports) == 0 {
+			return nil, errors.New("the experiment's pod template has no container port, so Argo Rollouts creates no Service for it")
 		}
-		return ports(ctx, name)
+		return p.ports, nil
 	}
+	return p.Services.Ports(ctx, namespace, name)
 }

@@ -74,7 +74,7 @@ func planOf(t *testing.T, manifest, files string) Plan {
 		t.Fatal(err)
 	}
 	return Compute(context.Background(), Input{Rollout: &ro, Process: rollout.Process{PluginName: "argoproj-labs/gatewayAPI", FieldManager: "argo-rollouts-gatewayapi"},
-		Reader: f, Ports: f.Ports("prod")})
+		Reader: f, Services: f})
 }
 
 // weightsAfter summarises the route after each step.

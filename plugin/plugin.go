@@ -12,7 +12,6 @@ import (
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	"github.com/argoproj/argo-rollouts/utils/plugin/types"
 	"github.com/sirupsen/logrus"
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/events"
 	"github.com/gatewayapi-ssa/rollouts-plugin/metrics"
@@ -46,8 +45,6 @@ type Backend interface {
 	// Orchestrator is the orchestrator of the routes' cluster ("" the
 	// controller's own), or why that route cluster cannot be used.
 	Orchestrator(routeCluster string) (*orchestrator.Orchestrator, error)
-	// Ports reads the Services of a namespace, for experiment steps.
-	Ports(namespace string) rollout.ServicePorts
 	// Member names the controller's cluster for the claims on the routes
 	// of route clusters.
 	Member(ctx context.Context) (rollout.Member, error)
@@ -240,11 +237,7 @@ func (p *Plugin) run(ro *v1alpha1.Rollout, l rollout.Label) (resp types.RpcError
 // configured, or one that cannot be used.
 func (p *Plugin) decode(ctx context.Context, ro *v1alpha1.Rollout, l rollout.Label) (rollout.Call, *orchestrator.Orchestrator, error) {
 	b := p.current()
-	ports := func(context.Context, string) ([]corev1.ServicePort, error) { return nil, errNoClient }
-	if b != nil {
-		ports = b.Ports(ro.Namespace)
-	}
-	call, err := rollout.Decode(ctx, p.opts.Process, ro, l, ports)
+	call, err := rollout.Decode(p.opts.Process, ro, l)
 	if err != nil || b == nil {
 		return call, nil, err
 	}

@@ -1,31 +1,19 @@
 package rollout
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
-	"github.com/gatewayapi-ssa/rollouts-plugin/kubeclient"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 	"github.com/gatewayapi-ssa/rollouts-plugin/transform"
 )
 
 // Decoding the controller's calls into the core's typed values: each call is
 // validated once, here, before any route is read (Decode).
-
-// ServicePorts reads the ports of a Service in the Rollout's namespace; a
-// Service that does not exist is an error saying so.
-type ServicePorts func(ctx context.Context, name string) ([]corev1.ServicePort, error)
 
 // validateSplit checks a SetWeight or VerifyWeight call and returns the split
 // it asks for: the canary weight within maxTrafficWeight, each experiment
@@ -75,58 +63,18 @@ func validateSplit(ro *v1alpha1.Rollout, weight int32, additional []v1alpha1.Wei
 	return split, nil
 }
 
-// ServicesResource is the core API's Services, as the dynamic client names them.
-var ServicesResource = schema.GroupVersionResource{Version: "v1", Resource: "services"}
-
-// DynamicServicePorts reads Services of namespace with a dynamic client.
-func DynamicServicePorts(dyn dynamic.Interface, namespace string) ServicePorts {
-	return func(ctx context.Context, name string) ([]corev1.ServicePort, error) {
-		u, err := dyn.Resource(ServicesResource).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil, &MissingServiceError{Namespace: namespace, Name: name}
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reading Service %s/%s: %w", namespace, name, kubeclient.AsPermissionError(err, "get", "services", namespace))
-		}
-		var svc corev1.Service
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &svc); err != nil {
-			return nil, fmt.Errorf("reading Service %s/%s: %w", namespace, name, err)
-		}
-		return svc.Spec.Ports, nil
-	}
-}
-
-// MissingServiceError says a Service a call needs does not exist.
-type MissingServiceError struct{ Namespace, Name string }
-
-// Reason is the Event reason of the error (package events).
-func (e *MissingServiceError) Reason() string { return "ServiceNotFound" }
-
-func (e *MissingServiceError) Error() string {
-	return fmt.Sprintf("Service %s/%s not found; nothing was written", e.Namespace, e.Name)
-}
-
 // setWeight decodes SetWeight(weight, additional). An experiment step
-// needs the Services it names, to pick their ports: a missing one is an error
-// (the controller retries; skipping it would send its share to nobody).
-func setWeight(ctx context.Context, ro *v1alpha1.Rollout, weight int32, additional []v1alpha1.WeightDestination, ports ServicePorts) (desired.SetWeight, error) {
+// needs the ports of the Services it names, which the orchestrator reads
+// before any route (orchestrator.ReadPorts): here each experiment Service
+// is a name and a weight.
+func setWeight(ro *v1alpha1.Rollout, weight int32, additional []v1alpha1.WeightDestination) (desired.SetWeight, error) {
 	split, err := validateSplit(ro, weight, additional)
 	if err != nil {
 		return desired.SetWeight{}, &StepError{err}
 	}
 	in := transform.ExperimentInput{RolloutNamespace: ro.Namespace, Stable: split.Stable, Canary: split.Canary}
-	if len(additional) == 0 {
-		return desired.SetWeight{Split: split, Experiment: in}, nil
-	}
-	if in.StablePorts, err = ports(ctx, in.Stable.Name); err != nil {
-		return desired.SetWeight{}, fmt.Errorf("stable %w", err)
-	}
 	for _, d := range additional {
-		p, err := ports(ctx, d.ServiceName)
-		if err != nil {
-			return desired.SetWeight{}, fmt.Errorf("experiment %w", err)
-		}
-		in.Destinations = append(in.Destinations, transform.ExperimentDestination{Service: d.ServiceName, Weight: int64(d.Weight), Ports: p})
+		in.Destinations = append(in.Destinations, transform.ExperimentDestination{Service: d.ServiceName, Weight: int64(d.Weight)})
 	}
 	return desired.SetWeight{Split: split, Experiment: in}, nil
 }

@@ -1,7 +1,6 @@
 package rollout
 
 import (
-	"context"
 	"strings"
 	"testing"
 
@@ -156,7 +155,7 @@ func TestHeaderAndMirrorCallsDoNothingWhileTheRolloutEnds(t *testing.T) {
 	mirror := Label{Method: SetMirrorRoute, Mirror: &v1alpha1.SetMirrorRoute{Name: "mirror", Percentage: &pct,
 		Match: []v1alpha1.RouteMatch{{Path: &v1alpha1.StringMatch{Prefix: "/"}}}}}
 	header := Label{Method: SetHeaderRoute, Header: &v1alpha1.SetHeaderRoute{Name: "mirror"}}
-	if _, err := Decode(context.Background(), process, ro, mirror, nil); err == nil {
+	if _, err := Decode(process, ro, mirror); err == nil {
 		t.Fatal("a mirror step of 250% decoded while the Rollout progresses")
 	}
 	for _, end := range []struct {
@@ -170,17 +169,17 @@ func TestHeaderAndMirrorCallsDoNothingWhileTheRolloutEnds(t *testing.T) {
 		r := ro.DeepCopy()
 		end.set(r)
 		for _, req := range []Label{mirror, header} {
-			c, err := Decode(context.Background(), process, r, req, nil)
+			c, err := Decode(process, r, req)
 			if err != nil || c.Intent != nil || !strings.HasPrefix(c.Skip, end.say) {
 				t.Errorf("%s, %s: err %v, Intent %v, Skip %q; want nothing to do because %s", end.name, req, err, c.Intent, c.Skip, end.say)
 			}
 		}
-		if c, err := Decode(context.Background(), process, r, Label{Method: SetWeight}, nil); err != nil || c.Skip != "" || c.Intent == nil {
+		if c, err := Decode(process, r, Label{Method: SetWeight}); err != nil || c.Skip != "" || c.Intent == nil {
 			t.Errorf("%s: SetWeight(0) must still be carried out: err %v, skip %q", end.name, err, c.Skip)
 		}
 		bad := r.DeepCopy()
 		bad.Spec.Strategy.Canary.TrafficRouting.Plugins[DefaultPluginName] = []byte(`{"httpRoute": 1}`)
-		if _, err := Decode(context.Background(), process, bad, mirror, nil); err == nil {
+		if _, err := Decode(process, bad, mirror); err == nil {
 			t.Errorf("%s: a bad config is not reported", end.name)
 		}
 	}

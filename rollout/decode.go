@@ -1,7 +1,6 @@
 package rollout
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"path"
@@ -156,17 +155,18 @@ func skipWhenEnding(ro *v1alpha1.Rollout) string {
 // the same way for every call: first the Rollout's config for the plugin
 // registered as p.PluginName, then the call's own values, each validated
 // before any route is read, then the route cluster its config names, which
-// p.RouteClusters must allow. ports reads the Services an experiment step
-// names (SetWeight with additional destinations). On an error the Call
-// still names its Rollout and its Label, for the error to be told.
-func Decode(ctx context.Context, p Process, ro *v1alpha1.Rollout, l Label, ports ServicePorts) (Call, error) {
+// p.RouteClusters must allow. It reads nothing: the ports of the Services
+// an experiment step names are read by the orchestrator
+// (orchestrator.ReadPorts). On an error the Call still names its Rollout
+// and its Label, for the error to be told.
+func Decode(p Process, ro *v1alpha1.Rollout, l Label) (Call, error) {
 	c := Call{Rollout: Rollout{Namespace: ro.Namespace, Name: ro.Name, UID: ro.UID}, Label: l, Process: p}
 	s, err := p.Configs.Parse(ro, p.PluginName)
 	if err != nil {
 		return c, &ConfigError{Err: err}
 	}
 	c.Settings = s
-	if err := c.decide(ctx, ro, ports); err != nil {
+	if err := c.decide(ro); err != nil {
 		return Call{Rollout: c.Rollout, Label: l, Process: p}, err
 	}
 	rc, err := s.RouteClusterOf(p.RouteClusters)
@@ -181,7 +181,7 @@ func Decode(ctx context.Context, p Process, ro *v1alpha1.Rollout, l Label, ports
 
 // decide decodes what the call does: its Intent (or why it does nothing),
 // or VerifyWeight's split.
-func (c *Call) decide(ctx context.Context, ro *v1alpha1.Rollout, ports ServicePorts) error {
+func (c *Call) decide(ro *v1alpha1.Rollout) error {
 	var err error
 	switch c.Label.Method {
 	case SetHeaderRoute, SetMirrorRoute:
@@ -192,7 +192,7 @@ func (c *Call) decide(ctx context.Context, ro *v1alpha1.Rollout, ports ServicePo
 	switch c.Label.Method {
 	case SetWeight:
 		var sw desired.SetWeight
-		sw, err = setWeight(ctx, ro, c.Label.Weight, c.Label.Additional, ports)
+		sw, err = setWeight(ro, c.Label.Weight, c.Label.Additional)
 		sw.Sticky = c.Settings.Sticky.For(ro)
 		c.Intent = sw
 	case SetHeaderRoute:

@@ -229,7 +229,7 @@ steps:
 	log := logrus.New()
 	log.SetLevel(logrus.WarnLevel)
 	p := plan.Compute(ctx, plan.Input{Rollout: ro, Process: rollout.Process{PluginName: rollout.DefaultPluginName, FieldManager: "argo-rollouts-gatewayapi"},
-		Reader: kube.NewCluster(gw.GatewayV1().RESTClient(), logrus.NewEntry(log)), Ports: rollout.DynamicServicePorts(c.Dynamic, ns)})
+		Reader: kube.NewCluster(gw.GatewayV1().RESTClient(), logrus.NewEntry(log)), Services: kube.DynamicServices{Dynamic: c.Dynamic}})
 	if len(p.Problems) > 0 {
 		t.Fatalf("the plan has problems: %+v", p.Problems)
 	}
