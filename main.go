@@ -126,7 +126,7 @@ type flags struct {
 	callTimeout, reqTimeout             time.Duration
 	cleanupOn, showVersion, routeEvents bool
 	cleanupEvery, watchCacheIdle        time.Duration
-	routeClusters                       rollout.RouteClusterFlags
+	routeClusters                       cli.RouteClusterFlags
 	clusterName                         string
 	requireGrants                       bool
 }

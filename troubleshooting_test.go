@@ -32,7 +32,7 @@ const minFragment = 15
 // deliberately does not quote, each with the reason. Keep it short: an entry
 // that no longer matches any message fails the test.
 var undocumented = map[string]string{
-	"a key or value the scanner leaves to encoding/json": "kube's resourceVersion scanner uses it between its own functions to hand the object to encoding/json; it is never returned",
+	"a key or value the scanner leaves to encoding/json":                                          "kube's resourceVersion scanner uses it between its own functions to hand the object to encoding/json; it is never returned",
 	"the plugin reads no Services in this cluster: an experiment step cannot be carried out here": "orchestrator.ReadPorts says so only to an orchestrator built without ReadServicesWith; the plugin's backend gives every one the controller's cluster",
 }
 

@@ -100,7 +100,7 @@ type commandFlags struct {
 	*flag.FlagSet
 	conn          connection
 	fieldManager  string
-	routeClusters rollout.RouteClusterFlags
+	routeClusters RouteClusterFlags
 	// cluster is the route cluster the command's routes are in (--cluster;
 	// inspect and cleanup), "" for the kubeconfig's own.
 	cluster string
