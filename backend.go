@@ -183,17 +183,19 @@ func (c *cluster) watched(rec *events.Recorder) metrics.Cluster {
 	return metrics.Cluster{Requests: c.requests, Reader: c.reader, Writes: c.orch, Logged: c.orch, Events: rec, Peers: c.peers}
 }
 
-// Orchestrator is the orchestrator of the routes' cluster: the
-// controller's own (""), or the route cluster of that name.
-func (b *backend) Orchestrator(routeCluster string) (*orchestrator.Orchestrator, error) {
-	if routeCluster == "" {
-		return b.own.orch, nil
+// Orchestrators are the orchestrators of the controller's cluster and of
+// each route cluster, or why a route cluster cannot be used (its
+// kubeconfig).
+func (b *backend) Orchestrators() plugin.Orchestrators {
+	o := plugin.Orchestrators{Own: b.own.orch, RouteClusters: map[string]*orchestrator.Orchestrator{}, Unusable: map[string]error{}}
+	for name, c := range b.routeClusters {
+		if c.err != nil {
+			o.Unusable[name] = c.err
+		} else {
+			o.RouteClusters[name] = c.orch
+		}
 	}
-	c := b.routeClusters[routeCluster]
-	if c == nil { // rollout.Decode allows only the route clusters given
-		return nil, fmt.Errorf("no route cluster %q", routeCluster)
-	}
-	return c.orch, c.err
+	return o
 }
 
 // Rollouts records Events on the Rollouts.

@@ -133,8 +133,8 @@ current-context: c
 		t.Fatal(err)
 	}
 	defer b.Close(context.Background())
-	if _, err := b.Orchestrator("config"); err != nil {
-		t.Errorf("route cluster config: %v", err)
+	if o := b.Orchestrators(); o.RouteClusters["config"] == nil || o.Unusable["config"] != nil {
+		t.Errorf("route cluster config: %v", o.Unusable["config"])
 	}
 	if got := requests(); len(got) != 0 {
 		t.Errorf("connect sent %v; it builds clients, it does not call the apiserver", got)

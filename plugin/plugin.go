@@ -39,12 +39,12 @@ type Options struct {
 const DefaultCallTimeout = 30 * time.Second
 
 // Backend carries the calls out: the orchestrator of each cluster that
-// holds routes, the Services, the cluster's name, the Events on the
-// Rollouts. main builds it when the controller calls InitPlugin.
+// holds routes, the cluster's name, the Events on the Rollouts. main builds
+// it when the controller calls InitPlugin.
 type Backend interface {
-	// Orchestrator is the orchestrator of the routes' cluster ("" the
-	// controller's own), or why that route cluster cannot be used.
-	Orchestrator(routeCluster string) (*orchestrator.Orchestrator, error)
+	// Orchestrators are the orchestrators of the clusters that hold routes,
+	// asked once, when the backend is built.
+	Orchestrators() Orchestrators
 	// Member names the controller's cluster for the claims on the routes
 	// of route clusters.
 	Member(ctx context.Context) (rollout.Member, error)
@@ -64,6 +64,32 @@ type Plugin struct {
 	initMu  sync.Mutex
 	mu      sync.Mutex
 	backend Backend
+	orchs   Orchestrators
+}
+
+// Orchestrators are the orchestrators of the clusters that hold routes: the
+// controller's own, and each route cluster's by name, or the error that
+// says why it cannot be used (Unusable).
+type Orchestrators struct {
+	Own           *orchestrator.Orchestrator
+	RouteClusters map[string]*orchestrator.Orchestrator
+	Unusable      map[string]error
+}
+
+// of is the orchestrator of the routes' cluster ("" the controller's own),
+// or why that route cluster cannot be used.
+func (o Orchestrators) of(routeCluster string) (*orchestrator.Orchestrator, error) {
+	if routeCluster == "" {
+		return o.Own, nil
+	}
+	if err, ok := o.Unusable[routeCluster]; ok {
+		return nil, err
+	}
+	orch, ok := o.RouteClusters[routeCluster]
+	if !ok { // rollout.Decode allows only the route clusters given
+		return nil, fmt.Errorf("no route cluster %q", routeCluster)
+	}
+	return orch, nil
 }
 
 // New returns a plugin that builds its backend with connect in InitPlugin.
@@ -94,8 +120,9 @@ func (p *Plugin) InitPlugin() (resp types.RpcError) {
 	if err != nil {
 		return types.RpcError{ErrorString: err.Error()}
 	}
+	orchs := b.Orchestrators()
 	p.mu.Lock()
-	p.backend = b
+	p.backend, p.orchs = b, orchs
 	p.mu.Unlock()
 	return types.RpcError{}
 }
@@ -236,12 +263,14 @@ func (p *Plugin) run(ro *v1alpha1.Rollout, l rollout.Label) (resp types.RpcError
 // errors come first, then a route cluster the platform team has not
 // configured, or one that cannot be used.
 func (p *Plugin) decode(ctx context.Context, ro *v1alpha1.Rollout, l rollout.Label) (rollout.Call, *orchestrator.Orchestrator, error) {
-	b := p.current()
+	p.mu.Lock()
+	b, orchs := p.backend, p.orchs
+	p.mu.Unlock()
 	call, err := rollout.Decode(p.opts.Process, ro, l)
 	if err != nil || b == nil {
 		return call, nil, err
 	}
-	orch, err := b.Orchestrator(call.RouteCluster)
+	orch, err := orchs.of(call.RouteCluster)
 	return call, orch, err
 }
 

@@ -48,6 +48,8 @@ func TestInitPluginTwiceBuildsOnce(t *testing.T) {
 // fakeBackend is a backend that was built; no call reaches it here.
 type fakeBackend struct{ Backend }
 
+func (*fakeBackend) Orchestrators() Orchestrators { return Orchestrators{} }
+
 // Before InitPlugin, with metrics: a SetWeight with a misspelt config key
 // is refused as InvalidConfig, one with a good config fails for want of a
 // client, and a SetWeight of no Rollout at all panics and answers an
