@@ -32,7 +32,9 @@ func Decide(ctx context.Context, f Facts, intent desired.Intent, live routes.Rou
 		if err != nil {
 			return desired.Result{}, routes.RouteError(live.Ref, err)
 		}
-		p.Indexes = records.Indexes(live.Ref)
+		on := *p // the Rollout's routes share p (rollout.Envs): this route's records go into a copy
+		on.Indexes = records.Indexes(live.Ref)
+		env.Predecessor = &on
 	}
 	res, err := intent.Desired(live, env)
 	if err != nil || res.Unchanged {

@@ -148,7 +148,7 @@ func (o *Orchestrator) Run(ctx context.Context, c rollout.Call) (out error) {
 	intent := faulty(c.Intent)
 	eachAtOnce(len(res.Routes), func(i int) {
 		r := res.Routes[i]
-		env := c.Env(r.Ref)
+		env := envOf(c, r.Ref)
 		plans[i], errs[i] = MakePlan(r, func(l routes.Route) (desired.Result, error) { return Decide(ctx, o.reader, intent, l, env) })
 	})
 	for i, plan := range plans {
@@ -169,6 +169,15 @@ func (o *Orchestrator) Run(ctx context.Context, c rollout.Call) (out error) {
 	return o.writeAll(ctx, c, plans, res.Failed)
 }
 
+// envOf is what the route ref is decided in for the call: its Env as the
+// Rollout's config says, with the name of the controller's cluster when the
+// routes are in a route cluster.
+func envOf(c rollout.Call, ref routes.Ref) desired.Env {
+	env := c.Envs.Of(ref)
+	env.Cluster, env.ClusterUID, env.ClusterSource = c.Member.Name, c.Member.UID, c.Member.Source
+	return env
+}
+
 // reach checks, before anything of theirs is read, that the targets are
 // within the Rollout's reach: its own namespace, and another only where
 // that namespace grants it with a ReferenceGrant (kube.Reach), unless the
@@ -176,7 +185,7 @@ func (o *Orchestrator) Run(ctx context.Context, c rollout.Call) (out error) {
 // (-require-reference-grants=false). Outside it, nothing is read, written
 // or recorded.
 func (o *Orchestrator) reach(ctx context.Context, c rollout.Call, t routes.Targets) ([]*routes.NotGrantedError, error) {
-	if c.Process.AnyNamespace {
+	if c.AnyNamespace {
 		return nil, nil
 	}
 	return kube.Reach(ctx, o.reader, c.Rollout.Namespace, t)

@@ -248,7 +248,7 @@ func (p *Plugin) run(ro *v1alpha1.Rollout, l rollout.Label) (resp types.RpcError
 		if err != nil {
 			return p.fail(call, m, err)
 		}
-		call.Process.Member = member
+		call.Member = member
 	}
 	if err := orch.Run(ctx, call); err != nil {
 		return p.fail(call, m, inRouteCluster(call, err))

@@ -573,16 +573,6 @@ func (cfg Config) inProgressLabel() (map[string]string, error) {
 	return map[string]string{key: value}, nil
 }
 
-// TakesHeaderRoutes says whether setHeaderRoute rules go on the route: a named
-// route by its own entry, a route found only by a selector by
-// selectedRoutesUseHeaderRoutes.
-func (s Settings) TakesHeaderRoutes(ref routes.Ref) bool {
-	if s.HeaderRoutes[ref] {
-		return true
-	}
-	return s.SelectedHeaderRoutes && !slices.Contains(s.Targets.Named, ref)
-}
-
 // anyTakesHeaderRoutes says whether any route of the config can take header
 // rules: an HTTPRoute or GRPCRoute that takes header routes.
 func (s Settings) anyTakesHeaderRoutes() bool {
@@ -597,33 +587,6 @@ func (s Settings) anyTakesHeaderRoutes() bool {
 		}
 	}
 	return false
-}
-
-// Env is what a call of Rollout rollout runs in on the route ref.
-func (s Settings) Env(rollout, fieldManager string, ref routes.Ref) desired.Env {
-	return desired.Env{
-		Rollout:               rollout,
-		FieldManager:          fieldManager,
-		ConflictPolicy:        s.ConflictPolicy,
-		InProgressLabel:       s.InProgressLabel,
-		TakesHeaderRoutes:     s.TakesHeaderRoutes(ref),
-		ListedForHeaderRoutes: s.ListedForHeaderRoutes[ref],
-		RuleName:              s.RuleNames[ref],
-		MirrorMode:            s.MirrorMode,
-		AddCanaryBackendRef:   s.AddCanaryBackendRef,
-		AssumedFeatures:       s.AssumedFeatures,
-		Predecessor:           s.predecessorOn(),
-	}
-}
-
-// predecessorOn is the Rollout's Predecessor for one route: a copy, which
-// the route's records go into.
-func (s Settings) predecessorOn() *desired.Predecessor {
-	if s.Predecessor == nil {
-		return nil
-	}
-	p := *s.Predecessor
-	return &p
 }
 
 // ruleTargets collects the ruleName of each named route.

@@ -30,31 +30,38 @@ type Configs struct {
 type parsedConfig struct {
 	input    string
 	settings Settings
+	envs     Envs
 }
 
-// Parse is ParseConfig, through the Settings kept for the Rollout.
-func (c *Configs) Parse(ro *v1alpha1.Rollout, pluginName string) (Settings, error) {
+// Parse is ParseConfig, through the Settings kept for the Rollout, with
+// the Envs of its routes for a process writing as fieldManager (kept with
+// them: a Configs serves one process).
+func (c *Configs) Parse(ro *v1alpha1.Rollout, pluginName, fieldManager string) (Settings, Envs, error) {
+	rollout := Rollout{Namespace: ro.Namespace, Name: ro.Name}.String()
 	if c == nil {
-		return ParseConfig(ro, pluginName)
+		s, err := ParseConfig(ro, pluginName)
+		return s, s.envs(rollout, fieldManager, pluginName), err
 	}
 	key, input := types.NamespacedName{Namespace: ro.Namespace, Name: ro.Name}, configInput(ro, pluginName)
+	input = strconv.Itoa(len(fieldManager)) + ":" + fieldManager + input
 	c.mu.Lock()
 	kept, ok := c.last[key]
 	c.mu.Unlock()
 	if ok && kept.input == input {
-		return kept.settings, nil
+		return kept.settings, kept.envs, nil
 	}
 	s, err := ParseConfig(ro, pluginName)
 	if err != nil {
-		return s, err
+		return s, Envs{}, err
 	}
+	envs := s.envs(rollout, fieldManager, pluginName)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.last == nil || len(c.last) >= maxConfigs {
 		c.last = map[types.NamespacedName]parsedConfig{}
 	}
-	c.last[key] = parsedConfig{input: input, settings: s}
-	return s, nil
+	c.last[key] = parsedConfig{input: input, settings: s, envs: envs}
+	return s, envs, nil
 }
 
 // configInput is everything of ro that ParseConfig reads besides its

@@ -17,7 +17,7 @@ const (
 // both give the same Settings; it returns configs' Settings.
 func parsedBoth(t *testing.T, configs *Configs, ro *v1alpha1.Rollout) Settings {
 	t.Helper()
-	got, err := configs.Parse(ro, DefaultPluginName)
+	got, _, err := configs.Parse(ro, DefaultPluginName, "argo-rollouts-gatewayapi")
 	if err != nil {
 		t.Fatalf("Configs.Parse: %v", err)
 	}
@@ -76,11 +76,11 @@ func TestABrokenConfigFailsEveryTime(t *testing.T) {
 	parsedBoth(t, configs, cfgRollout(DefaultPluginName, configA))
 	broken := cfgRollout(DefaultPluginName, `{"httpRoute": "web", "inProgressLabelKey": 7}`)
 	for i := range 2 {
-		if _, err := configs.Parse(broken, DefaultPluginName); err == nil {
+		if _, _, err := configs.Parse(broken, DefaultPluginName, "argo-rollouts-gatewayapi"); err == nil {
 			t.Fatalf("call %d: a config that does not parse gave Settings", i+1)
 		}
 	}
-	if _, err := configs.Parse(cfgRollout("other/plugin", configA), DefaultPluginName); err == nil {
+	if _, _, err := configs.Parse(cfgRollout("other/plugin", configA), DefaultPluginName, "argo-rollouts-gatewayapi"); err == nil {
 		t.Fatal("a Rollout without the plugin's config gave Settings")
 	}
 }
@@ -90,7 +90,7 @@ func TestConfigsKeepABoundedNumberOfRollouts(t *testing.T) {
 	for i := range maxConfigs + 1 {
 		ro := cfgRollout(DefaultPluginName, configA)
 		ro.Name = fmt.Sprintf("web-%d", i)
-		if _, err := configs.Parse(ro, DefaultPluginName); err != nil {
+		if _, _, err := configs.Parse(ro, DefaultPluginName, "argo-rollouts-gatewayapi"); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -3,7 +3,6 @@ package rollout
 import (
 	"errors"
 	"fmt"
-	"path"
 	"strings"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
@@ -74,19 +73,15 @@ type Rollout struct {
 func (r Rollout) String() string { return r.Namespace + "/" + r.Name }
 
 // Process is what every call of one plugin process decodes with: the name
-// its config is read under, the field manager it writes as, the name its
-// claims give its cluster, the route clusters the platform team allows,
-// whether a Rollout reaches any namespace
-// (-require-reference-grants=false), and the Settings of each Rollout's
-// config as parsed last (nil: parsed at every call).
+// its config is read under, the field manager it writes as, the route
+// clusters the platform team allows, whether a Rollout reaches any
+// namespace (-require-reference-grants=false), and the Settings of each
+// Rollout's config as parsed last (nil: parsed at every call).
 type Process struct {
 	PluginName, FieldManager string
-	// Member names the controller's cluster on the routes of route
-	// clusters; the zero value on its own routes, where no name is needed.
-	Member        Member
-	RouteClusters []RouteCluster
-	AnyNamespace  bool
-	Configs       *Configs
+	RouteClusters            []RouteCluster
+	AnyNamespace             bool
+	Configs                  *Configs
 }
 
 // Member is how the claims a call makes on the routes of a route cluster,
@@ -102,8 +97,10 @@ type Member struct {
 type Call struct {
 	Rollout Rollout
 	Label   Label
-	// Settings is the Rollout's plugin config.
+	// Settings is the Rollout's plugin config; Envs what each of its
+	// routes is decided in.
 	Settings Settings
+	Envs     Envs
 	// Intent is what the call does to each route; nil for VerifyWeight
 	// and when Skip says why the call does nothing.
 	Intent desired.Intent
@@ -115,8 +112,13 @@ type Call struct {
 	// RouteCluster is the route cluster that holds the routes, "" for the
 	// controller's own.
 	RouteCluster string
-	// Process is the plugin process the call came to.
-	Process Process
+	// Member names the controller's cluster on the routes of a route
+	// cluster (the plugin reads it at the call's first write there); the
+	// zero value on its own routes, where no name is needed.
+	Member Member
+	// AnyNamespace is -require-reference-grants=false: the Rollout may
+	// reach every namespace.
+	AnyNamespace bool
 }
 
 // Verify is the split VerifyWeight checks: the experiment Services' weights
@@ -124,14 +126,6 @@ type Call struct {
 type Verify struct {
 	Split transform.Split
 	Extra []desired.BackendWeight
-}
-
-// Env is what the call's decision runs in on the route ref.
-func (c Call) Env(ref routes.Ref) desired.Env {
-	env := c.Settings.Env(c.Rollout.String(), c.Process.FieldManager, ref)
-	env.Cluster, env.ClusterUID, env.ClusterSource = c.Process.Member.Name, c.Process.Member.UID, c.Process.Member.Source
-	env.PredecessorManager = path.Base(c.Process.PluginName)
-	return env
 }
 
 // skipWhenEnding says why a header or mirror step's call is to do nothing:
@@ -160,18 +154,18 @@ func skipWhenEnding(ro *v1alpha1.Rollout) string {
 // (orchestrator.ReadPorts). On an error the Call still names its Rollout
 // and its Label, for the error to be told.
 func Decode(p Process, ro *v1alpha1.Rollout, l Label) (Call, error) {
-	c := Call{Rollout: Rollout{Namespace: ro.Namespace, Name: ro.Name, UID: ro.UID}, Label: l, Process: p}
-	s, err := p.Configs.Parse(ro, p.PluginName)
+	c := Call{Rollout: Rollout{Namespace: ro.Namespace, Name: ro.Name, UID: ro.UID}, Label: l, AnyNamespace: p.AnyNamespace}
+	s, envs, err := p.Configs.Parse(ro, p.PluginName, p.FieldManager)
 	if err != nil {
 		return c, &ConfigError{Err: err}
 	}
-	c.Settings = s
+	c.Settings, c.Envs = s, envs
 	if err := c.decide(ro); err != nil {
-		return Call{Rollout: c.Rollout, Label: l, Process: p}, err
+		return Call{Rollout: c.Rollout, Label: l, AnyNamespace: p.AnyNamespace}, err
 	}
 	rc, err := s.RouteClusterOf(p.RouteClusters)
 	if err != nil {
-		return Call{Rollout: c.Rollout, Label: l, Process: p}, err
+		return Call{Rollout: c.Rollout, Label: l, AnyNamespace: p.AnyNamespace}, err
 	}
 	if rc != nil {
 		c.RouteCluster = rc.Name
