@@ -38,6 +38,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -293,6 +294,13 @@ spec:
 		{"SetHeaderRoute(beta)", func() string { return p.Plugin.SetHeaderRoute(ro, header).ErrorString }},
 		{"RemoveManagedRoutes", func() string { return p.Plugin.RemoveManagedRoutes(ro).ErrorString }},
 	} {
+		// The watch's event of the last call's write arrives a few
+		// milliseconds after its answer; a call that starts before it reads
+		// the route from the answer (kube's overlay, nine functions more)
+		// and one after it from the watch cache, so the counts changed from
+		// run to run. Rollout steps are minutes apart: the pause measures
+		// that steady state.
+		time.Sleep(time.Second)
 		if msg := e.err(); msg != "" {
 			return fmt.Errorf("%s: %s", e.name, msg)
 		}
