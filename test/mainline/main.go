@@ -7,9 +7,12 @@
 // its own code record that it starts (package mltrace, written into the
 // copy: tracer.go.txt), builds the plugin from the copy, and drives it over
 // go-plugin RPC against envtest with one HTTPRoute, its watch caches warm
-// (each traced call follows one of the same kind). It prints the functions,
-// indented by call depth, and the counts: functions, packages, and how
-// often the line enters a package it had already entered and left.
+// (each traced call follows one of the same kind). It prints the counts:
+// functions, packages, how often the line enters a package it had already
+// entered and left, and what a reader opens (the stages, see usage and
+// isStage); with -v the functions, indented by call depth, and the stages
+// in order. It also counts the product code's functions and lines from the
+// copy's source.
 //
 // With -longest N it lists instead the N longest functions of the module's
 // own code (its packages for tests included; tests, test/ and hack/ left
@@ -17,6 +20,7 @@
 //
 //	go run ./test/mainline            # the working tree
 //	go run ./test/mainline -ref ca4de60
+//	go run ./test/mainline -md        # the rows of docs/architecture.md's tables
 //	go run ./test/mainline -longest 10
 package main
 
@@ -38,6 +42,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -50,16 +55,30 @@ var tracer string
 
 const module = "github.com/gatewayapi-ssa/rollouts-plugin"
 
+// options are run's flags.
+type options struct {
+	ref, keep, from string
+	verbose, md     bool
+}
+
 func main() {
-	ref := flag.String("ref", "", "git ref to measure (default: the working tree)")
-	verbose := flag.Bool("v", false, "print every function of each line, indented by call depth")
+	var o options
+	flag.StringVar(&o.ref, "ref", "", "git ref to measure (default: the working tree)")
+	flag.BoolVar(&o.verbose, "v", false, "print every function of each line, indented by call depth, and its stages in order, indented by the stages enclosing them")
+	flag.BoolVar(&o.md, "md", false, "print the counts as the rows of the tables in docs/architecture.md")
+	flag.StringVar(&o.keep, "trace", "", "also write the calls' trace (JSON lines) to this file")
+	flag.StringVar(&o.from, "from", "", "count the calls of a trace written with -trace instead of running the plugin (no apiserver needed; the product code is still counted at -ref)")
 	longest := flag.Int("longest", 0, "instead, list this many of the longest functions of the module's own code, and count those over 50 lines (no apiserver needed)")
+	flag.Usage = func() {
+		fmt.Fprint(flag.CommandLine.Output(), usage)
+		flag.PrintDefaults()
+	}
 	flag.Parse()
 	var err error
 	if *longest > 0 {
-		err = listLongest(*ref, *longest)
+		err = listLongest(o.ref, *longest)
 	} else {
-		err = run(*ref, *verbose)
+		err = run(o)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mainline:", err)
@@ -67,28 +86,56 @@ func main() {
 	}
 }
 
-func run(ref string, verbose bool) error {
+const usage = `usage: go run ./test/mainline [flags]
+
+Counts, for SetWeight(30) and a RemoveManagedRoutes that removes a header
+rule, from the plugin's RPC method to the HTTP request of the route's apply:
+
+  functions    every function of the module the call enters
+  packages     the packages of those functions
+  re-entries   how often the line enters a package it had entered and left;
+               also counted leaving out routes, the model
+  stages       the functions a reader opens to follow the call: the RPC
+               method and every function entered from another package of
+               the module (what a package calls inside itself is read as
+               part of the stage that entered it), leaving out routes' (the
+               model's accessors) and String and Error methods (formatting)
+
+and the product code: functions and lines of the non-test Go files outside
+test/, hack/ and the packages for tests, counted from the source at -ref.
+
+`
+
+func run(o options) error {
 	work, err := os.MkdirTemp("", "mainline-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(work)
 	src := filepath.Join(work, "src")
-	if err := copySource(harness.RepoRoot(), ref, src); err != nil {
+	if err := copySource(harness.RepoRoot(), o.ref, src); err != nil {
 		return err
 	}
-	if err := instrument(src); err != nil {
+	// Measured before instrument changes the copy.
+	size, err := productSize(src)
+	if err != nil {
 		return err
 	}
-	bin := filepath.Join(work, "plugin")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Dir, build.Env = src, append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("building the instrumented copy: %w\n%s", err, out)
+	trace := o.from
+	if trace == "" {
+		trace = filepath.Join(work, "trace.jsonl")
+		if err := traceCalls(src, work, trace); err != nil {
+			return err
+		}
 	}
-	trace := filepath.Join(work, "trace.jsonl")
-	if err := drive(bin, trace); err != nil {
-		return err
+	if o.keep != "" {
+		data, err := os.ReadFile(trace)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(o.keep, data, 0o644); err != nil {
+			return err
+		}
 	}
 	calls, err := readTrace(trace)
 	if err != nil {
@@ -99,10 +146,63 @@ func run(ref string, verbose bool) error {
 	if len(calls) != 4 {
 		return fmt.Errorf("the trace holds %d calls, want 4", len(calls))
 	}
-	for _, c := range []call{calls[1], calls[3]} {
-		report(os.Stdout, c, verbose)
+	measured := []struct {
+		name string
+		c    call
+	}{{"`SetWeight(30)`", calls[1]}, {"`RemoveManagedRoutes`", calls[3]}}
+	if o.md {
+		at, err := describe(o.ref)
+		if err != nil {
+			return err
+		}
+		for _, m := range measured {
+			n := count(walk(applyLine(m.c.Records)))
+			fmt.Printf("| %s | %s | %d | %d | %d | %d | %d |\n", at, m.name, len(n.stages), len(n.pkgs), n.againOutside, len(n.funcs), n.again)
+		}
+		fmt.Printf("\n| %s | %d | %d |\n", at, size.funcs, size.lines)
+		return nil
 	}
+	for _, m := range measured {
+		report(os.Stdout, m.c, o.verbose)
+	}
+	fmt.Printf("product code: %d functions, %d lines (non-test Go outside test/, hack/ and the packages for tests)\n", size.funcs, size.lines)
 	return nil
+}
+
+// describe names what was measured in a table row: ref's short commit, or
+// HEAD's with "+ working tree" when the tree differs from it.
+func describe(ref string) (string, error) {
+	repo := harness.RepoRoot()
+	rev := ref
+	if rev == "" {
+		rev = "HEAD"
+	}
+	out, err := exec.Command("git", "-C", repo, "rev-parse", "--short", rev).Output()
+	if err != nil {
+		return "", fmt.Errorf("git rev-parse %s: %w", rev, err)
+	}
+	at := "`" + strings.TrimSpace(string(out)) + "`"
+	if ref == "" {
+		if st, _ := exec.Command("git", "-C", repo, "status", "--porcelain").Output(); len(st) > 0 {
+			at += " + working tree"
+		}
+	}
+	return at, nil
+}
+
+// traceCalls instruments the copy in src, builds the plugin from it in work
+// and writes the trace of the calls drive makes.
+func traceCalls(src, work, trace string) error {
+	if err := instrument(src); err != nil {
+		return err
+	}
+	bin := filepath.Join(work, "plugin")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Dir, build.Env = src, append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("building the instrumented copy: %w\n%s", err, out)
+	}
+	return drive(bin, trace)
 }
 
 // copySource writes the module's files at ref (the working tree's, tracked
@@ -145,7 +245,7 @@ func copySource(repo, ref, dst string) error {
 // test/, hack/ or the packages for tests) record that it starts, under the
 // name pkg.Func or pkg.(Type).Method, and writes package mltrace.
 func instrument(src string) error {
-	err := goFiles(src, []string{"test", "hack", "kube/kubetest", "routes/routestest", ".git"}, instrumentFile)
+	err := goFiles(src, append([]string{".git"}, notProduct...), instrumentFile)
 	if err != nil {
 		return err
 	}
@@ -293,6 +393,13 @@ spec:
 		{"SetHeaderRoute(beta)", func() string { return p.Plugin.SetHeaderRoute(ro, header).ErrorString }},
 		{"RemoveManagedRoutes", func() string { return p.Plugin.RemoveManagedRoutes(ro).ErrorString }},
 	} {
+		// The watch's event of the last call's write arrives a few
+		// milliseconds after its answer; a call that starts before it reads
+		// the route from the answer (kube's overlay, nine functions more)
+		// and one after it from the watch cache, so the counts changed from
+		// run to run. Rollout steps are minutes apart: the pause measures
+		// that steady state.
+		time.Sleep(time.Second)
 		if msg := e.err(); msg != "" {
 			return fmt.Errorf("%s: %s", e.name, msg)
 		}
@@ -338,69 +445,39 @@ func pkgOf(name string) string {
 	return pkg
 }
 
-// report prints the call's line up to the HTTP request of its first apply
-// (the first request the transport sends after ssa's Apply starts) and the
-// counts.
-func report(w io.Writer, c call, verbose bool) {
-	recs := c.Records
-	cut := len(recs)
+// applyLine is the call's line up to the HTTP request of its first apply
+// (the first request the transport sends after ssa's Apply starts).
+func applyLine(recs []record) []record {
 	applying := false
 	for i, r := range recs {
 		if r.Name == "ssa.(Writer).Apply" {
 			applying = true
 		}
 		if applying && strings.HasPrefix(r.Name, "kubeclient.(") && strings.HasSuffix(r.Name, ").RoundTrip") {
-			cut = i + 1
-			break
+			return recs[:i+1]
 		}
 	}
-	line := recs[:cut]
-	// Who called each record: the last record of its goroutine one level
-	// up, or, for a goroutine's first, what its parent goroutine ran last.
-	stacks := map[int64][]string{} // each goroutine's functions, by depth
-	indent := map[int64]int{}      // a goroutine's depth in its parent's line
-	var funcs, pkgs []string
-	entries := map[string]int{}
-	var entered []string
-	for _, r := range line {
-		if _, seen := stacks[r.G]; !seen {
-			indent[r.G] = indent[r.Parent] + len(stacks[r.Parent])
-		}
-		st := stacks[r.G][:min(r.Depth, len(stacks[r.G]))]
-		caller := ""
-		if len(st) > 0 {
-			caller = pkgOf(st[len(st)-1])
-		} else if up := stacks[r.Parent]; len(up) > 0 {
-			caller = pkgOf(up[len(up)-1])
-		}
-		pkg := pkgOf(r.Name)
-		if caller != pkg {
-			entries[pkg]++
-			entered = append(entered, caller+"→"+pkg)
-		}
-		stacks[r.G] = append(st, r.Name)
-		if !slices.Contains(funcs, r.Name) {
-			funcs = append(funcs, r.Name)
-		}
-		if !slices.Contains(pkgs, pkg) {
-			pkgs = append(pkgs, pkg)
-		}
-		if verbose {
-			fmt.Fprintf(w, "%s%s\n", strings.Repeat("  ", indent[r.G]+len(st)), r.Name)
-		}
-	}
-	again, againNoRoutes := 0, 0
-	for pkg, n := range entries {
-		if n > 1 {
-			again += n - 1
-			if pkg != "routes" {
-				againNoRoutes += n - 1
-			}
-		}
-	}
-	fmt.Fprintf(w, "%s: %d functions in %d packages (%s) to the apply's HTTP request; packages entered again after leaving them: %d (%d leaving out routes, the model)\n",
-		c.Call, len(funcs), len(pkgs), strings.Join(pkgs, ", "), again, againNoRoutes)
+	return recs
+}
+
+// report prints the counts of the call's line to the apply (applyLine);
+// with verbose also the line, indented by depth, and the stages.
+func report(w io.Writer, c call, verbose bool) {
+	line := walk(applyLine(c.Records))
+	n := count(line)
 	if verbose {
-		fmt.Fprintf(w, "  entries: %s\n\n", strings.Join(entered, " "))
+		for _, s := range line {
+			fmt.Fprintf(w, "%s%s\n", strings.Repeat("  ", s.indent), s.Name)
+		}
+	}
+	fmt.Fprintf(w, "%s: %d functions in %d packages (%s) to the apply's HTTP request; packages entered again after leaving them: %d (%d leaving out %s, the model)\n",
+		c.Call, len(n.funcs), len(n.pkgs), strings.Join(n.pkgs, ", "), n.again, n.againOutside, model)
+	fmt.Fprintf(w, "  what a reader opens: %d stages, %d packages, %d re-entries outside %s\n", len(n.stages), len(n.pkgs), n.againOutside, model)
+	if verbose {
+		fmt.Fprintf(w, "  entries: %s\n", strings.Join(n.entered, " "))
+		for i, s := range n.stages {
+			fmt.Fprintf(w, "  %2d %s%s\n", i+1, strings.Repeat("  ", s.depth), s.name)
+		}
+		fmt.Fprintln(w)
 	}
 }
