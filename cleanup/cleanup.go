@@ -294,7 +294,6 @@ func (c *Cleaner) Undo(ctx context.Context, ro string, rs []routes.Route, policy
 	if c.SharedRoutes { // desired.Env: the cluster's own routes need no name
 		env.Cluster, env.ClusterUID = c.Cluster, c.ClusterUID
 	}
-	compute := func(l routes.Route) (desired.Result, error) { return desired.Undo{}.Desired(l, env) }
 	ns, name, _ := strings.Cut(ro, "/")
 	by := rollout.Call{Rollout: rollout.Rollout{Namespace: ns, Name: name}, Label: rollout.Label{Method: rollout.Cleanup}}
 	grants := map[string][]routes.ReferenceGrant{}
@@ -311,7 +310,7 @@ func (c *Cleaner) Undo(ctx context.Context, ro string, rs []routes.Route, policy
 			out = append(out, o)
 			continue
 		}
-		plan, err := orchestrator.MakePlan(r, compute)
+		plan, err := c.Orchestrator.MakePlan(ctx, r, env, desired.Undo{})
 		if err != nil {
 			o.Err = err
 		} else if o.Changes, o.Unchanged = routes.ChangeTexts(plan.Desired.Changes), plan.Desired.Unchanged; !dryRun {

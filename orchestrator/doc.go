@@ -17,6 +17,8 @@
 //
 // It knows neither the RPC interface nor the Rollout's config: Run takes the
 // call as package rollout made it (rollout.Call), and cleanup uses MakePlan
-// and Write for its own undo. Decide is every read a decision takes and the
-// decision; package plan plans through it too.
+// and Write for its own undo. A Plan holds values only (the route read, the
+// result, the intent and Env it was decided from), so a conflict decides
+// again through MakePlan as the first decision did. Decide is every read a
+// decision takes and the decision; package plan plans through it too.
 package orchestrator

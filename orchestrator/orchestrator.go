@@ -148,8 +148,7 @@ func (o *Orchestrator) Run(ctx context.Context, c rollout.Call) (out error) {
 	intent := faulty(c.Intent)
 	eachAtOnce(len(res.Routes), func(i int) {
 		r := res.Routes[i]
-		env := envOf(c, r.Ref)
-		plans[i], errs[i] = MakePlan(r, func(l routes.Route) (desired.Result, error) { return Decide(ctx, o.reader, intent, l, env) })
+		plans[i], errs[i] = o.MakePlan(ctx, r, envOf(c, r.Ref), intent)
 	})
 	for i, plan := range plans {
 		if errs[i] == nil {

@@ -20,26 +20,28 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/ssa"
 )
 
-// DecideFunc returns the desired state of a route from its live state. It must
-// be pure: Write calls it again after every optimistic-lock conflict.
-type DecideFunc func(live routes.Route) (desired.Result, error)
-
-// Plan is a decided change to one route, not yet written.
+// Plan is a decided change to one route, not yet written: the route as it
+// was read, what it must become, and what that was decided from (the
+// intent, in env), so that Write decides again the same way after a
+// conflict.
 type Plan struct {
 	Live    routes.Route
 	Desired desired.Result
-	decide  DecideFunc
+	Intent  desired.Intent
+	Env     desired.Env
 }
 
-// MakePlan decides the desired state of a live route. Deciding every route's
-// plan before writing any lets a caller refuse bad input with nothing
-// written.
-func MakePlan(live routes.Route, decide DecideFunc) (Plan, error) {
-	d, err := decide(live)
+// MakePlan decides what the live route must become for intent in env
+// (Decide, with what the orchestrator reads). Deciding every route's plan
+// before writing any lets a caller refuse bad input with nothing written;
+// Write makes the plan again through it after every optimistic-lock
+// conflict.
+func (o *Orchestrator) MakePlan(ctx context.Context, live routes.Route, env desired.Env, intent desired.Intent) (Plan, error) {
+	d, err := Decide(ctx, o.reader, intent, live, env)
 	if err != nil {
 		return Plan{}, refusal{routes.RouteError(live.Ref, err)}
 	}
-	return Plan{Live: live, Desired: d, decide: decide}, nil
+	return Plan{Live: live, Desired: d, Intent: intent, Env: env}, nil
 }
 
 // refusal is a route's decision refusing the call (MakePlan): nothing is
@@ -275,12 +277,12 @@ func (w *routeWrite) replan(ctx context.Context) error {
 	if err != nil {
 		return routes.RouteError(w.plan.Live.Ref, ssa.Explain(ctx, err, w.plan.Live.Ref, "get"))
 	}
-	return w.decideAgain(live)
+	return w.decideAgain(ctx, live)
 }
 
 // decideAgain makes the plan anew from live.
-func (w *routeWrite) decideAgain(live routes.Route) error {
-	next, err := MakePlan(live, w.plan.decide)
+func (w *routeWrite) decideAgain(ctx context.Context, live routes.Route) error {
+	next, err := w.o.MakePlan(ctx, live, w.plan.Env, w.plan.Intent)
 	if err == nil {
 		w.plan = next
 	}
@@ -299,7 +301,7 @@ func (w *routeWrite) replanOnNextEvent(ctx context.Context) error {
 		changed := w.o.reader.NextEvent(ref) // before the read: an event after it closes it
 		live, err := w.o.reader.Get(ctx, ref)
 		if err == nil && kube.Newer(live.ResourceVersion, w.plan.Live.ResourceVersion) {
-			return w.decideAgain(live)
+			return w.decideAgain(ctx, live)
 		}
 		if changed == nil {
 			return w.replan(ctx)
@@ -328,7 +330,7 @@ func (w *routeWrite) replanIfNewer(ctx context.Context) error {
 	if !kube.Newer(live.ResourceVersion, w.plan.Live.ResourceVersion) {
 		return nil
 	}
-	return w.decideAgain(live)
+	return w.decideAgain(ctx, live)
 }
 
 // sameWrite says whether two decisions send the same apply.

@@ -285,6 +285,12 @@ func (d *decider) decide(live routes.Route) (desired.Result, error) {
 	return desired.Result{Rules: rules, Changes: []routes.Change{routes.Changef(routes.WeightChanged, "rule 0 canary 0→30")}, Release: d.release}, nil
 }
 
+// decideFunc is a decision of a test as a desired.Intent: it decides from
+// the live route alone.
+type decideFunc func(live routes.Route) (desired.Result, error)
+
+func (f decideFunc) Desired(live routes.Route, _ desired.Env) (desired.Result, error) { return f(live) }
+
 func ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
@@ -298,7 +304,7 @@ func ctx(t *testing.T) context.Context {
 func TestAConflictIsAnsweredByReadingAndDecidingAgain(t *testing.T) {
 	o, api, rd, hook := fixture(t, 7, stale, stale, stored(11))
 	d := &decider{}
-	p, err := MakePlan(liveAt(t, 5, "kubectl", fieldManager), d.decide)
+	p, err := o.MakePlan(ctx(t), liveAt(t, 5, "kubectl", fieldManager), desired.Env{}, decideFunc(d.decide))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +342,7 @@ func TestARouteWhoseRulesKeepChangingEndsTheCallAfterMaxAttempts(t *testing.T) {
 	o, api, rd, _ := fixture(t, 7, stale)
 	rd.rulesChange = true
 	d := &decider{}
-	p, err := MakePlan(liveAt(t, 5, "kubectl", fieldManager), d.decide)
+	p, err := o.MakePlan(ctx(t), liveAt(t, 5, "kubectl", fieldManager), desired.Env{}, decideFunc(d.decide))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,7 +367,7 @@ func TestARouteWhoseRulesKeepChangingEndsTheCallAfterMaxAttempts(t *testing.T) {
 func TestARouteWhoseMetadataKeepsChangingIsWrittenAgainAtOnce(t *testing.T) {
 	o, api, rd, _ := fixture(t, 7, stale, stale, stale, stored(12))
 	d := &decider{}
-	p, err := MakePlan(liveAt(t, 5, "kubectl", fieldManager), d.decide)
+	p, err := o.MakePlan(ctx(t), liveAt(t, 5, "kubectl", fieldManager), desired.Env{}, decideFunc(d.decide))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -379,7 +385,7 @@ func TestARouteWhoseMetadataKeepsChangingIsWrittenAgainAtOnce(t *testing.T) {
 
 	o, api, rd, _ = fixture(t, 7, stale)
 	d = &decider{}
-	p, _ = MakePlan(liveAt(t, 5, "kubectl", fieldManager), d.decide)
+	p, _ = o.MakePlan(ctx(t), liveAt(t, 5, "kubectl", fieldManager), desired.Env{}, decideFunc(d.decide))
 	err = o.Write(ctx(t), p, rollout.Call{})
 	want := fmt.Sprintf("HTTPRoute shop/web: the route kept changing under the plugin: %d attempts ended in optimistic-lock conflicts, %d of them after changes only to "+
 		"what the plugin does not write (another manager writing the route more often than the plugin can read and write it); the call is safe to repeat",
@@ -401,7 +407,7 @@ func TestAFieldManagerConflictIsNotRetried(t *testing.T) {
 			"details": map[string]any{"causes": []any{map[string]any{"reason": "FieldManagerConflict", "message": `conflict with "kubectl"`, "field": ".spec.rules"}}}}
 	})
 	d := &decider{}
-	p, _ := MakePlan(liveAt(t, 5, "kubectl", fieldManager), d.decide)
+	p, _ := o.MakePlan(ctx(t), liveAt(t, 5, "kubectl", fieldManager), desired.Env{}, decideFunc(d.decide))
 	err := o.Write(ctx(t), p, rollout.Call{})
 	if err == nil || !strings.Contains(err.Error(), `conflict with "kubectl"`) || !strings.HasPrefix(err.Error(), "HTTPRoute shop/web: ") {
 		t.Errorf("error %v, want the field manager conflict, naming the route", err)
@@ -422,7 +428,7 @@ func TestAFieldManagerConflictIsNotRetried(t *testing.T) {
 func TestTheLastWriteReleasesOwnership(t *testing.T) {
 	o, api, rd, hook := fixture(t, 7, stored(6))
 	d := &decider{release: true}
-	p, _ := MakePlan(liveAt(t, 5, "kubectl", fieldManager), d.decide)
+	p, _ := o.MakePlan(ctx(t), liveAt(t, 5, "kubectl", fieldManager), desired.Env{}, decideFunc(d.decide))
 	if err := o.Write(ctx(t), p, rollout.Call{}); err != nil {
 		t.Fatal(err)
 	}
@@ -457,9 +463,9 @@ func TestTheLastWriteReleasesOwnership(t *testing.T) {
 // reading the route first (there is no apply's answer to update).
 func TestAnUnchangedRouteIsReleasedWithoutAnApply(t *testing.T) {
 	o, api, rd, _ := fixture(t, 7) // the apiserver holds the route at 5, kubectl's and the plugin's
-	p, _ := MakePlan(liveAt(t, 5, "kubectl", fieldManager), func(routes.Route) (desired.Result, error) {
+	p, _ := o.MakePlan(ctx(t), liveAt(t, 5, "kubectl", fieldManager), desired.Env{}, decideFunc(func(routes.Route) (desired.Result, error) {
 		return desired.Result{Unchanged: true, Release: true}, nil
-	})
+	}))
 	if err := o.Write(ctx(t), p, rollout.Call{}); err != nil {
 		t.Fatal(err)
 	}
@@ -477,9 +483,9 @@ func TestAnUnchangedRouteIsReleasedWithoutAnApply(t *testing.T) {
 // A route the plugin does not own and that stays unchanged: no request.
 func TestAnUnchangedRouteThePluginDoesNotOwnSendsNothing(t *testing.T) {
 	o, api, _, _ := fixture(t, 7)
-	p, _ := MakePlan(liveAt(t, 5, "kubectl"), func(routes.Route) (desired.Result, error) {
+	p, _ := o.MakePlan(ctx(t), liveAt(t, 5, "kubectl"), desired.Env{}, decideFunc(func(routes.Route) (desired.Result, error) {
 		return desired.Result{Unchanged: true, Release: true}, nil
-	})
+	}))
 	if err := o.Write(ctx(t), p, rollout.Call{}); err != nil || len(api.requests()) != 0 {
 		t.Errorf("error %v, requests %v; want none", err, api.requests())
 	}
@@ -538,7 +544,7 @@ func TestWritesOfRulesThePluginOwnsAloneAreGuardedByOwnership(t *testing.T) {
 	o, api, rd, hook := fixtureAmong(t, peers, 7, ownedAlone(6), ownedAlone(7), ownedAlone(8))
 	write := func(rv int) {
 		t.Helper()
-		p, _ := MakePlan(liveAt(t, rv, fieldManager), (&decider{}).decide)
+		p, _ := o.MakePlan(ctx(t), liveAt(t, rv, fieldManager), desired.Env{}, decideFunc((&decider{}).decide))
 		if err := o.Write(ctx(t), p, rollout.Call{}); err != nil {
 			t.Fatal(err)
 		}
@@ -583,7 +589,7 @@ func TestWritesThatOwnershipCannotGuardCarryTheResourceVersion(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			peers := &exclusion{alone: c.alone}
 			o, api, _, _ := fixtureAmong(t, peers, 7, stored(6))
-			p, _ := MakePlan(liveAt(t, 5, c.managers...), (&decider{}).decide)
+			p, _ := o.MakePlan(ctx(t), liveAt(t, 5, c.managers...), desired.Env{}, decideFunc((&decider{}).decide))
 			if err := o.Write(ctx(t), p, rollout.Call{}); err != nil {
 				t.Fatal(err)
 			}
@@ -605,12 +611,12 @@ func TestWritesThatOwnershipCannotGuardCarryTheResourceVersion(t *testing.T) {
 func TestAnOwnershipConflictIsAnsweredByDecidingAgainAndTakingOver(t *testing.T) {
 	ownedAlone := func(map[string]any) (int, any) { return http.StatusOK, served(4, fieldManager) }
 	o, api, rd, _ := fixtureAmong(t, &exclusion{alone: true}, 7, ownedAlone, ownershipConflict, stored(9))
-	first, _ := MakePlan(liveAt(t, 3, fieldManager), (&decider{}).decide)
+	first, _ := o.MakePlan(ctx(t), liveAt(t, 3, fieldManager), desired.Env{}, decideFunc((&decider{}).decide))
 	if err := o.Write(ctx(t), first, rollout.Call{}); err != nil {
 		t.Fatal(err)
 	}
 	d := &decider{}
-	p, _ := MakePlan(liveAt(t, 5, fieldManager), d.decide)
+	p, _ := o.MakePlan(ctx(t), liveAt(t, 5, fieldManager), desired.Env{}, decideFunc(d.decide))
 	if err := o.Write(ctx(t), p, rollout.Call{}); err != nil {
 		t.Fatal(err)
 	}
@@ -629,7 +635,7 @@ func TestAnOwnershipConflictIsAnsweredByDecidingAgainAndTakingOver(t *testing.T)
 // is sent, and the error names the route.
 func TestAWriteThePeersDoNotAdmitSendsNothing(t *testing.T) {
 	o, api, _, _ := fixtureAmong(t, &exclusion{err: errors.New("waiting for the plugin's other processes")}, 7, stored(6))
-	p, _ := MakePlan(liveAt(t, 5, fieldManager), (&decider{}).decide)
+	p, _ := o.MakePlan(ctx(t), liveAt(t, 5, fieldManager), desired.Env{}, decideFunc((&decider{}).decide))
 	err := o.Write(ctx(t), p, rollout.Call{})
 	if err == nil || err.Error() != "HTTPRoute shop/web: waiting for the plugin's other processes" {
 		t.Errorf("error %v", err)
@@ -650,8 +656,8 @@ func TestTwoCallsOfOneProcessWriteARouteOneAfterTheOther(t *testing.T) {
 	}
 	o, api, _, _ := fixtureAmong(t, peers, 7, ownedAlone(6), ownedAlone(7))
 	first, second := &decider{}, &decider{}
-	p1, _ := MakePlan(liveAt(t, 5, fieldManager), first.decide)
-	p2, _ := MakePlan(liveAt(t, 5, fieldManager), second.decide)
+	p1, _ := o.MakePlan(ctx(t), liveAt(t, 5, fieldManager), desired.Env{}, decideFunc(first.decide))
+	p2, _ := o.MakePlan(ctx(t), liveAt(t, 5, fieldManager), desired.Env{}, decideFunc(second.decide))
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
 	for i, p := range []Plan{p1, p2} {
@@ -686,7 +692,7 @@ func TestAConflictWithACacheThatDoesNotFollowIsAnsweredByAFreshRead(t *testing.T
 	o, api, rd, _ := fixture(t, 7, stale, stored(11))
 	rd.cacheBehind = true
 	d := &decider{}
-	p, _ := MakePlan(liveAt(t, 5, "kubectl", fieldManager), d.decide)
+	p, _ := o.MakePlan(ctx(t), liveAt(t, 5, "kubectl", fieldManager), desired.Env{}, decideFunc(d.decide))
 	start := time.Now()
 	if err := o.Write(ctx(t), p, rollout.Call{}); err != nil {
 		t.Fatal(err)
@@ -706,7 +712,7 @@ func TestAConflictIsDecidedAgainOnTheWatchEventThatFollows(t *testing.T) {
 	o, api, rd, _ := fixture(t, 7, stale, stored(11))
 	rd.cacheBehind, rd.eventAfterRead = true, true
 	d := &decider{}
-	p, _ := MakePlan(liveAt(t, 5, "kubectl", fieldManager), d.decide)
+	p, _ := o.MakePlan(ctx(t), liveAt(t, 5, "kubectl", fieldManager), desired.Env{}, decideFunc(d.decide))
 	if err := o.Write(ctx(t), p, rollout.Call{}); err != nil {
 		t.Fatal(err)
 	}
@@ -728,7 +734,7 @@ func TestAConflictIsDecidedAgainOnTheWatchEventThatFollows(t *testing.T) {
 func TestARefusalAfterAConflictReadsAsOneBeforeAnyWrite(t *testing.T) {
 	ownedAlone := func(map[string]any) (int, any) { return http.StatusOK, served(4, fieldManager) }
 	o, api, _, _ := fixtureAmong(t, &exclusion{alone: true}, 7, ownedAlone, ownershipConflict)
-	first, _ := MakePlan(liveAt(t, 3, fieldManager), (&decider{}).decide)
+	first, _ := o.MakePlan(ctx(t), liveAt(t, 3, fieldManager), desired.Env{}, decideFunc((&decider{}).decide))
 	if err := o.Write(ctx(t), first, rollout.Call{}); err != nil {
 		t.Fatal(err)
 	}
@@ -739,9 +745,9 @@ func TestARefusalAfterAConflictReadsAsOneBeforeAnyWrite(t *testing.T) {
 		}
 		return desired.Result{}, refuse
 	}
-	p, _ := MakePlan(liveAt(t, 5, fieldManager), decide)
+	p, _ := o.MakePlan(ctx(t), liveAt(t, 5, fieldManager), desired.Env{}, decideFunc(decide))
 	afterConflict := o.writeAll(ctx(t), rollout.Call{}, []Plan{p}, nil)
-	_, beforeWrite := MakePlan(liveAt(t, 8, fieldManager), decide)
+	_, beforeWrite := o.MakePlan(ctx(t), liveAt(t, 8, fieldManager), desired.Env{}, decideFunc(decide))
 	want := "nothing was written: " + beforeWrite.Error()
 	if afterConflict == nil || afterConflict.Error() != want {
 		t.Errorf("refused after a conflict:\n%v\nwant, as before any write:\n%s", afterConflict, want)
