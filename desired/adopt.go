@@ -38,7 +38,13 @@ type Predecessor struct {
 	Indexes map[string]int
 	// ConfigMap names the ConfigMap Indexes come from, for the changes.
 	ConfigMap string
+	// RecordsRead says Indexes are what the ConfigMap holds for this route
+	// (Decide asks for them while they are not).
+	RecordsRead bool
 }
+
+// recordsRead says whether the route's records are read (none: nothing to read).
+func (p *Predecessor) recordsRead() bool { return p == nil || p.RecordsRead }
 
 // adopt is the claim of the rules that plugin added for the Rollout on the
 // live route, with what a write says of them; none when the Rollout has a

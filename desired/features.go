@@ -81,7 +81,7 @@ func (e *UnsupportedError) Error() string {
 // Facts are what a decision's result is checked against, read from the
 // route's cluster for it (orchestrator.Decide): the route's parents, read
 // when the result needs a feature of them (Result.Needs), and the
-// ServiceImports it adds (NewImports), read in order up to the first that
+// ServiceImports it adds (Decided.Imports), read in order up to the first that
 // is missing or could not be read.
 type Facts struct {
 	Gateways []routes.Gateway

@@ -257,7 +257,7 @@ func (k checked) Desired(live routes.Route, env Env) (Result, error) {
 	if len(res.Needs) > 0 && k.parents != nil {
 		facts.Gateways = k.parents()
 	}
-	for _, ref := range NewImports(res, live, env) {
+	for _, ref := range newImports(res, live, env) {
 		exists, err := true, error(nil)
 		if k.imported != nil {
 			exists, err = k.imported(ref)

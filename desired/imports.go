@@ -28,11 +28,11 @@ func (e *MissingImportError) Error() string {
 		"and the controller's next try of the step adds it", e.Route, e.Rollout, e.Import.Namespace, e.Import.Name, e.Import, e.Import.Name, e.Import.Namespace)
 }
 
-// NewImports are the ServiceImports res adds to the live route for an
+// newImports are the ServiceImports res adds to the live route for an
 // experiment, each once, that the Rollout's claim did not record before:
 // each must exist in the route's cluster (CheckImports). A result that adds
 // none needs nothing read.
-func NewImports(res Result, live routes.Route, env Env) []routes.ObjectRef {
+func newImports(res Result, live routes.Route, env Env) []routes.ObjectRef {
 	var before, out []routes.ObjectRef
 	read := false
 	for _, b := range res.Claim.Backends {

@@ -19,37 +19,38 @@ type Facts interface {
 	ServiceImported(ctx context.Context, ref routes.ObjectRef) (bool, error)
 }
 
-// Decide decides what the live route must become for intent: it reads what
-// the decision takes of the cluster (the argoproj-labs plugin's records,
-// while the Rollout has no claim on the route), decides (package desired,
-// which reads nothing), then reads what the result needs checked (the
-// parents' features of what it adds, the ServiceImports it adds) and checks
-// it. Every read of a decision is here; the plugin's calls and plan both
-// decide through it.
+// Decide decides what the live route must become for intent: it decides
+// (desired.Decide, which reads nothing), reads what the decision asks of
+// the cluster (the argoproj-labs plugin's records, while the Rollout has no
+// claim on the route, then decides again with them), reads what the result
+// needs checked (the parents' features of what it adds, the ServiceImports
+// it adds) and checks it (desired.Check). Every read of a decision is here;
+// the plugin's calls and plan both decide through it.
 func Decide(ctx context.Context, f Facts, intent desired.Intent, live routes.Route, env desired.Env) (desired.Result, error) {
-	if p := env.Predecessor; p.NeedsRecords(live, env.Rollout) {
-		records, err := f.PredecessorRecords(ctx, live.Namespace, p.ConfigMap)
-		if err != nil {
-			return desired.Result{}, routes.RouteError(live.Ref, err)
+	d, err := desired.Decide(intent, live, env)
+	if err == nil && d.NeedsRecords {
+		p := *env.Predecessor // the Rollout's routes share it (rollout.Envs): this route's records go into a copy
+		records, rerr := f.PredecessorRecords(ctx, live.Namespace, p.ConfigMap)
+		if rerr != nil {
+			return desired.Result{}, routes.RouteError(live.Ref, rerr)
 		}
-		on := *p // the Rollout's routes share p (rollout.Envs): this route's records go into a copy
-		on.Indexes = records.Indexes(live.Ref)
-		env.Predecessor = &on
+		p.Indexes, p.RecordsRead = records.Indexes(live.Ref), true
+		env.Predecessor = &p
+		d, err = desired.Decide(intent, live, env)
 	}
-	res, err := intent.Desired(live, env)
-	if err != nil || res.Unchanged {
-		return res, err
+	if err != nil || d.Unchanged {
+		return d.Result, err
 	}
 	var facts desired.Facts
-	if len(res.Needs) > 0 {
+	if len(d.Needs) > 0 {
 		facts.Gateways = f.Gateways(ctx, live.Parents)
 	}
-	for _, ref := range desired.NewImports(res, live, env) {
+	for _, ref := range d.Imports {
 		exists, err := f.ServiceImported(ctx, ref)
 		facts.Imports = append(facts.Imports, desired.ImportRead{Import: ref, Exists: exists, Err: err})
 		if err != nil || !exists {
 			break
 		}
 	}
-	return desired.Check(res, live, env, facts)
+	return desired.Check(d.Result, live, env, facts)
 }
