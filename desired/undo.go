@@ -51,7 +51,7 @@ func (Undo) decide(s state) (Result, error) {
 			continue // an experiment backend (removed below), or a ref someone removed
 		}
 		if b := rules[i].BackendRefs()[j]; b.Weight() != want {
-			changes = append(changes, routes.Changef(routes.WeightChanged, "%s", transform.Change{Rule: i, Backend: b.Target(live.Namespace), From: b.Weight(), To: want}))
+			changes = append(changes, transform.Change{Rule: i, Backend: b.Target(live.Namespace), From: b.Weight(), To: want}.Note())
 			b.SetWeight(want)
 		}
 	}

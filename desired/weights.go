@@ -29,9 +29,7 @@ func (c SetWeight) decide(s state) (Result, error) {
 	}
 	claim := s.claim
 	claim.CanaryWeight, claim.Backends, claim.CanaryRefs = c.Split.CanaryWeight, backends, canaryRefs
-	for _, ch := range weightChanges {
-		changes = append(changes, routes.Changef(routes.WeightChanged, "%s", ch))
-	}
+	changes = append(changes, transform.Notes(weightChanges)...)
 	changes = append(changes, expChanges...)
 	if c.Sticky != nil || len(s.claim.StickyRules) > 0 || len(s.claim.RefFilters) > 0 {
 		if rules, claim, changes, err = c.sticky(s, rules, claim, changes); err != nil {

@@ -93,7 +93,7 @@ func RemoveCanary(route routes.Route, rules []routes.Rule, in CanaryInput, claim
 		changes = append(changes, routes.Changef(routes.BackendRemoved, "rule %d − %s (addCanaryBackendRef)", i, c.Target()))
 		if j := rules[i].LastRef(ns, in.Stable); j >= 0 {
 			if b := rules[i].BackendRefs()[j]; b.Weight() != c.StableWeight {
-				changes = append(changes, routes.Changef(routes.WeightChanged, "%s", Change{Rule: i, Backend: b.Target(ns), From: b.Weight(), To: c.StableWeight}))
+				changes = append(changes, Change{Rule: i, Backend: b.Target(ns), From: b.Weight(), To: c.StableWeight}.Note())
 				b.SetWeight(c.StableWeight)
 			}
 		}

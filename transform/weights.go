@@ -59,6 +59,20 @@ func (c Change) String() string {
 	return fmt.Sprintf("rule %d %s %d→%d", c.Rule, c.Backend, c.From, c.To)
 }
 
+// Note is the change as the write's log line and Events tell it.
+func (c Change) Note() routes.Change {
+	return routes.Change{Kind: routes.WeightChanged, Text: c.String()}
+}
+
+// Notes are the changes as the write's log line and Events tell them.
+func Notes(changes []Change) []routes.Change {
+	out := make([]routes.Change, len(changes))
+	for i, c := range changes {
+		out[i] = c.Note()
+	}
+	return out
+}
+
 // NoWeightedRuleError says a route has no rule that sends traffic to both
 // the stable and the canary Service, so there is nothing to shift.
 type NoWeightedRuleError struct {

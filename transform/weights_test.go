@@ -747,3 +747,16 @@ func TestSetWeightsOnTheNamedRuleOnly(t *testing.T) {
 		t.Errorf("error %v, want a NoWeightedRuleError naming the rule", err)
 	}
 }
+
+// A weight change is told as the write's log line and the route's Event
+// say it: one note of kind WeightChanged per change, in order.
+func TestWeightChangesAreNotedInOrder(t *testing.T) {
+	changes := []Change{{Rule: 0, Backend: wtStable, From: 100, To: 70}, {Rule: 2, Backend: wtCanary, From: 0, To: 30}}
+	want := []routes.Change{
+		{Kind: routes.WeightChanged, Text: "rule 0 " + wtStable.String() + " 100→70"},
+		{Kind: routes.WeightChanged, Text: "rule 2 " + wtCanary.String() + " 0→30"},
+	}
+	if diff := cmp.Diff(want, Notes(changes)); diff != "" {
+		t.Errorf("notes (-want +got):\n%s", diff)
+	}
+}
