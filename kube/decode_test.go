@@ -144,8 +144,8 @@ func TestDecodeKeepsTheFieldsThePluginReads(t *testing.T) {
 	if r.Ref != (routes.Ref{Kind: routes.HTTPRoute, Namespace: "shop", Name: "web"}) || r.Version != "v1" || r.ResourceVersion != "419" || r.Generation != 5 {
 		t.Errorf("identity: %+v %s %s %d", r.Ref, r.Version, r.ResourceVersion, r.Generation)
 	}
-	if len(r.ManagedFields) != 3 || r.ManagedFields[2].Subresource != "status" || !strings.Contains(r.ManagedFields[1].FieldsV1.GetRawString(), `"f:gatewayapi-ssa.dev/claims"`) {
-		t.Errorf("managedFields: %+v", r.ManagedFields)
+	if mf := r.ManagedFields.Entries(); len(mf) != 3 || mf[2].Subresource != "status" || !strings.Contains(mf[1].FieldsV1.GetRawString(), `"f:gatewayapi-ssa.dev/claims"`) {
+		t.Errorf("managedFields: %+v", mf)
 	}
 	if w := r.Rules[0].BackendRefs()[1].Weight(); w != 20 {
 		t.Errorf("canary weight %d, want 20", w)
