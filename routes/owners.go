@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,10 +29,10 @@ import (
 // a route is read, and cannot be set apart: a route whose entries change (a
 // test's, plan's route after an apply) gets new ManagedFields, so no route
 // can carry the parse of other entries. The parse itself is made at the
-// first question or the first DeepCopy, not when the route is decoded: a
-// watch cache decodes every version of every route, calls read few of them,
-// and the copies a cache hands out share one parse, so each version is
-// parsed at most once however many calls read it.
+// first question, not when the route is decoded: a watch cache decodes
+// every version of every route, and calls ask about few of them (a
+// VerifyWeight's fresh read asks nothing). A route passed by value keeps
+// its parse; a DeepCopy shares it once it is made.
 type ManagedFields struct {
 	entries []metav1.ManagedFieldsEntry
 	parse   *parse // nil for no entries
@@ -40,21 +41,21 @@ type ManagedFields struct {
 // parse is the entries' parse, made once.
 type parse struct {
 	once   sync.Once
-	owners []owner // one per entry, in their order
+	done   atomic.Bool // owners is made: a DeepCopy may share it
+	owners []owner     // one per entry, in their order
 }
 
 // owner is what one managedFields entry says, as the questions below read
 // it. The three ways a field set may not parse are kept apart as the
 // questions have always asked them: a set that is not the plugin's idea of
 // one (a label that is not an object) still says whether it holds
-// spec.rules.
-// Who wrote the entry is read from the entry itself.
+// spec.rules. Who wrote the entry is read from the entry itself.
 type owner struct {
 	// rules: the field set holds spec.rules; a set that does not parse
 	// holds nothing. Asked of every entry, whatever its operation.
 	rules bool
-	// rulesRead: the set parses as far as spec.rules (OwnsRules passes over
-	// an Apply entry that does not).
+	// rulesRead: the set parses as far as spec.rules (OwnsRules, which
+	// asks only Apply entries, passes over one that does not).
 	rulesRead bool
 	// read: the set parses as the fields Owned reads; owned is them.
 	read  bool
@@ -84,6 +85,7 @@ func (m ManagedFields) owners() []owner {
 		for i, e := range m.entries {
 			m.parse.owners[i] = readOwner(e)
 		}
+		m.parse.done.Store(true)
 	})
 	return m.parse.owners
 }
@@ -95,10 +97,10 @@ func (m ManagedFields) Equal(o ManagedFields) bool {
 	return equality.Semantic.DeepEqual(m.entries, o.entries)
 }
 
-// DeepCopy copies the entries and shares the parse, which nothing changes.
-// It parses first: a caller that changed its copy's entries (as it must
-// not) before the first question could otherwise change what the original
-// says.
+// DeepCopy copies the entries, and shares the parse once it is made
+// (nothing changes it). One not made yet the copy makes of its own entries:
+// a caller that changed its copy's entries (as it must not) before the
+// first question could otherwise change what the original says.
 func (m ManagedFields) DeepCopy() ManagedFields {
 	if m.entries == nil {
 		return m
@@ -107,9 +109,12 @@ func (m ManagedFields) DeepCopy() ManagedFields {
 	for i := range m.entries {
 		m.entries[i].DeepCopyInto(&out.entries[i])
 	}
-	if m.parse != nil {
-		m.owners()
+	switch {
+	case m.parse == nil:
+	case m.parse.done.Load():
 		out.parse = m.parse
+	default:
+		out.parse = &parse{}
 	}
 	return out
 }
@@ -142,9 +147,9 @@ var rulesKey, labelsKey = []byte(`"f:rules"`), []byte(`"f:labels"`)
 // case-sensitively, as the apiserver writes them. A set that parses as a
 // fieldSet parses as far as spec.rules too (the same f:spec, read the same
 // way), so the second parse is made only of a set that does not. Of an
-// Update entry only spec.rules and the labels are asked (LabelOwners): one
-// that names no labels is parsed only as far as spec.rules, and only when
-// it names them.
+// Update entry only whether it holds spec.rules and its labels are asked
+// (LabelOwners): one that names no labels is parsed only as far as
+// spec.rules, and only when it names them.
 func readOwner(e metav1.ManagedFieldsEntry) owner {
 	var o owner
 	if e.FieldsV1 == nil {
@@ -154,7 +159,9 @@ func readOwner(e metav1.ManagedFieldsEntry) owner {
 	named := bytes.Contains(raw, rulesKey)
 	noLabels := !bytes.Contains(raw, labelsKey) && bytes.IndexByte(raw, '\\') < 0
 	if e.Operation != metav1.ManagedFieldsOperationApply && noLabels {
-		o.rules, o.rulesRead = readRules(raw, named)
+		if named {
+			o.rules, o.rulesRead = readRules(raw, named)
+		}
 		return o
 	}
 	var fields fieldSet

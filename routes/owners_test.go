@@ -49,18 +49,18 @@ func TestManagedFieldsParseEachEntryOnce(t *testing.T) {
 	})
 	want := []owner{
 		// kubectl-client-side-apply: of an Update entry that names no
-		// labels only spec.rules is read.
-		{rulesRead: true},
+		// labels only spec.rules is read, and only when it names them.
+		{},
 		{rulesRead: true, read: true, owned: Owned{Labels: []string{"app.kubernetes.io/instance"}}}, // argocd-controller
 		{}, // rollouts-gatewayapi-ssa, "not json"
 		{rules: true, rulesRead: true, read: true, owned: Owned{ // rollouts-gatewayapi-ssa
 			Labels: []string{"a-label", "rollouts-gatewayapi-ssa/managed"}, Annotations: []string{"rollouts-gatewayapi-ssa/claims"}, Rules: true}},
-		{rulesRead: true},              // hpa-like: f:Rules
+		{},                             // hpa-like: f:Rules
 		{rules: true, rulesRead: true}, // kubectl-edit
 		{},                             // no-fields
 		{rules: true, rulesRead: true}, // odd
 		{rulesRead: true},              // odd-no-rules
-		{rulesRead: true},              // status-writer
+		{},                             // status-writer
 		{rulesRead: true, read: true, owned: Owned{Labels: []string{"app"}}}, // kubectl-label
 		{rulesRead: true, read: true, owned: Owned{Labels: []string{"app"}}}, // kubectl-escaped
 	}
@@ -85,19 +85,25 @@ func TestManagedFieldsParseEachEntryOnce(t *testing.T) {
 }
 
 // A copy's entries are the caller's; changing them (as no caller should)
-// leaves what the original says as it was, though the two share one parse.
+// leaves what the original says as it was. A parse made before the copy is
+// shared, one not made yet is not.
 func TestADeepCopyCannotChangeWhatTheOriginalSays(t *testing.T) {
 	original := NewManagedFields(slices.Clone(ownedEntries))
 	c := original.DeepCopy()
 	for i := range c.Entries() {
 		c.Entries()[i].FieldsV1 = metav1.NewFieldsV1("{}")
 	}
-	c.OwnsRules("rollouts-gatewayapi-ssa")
+	if c.OwnsRules("rollouts-gatewayapi-ssa") {
+		t.Error("the copy answers from entries it no longer has")
+	}
 	if !original.OwnsRules("rollouts-gatewayapi-ssa") || !original.WroteRules("kubectl-edit") {
 		t.Error("the copy's change reached the original's parse")
 	}
 	if diff := cmp.Diff(ownedEntries, original.Entries()); diff != "" {
 		t.Errorf("the original's entries (-want +got):\n%s", diff)
+	}
+	if again := original.DeepCopy(); again.parse != original.parse || !again.OwnsRules("rollouts-gatewayapi-ssa") {
+		t.Error("a copy made after the parse does not share it")
 	}
 }
 
