@@ -199,7 +199,7 @@ func (c *Cleaner) indexClaims(rs []routes.Route) claimIndex {
 		if err != nil {
 			continue
 		}
-		if len(claims.Rollouts()) == 0 && routes.OwnsAnything(r.ManagedFields, c.FieldManager) {
+		if len(claims.Rollouts()) == 0 && r.ManagedFields.OwnsAnything(c.FieldManager) {
 			idx.unclaimed = append(idx.unclaimed, r)
 		}
 		for k, claim := range claims {

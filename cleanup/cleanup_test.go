@@ -123,8 +123,8 @@ func TestUndoPutsTheRouteBack(t *testing.T) {
 	if diff := cmp.Diff(map[string]string{"owner": "shop-team@example.com"}, after.Annotations); diff != "" {
 		t.Errorf("the annotations (-want +got):\n%s", diff)
 	}
-	if len(after.Labels) > 0 || routes.OwnsAnything(after.ManagedFields, fieldManager) {
-		t.Errorf("the plugin's label %v or ownership %+v is left", after.Labels, after.ManagedFields)
+	if len(after.Labels) > 0 || after.ManagedFields.OwnsAnything(fieldManager) {
+		t.Errorf("the plugin's label %v or ownership %+v is left", after.Labels, after.ManagedFields.Entries())
 	}
 }
 

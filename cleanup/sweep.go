@@ -106,7 +106,7 @@ func (s *Sweeper) routes(ctx context.Context) ([]routes.Route, error) {
 	var out []routes.Route
 	for _, ns := range namespaces {
 		err := c.eachRoute(ctx, ns, func(r routes.Route) {
-			if _, claims := r.Annotations[routes.ClaimsAnnotation]; claims || routes.OwnsAnything(r.ManagedFields, c.FieldManager) {
+			if _, claims := r.Annotations[routes.ClaimsAnnotation]; claims || r.ManagedFields.OwnsAnything(c.FieldManager) {
 				out = append(out, r)
 			}
 		})

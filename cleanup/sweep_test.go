@@ -88,8 +88,8 @@ func TestSweepUndoesOnlyTheDeletedRollout(t *testing.T) {
 	if diff := cmp.Diff(kubetest.Rules(route(t, "gone", split{"/", "gone", 0})), kubetest.Rules(f.Route(ns, "gone"))); diff != "" {
 		t.Errorf("route gone is not as before the rollout (-before +after):\n%s", diff)
 	}
-	if _, claimed := gone.Annotations[routes.ClaimsAnnotation]; claimed || routes.OwnsAnything(gone.ManagedFields, fieldManager) {
-		t.Errorf("route gone still carries claims %v or the plugin's ownership %+v", gone.Annotations, gone.ManagedFields)
+	if _, claimed := gone.Annotations[routes.ClaimsAnnotation]; claimed || gone.ManagedFields.OwnsAnything(fieldManager) {
+		t.Errorf("route gone still carries claims %v or the plugin's ownership %+v", gone.Annotations, gone.ManagedFields.Entries())
 	}
 
 	s.Sweep(ctx, start.Add(2*sweepInterval))

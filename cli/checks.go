@@ -144,8 +144,8 @@ func (c *clusterChecks) dryRun(ctx context.Context, p *plan.Plan) {
 				continue
 			}
 			after := p.After[k][i]
-			d := desired.Result{Rules: after.Rules, Labels: owned(after.Labels, routes.OwnedLabels(after.ManagedFields, c.fm)),
-				Annotations: owned(after.Annotations, routes.OwnedAnnotations(after.ManagedFields, c.fm))}
+			d := desired.Result{Rules: after.Rules, Labels: owned(after.Labels, after.ManagedFields.Owned(c.fm).Labels),
+				Annotations: owned(after.Annotations, after.ManagedFields.Owned(c.fm).Annotations)}
 			if err := c.writer.DryRun(ctx, live, ssa.Content{Rules: d.Rules, Labels: d.Labels, Annotations: d.Annotations}); err != nil {
 				p.Problems = append(p.Problems, plan.Problem{Step: stepName(step), Route: ref.String(), Reason: "the apiserver refuses the route: " + err.Error()})
 			}

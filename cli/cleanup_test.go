@@ -116,8 +116,8 @@ func TestCleanupUndoesADeletedRolloutsClaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if routes.OwnsAnything(got.ManagedFields, "argo-rollouts-gatewayapi") {
-		t.Errorf("after the cleanup the plugin still owns fields: %+v", got.ManagedFields)
+	if got.ManagedFields.OwnsAnything("argo-rollouts-gatewayapi") {
+		t.Errorf("after the cleanup the plugin still owns fields: %+v", got.ManagedFields.Entries())
 	}
 	if diff := cmp.Diff(map[string]string{"owner": "shop-team@example.com"}, after.GetAnnotations()); diff != "" {
 		t.Errorf("annotations after the cleanup (-want +got):\n%s", diff)

@@ -117,7 +117,7 @@ func (p *Predecessor) NeedsRecords(live routes.Route, rollout string) bool {
 // the Rollout has managedRoutes, the route's kind has matches, and that
 // plugin's manager wrote spec.rules last.
 func (p *Predecessor) wroteRules(live routes.Route) bool {
-	return p != nil && len(p.Entries) > 0 && live.Kind.HasMatches() && routes.WroteRules(live.ManagedFields, p.Manager)
+	return p != nil && len(p.Entries) > 0 && live.Kind.HasMatches() && live.ManagedFields.WroteRules(p.Manager)
 }
 
 // sendsToCanary says the rule's one backendRef is the canary Service.

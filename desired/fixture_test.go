@@ -62,6 +62,7 @@ func (s *server) live() routes.Route {
 	r := s.route.DeepCopy()
 	r.ResourceVersion = fmt.Sprint(s.rv)
 	r.Schema = s.schema
+	var entries []metav1.ManagedFieldsEntry
 	for _, m := range slices.Sorted(maps.Keys(s.owners)) {
 		o := s.owners[m]
 		fields := map[string]any{}
@@ -85,9 +86,10 @@ func (s *server) live() routes.Route {
 			continue // the apiserver drops an entry that owns nothing
 		}
 		data, _ := json.Marshal(fields)
-		r.ManagedFields = append(r.ManagedFields, metav1.ManagedFieldsEntry{Manager: m, Operation: o.op,
+		entries = append(entries, metav1.ManagedFieldsEntry{Manager: m, Operation: o.op,
 			APIVersion: routes.Group + "/v1", FieldsV1: metav1.NewFieldsV1(string(data))})
 	}
+	r.ManagedFields = routes.NewManagedFields(append(r.ManagedFields.Entries(), entries...))
 	return r
 }
 

@@ -87,8 +87,8 @@ type RuleState struct {
 
 // Inspect reads what the plugin (field manager fieldManager) holds on live.
 func Inspect(live routes.Route, fieldManager string) (Inspection, error) {
-	in := Inspection{Route: live.Ref.String(), PluginOwnsRules: routes.OwnsRules(live.ManagedFields, fieldManager)}
-	for _, e := range live.ManagedFields {
+	in := Inspection{Route: live.Ref.String(), PluginOwnsRules: live.ManagedFields.OwnsRules(fieldManager)}
+	for _, e := range live.ManagedFields.Entries() {
 		o := Owner{Manager: e.Manager, Operation: string(e.Operation), APIVersion: e.APIVersion}
 		if e.Time != nil {
 			o.Time = e.Time.UTC().Format("2006-01-02T15:04:05Z")
@@ -116,7 +116,7 @@ func Inspect(live routes.Route, fieldManager string) (Inspection, error) {
 	for _, key := range slices.Sorted(maps.Keys(claims)) {
 		in.Claims = append(in.Claims, claimState(view, key, claims[key], located, in.PluginOwnsRules))
 	}
-	in.Release = len(claims.Rollouts()) == 0 && routes.OwnsAnything(live.ManagedFields, fieldManager)
+	in.Release = len(claims.Rollouts()) == 0 && live.ManagedFields.OwnsAnything(fieldManager)
 	return in, nil
 }
 

@@ -73,7 +73,7 @@ func reportingControllers(r routes.Route) []string {
 // second, so the write happened before the time returned. ok is false when
 // no status write is recorded.
 func statusWritten(r routes.Route) (at time.Time, ok bool) {
-	for _, e := range r.ManagedFields {
+	for _, e := range r.ManagedFields.Entries() {
 		if e.Subresource == "status" && e.Time != nil && e.Time.After(at) {
 			at, ok = e.Time.Time, true
 		}

@@ -18,10 +18,10 @@ func seStatusAt(controller string, written time.Time) routes.Route {
 	st := stGood(stGateway, 3)
 	st.ControllerName = controller
 	r := stRoute([]routes.ParentRef{stGateway}, st)
-	r.ManagedFields = []metav1.ManagedFieldsEntry{
+	r.ManagedFields = routes.NewManagedFields([]metav1.ManagedFieldsEntry{
 		{Manager: "argo-rollouts-gatewayapi", Operation: metav1.ManagedFieldsOperationApply, Time: &metav1.Time{Time: written.Add(-time.Minute)}},
 		{Manager: "traefik", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status", Time: &metav1.Time{Time: written}},
-	}
+	})
 	return r
 }
 
@@ -105,10 +105,10 @@ func TestSettleRemaining(t *testing.T) {
 func TestStatusWrittenTakesTheNewestStatusEntry(t *testing.T) {
 	r := seStatusAt(traefik, time.Date(2025, 6, 1, 12, 0, 7, 0, time.UTC))
 	newer := time.Date(2025, 6, 1, 12, 0, 9, 0, time.UTC)
-	r.ManagedFields = append(r.ManagedFields,
+	r.ManagedFields = routes.NewManagedFields(append(r.ManagedFields.Entries(),
 		metav1.ManagedFieldsEntry{Manager: "other-gateway", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status", Time: &metav1.Time{Time: newer}},
 		// A newer spec write is not a status write.
-		metav1.ManagedFieldsEntry{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate, Time: &metav1.Time{Time: newer.Add(time.Hour)}})
+		metav1.ManagedFieldsEntry{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate, Time: &metav1.Time{Time: newer.Add(time.Hour)}}))
 	got, ok := statusWritten(r)
 	if !ok || !got.Equal(newer.Add(time.Second)) {
 		t.Fatalf("statusWritten = %v, %v; want %v", got, ok, newer.Add(time.Second))

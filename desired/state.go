@@ -64,7 +64,7 @@ func read(live routes.Route, env Env, undo bool) (state, error) {
 		return state{}, invalid(err)
 	}
 	s := state{live: view, stored: live, env: env, claims: claims, claim: claims[env.Rollout], added: claims.AddedRules(),
-		located: located, owned: routes.OwnedBy(live.ManagedFields, env.FieldManager), adoptions: adoptions}
+		located: located, owned: live.ManagedFields.Owned(env.FieldManager), adoptions: adoptions}
 	mine, err := whose(live.Ref, s.claim, env, undo)
 	if err != nil {
 		return state{}, err
@@ -178,7 +178,7 @@ func (s state) labels() (map[string]string, error) {
 	out := ownedLabels(s.stored, s.owned.Labels)
 	for k, v := range s.env.InProgressLabel {
 		if live, ok := s.stored.Labels[k]; ok && live != v && !slices.Contains(s.owned.Labels, k) {
-			if others := routes.LabelOwners(s.stored.ManagedFields, k, s.env.FieldManager, s.env.PredecessorManager); len(others) > 0 {
+			if others := s.stored.ManagedFields.LabelOwners(k, s.env.FieldManager, s.env.PredecessorManager); len(others) > 0 {
 				return nil, &LabelOwnedError{Route: s.live.Ref, Rollout: s.env.Rollout, Key: k, Managers: others}
 			}
 		}
@@ -206,7 +206,7 @@ func (s state) checkConflict(desired []routes.Rule) ([]routes.Change, error) {
 		return nil, nil
 	}
 	conflict := &ConflictError{Route: s.live.Ref, Rollout: s.env.Rollout,
-		Managers: routes.RulesOwners(s.live.ManagedFields, s.env.FieldManager), Drift: drift, Rules: ruleDrift}
+		Managers: s.live.ManagedFields.RulesOwners(s.env.FieldManager), Drift: drift, Rules: ruleDrift}
 	if s.env.ConflictPolicy != TakeOver {
 		return nil, conflict
 	}

@@ -186,7 +186,7 @@ spec:
 			t.Errorf("%T %v: reasons (-want +got):\n%s", step.call, res.Changes, diff)
 		}
 		live.Rules, live.Annotations, live.Labels = res.Rules, res.Annotations, res.Labels
-		live.ManagedFields = ownedByPlugin
+		live.ManagedFields = routes.NewManagedFields(ownedByPlugin)
 	}
 	for kind := routes.WeightChanged; kind < routes.Bookkeeping; kind++ {
 		if kind.Reason() == "" {

@@ -49,8 +49,8 @@ func servedRoute() *unstructured.Unstructured {
 func scribble(r routes.Route) {
 	r.Labels["app"] = "changed"
 	r.Annotations["note"] = "changed"
-	r.ManagedFields[0].Manager = "changed"
-	r.ManagedFields[0].FieldsV1.SetRawString("{}")
+	r.ManagedFields.Entries()[0].Manager = "changed"
+	r.ManagedFields.Entries()[0].FieldsV1.SetRawString("{}")
 	r.Rules[0].BackendRefs()[0].SetWeight(1)
 	r.Rules[0]["name"] = "changed"
 	r.Parents.Refs[0].Name = "changed"

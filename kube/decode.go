@@ -128,7 +128,7 @@ func (s *served) route() (routes.Route, bool) {
 		Generation:      m.Generation,
 		Labels:          labels,
 		Annotations:     annotations,
-		ManagedFields:   m.ManagedFields,
+		ManagedFields:   routes.NewManagedFields(m.ManagedFields),
 		Parents:         routes.ParentsFrom(m.Namespace, s.Spec.ParentRefs, s.Status.Parents),
 	}
 	if s.Spec.Rules != nil {

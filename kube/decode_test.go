@@ -2,6 +2,7 @@ package kube
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -56,6 +57,55 @@ var fieldsAsValues = cmp.Transformer("fieldsV1", func(f *metav1.FieldsV1) any {
 	return v
 })
 
+// ownership is what a route's ManagedFields say, question by question, of
+// every manager of its entries (and one of none), every label key an entry
+// names and the plugin's in-progress label: what two reads of the same
+// entries must answer alike.
+type ownership struct {
+	Entries     []metav1.ManagedFieldsEntry
+	Owned       map[string]routes.Owned
+	OwnsRules   map[string]bool
+	WroteRules  map[string]bool
+	OwnsAny     map[string]bool
+	RulesOwners map[string][]string
+	LabelOwners map[string][]string
+}
+
+func ownershipSays(m routes.ManagedFields) ownership {
+	o := ownership{Entries: m.Entries(), Owned: map[string]routes.Owned{}, OwnsRules: map[string]bool{}, WroteRules: map[string]bool{},
+		OwnsAny: map[string]bool{}, RulesOwners: map[string][]string{}, LabelOwners: map[string][]string{}}
+	managers := []string{"nobody", "argo-rollouts-gatewayapi"}
+	keys := []string{"rollouts.argoproj.io/gatewayapi-canary"}
+	for _, e := range m.Entries() {
+		managers = append(managers, e.Manager)
+		var set struct {
+			Metadata struct {
+				Labels map[string]any `json:"f:labels"`
+			} `json:"f:metadata"`
+		}
+		if e.FieldsV1 != nil && json.Unmarshal(e.FieldsV1.GetRawBytes(), &set) == nil {
+			for k := range set.Metadata.Labels {
+				keys = append(keys, strings.TrimPrefix(k, "f:"))
+			}
+		}
+	}
+	for _, manager := range managers {
+		owned := m.Owned(manager)
+		o.Owned[manager] = owned
+		keys = append(keys, owned.Labels...)
+		o.OwnsRules[manager], o.WroteRules[manager], o.OwnsAny[manager] = m.OwnsRules(manager), m.WroteRules(manager), m.OwnsAnything(manager)
+		o.RulesOwners[manager] = m.RulesOwners(manager)
+	}
+	for _, key := range keys {
+		o.LabelOwners[key] = m.LabelOwners(key, "argo-rollouts-gatewayapi")
+	}
+	return o
+}
+
+// ownershipAsSaid compares ManagedFields by what they say, entries
+// included (with fieldsAsValues).
+var ownershipAsSaid = cmp.Transformer("ownership", ownershipSays)
+
 // checkDecode fails the test unless decodeRoute and the long way agree on data:
 // the same Route, or both an error. It says whether the one pass read it.
 func checkDecode(t *testing.T, data []byte) (fast bool) {
@@ -68,7 +118,7 @@ func checkDecode(t *testing.T, data []byte) (fast bool) {
 	if err != nil {
 		return false
 	}
-	if diff := cmp.Diff(want, got, fieldsAsValues); diff != "" {
+	if diff := cmp.Diff(want, got, ownershipAsSaid, fieldsAsValues); diff != "" {
 		t.Fatalf("decodeRoute read another route than the long way (-long way +decodeRoute):\n%s\nfor %s", diff, data)
 	}
 	_, fast = decodeFast(data)
@@ -144,8 +194,12 @@ func TestDecodeKeepsTheFieldsThePluginReads(t *testing.T) {
 	if r.Ref != (routes.Ref{Kind: routes.HTTPRoute, Namespace: "shop", Name: "web"}) || r.Version != "v1" || r.ResourceVersion != "419" || r.Generation != 5 {
 		t.Errorf("identity: %+v %s %s %d", r.Ref, r.Version, r.ResourceVersion, r.Generation)
 	}
-	if len(r.ManagedFields) != 3 || r.ManagedFields[2].Subresource != "status" || !strings.Contains(r.ManagedFields[1].FieldsV1.GetRawString(), `"f:gatewayapi-ssa.dev/claims"`) {
-		t.Errorf("managedFields: %+v", r.ManagedFields)
+	if mf := r.ManagedFields.Entries(); len(mf) != 3 || mf[2].Subresource != "status" || !strings.Contains(mf[1].FieldsV1.GetRawString(), `"f:gatewayapi-ssa.dev/claims"`) {
+		t.Errorf("managedFields: %+v", mf)
+	}
+	if !r.ManagedFields.OwnsRules("argo-rollouts-gatewayapi") || !r.ManagedFields.WroteRules("kubectl-create") ||
+		!slices.Equal(r.ManagedFields.LabelOwners("app"), []string{"kubectl-create (Update, gateway.networking.k8s.io/v1)"}) {
+		t.Errorf("ownership read: %+v", ownershipSays(r.ManagedFields))
 	}
 	if w := r.Rules[0].BackendRefs()[1].Weight(); w != 20 {
 		t.Errorf("canary weight %d, want 20", w)

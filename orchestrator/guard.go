@@ -105,7 +105,7 @@ func (r *routeLock) chooseGuard(ctx context.Context, live routes.Route, takeOver
 		return ssa.ByResourceVersion, leave, err
 	}
 	r.chosen = epoch
-	if alone && !takeOver && r.writtenIn(epoch) && routes.OwnsRules(live.ManagedFields, g.fieldManager) && len(routes.RulesOwners(live.ManagedFields, g.fieldManager)) == 0 {
+	if alone && !takeOver && r.writtenIn(epoch) && live.ManagedFields.OwnsRules(g.fieldManager) && len(live.ManagedFields.RulesOwners(g.fieldManager)) == 0 {
 		return ssa.ByOwnership, leave, nil
 	}
 	leave()

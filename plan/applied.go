@@ -18,15 +18,17 @@ import (
 // leaves no other owner; a key only the plugin owned and no longer sends goes.
 func applied(live routes.Route, r desired.Result, fieldManager string) routes.Route {
 	out := live.DeepCopy()
+	entries := out.ManagedFields.Entries()
 	if !r.Unchanged {
-		othersLabels := ownedByOthers(live.ManagedFields, fieldManager, "f:labels")
-		othersAnnotations := ownedByOthers(live.ManagedFields, fieldManager, "f:annotations")
-		out.Labels = applyKeys(live.Labels, routes.OwnedLabels(live.ManagedFields, fieldManager), r.Labels, othersLabels)
-		out.Annotations = applyKeys(live.Annotations, routes.OwnedAnnotations(live.ManagedFields, fieldManager), r.Annotations, othersAnnotations)
+		othersLabels := ownedByOthers(live.ManagedFields.Entries(), fieldManager, "f:labels")
+		othersAnnotations := ownedByOthers(live.ManagedFields.Entries(), fieldManager, "f:annotations")
+		owned := live.ManagedFields.Owned(fieldManager)
+		out.Labels = applyKeys(live.Labels, owned.Labels, r.Labels, othersLabels)
+		out.Annotations = applyKeys(live.Annotations, owned.Annotations, r.Annotations, othersAnnotations)
 		changed := !reflect.DeepEqual(live.Rules, r.Rules)
 		out.Rules = routes.CopyRules(r.Rules)
-		out.ManagedFields = nil
-		for _, e := range live.ManagedFields {
+		entries = nil
+		for _, e := range live.ManagedFields.Entries() {
 			if e.Manager == fieldManager {
 				continue
 			}
@@ -34,14 +36,15 @@ func applied(live routes.Route, r desired.Result, fieldManager string) routes.Ro
 				e = withoutRules(e)
 			}
 			if e.FieldsV1 != nil {
-				out.ManagedFields = append(out.ManagedFields, e)
+				entries = append(entries, e)
 			}
 		}
-		out.ManagedFields = append(out.ManagedFields, pluginEntry(fieldManager, r))
+		entries = append(entries, pluginEntry(fieldManager, r))
 	}
 	if r.Release {
-		out.ManagedFields = slices.DeleteFunc(out.ManagedFields, func(e metav1.ManagedFieldsEntry) bool { return e.Manager == fieldManager })
+		entries = slices.DeleteFunc(entries, func(e metav1.ManagedFieldsEntry) bool { return e.Manager == fieldManager })
 	}
+	out.ManagedFields = routes.NewManagedFields(entries)
 	return out
 }
 

@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/rollout"
-	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
 const planRollout = `apiVersion: argoproj.io/v1alpha1
@@ -118,8 +117,8 @@ func TestPlanEveryStep(t *testing.T) {
 	}
 	// At the end the plugin gives the route back: no claims, no label, no ownership.
 	end := p.After[6][0]
-	if len(end.Labels) > 0 || len(end.Annotations) > 0 || routes.OwnsAnything(end.ManagedFields, "argo-rollouts-gatewayapi") {
-		t.Errorf("after promotion: labels %v, annotations %v, managedFields %v", end.Labels, end.Annotations, end.ManagedFields)
+	if len(end.Labels) > 0 || len(end.Annotations) > 0 || end.ManagedFields.OwnsAnything("argo-rollouts-gatewayapi") {
+		t.Errorf("after promotion: labels %v, annotations %v, managedFields %v", end.Labels, end.Annotations, end.ManagedFields.Entries())
 	}
 }
 

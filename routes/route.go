@@ -24,7 +24,9 @@ type Route struct {
 	Generation      int64
 	Labels          map[string]string
 	Annotations     map[string]string
-	ManagedFields   []metav1.ManagedFieldsEntry
+	// ManagedFields is metadata.managedFields with who owns what in them,
+	// parsed when the route was read.
+	ManagedFields ManagedFields
 	// Rules is spec.rules exactly as served, defaults included.
 	Rules []Rule
 	// Parents is spec.parentRefs and status.parents, read for VerifyStatus;
@@ -69,10 +71,11 @@ func fromObject(u *unstructured.Unstructured, copyRules bool) (Route, error) {
 	if gv.Group != Group || kind.Resource() == "" {
 		return Route{}, fmt.Errorf("%s %s/%s is not a Gateway API route", u.GetKind(), r.Namespace, r.Name)
 	}
-	var err error
-	if r.ManagedFields, err = managedFields(u); err != nil {
+	entries, err := managedFields(u)
+	if err != nil {
 		return Route{}, fmt.Errorf("%s: metadata.managedFields: %w", r.Ref, err)
 	}
+	r.ManagedFields = NewManagedFields(entries)
 	raw, found, err := unstructured.NestedFieldNoCopy(u.Object, "spec", "rules")
 	if err != nil {
 		return Route{}, fmt.Errorf("%s: spec.rules: %w", r.Ref, err)
@@ -144,13 +147,7 @@ func (r Route) DeepCopy() Route {
 	out := r
 	out.Labels = maps.Clone(r.Labels)
 	out.Annotations = maps.Clone(r.Annotations)
-	out.ManagedFields = make([]metav1.ManagedFieldsEntry, len(r.ManagedFields))
-	for i := range r.ManagedFields {
-		r.ManagedFields[i].DeepCopyInto(&out.ManagedFields[i])
-	}
-	if r.ManagedFields == nil {
-		out.ManagedFields = nil
-	}
+	out.ManagedFields = r.ManagedFields.DeepCopy()
 	if r.Rules != nil {
 		out.Rules = CopyRules(r.Rules)
 	}

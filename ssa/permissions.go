@@ -59,7 +59,7 @@ func (w *Writer) ReviewOwnershipChange(ctx context.Context, live routes.Route, r
 	if w.reviews == nil {
 		return nil
 	}
-	owns := routes.OwnsAnything(live.ManagedFields, w.fieldManager)
+	owns := live.ManagedFields.OwnsAnything(w.fieldManager)
 	starts, ends := !owns && !release, owns && release
 	if !starts && !ends {
 		return nil

@@ -128,7 +128,7 @@ type Released struct {
 // answer is the apply's answer the route is known from, nil if nothing was
 // applied.
 func (w *Writer) Release(ctx context.Context, current routes.Route, answer *kube.Answer) (*Released, error) {
-	if !routes.OwnsAnything(current.ManagedFields, w.fieldManager) {
+	if !current.ManagedFields.OwnsAnything(w.fieldManager) {
 		return nil, nil
 	}
 	return w.release(ctx, current, answer)
@@ -164,10 +164,10 @@ func (w *Writer) release(ctx context.Context, current routes.Route, answer *kube
 		if err != nil {
 			return nil, err
 		}
-		if len(claims.Rollouts()) > 0 || !routes.OwnsAnything(live.ManagedFields, w.fieldManager) {
+		if len(claims.Rollouts()) > 0 || !live.ManagedFields.OwnsAnything(w.fieldManager) {
 			return nil, nil // a Rollout started meanwhile, or someone else released it
 		}
-		patch, dropped, err := releasePatch(live.ManagedFields, w.fieldManager)
+		patch, dropped, err := releasePatch(live.ManagedFields.Entries(), w.fieldManager)
 		if err != nil {
 			return nil, err
 		}
