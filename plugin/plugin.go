@@ -201,7 +201,7 @@ func (p *Plugin) VerifyWeight(ro *v1alpha1.Rollout, desiredWeight int32, additio
 	defer p.recoverInto(ro, l, m, &resp)
 	ctx, cancel := p.callContext()
 	defer cancel()
-	call, orch, err := p.decode(ctx, ro, l)
+	call, orch, err := p.decode(ro, l)
 	m.in(call.RouteCluster)
 	switch {
 	case err != nil:
@@ -230,7 +230,7 @@ func (p *Plugin) run(ro *v1alpha1.Rollout, l rollout.Label) (resp types.RpcError
 	defer p.recoverInto(ro, l, m, &resp)
 	ctx, cancel := p.callContext()
 	defer cancel()
-	call, orch, err := p.decode(ctx, ro, l)
+	call, orch, err := p.decode(ro, l)
 	m.in(call.RouteCluster)
 	switch {
 	case err != nil:
@@ -257,12 +257,12 @@ func (p *Plugin) run(ro *v1alpha1.Rollout, l rollout.Label) (resp types.RpcError
 	return types.RpcError{}
 }
 
-// decode decodes the call once (package decode), reading the experiment
-// Services with the backend, and returns the orchestrator of the cluster
-// that holds the Rollout's routes: nil before InitPlugin. The call's own
+// decode decodes the call once (package rollout) and returns the
+// orchestrator of the cluster that holds the Rollout's routes: nil before
+// InitPlugin. The call's own
 // errors come first, then a route cluster the platform team has not
 // configured, or one that cannot be used.
-func (p *Plugin) decode(ctx context.Context, ro *v1alpha1.Rollout, l rollout.Label) (rollout.Call, *orchestrator.Orchestrator, error) {
+func (p *Plugin) decode(ro *v1alpha1.Rollout, l rollout.Label) (rollout.Call, *orchestrator.Orchestrator, error) {
 	p.mu.Lock()
 	b, orchs := p.backend, p.orchs
 	p.mu.Unlock()
