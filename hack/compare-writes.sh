@@ -5,8 +5,9 @@
 # from REF and once with the working tree, recording every write the plugin
 # sends to the apiserver (method, path, body) and every error the tests log
 # from it. It then compares both, normalised for what differs between runs
-# (resourceVersions, uids, the claims' cluster when it is kube-system's UID,
-# timestamps, the index of a managedFields entry a release removes, which
+# (resourceVersions, uids, the claims' cluster when it is kube-system's UID
+# and their clusterUID, both new in each run's envtest, timestamps, the
+# index of a managedFields entry a release removes, which
 # the apiserver orders by the second of each manager's last write, and the
 # test namespaces' numbers:
 # t1-, t2-, … in the order parallel tests start; a name is cut at 50
@@ -39,7 +40,7 @@ canonical() {
 normalise() {
   sed -E 's/"resourceVersion":"[0-9]+"/"resourceVersion":"N"/g; s/"(time|creationTimestamp|lastTransitionTime)":"[^"]*"/"\1":"T"/g;
           s/"uid":"[^"]*"/"uid":"U"/g; s/resourceVersion [0-9]+/resourceVersion N/g; s#/metadata/managedFields/[0-9]+#/metadata/managedFields/N#g;
-          s/\\"cluster\\":\\"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\"/\\"cluster\\":\\"UID\\"/g;
+          s/\\"(cluster|clusterUID)\\":\\"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\"/\\"\1\\":\\"UID\\"/g;
           s/(cluster|member) [0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/\1 UID/g;
           s/\bt[0-9]+-([a-z0-9-]{0,40})[a-z0-9-]*/tN-\1/g' |
     grep -v -i -E 'tworolloutsshareoneroute|testtenrolloutsatonce|teststressforeignwriters|testabusyroutesmetadata|testtwoprocessesononeroute|/leases/' | sort
