@@ -89,6 +89,7 @@ func untilReadFromCache(t *testing.T, rec *harness.Recorder, ns string, call fun
 // cache lists the routes anew and the same call answers the same from it,
 // with no GET.
 func TestACutWatchIsNotReadUntilTheCacheListedAgain(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	create(t, standard, ns, routeYAML("v1", "HTTPRoute", "route"))
 	p := startPlugin(t, standard)
