@@ -185,6 +185,9 @@ var failings = []failing{
 // adding Events. A refusal for what the route is (a conflict, a limit, its
 // gateway, its shape, the apiserver's 422) is a Warning on the route too.
 // A call that succeeds after failing says so once.
+//
+// Serial: instrumentedPlugin sets GORACE (t.Setenv); its cases run in
+// parallel among themselves, on the shared recorder.
 func TestEveryErrorIsOneWarningOnTheRollout(t *testing.T) {
 	shared := startPlugin(t, standard)
 	instrumentedPlugin(t) // built before the cases run in parallel
@@ -338,6 +341,9 @@ func TestAWalkIsToldOnTheRoute(t *testing.T) {
 
 // Without permission to create Events every call works as before, and the
 // plugin says so once in its log, however many Events it could not record.
+//
+// In parallel, though its ServiceAccount's plugin keeps its Lease in
+// ControllerNamespace: the only test in parallel whose plugin does.
 func TestWithoutEventsPermissionCallsWork(t *testing.T) {
 	standard := parallel(t)
 	ns := namespace(t, standard)

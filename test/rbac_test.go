@@ -175,6 +175,9 @@ var rbacWalk = []rbacStep{
 // without them the plugin reads with GETs and says what to grant (without
 // list alone, the watch cache still fills from a streaming watch); so are
 // Events: without them the calls work and the log says what to grant.
+//
+// Serial: its ServiceAccounts have the Role for Leases in ControllerNamespace,
+// where their plugins would be peers of other tests' (parallel).
 func TestTheDocumentedRoleIsEnoughAndEveryVerbIsNeeded(t *testing.T) {
 	role := documentedRole(t)
 	for _, tc := range []struct {
@@ -264,6 +267,9 @@ func TestTheDocumentedRoleIsEnoughAndEveryVerbIsNeeded(t *testing.T) {
 
 // A watch cache refused for want of list and watch heals once they are
 // granted, without a restart: reads come from it again.
+//
+// Serial: its ServiceAccount has the Role for Leases in ControllerNamespace
+// (see TestTheDocumentedRoleIsEnoughAndEveryVerbIsNeeded).
 func TestWatchCacheHealsWhenGranted(t *testing.T) {
 	ns := namespace(t, standard)
 	create(t, standard, ns, routeYAML("v1", "HTTPRoute", "route"))
@@ -364,6 +370,9 @@ func TestDocumentedRolesAgree(t *testing.T) {
 // UDP Services, VerifyWeight, the end and the release); without get or patch
 // on udproutes the first step fails naming the verb on udproutes, and
 // nothing is written.
+//
+// Serial: its ServiceAccounts have the Role for Leases in ControllerNamespace
+// (see TestTheDocumentedRoleIsEnoughAndEveryVerbIsNeeded).
 func TestTheDocumentedRoleCoversUDPRoutes(t *testing.T) {
 	role := documentedRole(t)
 	walk := []rbacStep{rbacWalk[0], rbacWalk[1], rbacWalk[4], rbacWalk[6]}

@@ -126,6 +126,9 @@ func TestACutWatchIsNotReadUntilTheCacheListedAgain(t *testing.T) {
 // here). The next call answers from the routes as they are (the conflict),
 // and, once the watch is let through, from a cache that has listed them
 // anew.
+//
+// Serial: it restarts an apiserver; CPU taken by tests beside it would
+// stretch how long the apiserver is away.
 func TestAnApiserverRestartInTheMiddleOfARollout(t *testing.T) {
 	c, err := harness.Start(harness.Standard)
 	if err != nil {
