@@ -100,8 +100,11 @@ func TestCleanupCommand(t *testing.T) {
 
 // With -cleanup-deleted-rollouts the plugin does it by itself; a Rollout
 // deleted and created again under the same name is left alone.
+//
+// Serial: the sweep lists Rollouts and routes cluster-wide every second.
+// Beside the tests in parallel (-parallel 4) its client's rate limiter left
+// no sweep time to write, and the route was not cleaned in 20 s.
 func TestCleanupSweep(t *testing.T) {
-	standard := parallel(t)
 	ns := namespace(t, standard)
 	for _, svc := range []string{"exp-baseline", "exp-canary"} {
 		service(t, standard, ns, svc, "http:80")
