@@ -22,6 +22,7 @@ type badInput struct {
 // fix; nothing is written, to the route it is about or any other; and the
 // plugin process lives on (no panic, no crash).
 func TestBadInputIsAnErrorAndWritesNothing(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	service(t, standard, ns, "exp", "http:80")
 	routesYAML := map[string]string{

@@ -10,6 +10,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/test/harness"
 )
 
 // A Rollout deleted while its canary held traffic: nothing calls the plugin
@@ -39,7 +41,7 @@ spec:
 `
 }
 
-func deleteRollout(t *testing.T, ns, name string) {
+func deleteRollout(t *testing.T, standard *harness.Cluster, ns, name string) {
 	t.Helper()
 	if err := standard.Dynamic.Resource(rolloutsGVR).Namespace(ns).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -47,14 +49,14 @@ func deleteRollout(t *testing.T, ns, name string) {
 }
 
 // cleanupCommand runs the binary's cleanup command against the test cluster.
-func cleanupCommand(t *testing.T, args ...string) (string, int) {
+func cleanupCommand(t *testing.T, standard *harness.Cluster, args ...string) (string, int) {
 	t.Helper()
 	return runBinary(t, nil, append([]string{"cleanup", "--kubeconfig", standard.Kubeconfig}, args...)...)
 }
 
 // walkMidCanary puts a Rollout mid-canary on route: weight 30 with an
 // experiment, and a header rule.
-func walkMidCanary(t *testing.T, ns, name, route string) {
+func walkMidCanary(t *testing.T, standard *harness.Cluster, ns, name, route string) {
 	t.Helper()
 	p := startPlugin(t, standard)
 	ro := managedRollout(ns, name, `{"httpRoute": "`+route+`"}`, "beta")
@@ -63,26 +65,27 @@ func walkMidCanary(t *testing.T, ns, name, route string) {
 }
 
 func TestCleanupCommand(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	for _, svc := range []string{"exp-baseline", "exp-canary"} {
 		service(t, standard, ns, svc, "http:80")
 	}
 	created := create(t, standard, ns, headerRoute)
 	create(t, standard, ns, rolloutObject("demo", "route"))
-	walkMidCanary(t, ns, "demo", "route")
+	walkMidCanary(t, standard, ns, "demo", "route")
 	before := get(t, standard, "v1", "HTTPRoute", ns, "route").GetResourceVersion()
 
-	if out, code := cleanupCommand(t, ns+"/demo"); code != 1 || !strings.Contains(out, "Rollout "+ns+"/demo exists") {
+	if out, code := cleanupCommand(t, standard, ns+"/demo"); code != 1 || !strings.Contains(out, "Rollout "+ns+"/demo exists") {
 		t.Errorf("cleanup of an existing Rollout: exit %d, %q; want 1 and a refusal", code, out)
 	}
-	deleteRollout(t, ns, "demo")
-	if out, code := cleanupCommand(t, "--dry-run", ns+"/demo"); code != 0 || !strings.Contains(out, "HTTPRoute "+ns+"/route: would change") || !strings.Contains(out, "− rule beta") {
+	deleteRollout(t, standard, ns, "demo")
+	if out, code := cleanupCommand(t, standard, "--dry-run", ns+"/demo"); code != 0 || !strings.Contains(out, "HTTPRoute "+ns+"/route: would change") || !strings.Contains(out, "− rule beta") {
 		t.Errorf("dry run: exit %d, %q", code, out)
 	}
 	if after := get(t, standard, "v1", "HTTPRoute", ns, "route").GetResourceVersion(); after != before {
 		t.Errorf("the dry run wrote (resourceVersion %s → %s)", before, after)
 	}
-	if out, code := cleanupCommand(t, "-n", ns, ns+"/demo"); code != 0 || !strings.Contains(out, "undone") {
+	if out, code := cleanupCommand(t, standard, "-n", ns, ns+"/demo"); code != 0 || !strings.Contains(out, "undone") {
 		t.Errorf("cleanup: exit %d, %q", code, out)
 	}
 	u := get(t, standard, "v1", "HTTPRoute", ns, "route")
@@ -90,13 +93,17 @@ func TestCleanupCommand(t *testing.T) {
 		t.Errorf("after cleanup the spec is not as before the rollout (-before +after):\n%s", diff)
 	}
 	pluginOwnsNothing(t, u)
-	if out, code := cleanupCommand(t, ns+"/demo"); code != 0 || !strings.Contains(out, "nothing to do") {
+	if out, code := cleanupCommand(t, standard, ns+"/demo"); code != 0 || !strings.Contains(out, "nothing to do") {
 		t.Errorf("cleanup again: exit %d, %q", code, out)
 	}
 }
 
 // With -cleanup-deleted-rollouts the plugin does it by itself; a Rollout
 // deleted and created again under the same name is left alone.
+//
+// Serial: the sweep lists Rollouts and routes cluster-wide every second.
+// Beside the tests in parallel (-parallel 4) its client's rate limiter left
+// no sweep time to write, and the route was not cleaned in 20 s.
 func TestCleanupSweep(t *testing.T) {
 	ns := namespace(t, standard)
 	for _, svc := range []string{"exp-baseline", "exp-canary"} {
@@ -106,13 +113,13 @@ func TestCleanupSweep(t *testing.T) {
 	create(t, standard, ns, strings.Replace(headerRoute, "name: route", "name: back", 1))
 	create(t, standard, ns, rolloutObject("gone", "gone"))
 	create(t, standard, ns, rolloutObject("back", "back"))
-	walkMidCanary(t, ns, "gone", "gone")
-	walkMidCanary(t, ns, "back", "back")
+	walkMidCanary(t, standard, ns, "gone", "gone")
+	walkMidCanary(t, standard, ns, "back", "back")
 	backBefore := get(t, standard, "v1", "HTTPRoute", ns, "back")
 
 	startPlugin(t, standard, "-cleanup-deleted-rollouts", "-cleanup-interval=1s")
-	deleteRollout(t, ns, "gone")
-	deleteRollout(t, ns, "back")
+	deleteRollout(t, standard, ns, "gone")
+	deleteRollout(t, standard, ns, "back")
 	create(t, standard, ns, rolloutObject("back", "back"))
 
 	start := time.Now()

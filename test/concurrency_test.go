@@ -13,6 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// The tests of this file are serial: instrumentedPlugin sets GORACE
+// (t.Setenv), and TestTenRolloutsAtOnce measures the plugin under load.
+
 // Both tests run the plugin built with -race and the faultinject tag
 // (instrumentedPlugin): a data race halts it, and a route annotation makes it
 // panic where the test asks.

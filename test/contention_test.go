@@ -24,6 +24,9 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/test/harness"
 )
 
+// The tests of this file are serial: they load the apiserver with other
+// managers' writes, and measure how the walk fares under that load.
+
 // busyWritesPerSecond is what the other managers of
 // TestABusyRoutesMetadataDoesNotStopTheWalk aim at together: three times
 // the 50 a second that made every step of a walk fail on a busy 2-core

@@ -31,6 +31,9 @@ import (
 // Every YAML example in README.md, docs/ and docs/providers/ (```yaml blocks and .yaml files)
 // is applied to a real apiserver with the Gateway API and Argo Rollouts CRDs,
 // so a documented object the apiserver would refuse fails this test.
+//
+// Serial: it installs CRDs into the shared cluster, which changes discovery
+// under every other test's plugin.
 func TestDocumentedYAMLApplies(t *testing.T) {
 	root := harness.RepoRoot()
 	sources := map[string][]string{}

@@ -43,6 +43,7 @@ func withWeight(t *testing.T, rules []any, i, j int, w int64) []any {
 }
 
 func TestRuleNameTouchesOnlyThatRule(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	created := create(t, standard, ns, twoWeightedRules)
 	original := normalizeJSON(t, created.Object["spec"]).(map[string]any)
@@ -94,6 +95,7 @@ func TestRuleNameTouchesOnlyThatRule(t *testing.T) {
 }
 
 func TestMirrorModeFilter(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	created := create(t, standard, ns, twoWeightedRules)
 	original := normalizeJSON(t, created.Object["spec"]).(map[string]any)

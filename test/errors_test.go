@@ -18,6 +18,7 @@ import (
 
 // The calls that have nothing to do yet answer as the controller expects.
 func TestOtherCallsAnswerHonestly(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	create(t, standard, ns, routeYAML("v1", "HTTPRoute", "route"))
 	p := startPlugin(t, standard)
@@ -70,6 +71,7 @@ func TestInitPluginWithoutKubeconfig(t *testing.T) {
 
 // An apiserver refusal is an RpcError naming the route and what to grant.
 func TestForbiddenWriteNamesRouteAndPermission(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	create(t, standard, ns, routeYAML("v1", "HTTPRoute", "route"))
 	ctx := context.Background()
@@ -119,6 +121,7 @@ func TestForbiddenWriteNamesRouteAndPermission(t *testing.T) {
 // surface RemoveManagedRoutes errors; it calls it first on every reconcile
 // before the canary is up).
 func TestMissingRouteIsSetWeightsError(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	create(t, standard, ns, routeYAML("v1", "HTTPRoute", "route"))
 	p := startPlugin(t, standard)
@@ -134,6 +137,7 @@ func TestMissingRouteIsSetWeightsError(t *testing.T) {
 // InitPlugin called again builds nothing: one discovery of the route kind's
 // version and one watch cache for the routes, however often it is called.
 func TestInitPluginTwiceBuildsOnce(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	create(t, standard, ns, routeYAML("v1", "HTTPRoute", "route"))
 	standard.Recorder.Reset()

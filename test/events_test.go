@@ -85,7 +85,7 @@ func headerCall(name string) func(rolloutsrpc.TrafficRouterPlugin, *v1alpha1.Rol
 
 // withRoute creates the usual route and returns the shared plugin and a
 // Rollout with config.
-func withRoute(t *testing.T, ns string, shared rolloutsrpc.TrafficRouterPlugin, config string) (rolloutsrpc.TrafficRouterPlugin, *v1alpha1.Rollout) {
+func withRoute(t *testing.T, standard *harness.Cluster, ns string, shared rolloutsrpc.TrafficRouterPlugin, config string) (rolloutsrpc.TrafficRouterPlugin, *v1alpha1.Rollout) {
 	create(t, standard, ns, routeYAML("v1", "HTTPRoute", "route"))
 	return shared, rollout(ns, config)
 }
@@ -95,18 +95,18 @@ func withRoute(t *testing.T, ns string, shared rolloutsrpc.TrafficRouterPlugin, 
 // they need old CRDs or a route that keeps changing).
 var failings = []failing{
 	{reason: "InvalidConfig", setup: func(t *testing.T, ns string, shared rolloutsrpc.TrafficRouterPlugin) (rolloutsrpc.TrafficRouterPlugin, *v1alpha1.Rollout, func(rolloutsrpc.TrafficRouterPlugin, *v1alpha1.Rollout) rpcErr) {
-		p, ro := withRoute(t, ns, shared, `{"httpRoute": "route", "httpRout": "route"}`)
+		p, ro := withRoute(t, standard, ns, shared, `{"httpRoute": "route", "httpRout": "route"}`)
 		return p, ro, setWeightCall(10)
 	}},
 	{reason: "InvalidStep", setup: func(t *testing.T, ns string, shared rolloutsrpc.TrafficRouterPlugin) (rolloutsrpc.TrafficRouterPlugin, *v1alpha1.Rollout, func(rolloutsrpc.TrafficRouterPlugin, *v1alpha1.Rollout) rpcErr) {
-		p, ro := withRoute(t, ns, shared, `{"httpRoute": "route"}`)
+		p, ro := withRoute(t, standard, ns, shared, `{"httpRoute": "route"}`)
 		return p, ro, headerCall("not-listed")
 	}},
 	{reason: "RouteNotFound", setup: func(t *testing.T, ns string, shared rolloutsrpc.TrafficRouterPlugin) (rolloutsrpc.TrafficRouterPlugin, *v1alpha1.Rollout, func(rolloutsrpc.TrafficRouterPlugin, *v1alpha1.Rollout) rpcErr) {
 		return shared, rollout(ns, `{"httpRoute": "renamed"}`), setWeightCall(10)
 	}},
 	{reason: "ServiceNotFound", setup: func(t *testing.T, ns string, shared rolloutsrpc.TrafficRouterPlugin) (rolloutsrpc.TrafficRouterPlugin, *v1alpha1.Rollout, func(rolloutsrpc.TrafficRouterPlugin, *v1alpha1.Rollout) rpcErr) {
-		p, ro := withRoute(t, ns, shared, `{"httpRoute": "route"}`)
+		p, ro := withRoute(t, standard, ns, shared, `{"httpRoute": "route"}`)
 		return p, ro, setWeightCall(10, v1alpha1.WeightDestination{ServiceName: "exp-missing", Weight: 5})
 	}},
 	{reason: "RouteMismatch", onRoute: true, setup: func(t *testing.T, ns string, shared rolloutsrpc.TrafficRouterPlugin) (rolloutsrpc.TrafficRouterPlugin, *v1alpha1.Rollout, func(rolloutsrpc.TrafficRouterPlugin, *v1alpha1.Rollout) rpcErr) {
@@ -114,7 +114,7 @@ var failings = []failing{
 		return shared, rollout(ns, `{"httpRoute": "route"}`), setWeightCall(10)
 	}},
 	{reason: "Conflict", onRoute: true, setup: func(t *testing.T, ns string, shared rolloutsrpc.TrafficRouterPlugin) (rolloutsrpc.TrafficRouterPlugin, *v1alpha1.Rollout, func(rolloutsrpc.TrafficRouterPlugin, *v1alpha1.Rollout) rpcErr) {
-		p, ro := withRoute(t, ns, shared, `{"httpRoute": "route"}`)
+		p, ro := withRoute(t, standard, ns, shared, `{"httpRoute": "route"}`)
 		if err := p.SetWeight(ro, 10, nil); err.HasError() {
 			t.Fatal(err)
 		}
@@ -154,20 +154,20 @@ var failings = []failing{
 		}
 	}},
 	{reason: "WriteRejected", onRoute: true, setup: func(t *testing.T, ns string, shared rolloutsrpc.TrafficRouterPlugin) (rolloutsrpc.TrafficRouterPlugin, *v1alpha1.Rollout, func(rolloutsrpc.TrafficRouterPlugin, *v1alpha1.Rollout) rpcErr) {
-		p, ro := withRoute(t, ns, shared, `{"httpRoute": "route"}`)
+		p, ro := withRoute(t, standard, ns, shared, `{"httpRoute": "route"}`)
 		// As a CEL rule or admission refuses a write: 422, each of the three applies.
 		standard.Recorder.Inject(harness.Fault{Method: "PATCH", Path: "/namespaces/" + ns + "/httproutes/route", Times: 3, Do: harness.Answer, Status: 422})
 		return p, ro, setWeightCall(10)
 	}},
 	{reason: "ApiserverUnavailable", setup: func(t *testing.T, ns string, shared rolloutsrpc.TrafficRouterPlugin) (rolloutsrpc.TrafficRouterPlugin, *v1alpha1.Rollout, func(rolloutsrpc.TrafficRouterPlugin, *v1alpha1.Rollout) rpcErr) {
-		p, ro := withRoute(t, ns, shared, `{"httpRoute": "route"}`)
+		p, ro := withRoute(t, standard, ns, shared, `{"httpRoute": "route"}`)
 		// Every attempt of every apply answers 503 (the plugin's retries included).
 		standard.Recorder.Inject(harness.Fault{Method: "PATCH", Path: "/namespaces/" + ns + "/httproutes/route", Do: harness.Answer, Status: 503})
 		return p, ro, setWeightCall(10)
 	}},
 	{reason: "PermissionMissing", setup: func(t *testing.T, ns string, _ rolloutsrpc.TrafficRouterPlugin) (rolloutsrpc.TrafficRouterPlugin, *v1alpha1.Rollout, func(rolloutsrpc.TrafficRouterPlugin, *v1alpha1.Rollout) rpcErr) {
 		create(t, standard, ns, routeYAML("v1", "HTTPRoute", "route"))
-		kubeconfig, _ := asServiceAccount(t, ns, "rollouts", without(documentedRole(t).Rules, "httproutes", "patch"))
+		kubeconfig, _ := asServiceAccount(t, standard, ns, "rollouts", without(documentedRole(t).Rules, "httproutes", "patch"))
 		p, _ := startPluginWith(t, pluginBin, kubeconfig)
 		return p, rollout(ns, `{"httpRoute": "route"}`), setWeightCall(10)
 	}},
@@ -185,6 +185,9 @@ var failings = []failing{
 // adding Events. A refusal for what the route is (a conflict, a limit, its
 // gateway, its shape, the apiserver's 422) is a Warning on the route too.
 // A call that succeeds after failing says so once.
+//
+// Serial: instrumentedPlugin sets GORACE (t.Setenv); its cases run in
+// parallel among themselves, on the shared recorder.
 func TestEveryErrorIsOneWarningOnTheRollout(t *testing.T) {
 	shared := startPlugin(t, standard)
 	instrumentedPlugin(t) // built before the cases run in parallel
@@ -254,6 +257,7 @@ func TestEveryErrorIsOneWarningOnTheRollout(t *testing.T) {
 
 // After errors, the first call that works says so on the Rollout, once.
 func TestACallThatWorksAgainSaysSo(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	p := startPlugin(t, standard)
 	create(t, standard, ns, routeYAML("v1", "HTTPRoute", "route"))
@@ -282,6 +286,7 @@ func TestACallThatWorksAgainSaysSo(t *testing.T) {
 // route back; nothing on the Rollout. With -route-events=false the route is
 // told nothing.
 func TestAWalkIsToldOnTheRoute(t *testing.T) {
+	standard := parallel(t)
 	walk := func(t *testing.T, args ...string) (string, []eventsv1.Event) {
 		ns := namespace(t, standard)
 		service(t, standard, ns, "exp-baseline", "http:80")
@@ -336,12 +341,16 @@ func TestAWalkIsToldOnTheRoute(t *testing.T) {
 
 // Without permission to create Events every call works as before, and the
 // plugin says so once in its log, however many Events it could not record.
+//
+// In parallel, though its ServiceAccount's plugin keeps its Lease in
+// ControllerNamespace: the only test in parallel whose plugin does.
 func TestWithoutEventsPermissionCallsWork(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	service(t, standard, ns, "exp-baseline", "http:80")
 	service(t, standard, ns, "exp-canary", "http:80")
 	create(t, standard, ns, routeYAML("v1", "HTTPRoute", "route"))
-	kubeconfig, _ := asServiceAccount(t, ns, "rollouts", without(documentedRole(t).Rules, "events", "create"))
+	kubeconfig, _ := asServiceAccount(t, standard, ns, "rollouts", without(documentedRole(t).Rules, "events", "create"))
 	p, log := startPluginWith(t, pluginBin, kubeconfig)
 	ro := rollout(ns, `{"httpRoute": "route"}`)
 	ro.Spec.Strategy.Canary.TrafficRouting.ManagedRoutes = []v1alpha1.MangedRoutes{{Name: "canary-header"}, {Name: "mirror"}}

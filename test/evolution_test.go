@@ -23,6 +23,7 @@ import (
 // version a kind is served in changes. On a cluster of its own, since the
 // CRDs are changed.
 func TestCRDsChangeUnderARunningPlugin(t *testing.T) {
+	t.Parallel()
 	c, err := harness.Start(harness.V1Alpha2Only)
 	if err != nil {
 		t.Fatal(err)

@@ -47,6 +47,7 @@ func experimentDestinations(baseline, canary int32) []v1alpha1.WeightDestination
 // experiment ends the experiment backends leave and stable gets 100. A
 // backendRef another team added stays, with its weight, throughout.
 func TestExperimentStepOnEveryKind(t *testing.T) {
+	standard := parallel(t)
 	for _, tc := range []struct{ version, kind string }{{"v1", "HTTPRoute"}, {"v1", "GRPCRoute"}, {"v1", "TCPRoute"}, {"v1", "UDPRoute"}} {
 		t.Run(tc.kind, func(t *testing.T) {
 			ns := namespace(t, standard)
@@ -91,6 +92,7 @@ func TestExperimentStepOnEveryKind(t *testing.T) {
 // Both managed rules of a route get the experiment backends, with the port
 // of each rule's stable backendRef; an unmanaged rule gets nothing.
 func TestExperimentOnTwoManagedRules(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	// The stable Service of this test has two ports; so do the experiment Services.
 	service(t, standard, ns, "exp-baseline", "http:80", "grpc:9000")
@@ -141,6 +143,7 @@ spec:
 // backends; a backendRef someone else added to a Service named like an
 // experiment Service stays.
 func TestExperimentRemovalAfterRestart(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	service(t, standard, ns, "exp-baseline", "http:80")
 	service(t, standard, ns, "exp-canary", "http:80")
@@ -181,6 +184,7 @@ spec:
 // A missing experiment Service, an ambiguous port, too many backendRefs and
 // weights over the maximum are errors that say what is wrong; nothing is written.
 func TestExperimentErrorsWriteNothing(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	service(t, standard, ns, "exp-baseline", "http:80")
 	service(t, standard, ns, "exp-ambiguous", "metrics:9090", "admin:9091")
@@ -234,6 +238,7 @@ func TestExperimentErrorsWriteNothing(t *testing.T) {
 // namespace its route) gets experiment backendRefs with the Rollout's
 // namespace set (a ReferenceGrant there allows them).
 func TestExperimentOnRouteInAnotherNamespace(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	service(t, standard, ns, "exp-baseline", "http:80")
 	service(t, standard, ns, "exp-canary", "http:80")

@@ -13,6 +13,10 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/test/harness"
 )
 
+// The tests of this file are serial: they check durations against the
+// plugin's deadlines and Retry-After, which CPU taken by tests beside them
+// would stretch.
+
 // Fault injection: the recorder in front of the apiserver answers 500 and
 // 429, resets connections, holds requests, drops answers after forwarding,
 // and fails one route for good, while the real plugin binary is called over

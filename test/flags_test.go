@@ -17,6 +17,7 @@ import (
 // row, with the default it prints in -h, and no row names a flag it does not
 // have.
 func TestTheFlagTableIsTheBinarysFlags(t *testing.T) {
+	t.Parallel()
 	out, err := exec.Command(pluginBin, "-h").CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s -h: %v\n%s", pluginBin, err, out)

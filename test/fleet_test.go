@@ -98,6 +98,7 @@ func claimsOn(t *testing.T, u *unstructured.Unstructured) routes.Claims {
 // member-b's walks. Each member's sweep of the config cluster takes back
 // only its own claims.
 func TestAFleetMemberDoesNotTakeARouteAnotherMemberWalks(t *testing.T) {
+	t.Parallel()
 	const ns = "store"
 	f := startFleet(t)
 	f.namespace(t, ns)
@@ -205,6 +206,7 @@ func deleteIn(t *testing.T, c *harness.Cluster, ns, name string) {
 // under a claim (its plugin restarted with another -cluster-name) is
 // refused, saying from which name to which.
 func TestFleetMembersOfOneNameAreToldApart(t *testing.T) {
+	t.Parallel()
 	const ns = "store"
 	f := startFleet(t)
 	f.namespace(t, ns)

@@ -92,6 +92,7 @@ func mirrorStep(pct int32) *v1alpha1.SetMirrorRoute {
 // different classes needs both to carry it. A class that publishes nothing
 // is written as before, and the log says so once.
 func TestStepsTheGatewayCannotCarryAreRefused(t *testing.T) {
+	standard := parallel(t)
 	c := standard
 	ns := namespace(t, c)
 	gatewayClass(t, c, ns+"-traefik", traefikClassFeatures...)
@@ -189,6 +190,7 @@ func TestStepsTheGatewayCannotCarryAreRefused(t *testing.T) {
 // the mirror step fails behind Traefik's class, and a parent the files do
 // not hold is not checked, which the plan says.
 func TestPlanSaysWhatTheGatewayCannotCarry(t *testing.T) {
+	t.Parallel()
 	gw := func(name, class string) string {
 		return strings.Replace(gatewayOfClass(name, class), "metadata: {name: "+name+"}", "metadata: {name: "+name+", namespace: shop}", 1)
 	}

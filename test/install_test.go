@@ -35,6 +35,10 @@ const controllerServiceAccount = "system:serviceaccount:argo-rollouts:argo-rollo
 // controller's ServiceAccount with only that RBAC, walks a rollout on every
 // route kind with its watch cache (no warning about list or watch), and
 // records its Events on the routes and the Rollout.
+//
+// Serial: it applies the install's cluster-wide objects (ClusterRoles and
+// their bindings, by their real names) and its ServiceAccount's plugin keeps
+// its Lease in ControllerNamespace.
 func TestInstallManifests(t *testing.T) {
 	root := harness.RepoRoot()
 	ctx := context.Background()
@@ -242,6 +246,9 @@ func (b *syncBuffer) String() string {
 // (read-only, its own volumes and the plugin's kept), and the plugin's entry parses as Argo
 // Rollouts' plugin config with args the plugin takes. install/route-cluster,
 // for the route cluster itself, is applied and used in multicluster_test.go.
+//
+// Serial: it applies the install's objects by their real names, as
+// TestInstallManifests does.
 func TestRouteClusterInstallManifests(t *testing.T) {
 	root := harness.RepoRoot()
 	ctx := context.Background()

@@ -68,6 +68,7 @@ func applyKustomization(t *testing.T, c *harness.Cluster, dir string) {
 // and walks once it is granted; the claims on the cluster's own routes
 // name no cluster.
 func TestTheInstallsRoleCoversServiceImportsAndGrants(t *testing.T) {
+	t.Parallel()
 	c, err := harness.StartConfigCluster(harness.Standard)
 	if err != nil {
 		t.Fatal(err)

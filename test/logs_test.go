@@ -21,7 +21,7 @@ type hclogLine map[string]any
 // the controller, which copies it to plugin-bin/<registered name>) writes
 // JSON here, with the plugin's default log
 // format unless args set one.
-func clientLog(t *testing.T, args ...string) (*harness.PluginProcess, func() []hclogLine) {
+func clientLog(t *testing.T, standard *harness.Cluster, args ...string) (*harness.PluginProcess, func() []hclogLine) {
 	t.Helper()
 	var out syncBuffer
 	logger := hclog.New(&hclog.LoggerOptions{Output: &out, Level: hclog.Trace, Name: "plugin", JSONFormat: true})
@@ -50,10 +50,11 @@ func clientLog(t *testing.T, args ...string) (*harness.PluginProcess, func() []h
 // -logformat=text, the old plugin's kind of line, still works and reaches
 // it at DEBUG, as go-plugin logs any other line.
 func TestThePluginsErrorsReachTheControllersLogAtTheirLevel(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	bad := rollout(ns, `{"httpRoute": "web", "noSuchKey": true}`)
 
-	p, lines := clientLog(t)
+	p, lines := clientLog(t, standard)
 	if err := p.Plugin.SetWeight(bad, 30, nil); !err.HasError() {
 		t.Fatal("SetWeight with an unknown key: no error")
 	}
@@ -78,7 +79,7 @@ func TestThePluginsErrorsReachTheControllersLogAtTheirLevel(t *testing.T) {
 		}
 	}
 
-	text, textLines := clientLog(t, "-logformat=text")
+	text, textLines := clientLog(t, standard, "-logformat=text")
 	if err := text.Plugin.SetWeight(bad, 30, nil); !err.HasError() {
 		t.Fatal("SetWeight with an unknown key: no error")
 	}

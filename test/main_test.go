@@ -19,9 +19,29 @@ var (
 	// binDir holds the binaries the tests build.
 	binDir string
 	// standard is a cluster with Gateway API v1.6.3's standard channel, shared by
-	// the tests; each test works in its own namespace.
+	// the tests; each test works in its own namespace. A test that runs in
+	// parallel shadows it with a view of its own (standard := parallel(t)).
 	standard *harness.Cluster
 )
+
+// parallel runs t in parallel with the other tests that call it, and returns
+// its own view of the standard cluster (harness.Cluster.Own): the requests
+// it records, its hooks and faults, and its plugins' Leases are its alone.
+// A test stays serial (no call) when it must have the apiserver to itself:
+// it restarts it, measures durations or load, sets the environment
+// (t.Setenv, which Go forbids in parallel tests), or changes what is
+// cluster-wide (CRDs, the install's ClusterRoles, ControllerNamespace's
+// Leases). Serial tests run first, alone; the parallel ones after them.
+func parallel(t *testing.T) *harness.Cluster {
+	t.Helper()
+	t.Parallel()
+	view, closeView, err := standard.Own()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(closeView)
+	return view
+}
 
 func TestMain(m *testing.M) {
 	os.Exit(run(m))

@@ -121,6 +121,7 @@ spec:
 // the route stay. Run on the standard and the experimental channel (where CEL
 // enforces unique rule names).
 func TestHeaderRouteLifecycle(t *testing.T) {
+	standard := parallel(t)
 	lifecycle := func(t *testing.T, c *harness.Cluster) {
 		ns := namespace(t, c)
 		created := create(t, c, ns, headerRoute)
@@ -252,6 +253,7 @@ spec:
 // A route with two managed rules gets one header rule per managed rule, in
 // route order, named beta and beta-1; a GRPCRoute gets them too.
 func TestHeaderRoutePerManagedRule(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	create(t, standard, ns, `apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
@@ -324,6 +326,7 @@ backendRefs: [{group: "", kind: Service, name: canary, port: 80, weight: 1}]`)
 // of them to the canary; the weights step around it; RemoveManagedRoutes
 // takes it away.
 func TestMirrorRoute(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	created := create(t, standard, ns, routeYAML("v1", "HTTPRoute", "route"))
 	p := startPlugin(t, standard)
@@ -391,6 +394,7 @@ filters:
 // marked for header routes gets the mirror rule but no header rule; a
 // TCPRoute gets neither. RemoveManagedRoutes then removes the rest.
 func TestTwoManagedRoutesOfOneRollout(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	for _, name := range []string{"a", "b", "c"} {
 		create(t, standard, ns, routeYAML("v1", "HTTPRoute", name))
@@ -434,6 +438,7 @@ func TestTwoManagedRoutesOfOneRollout(t *testing.T) {
 // removes only its own header rule; the in-progress label stays while either
 // has one; a Rollout cannot take a rule name the other uses.
 func TestTwoRolloutsOnOneRoute(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	service(t, standard, ns, "cart-stable", "http:80")
 	service(t, standard, ns, "cart-canary", "http:80")
@@ -507,6 +512,7 @@ spec:
 // A route that already has 16 rules cannot take a header rule: an RpcError
 // naming the route and the limit, and nothing written.
 func TestManagedRuleOverTheLimit(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	var b strings.Builder
 	b.WriteString(routeYAML("v1", "HTTPRoute", "route"))
@@ -538,6 +544,7 @@ func TestManagedRuleOverTheLimit(t *testing.T) {
 // the editor; weight changes, which leave the rule alone, go on; Force takes
 // the rule back.
 func TestEditedHeaderRuleIsAConflict(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	create(t, standard, ns, headerRoute)
 	p := startPlugin(t, standard)
@@ -583,6 +590,7 @@ func TestEditedHeaderRuleIsAConflict(t *testing.T) {
 // Routes found by a selector take header routes when the config says
 // selectedRoutesUseHeaderRoutes: true; a named route keeps its own setting.
 func TestHeaderRouteOnSelectedRoutes(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	for _, name := range []string{"sel-a", "sel-b", "named"} {
 		manifest := strings.Replace(routeYAML("v1", "HTTPRoute", name), "  name: "+name, "  name: "+name+"\n  labels: {canary-of: demo}", 1)

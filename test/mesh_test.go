@@ -65,6 +65,7 @@ func meshRules(t *testing.T, stable, canary int, extraRefs, extraRules string) [
 }
 
 func TestServiceParentAndListenerSetRoutes(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	for _, svc := range []string{"exp-baseline", "exp-canary"} {
 		service(t, standard, ns, svc, "http:80")

@@ -20,6 +20,7 @@ import (
 // the Rollout is one active Rollout; its route cache and the two routes it
 // read are what the watch caches hold.
 func TestMetricsCountTheCallsOfAWalk(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	create(t, standard, ns, routeYAML("v1", "HTTPRoute", "route"))
 	create(t, standard, ns, `apiVersion: gateway.networking.k8s.io/v1
@@ -94,6 +95,7 @@ spec:
 // series after it are those after a call naming one missing route. Nothing
 // of a route (its name, its namespace) is a label.
 func TestMetricsHaveNoSeriesPerRoute(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	p, log := startPluginWith(t, pluginBin, standard.Kubeconfig, "-metrics-address", "127.0.0.1:0")
 	scrape := metricsOf(t, log)

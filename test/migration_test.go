@@ -40,8 +40,9 @@ func oldPlugin(stable, canary int64) update {
 // label stays: it is the old manager's field, which the new plugin shared
 // and never owned alone, so docs/migration.md says to remove it.
 func TestSwitchFromArgoprojLabsMidRollout(t *testing.T) {
+	standard := parallel(t)
 	plugin := fieldManager
-	runScenario(t, []step{
+	runScenario(t, standard, []step{
 		{oldPlugin(70, 30), expect{weights: weightsAB(70, 30), owners: []string{"gatewayAPI"}}},
 		{setWeight{weight: 50}, expect{weights: weightsAB(50, 50), owners: []string{plugin}}},
 		{setWeight{weight: 100}, expect{weights: weightsAB(0, 100), owners: []string{plugin}}},
@@ -94,6 +95,7 @@ func oldSetHeaderRoute(named bool) update {
 // plugin then adopts it at its first call, and 60, RemoveManagedRoutes and 0
 // leave the route's spec exactly as it was before the rollout.
 func TestSwitchFromArgoprojLabsAdoptsItsHeaderRules(t *testing.T) {
+	standard := parallel(t)
 	for _, version := range []string{"v0.12", "v0.15"} {
 		t.Run(version, func(t *testing.T) {
 			ns := namespace(t, standard)
@@ -112,7 +114,7 @@ func TestSwitchFromArgoprojLabsAdoptsItsHeaderRules(t *testing.T) {
 			}
 			ro := rollout(ns, `{"httpRoute": "route"}`)
 			ro.Spec.Strategy.Canary.TrafficRouting.ManagedRoutes = []v1alpha1.MangedRoutes{{Name: "beta"}, {Name: "mirror"}}
-			out, _ := planCmd(t, planRollout(ns, "route"))
+			out, _ := planCmd(t, standard, planRollout(ns, "route"))
 			if !strings.Contains(out, "adopted rule beta: the argoproj-labs/gatewayAPI plugin added it") {
 				t.Errorf("plan before the switch does not say it adopts rule beta:\n%s", out)
 			}

@@ -22,6 +22,9 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/test/harness"
 )
 
+// The tests of this file are serial: they stop a route cluster's
+// apiserver and time how the plugin fares, and count requests per step.
+
 // A fleet as GKE's multi-cluster Gateways run it: the Rollout and its
 // Services in the workload cluster (standard), the HTTPRoute in the fleet's
 // config cluster with ServiceImport backendRefs. The plugin is given the

@@ -16,6 +16,7 @@ import (
 // call naming the key, shop's route is the same byte for byte, and the
 // plugin sends no request outside mallory (but the Leases of its peers).
 func TestANameThatClimbsOutOfItsNamespaceReachesNothing(t *testing.T) {
+	standard := parallel(t)
 	shop := namespace(t, standard)
 	mallory := namespace(t, standard)
 	create(t, standard, shop, routeToServicesOf(mallory))

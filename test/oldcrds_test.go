@@ -112,6 +112,7 @@ func mirrorTo(path string, percent *int32) *v1alpha1.SetMirrorRoute {
 // mirror percentage fails before any write, naming the field and the
 // release that has it.
 func TestHeaderAndMirrorRoutesOnV12StandardCRDs(t *testing.T) {
+	t.Parallel()
 	c := releaseCluster(t, "v1.2.1", harness.Standard)
 	ns := namespace(t, c)
 	created := create(t, c, ns, oldCRDsRoute)
@@ -183,6 +184,7 @@ func TestHeaderAndMirrorRoutesOnV12StandardCRDs(t *testing.T) {
 // name stay so while it leaves them as they are; after a restart, a header
 // rule it writes anew gets its name; removal is exact either way.
 func TestCRDUpgradeGivesRulesNamesMidRollout(t *testing.T) {
+	t.Parallel()
 	c := releaseCluster(t, "v1.3.0", harness.Standard)
 	ns := namespace(t, c)
 	created := create(t, c, ns, oldCRDsRoute)
@@ -255,6 +257,7 @@ func TestCRDUpgradeGivesRulesNamesMidRollout(t *testing.T) {
 // error the plugin would return; without --crds it plans as for the newest
 // CRDs.
 func TestPlanWithOldCRDs(t *testing.T) {
+	t.Parallel()
 	crds, err := harness.ReleaseCRDs("v1.2.1", harness.Standard)
 	if err != nil {
 		t.Fatal(err)

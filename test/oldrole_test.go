@@ -52,6 +52,7 @@ func argoRolloutsRole(t *testing.T) []rbacv1.PolicyRule {
 // other features is named in a clear error: a route of another namespace
 // needs the ReferenceGrants read.
 func TestTheArgoprojLabsPluginsRoleWalks(t *testing.T) {
+	standard := parallel(t)
 	var rules []rbacv1.PolicyRule
 	if err := yaml.Unmarshal([]byte(argoprojLabsRole), &rules); err != nil {
 		t.Fatal(err)
@@ -61,7 +62,7 @@ func TestTheArgoprojLabsPluginsRoleWalks(t *testing.T) {
 	service(t, standard, ns, "exp-baseline", "http:80")
 	service(t, standard, ns, "exp-canary", "http:80")
 	create(t, standard, ns, routeYAML("v1", "HTTPRoute", "route"))
-	kubeconfig, _ := asServiceAccountWithoutLeases(t, ns, "argo-rollouts", rules)
+	kubeconfig, _ := asServiceAccountWithoutLeases(t, standard, ns, "argo-rollouts", rules)
 	p, log := startPluginWith(t, pluginBin, kubeconfig)
 	ro := rollout(ns, `{"httpRoute": "route", "verifyWeight": true}`)
 	ro.Spec.Strategy.Canary.TrafficRouting.ManagedRoutes = []v1alpha1.MangedRoutes{{Name: "canary-header"}, {Name: "mirror"}}

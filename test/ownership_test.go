@@ -125,7 +125,7 @@ type step struct {
 	want expect
 }
 
-func runScenario(t *testing.T, steps []step) {
+func runScenario(t *testing.T, standard *harness.Cluster, steps []step) {
 	ns := namespace(t, standard)
 	create(t, standard, ns, gitRoute)
 	s := &scenario{c: standard, ns: ns, rpc: rpcAdapter{startPlugin(t, standard)}}
@@ -178,16 +178,17 @@ func weightsAB(stable, canary int64) map[string]int64 {
 }
 
 func TestOwnership(t *testing.T) {
+	standard := parallel(t)
 	plugin := fieldManager
 	t.Run("kubectl creates, the plugin walks, owns nothing after", func(t *testing.T) {
-		runScenario(t, []step{
+		runScenario(t, standard, []step{
 			{setWeight{weight: 30}, expect{weights: weightsAB(70, 30), owners: []string{plugin}}},
 			{setWeight{weight: 100}, expect{weights: weightsAB(0, 100), owners: []string{plugin}}},
 			{setWeight{weight: 0}, expect{weights: weightsAB(100, 0), owners: nil, extra: pluginOwnsNothing}},
 		})
 	})
 	t.Run("argocd re-applies Git mid-rollout: conflict error, Argo CD's values kept; Force takes over", func(t *testing.T) {
-		runScenario(t, []step{
+		runScenario(t, standard, []step{
 			{forceApply{"argocd-controller", 100, 0}, expect{weights: weightsAB(100, 0), owners: []string{"argocd-controller"}}},
 			{setWeight{weight: 30}, expect{weights: weightsAB(70, 30), owners: []string{plugin}}},
 			{forceApply{"argocd-controller", 100, 0}, expect{weights: weightsAB(100, 0), owners: []string{"argocd-controller"}}},
@@ -198,14 +199,14 @@ func TestOwnership(t *testing.T) {
 		})
 	})
 	t.Run("a GitOps sync to the values the rollout goes back to is no conflict", func(t *testing.T) {
-		runScenario(t, []step{
+		runScenario(t, standard, []step{
 			{setWeight{weight: 30}, expect{weights: weightsAB(70, 30), owners: []string{plugin}}},
 			{forceApply{"argocd-controller", 100, 0}, expect{weights: weightsAB(100, 0), owners: []string{"argocd-controller"}}},
 			{setWeight{weight: 0}, expect{weights: weightsAB(100, 0), owners: []string{"argocd-controller"}, extra: pluginOwnsNothing}},
 		})
 	})
 	t.Run("others edit hostnames and an unmanaged rule mid-rollout: no conflict, changes kept", func(t *testing.T) {
-		runScenario(t, []step{
+		runScenario(t, standard, []step{
 			{setWeight{weight: 30}, expect{weights: weightsAB(70, 30), owners: []string{plugin}}},
 			{update{"kubectl-edit", func(u *unstructured.Unstructured) {
 				_ = unstructured.SetNestedStringSlice(u.Object, []string{"app.example.com", "app.example.org"}, "spec", "hostnames")
@@ -265,6 +266,7 @@ func staticRuleHasFilter(t *testing.T, u *unstructured.Unstructured) {
 // Neither sees a conflict, no update is lost, and the plugin gives the route
 // back only when both have ended.
 func TestTwoRolloutsShareOneRoute(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	for _, svc := range []string{"stable-b", "canary-b"} {
 		service(t, standard, ns, svc, "http:80")

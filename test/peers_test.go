@@ -18,6 +18,9 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/test/harness"
 )
 
+// The tests of this file are serial: their Leases last 1.5 s, and a
+// renewal late for want of CPU would take a process for gone.
+
 // The protocol by which the plugin's processes of one field manager know
 // of each other (package peers), between processes in this test process,
 // on the real apiserver: who may write guarded by ownership alone, who

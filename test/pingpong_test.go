@@ -28,6 +28,7 @@ func pingPongRollout(ns, config string) *v1alpha1.Rollout {
 // plugin moves weight between the two, never writes a Service, and gives
 // its ownership back when the rollout ends.
 func TestPingPongWalkAndFlip(t *testing.T) {
+	standard := parallel(t)
 	for _, kind := range []string{"TCPRoute", "GRPCRoute", "HTTPRoute", "TLSRoute", "UDPRoute"} {
 		t.Run(kind, func(t *testing.T) { walkPingPong(t, standard, "v1", kind, "tcp:80") })
 	}
@@ -77,6 +78,7 @@ func walkPingPong(t *testing.T, c *harness.Cluster, version, kind, port string) 
 
 // A route without the ping or the pong backendRef is an error naming both.
 func TestPingPongRouteWithoutPong(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	create(t, standard, ns, strings.Replace(routeYAML("v1", "TCPRoute", "route"), "name: stable", "name: ping", 1))
 	p := startPlugin(t, standard)

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/desired"
+	"github.com/gatewayapi-ssa/rollouts-plugin/test/harness"
 )
 
 // The plan and inspect commands of the binary, against a real apiserver.
@@ -80,16 +81,17 @@ func writeFile(t *testing.T, name, content string) string {
 }
 
 // plan runs `plan -f` for the Rollout against the test cluster.
-func planCmd(t *testing.T, rollout string, extra ...string) (string, int) {
+func planCmd(t *testing.T, standard *harness.Cluster, rollout string, extra ...string) (string, int) {
 	t.Helper()
 	return runBinary(t, nil, append([]string{"plan", "--kubeconfig", standard.Kubeconfig, "-f", writeFile(t, "rollout.yaml", rollout)}, extra...)...)
 }
 
 func TestPlanAGoodRollout(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	create(t, standard, ns, headerRoute)
 	rv := get(t, standard, "v1", "HTTPRoute", ns, "route").GetResourceVersion()
-	out, code := planCmd(t, planRollout(ns, "route"), "-o", "json")
+	out, code := planCmd(t, standard, planRollout(ns, "route"), "-o", "json")
 	if code != 0 {
 		t.Fatalf("plan of a good Rollout: exit %d", code)
 	}
@@ -117,7 +119,7 @@ func TestPlanAGoodRollout(t *testing.T) {
 	if got := get(t, standard, "v1", "HTTPRoute", ns, "route").GetResourceVersion(); got != rv {
 		t.Errorf("plan wrote the route (resourceVersion %s → %s)", rv, got)
 	}
-	text, _ := planCmd(t, planRollout(ns, "route"))
+	text, _ := planCmd(t, standard, planRollout(ns, "route"))
 	for _, w := range []string{"step 1: setWeight 20", "Service " + ns + "/stable 100→80", "+ rule beta", "problems: none"} {
 		if !strings.Contains(text, w) {
 			t.Errorf("the text output does not show %q", w)
@@ -126,6 +128,7 @@ func TestPlanAGoodRollout(t *testing.T) {
 }
 
 func TestPlanNamesTheStepThatWouldFail(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	create(t, standard, ns, headerRoute)
 	var refs, matchesA, matchesB strings.Builder
@@ -179,7 +182,7 @@ spec:
 		{"a rule without the canary Service", planRollout(ns, "stable-only"), []string{"step 1 (setWeight 20)", "has no rule whose backendRefs include both"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, code := planCmd(t, tc.rollout)
+			out, code := planCmd(t, standard, tc.rollout)
 			if code != 1 {
 				t.Errorf("exit %d, want 1", code)
 			}
@@ -195,6 +198,7 @@ spec:
 // With --as, the plan checks the identity's permissions: a ServiceAccount
 // that may read routes but not patch them is a problem naming the verbs.
 func TestPlanChecksThePluginsPermissions(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	create(t, standard, ns, headerRoute)
 	ctx := context.Background()
@@ -211,7 +215,7 @@ func TestPlanChecksThePluginsPermissions(t *testing.T) {
 		t.Fatal(err)
 	}
 	rv := get(t, standard, "v1", "HTTPRoute", ns, "route").GetResourceVersion()
-	out, code := planCmd(t, planRollout(ns, "route"), "--as", "system:serviceaccount:"+ns+":controller")
+	out, code := planCmd(t, standard, planRollout(ns, "route"), "--as", "system:serviceaccount:"+ns+":controller")
 	if code != 1 || !strings.Contains(out, "may not patch httproutes.gateway.networking.k8s.io in namespace "+ns+"; grant it (docs/install.md): every write to the routes needs it") {
 		t.Errorf("exit %d; want 1 and a problem naming patch on httproutes and what for", code)
 	}
@@ -229,6 +233,7 @@ func TestPlanChecksThePluginsPermissions(t *testing.T) {
 
 // plan --routes needs no cluster at all.
 func TestPlanFromFilesWithoutACluster(t *testing.T) {
+	t.Parallel()
 	routesFile := writeFile(t, "routes.yaml", strings.Replace(headerRoute, "metadata: {name: route}", "metadata: {name: route, namespace: shop}", 1)+`---
 apiVersion: v1
 kind: Service
@@ -245,6 +250,7 @@ spec:
 // inspect says what the apiserver's managedFields and the claims say: mid-rollout,
 // after another manager's forced apply, after the plugin let go.
 func TestInspect(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	create(t, standard, ns, gitRoute)
 	p := startPlugin(t, standard)

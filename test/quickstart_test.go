@@ -185,6 +185,7 @@ func argsWith(t *testing.T, args []string, path, member string) []string {
 // too. The outputs the page shows (the route's Event, inspect, the second
 // member's Warning) are logged.
 func TestGKEFleetQuickstart(t *testing.T) {
+	t.Parallel()
 	q := readQuickstart(t)
 	if q.entry.Name != "argoproj-labs/gatewayAPI" || !strings.HasPrefix(q.entry.Location, "https://") || q.entry.Sha256 == "" {
 		t.Errorf("the page's entry is %+v; want argoproj-labs/gatewayAPI downloaded over https with a sha256", q.entry)

@@ -67,9 +67,9 @@ func peersRole(t *testing.T) rbacv1.Role {
 // (through a ClusterRole, as docs/install.md does), and install/base's Role for
 // the plugin's Leases in the controller's namespace, and returns a
 // kubeconfig that authenticates with its token.
-func asServiceAccount(t *testing.T, ns, name string, rules []rbacv1.PolicyRule) (string, *harness.Recorder) {
+func asServiceAccount(t *testing.T, standard *harness.Cluster, ns, name string, rules []rbacv1.PolicyRule) (string, *harness.Recorder) {
 	t.Helper()
-	kubeconfig, rec := asServiceAccountWithoutLeases(t, ns, name, rules)
+	kubeconfig, rec := asServiceAccountWithoutLeases(t, standard, ns, name, rules)
 	ctx := context.Background()
 	role := peersRole(t)
 	role.Name = ns + "-" + name + "-peers"
@@ -94,7 +94,7 @@ func asServiceAccount(t *testing.T, ns, name string, rules []rbacv1.PolicyRule) 
 
 // asServiceAccountWithoutLeases is asServiceAccount without the Role for
 // the plugin's Leases.
-func asServiceAccountWithoutLeases(t *testing.T, ns, name string, rules []rbacv1.PolicyRule) (string, *harness.Recorder) {
+func asServiceAccountWithoutLeases(t *testing.T, standard *harness.Cluster, ns, name string, rules []rbacv1.PolicyRule) (string, *harness.Recorder) {
 	t.Helper()
 	ctx := context.Background()
 	kube := standard.Kube
@@ -175,6 +175,9 @@ var rbacWalk = []rbacStep{
 // without them the plugin reads with GETs and says what to grant (without
 // list alone, the watch cache still fills from a streaming watch); so are
 // Events: without them the calls work and the log says what to grant.
+//
+// Serial: its ServiceAccounts have the Role for Leases in ControllerNamespace,
+// where their plugins would be peers of other tests' (parallel).
 func TestTheDocumentedRoleIsEnoughAndEveryVerbIsNeeded(t *testing.T) {
 	role := documentedRole(t)
 	for _, tc := range []struct {
@@ -208,7 +211,7 @@ func TestTheDocumentedRoleIsEnoughAndEveryVerbIsNeeded(t *testing.T) {
 			if tc.resource != "" {
 				rules = without(rules, tc.resource, tc.verb)
 			}
-			kubeconfig, _ := asServiceAccount(t, ns, "rollouts", rules)
+			kubeconfig, _ := asServiceAccount(t, standard, ns, "rollouts", rules)
 			p, log := startPluginWith(t, pluginBin, kubeconfig)
 			ro := rollout(ns, `{"httpRoute": "route", "verifyWeight": true}`)
 			ro.Spec.Strategy.Canary.TrafficRouting.ManagedRoutes = []v1alpha1.MangedRoutes{{Name: "canary-header"}, {Name: "mirror"}}
@@ -264,11 +267,14 @@ func TestTheDocumentedRoleIsEnoughAndEveryVerbIsNeeded(t *testing.T) {
 
 // A watch cache refused for want of list and watch heals once they are
 // granted, without a restart: reads come from it again.
+//
+// Serial: its ServiceAccount has the Role for Leases in ControllerNamespace
+// (see TestTheDocumentedRoleIsEnoughAndEveryVerbIsNeeded).
 func TestWatchCacheHealsWhenGranted(t *testing.T) {
 	ns := namespace(t, standard)
 	create(t, standard, ns, routeYAML("v1", "HTTPRoute", "route"))
 	rules := without(without(documentedRole(t).Rules, "httproutes", "list"), "httproutes", "watch")
-	kubeconfig, rec := asServiceAccount(t, ns, "rollouts", rules)
+	kubeconfig, rec := asServiceAccount(t, standard, ns, "rollouts", rules)
 	p, log := startPluginWith(t, pluginBin, kubeconfig)
 	ro := rollout(ns, `{"httpRoute": "route"}`)
 	if err := p.SetWeight(ro, 10, nil); err.HasError() {
@@ -322,6 +328,7 @@ func routeGETs(rec *harness.Recorder) int {
 // The role is written down twice for two readers: the install guide and
 // the kustomize base. They must say the same.
 func TestDocumentedRolesAgree(t *testing.T) {
+	t.Parallel()
 	root := harness.RepoRoot()
 	roleIn := func(path string) []rbacv1.PolicyRule {
 		t.Helper()
@@ -363,6 +370,9 @@ func TestDocumentedRolesAgree(t *testing.T) {
 // UDP Services, VerifyWeight, the end and the release); without get or patch
 // on udproutes the first step fails naming the verb on udproutes, and
 // nothing is written.
+//
+// Serial: its ServiceAccounts have the Role for Leases in ControllerNamespace
+// (see TestTheDocumentedRoleIsEnoughAndEveryVerbIsNeeded).
 func TestTheDocumentedRoleCoversUDPRoutes(t *testing.T) {
 	role := documentedRole(t)
 	walk := []rbacStep{rbacWalk[0], rbacWalk[1], rbacWalk[4], rbacWalk[6]}
@@ -384,7 +394,7 @@ func TestTheDocumentedRoleCoversUDPRoutes(t *testing.T) {
 			if tc.verb != "" {
 				rules = without(rules, "udproutes", tc.verb)
 			}
-			kubeconfig, _ := asServiceAccount(t, ns, "rollouts", rules)
+			kubeconfig, _ := asServiceAccount(t, standard, ns, "rollouts", rules)
 			p, _ := startPluginWith(t, pluginBin, kubeconfig)
 			ro := rollout(ns, `{"udpRoute": "route", "verifyWeight": true}`)
 			failedAt := ""

@@ -89,6 +89,7 @@ func untilReadFromCache(t *testing.T, rec *harness.Recorder, ns string, call fun
 // cache lists the routes anew and the same call answers the same from it,
 // with no GET.
 func TestACutWatchIsNotReadUntilTheCacheListedAgain(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	create(t, standard, ns, routeYAML("v1", "HTTPRoute", "route"))
 	p := startPlugin(t, standard)
@@ -125,6 +126,9 @@ func TestACutWatchIsNotReadUntilTheCacheListedAgain(t *testing.T) {
 // here). The next call answers from the routes as they are (the conflict),
 // and, once the watch is let through, from a cache that has listed them
 // anew.
+//
+// Serial: it restarts an apiserver; CPU taken by tests beside it would
+// stretch how long the apiserver is away.
 func TestAnApiserverRestartInTheMiddleOfARollout(t *testing.T) {
 	c, err := harness.Start(harness.Standard)
 	if err != nil {

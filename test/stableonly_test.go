@@ -52,7 +52,7 @@ type stableOnlyStep struct {
 // walkStableOnly walks the steps with a plugin restart after the
 // restartAfter-th, and checks the route ends byte for byte as it began,
 // its managedFields aside, with the plugin owning nothing.
-func walkStableOnly(t *testing.T, steps []stableOnlyStep, restartAfter int) {
+func walkStableOnly(t *testing.T, standard *harness.Cluster, steps []stableOnlyStep, restartAfter int) {
 	ns := namespace(t, standard)
 	service(t, standard, ns, "static", "http:8080")
 	service(t, standard, ns, "exp-baseline", "http:80")
@@ -115,8 +115,9 @@ func both(rule0 map[string]int64, stableWeight int64) map[string]int64 {
 // added as a copy of stable's (port 80, the defaults as stored) and leaves
 // at the end, stable back at its default weight.
 func TestStableOnlyRouteWalk(t *testing.T) {
+	standard := parallel(t)
 	with := func(m map[string]int64) map[string]int64 { return both(m, 5) }
-	walkStableOnly(t, []stableOnlyStep{
+	walkStableOnly(t, standard, []stableOnlyStep{
 		{0, nil, with(map[string]int64{"0/stable": 1})},
 		{30, nil, with(map[string]int64{"0/stable": 70, "0/canary": 30})},
 		{30, nil, with(map[string]int64{"0/stable": 70, "0/canary": 30})},
@@ -127,8 +128,9 @@ func TestStableOnlyRouteWalk(t *testing.T) {
 
 // The same with an experiment step, the plugin restarted during it.
 func TestStableOnlyRouteWithAnExperiment(t *testing.T) {
+	standard := parallel(t)
 	with := func(m map[string]int64) map[string]int64 { return both(m, 5) }
-	walkStableOnly(t, []stableOnlyStep{
+	walkStableOnly(t, standard, []stableOnlyStep{
 		{0, nil, with(map[string]int64{"0/stable": 1})},
 		{0, experimentDestinations(5, 25), with(map[string]int64{"0/stable": 70, "0/canary": 0, "0/exp-baseline": 5, "0/exp-canary": 25})},
 		{0, experimentDestinations(5, 25), with(map[string]int64{"0/stable": 70, "0/canary": 0, "0/exp-baseline": 5, "0/exp-canary": 25})},

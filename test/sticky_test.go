@@ -92,6 +92,7 @@ backendRefs: [{group: "", kind: Service, name: %s, port: 80, weight: 1}]
 // canary revision changes the canary cookie and its rule; at 100 % and at 0
 // they leave, and the route is as created.
 func TestStickyCanaryLifecycle(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	created := create(t, standard, ns, stickyRoute)
 	first, err := harness.StartPlugin(pluginBin, standard.Kubeconfig, kubetest.Log(t))
@@ -151,6 +152,7 @@ func TestStickyCanaryLifecycle(t *testing.T) {
 // and rules away with the weight; a header rule added meanwhile copies no
 // cookie and stays until RemoveManagedRoutes.
 func TestStickyCanaryAbortWithAHeaderRule(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	created := create(t, standard, ns, stickyRoute)
 	p := startPlugin(t, standard)
@@ -181,6 +183,7 @@ func TestStickyCanaryAbortWithAHeaderRule(t *testing.T) {
 // route is read; a gateway whose class does not publish backendRef header
 // modification refuses the cookies before any write.
 func TestStickyCanaryErrors(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	created := create(t, standard, ns, stickyRoute)
 	p := startPlugin(t, standard)
@@ -224,11 +227,12 @@ func TestStickyCanaryErrors(t *testing.T) {
 
 // The cleanup command undoes the cookies and rules of a deleted Rollout.
 func TestStickyCanaryCleanup(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	created := create(t, standard, ns, stickyRoute)
 	p := startPlugin(t, standard)
 	must(t, "SetWeight(20)", p.SetWeight(stickyRollout(ns, "bbb222"), 20, nil))
-	out, code := cleanupCommand(t, ns+"/demo")
+	out, code := cleanupCommand(t, standard, ns+"/demo")
 	if code != 0 || !strings.Contains(out, "− rule demo-sticky-canary") || !strings.Contains(out, "sticky cookie") {
 		t.Errorf("cleanup: exit %d, %q", code, out)
 	}

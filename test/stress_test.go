@@ -19,6 +19,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
+// TestStressForeignWritersDuringARollout is serial: it loads the apiserver
+// with foreign writers and reports the rates it held.
+
 // Stress: while a rollout walks a route with an experiment and a header
 // route, four other field managers keep changing the route's labels,
 // annotations and hostnames (server-side apply, merge patch, and a

@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/test/harness"
 )
 
 // rolloutGrant is a ReferenceGrant in namespace ns that lets Rollouts of
@@ -63,7 +65,7 @@ func stored(t *testing.T, u *unstructured.Unstructured) any {
 }
 
 // pluginEventsIn are the Events the plugin recorded in namespace ns.
-func pluginEventsIn(t *testing.T, ns string) []string {
+func pluginEventsIn(t *testing.T, standard *harness.Cluster, ns string) []string {
 	t.Helper()
 	list, err := standard.Kube.EventsV1().Events(ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
@@ -87,6 +89,7 @@ func pluginEventsIn(t *testing.T, ns string) []string {
 // shop's Services (with Gateway API's own ReferenceGrant for the
 // backendRefs) walks exactly, and ends as it began.
 func TestARolloutReachesAnotherNamespaceOnlyWhereGranted(t *testing.T) {
+	standard := parallel(t)
 	shop := namespace(t, standard)
 	teamB := namespace(t, standard)
 	create(t, standard, teamB, `apiVersion: gateway.networking.k8s.io/v1
@@ -136,7 +139,7 @@ spec:
 			t.Errorf("the plugin read or wrote in %s for the shop Rollout: %s %s", teamB, r.Method, r.Path)
 		}
 	}
-	for _, e := range pluginEventsIn(t, teamB) {
+	for _, e := range pluginEventsIn(t, standard, teamB) {
 		if strings.Contains(e, shop) {
 			t.Errorf("an Event about the shop Rollout was recorded in %s: %s", teamB, e)
 		}
@@ -197,6 +200,7 @@ spec:
 // (a plugin started after the revocation), the undo is refused too, and
 // nothing of the namespace but its ReferenceGrants is read.
 func TestARevokedGrantLetsTheRolloutUndoOnlyItsOwnClaim(t *testing.T) {
+	standard := parallel(t)
 	shop := namespace(t, standard)
 	shared := namespace(t, standard)
 	grant := create(t, standard, shared, rolloutGrant(shop, ""))
@@ -289,6 +293,7 @@ func TestARevokedGrantLetsTheRolloutUndoOnlyItsOwnClaim(t *testing.T) {
 // /a/login and a's header step add rules that match only under /a, and c's
 // rule never changes. The end of a's rollout leaves c's walk as it was.
 func TestATenantsAddedRulesStayWithinItsOwnRule(t *testing.T) {
+	standard := parallel(t)
 	a, c, shared := namespace(t, standard), namespace(t, standard), namespace(t, standard)
 	for _, tenant := range []string{a, c} {
 		create(t, standard, shared, rolloutGrant(tenant, ""))

@@ -32,6 +32,7 @@ import (
 // standard channel) and v1alpha2 (a cluster as older installs left it, the
 // experimental channel's only version before v1.6), with UDP Services.
 func TestUDPRoute(t *testing.T) {
+	standard := parallel(t)
 	old, err := harness.Start(harness.V1Alpha2Only)
 	if err != nil {
 		t.Fatal(err)

@@ -152,6 +152,7 @@ func checkVerify(t *testing.T, c *harness.Cluster, p *harness.PluginProcess, ns,
 // condition, and finally Accepted and ResolvedRefs True for the generation the
 // plugin's write produced.
 func TestVerifyWeightFollowsRouteStatus(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	create(t, standard, ns, routeYAML("v1", "HTTPRoute", "route"))
 	p, logs := startPluginCapturingLogs(t, standard)
@@ -233,6 +234,7 @@ func TestVerifyWeightFollowsRouteStatus(t *testing.T) {
 // plane; verifyWeightSettle: 0s verifies by status alone. (The wait running
 // out, on a real Traefik, is make e2e's verify-weight scenario.)
 func TestVerifyWeightWaitsForTraefiksDataPlane(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	create(t, standard, ns, routeYAML("v1", "HTTPRoute", "route"))
 	p, logs := startPluginCapturingLogs(t, standard)
@@ -257,6 +259,7 @@ func TestVerifyWeightWaitsForTraefiksDataPlane(t *testing.T) {
 // Without verifyWeight: true the answer is NotImplemented, with no error,
 // whatever the status says: never a blind Verified.
 func TestVerifyWeightOffIsNotImplemented(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	create(t, standard, ns, routeYAML("v1", "HTTPRoute", "route"))
 	p, _ := startPluginCapturingLogs(t, standard)
@@ -276,6 +279,7 @@ func TestVerifyWeightOffIsNotImplemented(t *testing.T) {
 // A route attached to two listeners of two Gateways is verified only when
 // both report the current generation.
 func TestVerifyWeightTwoParentsOneBehind(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	create(t, standard, ns, `apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
@@ -320,6 +324,7 @@ spec:
 // Every managed route is checked; each route that is behind gets its own
 // log line, and only those.
 func TestVerifyWeightEveryRoute(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	create(t, standard, ns, routeYAML("v1", "HTTPRoute", "route-a"))
 	create(t, standard, ns, routeYAML("v1", "HTTPRoute", "route-b"))
@@ -356,6 +361,7 @@ func section(name string) *gatewayv1.SectionName {
 // stable carries what canary and the experiments leave, and a gateway that
 // cannot find an experiment Service is an error that names it.
 func TestVerifyWeightWithExperimentServices(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	create(t, standard, ns, `apiVersion: v1
 kind: Service

@@ -16,6 +16,7 @@ import (
 // later call on one of the Rollouts starts its namespace's cache again and
 // sets its weights.
 func TestWatchCachesOfNamespacesNoCallUsesAreStopped(t *testing.T) {
+	standard := parallel(t)
 	const rollouts = 50
 	var namespaces []string
 	for range rollouts {

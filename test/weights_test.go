@@ -44,6 +44,7 @@ spec:
 // patch of its managedFields entry that keeps every value (the one write
 // that is not an apply).
 func TestWeightWalkOnEveryKind(t *testing.T) {
+	standard := parallel(t)
 	walk := func(t *testing.T, c *harness.Cluster, version, kind string) {
 		ns := namespace(t, c)
 		create(t, c, ns, routeYAML(version, kind, "route"))
@@ -129,6 +130,7 @@ func TestWeightWalkOnEveryKind(t *testing.T) {
 // A second SetWeight with the same weight sends nothing and leaves the
 // resourceVersion as it was.
 func TestSameWeightTwiceWritesOnce(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	create(t, standard, ns, routeYAML("v1", "HTTPRoute", "route"))
 	p := startPlugin(t, standard)
@@ -188,6 +190,7 @@ spec:
 // annotation is equal before and after a weight change, compared on the whole
 // object.
 func TestOnlyWeightsChange(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	before := create(t, standard, ns, richRoute)
 	p := startPlugin(t, standard)
@@ -228,6 +231,7 @@ func TestOnlyWeightsChange(t *testing.T) {
 // write (the apply's resourceVersion precondition fails and the plugin
 // recomputes from a fresh read).
 func TestOthersChangesSurvive(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	create(t, standard, ns, richRoute)
 	p := startPlugin(t, standard)
@@ -296,6 +300,7 @@ func TestOthersChangesSurvive(t *testing.T) {
 // Two routes by name and three by label selector are all written; a route
 // without the label is not. maxTrafficWeight 1000 splits SetWeight(300) 700/300.
 func TestNamedAndSelectedRoutes(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	for _, name := range []string{"named-a", "named-b", "sel-a", "sel-b", "sel-c", "other"} {
 		manifest := routeYAML("v1", "HTTPRoute", name)
@@ -343,6 +348,7 @@ func TestNamedAndSelectedRoutes(t *testing.T) {
 // row). TestAReadRacingTheWatchEventOfTheWriteSeesTheWrite in routes/ holds
 // that interleaving still; this walks the real binary through it.
 func TestBackToBackStepsWriteEveryRoute(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	const routes, steps = 30, 60
 	for i := range routes {
@@ -379,6 +385,7 @@ func TestBackToBackStepsWriteEveryRoute(t *testing.T) {
 // a route named. After that, a step reads nothing and an unchanged call
 // sends nothing.
 func TestRoutesNoCallUsesAreReadWholeOnceWhenUsed(t *testing.T) {
+	standard := parallel(t)
 	ns := namespace(t, standard)
 	for i := range 200 {
 		create(t, standard, ns, routeYAML("v1", "HTTPRoute", fmt.Sprintf("other-%03d", i)))

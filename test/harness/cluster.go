@@ -16,6 +16,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -279,10 +281,75 @@ func decodeCRDs(data []byte) ([]*apiextensionsv1.CustomResourceDefinition, error
 
 func bufioReader(data []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(data)) }
 
+// Own returns a view of the cluster for one test: the same apiserver and
+// clients, with a recorder and a kubeconfig of its own, so that the
+// requests a test looks at, its hooks and its faults are its alone and tests
+// can run in parallel. close stops the recorder. RestartAPIServer and
+// StopAPIServer are for c itself: a view does not keep the processes they
+// start.
+//
+// The plugins started with the view's kubeconfig keep their Leases (package
+// peers) in a namespace of the view's, not in ControllerNamespace: processes
+// of one field manager in one namespace wait for each other's
+// acknowledgement and write with resourceVersions, which would make every
+// test's plugin a peer of every other test's running beside it.
+func (c *Cluster) Own() (view *Cluster, close func(), err error) {
+	peers := fmt.Sprintf("%s-%d", ControllerNamespace, views.Add(1))
+	if _, err := c.Kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: peers}}, metav1.CreateOptions{}); err != nil {
+		return nil, nil, err
+	}
+	rec, err := NewRecorder(c.Config)
+	if err != nil {
+		return nil, nil, err
+	}
+	path, err := writeKubeconfig(c.dir, "kubeconfig-own-", rec.URL)
+	if err != nil {
+		rec.Close()
+		return nil, nil, err
+	}
+	peersNamespaces.Store(path, peers)
+	v := *c
+	v.Recorder, v.Kubeconfig, v.restarted = rec, path, nil
+	return &v, func() { rec.Close(); peersNamespaces.Delete(path); _ = os.Remove(path) }, nil
+}
+
+// views numbers the namespaces of the views' plugins' Leases.
+var views atomic.Int32
+
+// peersNamespaces maps a view's kubeconfig to the namespace of the Leases
+// of the plugins started with it (StartPlugin's POD_NAMESPACE).
+var peersNamespaces sync.Map
+
+// peersNamespaceFor is the POD_NAMESPACE of a plugin started with kubeconfig.
+func peersNamespaceFor(kubeconfig string) string {
+	if ns, ok := peersNamespaces.Load(kubeconfig); ok {
+		return ns.(string)
+	}
+	return ControllerNamespace
+}
+
+// writeKubeconfig writes a kubeconfig for server into a new file in dir
+// whose name starts with prefix: a file of its own, as tests in parallel may
+// ask for the same user's kubeconfig.
+func writeKubeconfig(dir, prefix, server string) (string, error) {
+	f, err := os.CreateTemp(dir, prefix+"*")
+	if err != nil {
+		return "", err
+	}
+	_, err = f.WriteString(kubeconfigFor(server))
+	return f.Name(), errors.Join(err, f.Close())
+}
+
+// usersMu serialises envtest's AddUser, which is not documented as safe
+// for concurrent use.
+var usersMu sync.Mutex
+
 // KubeconfigAs returns a kubeconfig for a plugin that talks to the cluster as
 // user (through a recorder of its own) and that recorder; RBAC applies to it.
 func (c *Cluster) KubeconfigAs(user string) (string, *Recorder, error) {
+	usersMu.Lock()
 	u, err := c.Env.AddUser(envtest.User{Name: user}, nil)
+	usersMu.Unlock()
 	if err != nil {
 		return "", nil, err
 	}
@@ -291,8 +358,8 @@ func (c *Cluster) KubeconfigAs(user string) (string, *Recorder, error) {
 		return "", nil, err
 	}
 	// KUBECONFIG is a list separated by ':', which a ServiceAccount's user name holds.
-	path := filepath.Join(c.dir, "kubeconfig-"+strings.ReplaceAll(user, ":", "_"))
-	if err := os.WriteFile(path, []byte(kubeconfigFor(rec.URL)), 0o600); err != nil {
+	path, err := writeKubeconfig(c.dir, "kubeconfig-"+strings.ReplaceAll(user, ":", "_")+"-", rec.URL)
+	if err != nil {
 		rec.Close()
 		return "", nil, err
 	}
@@ -316,8 +383,8 @@ func (c *Cluster) KubeconfigForServiceAccount(namespace, name string) (string, *
 	if err != nil {
 		return "", nil, err
 	}
-	path := filepath.Join(c.dir, "kubeconfig-sa-"+namespace+"-"+name)
-	if err := os.WriteFile(path, []byte(kubeconfigFor(rec.URL)), 0o600); err != nil {
+	path, err := writeKubeconfig(c.dir, "kubeconfig-sa-"+namespace+"-"+name+"-", rec.URL)
+	if err != nil {
 		rec.Close()
 		return "", nil, err
 	}

@@ -49,8 +49,9 @@ type PluginProcess struct {
 }
 
 // StartPlugin starts the binary with the kubeconfig in its environment, and
-// POD_NAMESPACE as the controller has it (ControllerNamespace, unless the
-// test's environment sets one), and dispenses the traffic router over RPC.
+// POD_NAMESPACE as the controller has it (ControllerNamespace, or a view's
+// own, Cluster.Own; unless the test's environment sets one), and dispenses
+// the traffic router over RPC.
 // logs receives the plugin's stderr, as text (-logformat=text unless args
 // say otherwise), the lines the tests look for.
 func StartPlugin(bin, kubeconfig string, logs io.Writer, args ...string) (*PluginProcess, error) {
@@ -69,7 +70,7 @@ func StartPluginLogged(bin, kubeconfig string, stderr io.Writer, logger hclog.Lo
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	if os.Getenv("POD_NAMESPACE") == "" {
-		cmd.Env = append(cmd.Env, "POD_NAMESPACE="+ControllerNamespace)
+		cmd.Env = append(cmd.Env, "POD_NAMESPACE="+peersNamespaceFor(kubeconfig))
 	}
 	client := goplugin.NewClient(&goplugin.ClientConfig{
 		HandshakeConfig: goplugin.HandshakeConfig{

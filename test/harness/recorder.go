@@ -179,8 +179,14 @@ var dumpWrites = os.Getenv("RECORDER_DUMP_WRITES")
 // pluginUserAgent starts the plugin's User-Agent (plugin.userAgent).
 const pluginUserAgent = "rollouts-gatewayapi-ssa"
 
+// dumpMu keeps the lines of the recorders of tests in parallel whole: each
+// recorder holds its own lock, not the others'.
+var dumpMu sync.Mutex
+
 // dump appends the write to dumpWrites; called with the recorder's lock held.
 func dump(r *http.Request) {
+	dumpMu.Lock()
+	defer dumpMu.Unlock()
 	body, err := io.ReadAll(r.Body)
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	if err != nil {
