@@ -161,6 +161,10 @@ func TestDecodeReadsWhatTheLongWayReads(t *testing.T) {
 		{"a managedFields entry of the wrong type", served(func(m map[string]any) {
 			meta(m)["managedFields"] = []any{map[string]any{"manager": 7}}
 		}), false},
+		{"a managedFields entry null", served(func(m map[string]any) { meta(m)["managedFields"] = []any{nil} }), false},
+		{"a managedFields entry empty", served(func(m map[string]any) {
+			meta(m)["managedFields"] = []any{map[string]any{}}
+		}), false},
 		{"a time that is not a time", served(func(m map[string]any) {
 			meta(m)["managedFields"] = []any{map[string]any{"manager": "m", "time": "yesterday"}}
 		}), false},
