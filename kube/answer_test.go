@@ -25,7 +25,7 @@ func TestResourceVersionIn(t *testing.T) {
 // finds one. The input is written again from its decoded form first, as the
 // apiserver writes no key twice.
 func FuzzResourceVersionIn(f *testing.F) {
-	f.Add([]byte(servedJSON))
+	f.Add(servedJSON(f))
 	f.Add([]byte(`{"kind":"K","metadata":{"labels":{"resourceVersion":"no"},"resourceVersion":"12"}}`))
 	f.Add([]byte(`{"a":[1,{"b":"}"}],"metadata":{"name":"x\"y","resourceVersion":"7"}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -43,7 +43,7 @@ func FuzzResourceVersionIn(f *testing.F) {
 
 // BenchmarkResourceVersionIn: the scanner against encoding/json on an answer.
 func BenchmarkResourceVersionIn(b *testing.B) {
-	data := []byte(servedJSON)
+	data := servedJSON(b)
 	b.Run("scanner", func(b *testing.B) {
 		for b.Loop() {
 			if _, err := resourceVersionIn(data); err != nil {

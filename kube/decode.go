@@ -3,6 +3,7 @@ package kube
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -118,6 +119,12 @@ func (s *served) route() (routes.Route, bool) {
 	}
 	annotations, ok := stringMap(m.Annotations)
 	if !ok {
+		return routes.Route{}, false
+	}
+	// A managedFields entry of null decodes as an empty one, as {} does; the
+	// long way refuses null (entry i is <nil>, not an object) and reads {}
+	// as the empty entry, so an empty entry is read the long way.
+	if slices.Contains(m.ManagedFields, metav1.ManagedFieldsEntry{}) {
 		return routes.Route{}, false
 	}
 	r := routes.Route{

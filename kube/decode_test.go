@@ -2,6 +2,7 @@ package kube
 
 import (
 	"encoding/json"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -13,26 +14,17 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
-// decodeRoute reads the apiserver's JSON in one pass; whatever it is given, it
-// must answer what reading the same JSON as an unstructured object answers.
-
 // servedJSON is a route as the apiserver serves it after a few steps: every
-// part the plugin reads, and parts it drops (uid, timestamps, hostnames);
-// routes/route_test.go reads the same route.
-const servedJSON = `{"apiVersion":"gateway.networking.k8s.io/v1","kind":"HTTPRoute","metadata":{` +
-	`"annotations":{"gatewayapi-ssa.dev/claims":"{\"shop/web\":{\"canaryWeight\":20}}"},` +
-	`"creationTimestamp":"2026-12-01T15:01:47Z","generation":5,` +
-	`"labels":{"app":"web","rollouts.argoproj.io/gatewayapi-canary":"in-progress"},` +
-	`"managedFields":[` +
-	`{"apiVersion":"gateway.networking.k8s.io/v1","fieldsType":"FieldsV1","fieldsV1":{"f:metadata":{"f:labels":{".":{},"f:app":{}}},"f:spec":{".":{},"f:hostnames":{},"f:parentRefs":{},"f:rules":{}}},"manager":"kubectl-create","operation":"Update","time":"2026-12-01T15:01:47Z"},` +
-	`{"apiVersion":"gateway.networking.k8s.io/v1","fieldsType":"FieldsV1","fieldsV1":{"f:metadata":{"f:annotations":{"f:gatewayapi-ssa.dev/claims":{}}},"f:spec":{"f:rules":{}}},"manager":"argo-rollouts-gatewayapi","operation":"Apply","time":"2026-12-01T15:01:48Z"},` +
-	`{"apiVersion":"gateway.networking.k8s.io/v1","fieldsType":"FieldsV1","fieldsV1":{"f:status":{"f:parents":{}}},"manager":"traefik","operation":"Update","subresource":"status","time":"2026-12-01T15:01:49Z"}],` +
-	`"name":"web","namespace":"shop","resourceVersion":"419","uid":"8d1c7e1a-4a0e-4b6f-9a55-0d1a2c3b4e5f"},` +
-	`"spec":{"hostnames":["web.example.com"],"parentRefs":[{"group":"gateway.networking.k8s.io","kind":"Gateway","name":"gw","sectionName":"http","port":80}],` +
-	`"rules":[{"name":"main","backendRefs":[{"group":"","kind":"Service","name":"stable","port":80,"weight":80},{"group":"","kind":"Service","name":"canary","port":80,"weight":20}],` +
-	`"matches":[{"path":{"type":"PathPrefix","value":"/"}}],"timeouts":{"request":"10s"},"x-newer":1.5}]},` +
-	`"status":{"parents":[{"controllerName":"traefik.io/gateway-controller","parentRef":{"name":"gw"},` +
-	`"conditions":[{"type":"Accepted","status":"True","reason":"Accepted","message":"ok","observedGeneration":5,"lastTransitionTime":"2026-12-01T15:01:49Z"}]}]}}`
+// part the plugin reads, and parts it drops (uid, timestamps, hostnames). It
+// is routes' testdata/served-route.json, which routes/route_test.go reads too.
+func servedJSON(tb testing.TB) []byte {
+	tb.Helper()
+	data, err := os.ReadFile("../routes/testdata/served-route.json")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return data
+}
 
 // readLongWay is what the plugin read before decodeRoute: the JSON as an
 // unstructured object, then routes.FromUnstructured.
@@ -125,10 +117,12 @@ func checkDecode(t *testing.T, data []byte) (fast bool) {
 	return fast
 }
 
+// decodeRoute reads the apiserver's JSON in one pass; whatever it is given, it
+// must answer what reading the same JSON as an unstructured object answers.
 func TestDecodeReadsWhatTheLongWayReads(t *testing.T) {
 	served := func(edit func(m map[string]any)) []byte {
 		var m map[string]any
-		if err := json.Unmarshal([]byte(servedJSON), &m); err != nil {
+		if err := json.Unmarshal(servedJSON(t), &m); err != nil {
 			t.Fatal(err)
 		}
 		edit(m)
@@ -145,7 +139,7 @@ func TestDecodeReadsWhatTheLongWayReads(t *testing.T) {
 		data []byte
 		fast bool // the one pass reads it
 	}{
-		{"a route as served", []byte(servedJSON), true},
+		{"a route as served", servedJSON(t), true},
 		{"a routes.GRPCRoute in v1alpha2", served(func(m map[string]any) {
 			m["kind"], m["apiVersion"] = "GRPCRoute", routes.Group+"/v1alpha2"
 		}), true},
@@ -167,6 +161,10 @@ func TestDecodeReadsWhatTheLongWayReads(t *testing.T) {
 		{"a managedFields entry of the wrong type", served(func(m map[string]any) {
 			meta(m)["managedFields"] = []any{map[string]any{"manager": 7}}
 		}), false},
+		{"a managedFields entry null", served(func(m map[string]any) { meta(m)["managedFields"] = []any{nil} }), false},
+		{"a managedFields entry empty", served(func(m map[string]any) {
+			meta(m)["managedFields"] = []any{map[string]any{}}
+		}), false},
 		{"a time that is not a time", served(func(m map[string]any) {
 			meta(m)["managedFields"] = []any{map[string]any{"manager": "m", "time": "yesterday"}}
 		}), false},
@@ -187,7 +185,7 @@ func TestDecodeReadsWhatTheLongWayReads(t *testing.T) {
 
 // The route decodeRoute returns holds what the apiserver served, field by field.
 func TestDecodeKeepsTheFieldsThePluginReads(t *testing.T) {
-	r, err := decodeRoute([]byte(servedJSON))
+	r, err := decodeRoute(servedJSON(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +218,7 @@ func TestDecodeKeepsTheFieldsThePluginReads(t *testing.T) {
 // serves no object with a key twice, which only a map (the long way) reads
 // as the last one wins throughout.
 func FuzzDecode(f *testing.F) {
-	f.Add([]byte(servedJSON))
+	f.Add(servedJSON(f))
 	f.Add([]byte(`{"apiVersion":"gateway.networking.k8s.io/v1alpha2","kind":"TCPRoute","metadata":{"name":"t","labels":{"a":"b"}},"spec":{"rules":[{"backendRefs":[{"name":"s","port":1e3}]}]}}`))
 	f.Add([]byte(`{"apiVersion":"gateway.networking.k8s.io/v1","kind":"UDPRoute","metadata":{"name":"dns","namespace":"n"},"spec":{"rules":[{"name":"main","backendRefs":[{"name":"dns-stable","port":53,"weight":100}]}]}}`))
 	f.Add([]byte(`{"apiVersion":"gateway.networking.k8s.io/v1","kind":"TLSRoute","metadata":{"managedFields":[{"manager":"m","fieldsV1":null,"time":null}]},"spec":null,"status":{"parents":[null,{"parentRef":{"group":""}}]}}`))
@@ -245,7 +243,7 @@ func canonicalJSON(data []byte) ([]byte, bool) {
 
 // BenchmarkDecode: reading a served route in one pass, and the long way.
 func BenchmarkDecode(b *testing.B) {
-	data := []byte(servedJSON)
+	data := servedJSON(b)
 	b.Run("one pass", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {

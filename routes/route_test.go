@@ -1,6 +1,7 @@
 package routes
 
 import (
+	"os"
 	"testing"
 	"time"
 
@@ -9,29 +10,18 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// servedJSON is a route as the apiserver serves it after a few steps: every
-// part the plugin reads, and parts it drops (uid, timestamps, hostnames).
-// kube's tests of the one-pass decoder read the same route (kube/decode_test.go).
-const servedJSON = `{"apiVersion":"gateway.networking.k8s.io/v1","kind":"HTTPRoute","metadata":{` +
-	`"annotations":{"gatewayapi-ssa.dev/claims":"{\"shop/web\":{\"canaryWeight\":20}}"},` +
-	`"creationTimestamp":"2026-12-01T15:01:47Z","generation":5,` +
-	`"labels":{"app":"web","rollouts.argoproj.io/gatewayapi-canary":"in-progress"},` +
-	`"managedFields":[` +
-	`{"apiVersion":"gateway.networking.k8s.io/v1","fieldsType":"FieldsV1","fieldsV1":{"f:metadata":{"f:labels":{".":{},"f:app":{}}},"f:spec":{".":{},"f:hostnames":{},"f:parentRefs":{},"f:rules":{}}},"manager":"kubectl-create","operation":"Update","time":"2026-12-01T15:01:47Z"},` +
-	`{"apiVersion":"gateway.networking.k8s.io/v1","fieldsType":"FieldsV1","fieldsV1":{"f:metadata":{"f:annotations":{"f:gatewayapi-ssa.dev/claims":{}}},"f:spec":{"f:rules":{}}},"manager":"argo-rollouts-gatewayapi","operation":"Apply","time":"2026-12-01T15:01:48Z"},` +
-	`{"apiVersion":"gateway.networking.k8s.io/v1","fieldsType":"FieldsV1","fieldsV1":{"f:status":{"f:parents":{}}},"manager":"traefik","operation":"Update","subresource":"status","time":"2026-12-01T15:01:49Z"}],` +
-	`"name":"web","namespace":"shop","resourceVersion":"419","uid":"8d1c7e1a-4a0e-4b6f-9a55-0d1a2c3b4e5f"},` +
-	`"spec":{"hostnames":["web.example.com"],"parentRefs":[{"group":"gateway.networking.k8s.io","kind":"Gateway","name":"gw","sectionName":"http","port":80}],` +
-	`"rules":[{"name":"main","backendRefs":[{"group":"","kind":"Service","name":"stable","port":80,"weight":80},{"group":"","kind":"Service","name":"canary","port":80,"weight":20}],` +
-	`"matches":[{"path":{"type":"PathPrefix","value":"/"}}],"timeouts":{"request":"10s"},"x-newer":1.5}]},` +
-	`"status":{"parents":[{"controllerName":"traefik.io/gateway-controller","parentRef":{"name":"gw"},` +
-	`"conditions":[{"type":"Accepted","status":"True","reason":"Accepted","message":"ok","observedGeneration":5,"lastTransitionTime":"2026-12-01T15:01:49Z"}]}]}}`
-
-// servedObject is servedJSON as an unstructured object.
+// servedObject is testdata/served-route.json as an unstructured object: a
+// route as the apiserver serves it after a few steps, with every part the
+// plugin reads and parts it drops (uid, timestamps, hostnames). kube's tests
+// of the one-pass decoder read the same file (kube/decode_test.go).
 func servedObject(t *testing.T) *unstructured.Unstructured {
 	t.Helper()
+	data, err := os.ReadFile("testdata/served-route.json")
+	if err != nil {
+		t.Fatal(err)
+	}
 	u := &unstructured.Unstructured{}
-	if err := u.UnmarshalJSON([]byte(servedJSON)); err != nil {
+	if err := u.UnmarshalJSON(data); err != nil {
 		t.Fatal(err)
 	}
 	return u
