@@ -99,7 +99,7 @@ type split struct {
 
 // recordedSplit reads stable, canary and the split's total per rule from the
 // recorded weights: SetWeight records, per weighted rule, stable first, then
-// canary, then the experiment backends (recordWeights).
+// canary, then the experiment backends (transform.RecordWeights).
 func recordedSplit(namespace string, recorded []routes.RecordedWeight) (split, error) {
 	s := split{total: map[string]int64{}}
 	seen := map[string]int{}

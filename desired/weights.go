@@ -13,34 +13,43 @@ func (c SetWeight) Desired(live routes.Route, env Env) (Result, error) {
 }
 
 func (c SetWeight) decide(s state) (Result, error) {
-	live := s.live
-	routed, canaryRefs, changes := c.canaryRefs(s)
-	rules, weightChanges, err := transform.SetWeights(routed, c.Split, s.targeting())
-	if err != nil && !c.endsOnStableOnly(s, routed) {
-		return Result{}, invalid(err)
-	} else if err != nil {
-		rules, err = routed.Rules, nil // the canary's backendRefs are gone: nothing to weigh
-	}
-	exp := c.Experiment
-	exp.Targeting = s.targeting()
-	rules, backends, expChanges, err := transform.SetExperimentRefs(live, rules, exp, s.claim.Backends)
+	sticky := c.stickyInPlay(s)
+	view := c.view(s, sticky)
+	res, err := transform.Weigh(view)
 	if err != nil {
 		return Result{}, invalid(err)
 	}
+	rules, changes, weights := res.Rules, res.Changes, res.Weights
 	claim := s.claim
-	claim.CanaryWeight, claim.Backends, claim.CanaryRefs = c.Split.CanaryWeight, backends, canaryRefs
-	changes = append(changes, transform.Notes(weightChanges)...)
-	changes = append(changes, expChanges...)
-	if c.Sticky != nil || len(s.claim.StickyRules) > 0 || len(s.claim.RefFilters) > 0 {
+	claim.CanaryWeight, claim.Backends, claim.CanaryRefs = c.Split.CanaryWeight, res.Backends, res.CanaryRefs
+	if sticky {
 		if rules, claim, changes, err = c.sticky(s, rules, claim, changes); err != nil {
 			return Result{}, err
 		}
+		weights = transform.RecordWeights(view.Live.Namespace, rules, view.Split, res.Backends, view.Targeting)
 	}
-	claim.Weights = recordWeights(live.Namespace, rules, c.Split, backends, s.targeting())
+	claim.Weights = weights
 	if !claim.Active() {
 		claim = routes.Claim{} // the Rollout ends here: nothing left to record
 	}
 	return s.finish(rules, changes, claim, true)
+}
+
+// view is what the call's rule work reads of the route, built once: the
+// live route, the targeting, the claim's canary and experiment backendRefs,
+// the backendRef filters the plugin added, and the call's split and
+// experiment. With sticky the weights are recorded after the sticky step.
+func (c SetWeight) view(s state, sticky bool) transform.WeighInput {
+	return transform.WeighInput{Live: s.live, Split: c.Split, Experiment: c.Experiment, Targeting: s.targeting(),
+		CanaryRefs: s.claim.CanaryRefs, Backends: s.claim.Backends, AddedRefFilters: s.claims.AddedRefFilters(),
+		Ends: c.ends(), AddCanaryBackendRef: s.env.AddCanaryBackendRef, StickyNext: sticky}
+}
+
+// stickyInPlay says the call has a sticky step: the Rollout has
+// stickyCanary, or its claim records sticky rules or cookie filters to take
+// away.
+func (c SetWeight) stickyInPlay(s state) bool {
+	return c.Sticky != nil || len(s.claim.StickyRules) > 0 || len(s.claim.RefFilters) > 0
 }
 
 // sticky puts the cookie filters and rules of stickyCanary on the rules
@@ -66,33 +75,4 @@ func (c SetWeight) sticky(s state, rules []routes.Rule, claim routes.Claim, chan
 // experiment.
 func (c SetWeight) ends() bool {
 	return c.Split.CanaryWeight == 0 && len(c.Experiment.Destinations) == 0
-}
-
-// canaryRefs is the live route with the canary backendRefs addCanaryBackendRef
-// adds while the canary or an experiment has weight, or without those the
-// claim records when the call ends the rollout; and their record.
-func (c SetWeight) canaryRefs(s state) (routes.Route, []routes.AddedCanary, []routes.Change) {
-	in := transform.CanaryInput{Stable: c.Split.Stable, Canary: c.Split.Canary, Targeting: s.targeting(), AddedRefFilters: s.claims.AddedRefFilters()}
-	routed := s.live
-	var changes []routes.Change
-	switch {
-	case c.ends():
-		routed.Rules, changes = transform.RemoveCanary(s.live, s.live.Rules, in, s.claim.CanaryRefs)
-		return routed, nil, changes
-	case s.env.AddCanaryBackendRef:
-		var refs []routes.AddedCanary
-		routed.Rules, refs, changes = transform.AddCanary(s.live, s.live.Rules, in, s.claim.CanaryRefs)
-		return routed, refs, changes
-	}
-	return routed, s.claim.CanaryRefs, nil
-}
-
-// endsOnStableOnly says a call that ends the rollout finds, with
-// addCanaryBackendRef, only rules that hold the stable backendRef alone:
-// there is no weight to set.
-func (c SetWeight) endsOnStableOnly(s state, routed routes.Route) bool {
-	t := s.targeting()
-	return c.ends() && (s.env.AddCanaryBackendRef || len(s.claim.CanaryRefs) > 0) &&
-		len(transform.WeightedRules(routed.Namespace, routed.Rules, c.Split.Stable, c.Split.Canary, t)) == 0 &&
-		len(transform.StableOnly(routed.Namespace, routed.Rules, c.Split.Stable, c.Split.Canary, t)) > 0
 }

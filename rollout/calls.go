@@ -39,28 +39,44 @@ func validateSplit(ro *v1alpha1.Rollout, weight int32, additional []v1alpha1.Wei
 		CanaryWeight: int64(weight),
 		MaxWeight:    max,
 	}
-	if err := split.Check(); err != nil { // the canary weight: nothing reserved yet
-		return transform.Split{}, err
-	}
 	seen := map[string]bool{}
+	var entry error // the first additionalDestinations entry that is wrong
 	for _, d := range additional {
-		switch {
-		case d.ServiceName == "":
-			return transform.Split{}, fmt.Errorf("additionalDestinations has an entry (weight %d) with no Service name: Argo Rollouts creates no Service for an experiment template whose pod template has no container port; give the template's container a port", d.Weight)
-		case notALabel(d.ServiceName) != "":
-			return transform.Split{}, fmt.Errorf("additionalDestinations: experiment Service %q is not a Service name (a DNS-1123 label): %s", d.ServiceName, notALabel(d.ServiceName))
-		case d.Weight < 0:
-			return transform.Split{}, fmt.Errorf("experiment Service %s has negative weight %d", d.ServiceName, d.Weight)
-		case seen[d.ServiceName]:
-			return transform.Split{}, fmt.Errorf("experiment Service %s is listed twice in additionalDestinations", d.ServiceName)
+		if entry = destinationError(d, seen); entry != nil {
+			break
 		}
 		seen[d.ServiceName] = true
 		split.Reserved += int64(d.Weight)
 	}
-	if err := split.Check(); err != nil {
+	// One check: a canary weight out of range is reported first, then a
+	// wrong entry, then weights that exceed maxTrafficWeight.
+	var refused *transform.SplitError
+	switch err := split.Check(); {
+	case err != nil && !(errors.As(err, &refused) && refused.Exceeds):
+		return transform.Split{}, err
+	case entry != nil:
+		return transform.Split{}, entry
+	case err != nil:
 		return transform.Split{}, fmt.Errorf("%w; nothing was written", err)
 	}
 	return split, nil
+}
+
+// destinationError says what is wrong with an additionalDestinations entry:
+// no Service name or not one, a negative weight, a Service named before
+// (seen).
+func destinationError(d v1alpha1.WeightDestination, seen map[string]bool) error {
+	switch {
+	case d.ServiceName == "":
+		return fmt.Errorf("additionalDestinations has an entry (weight %d) with no Service name: Argo Rollouts creates no Service for an experiment template whose pod template has no container port; give the template's container a port", d.Weight)
+	case notALabel(d.ServiceName) != "":
+		return fmt.Errorf("additionalDestinations: experiment Service %q is not a Service name (a DNS-1123 label): %s", d.ServiceName, notALabel(d.ServiceName))
+	case d.Weight < 0:
+		return fmt.Errorf("experiment Service %s has negative weight %d", d.ServiceName, d.Weight)
+	case seen[d.ServiceName]:
+		return fmt.Errorf("experiment Service %s is listed twice in additionalDestinations", d.ServiceName)
+	}
+	return nil
 }
 
 // setWeight decodes SetWeight(weight, additional). An experiment step

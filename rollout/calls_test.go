@@ -79,6 +79,43 @@ func TestValidateSplit(t *testing.T) {
 	}
 }
 
+// validateSplit reports the first fault in this order, each in its own
+// words: a canary weight outside 0..maxTrafficWeight, as Check says it; the
+// first wrong additionalDestinations entry, even when the entries before it
+// already exceed maxTrafficWeight; then weights that exceed it, saying
+// nothing was written.
+func TestValidateSplitSaysTheFirstFault(t *testing.T) {
+	dest := func(name string, w int32) v1alpha1.WeightDestination {
+		return v1alpha1.WeightDestination{ServiceName: name, Weight: w}
+	}
+	for _, tc := range []struct {
+		name       string
+		weight     int32
+		additional []v1alpha1.WeightDestination
+		err        string
+	}{
+		{name: "canary weight over the maximum, an entry without a name", weight: 101, additional: []v1alpha1.WeightDestination{dest("", 5)},
+			err: "weight 101 is outside 0..100 (spec.strategy.canary.trafficRouting.maxTrafficWeight)"},
+		{name: "negative canary weight, entries that exceed", weight: -1, additional: []v1alpha1.WeightDestination{dest("exp", 200)},
+			err: "weight -1 is outside 0..100 (spec.strategy.canary.trafficRouting.maxTrafficWeight)"},
+		{name: "entries that exceed, then one listed twice", weight: 80, additional: []v1alpha1.WeightDestination{dest("exp", 25), dest("exp", 5)},
+			err: "experiment Service exp is listed twice in additionalDestinations"},
+		{name: "entries that exceed, then a negative one", weight: 80, additional: []v1alpha1.WeightDestination{dest("a", 25), dest("b", -5)},
+			err: "experiment Service b has negative weight -5"},
+		{name: "the first wrong entry", weight: 10, additional: []v1alpha1.WeightDestination{dest("a", 5), dest("B", 5), dest("", 5)},
+			err: `additionalDestinations: experiment Service "B" is not a Service name (a DNS-1123 label): ` + notALabel("B")},
+		{name: "entries that exceed", weight: 80, additional: []v1alpha1.WeightDestination{dest("a", 15), dest("b", 10)},
+			err: "canary weight 80 plus experiment weights 25 exceed maxTrafficWeight 100; nothing was written"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := validateSplit(cfgRollout(DefaultPluginName, `{"httpRoute": "web"}`), tc.weight, tc.additional)
+			if err == nil || err.Error() != tc.err {
+				t.Fatalf("error %v, want %q", err, tc.err)
+			}
+		})
+	}
+}
+
 // The controller's matches arrive in the core as they were sent.
 func TestHeaderAndMirrorCallsCarryTheMatches(t *testing.T) {
 	ro := cfgRollout(DefaultPluginName, `{"httpRoute": "web"}`)

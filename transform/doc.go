@@ -6,6 +6,9 @@
 // backendRefs of experiment Services (SetExperimentRefs, experiment.go) and
 // the canary backendRef added to rules that hold only the stable one
 // (AddCanary, canaryref.go), and the limits the Gateway API CRDs enforce.
+// Weigh (weigh.go) is SetWeight's rule work in one entry: the canary
+// backendRef, the weights, the experiment backendRefs and the record of the
+// weights written, from one view of the route the decision builds.
 //
 // Each transform takes a route as read (package routes) and returns new
 // rules; none changes its input, does I/O or decides what a call is for:

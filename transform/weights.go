@@ -25,17 +25,33 @@ type Split struct {
 // StableWeight is what is left for stable.
 func (s Split) StableWeight() int64 { return s.MaxWeight - s.CanaryWeight - s.Reserved }
 
-// Check refuses a split no route can carry: a canary weight outside
-// 0..MaxWeight, or more for the canary and the other backends than
+// Check refuses a split no route can carry (a *SplitError): a canary weight
+// outside 0..MaxWeight, or more for the canary and the other backends than
 // MaxWeight holds.
 func (s Split) Check() error {
 	if s.CanaryWeight < 0 || s.CanaryWeight > s.MaxWeight {
-		return fmt.Errorf("weight %d is outside 0..%d (spec.strategy.canary.trafficRouting.maxTrafficWeight)", s.CanaryWeight, s.MaxWeight)
+		return &SplitError{Split: s}
 	}
 	if s.Reserved < 0 || s.StableWeight() < 0 {
-		return fmt.Errorf("canary weight %d plus experiment weights %d exceed maxTrafficWeight %d", s.CanaryWeight, s.Reserved, s.MaxWeight)
+		return &SplitError{Split: s, Exceeds: true}
 	}
 	return nil
+}
+
+// SplitError is a split Check refuses: its canary weight is outside
+// 0..MaxWeight, or (Exceeds) the canary and the other backends ask for more
+// than MaxWeight holds.
+type SplitError struct {
+	Split   Split
+	Exceeds bool
+}
+
+func (e *SplitError) Error() string {
+	s := e.Split
+	if e.Exceeds {
+		return fmt.Sprintf("canary weight %d plus experiment weights %d exceed maxTrafficWeight %d", s.CanaryWeight, s.Reserved, s.MaxWeight)
+	}
+	return fmt.Sprintf("weight %d is outside 0..%d (spec.strategy.canary.trafficRouting.maxTrafficWeight)", s.CanaryWeight, s.MaxWeight)
 }
 
 // CheckMirrorPercent refuses a mirror percentage outside 0..100 (nil:

@@ -760,3 +760,45 @@ func TestWeightChangesAreNotedInOrder(t *testing.T) {
 		t.Errorf("notes (-want +got):\n%s", diff)
 	}
 }
+
+// Check says which of its two refusals a split meets, in the same words as
+// ever.
+func TestSplitCheckSaysWhichRefusal(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		split Split
+		want  *SplitError
+		text  string
+	}{
+		{name: "carried", split: Split{CanaryWeight: 30, MaxWeight: 100, Reserved: 70}},
+		{name: "canary weight out of range, whatever is reserved", split: Split{CanaryWeight: 101, MaxWeight: 100, Reserved: 5},
+			want: &SplitError{Split: Split{CanaryWeight: 101, MaxWeight: 100, Reserved: 5}},
+			text: "weight 101 is outside 0..100 (spec.strategy.canary.trafficRouting.maxTrafficWeight)"},
+		{name: "no room left for stable", split: Split{CanaryWeight: 80, MaxWeight: 100, Reserved: 25},
+			want: &SplitError{Split: Split{CanaryWeight: 80, MaxWeight: 100, Reserved: 25}, Exceeds: true},
+			text: "canary weight 80 plus experiment weights 25 exceed maxTrafficWeight 100"},
+		{name: "a negative reserve", split: Split{CanaryWeight: 10, MaxWeight: 100, Reserved: -1},
+			want: &SplitError{Split: Split{CanaryWeight: 10, MaxWeight: 100, Reserved: -1}, Exceeds: true},
+			text: "canary weight 10 plus experiment weights -1 exceed maxTrafficWeight 100"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.split.Check()
+			if tc.want == nil {
+				if err != nil {
+					t.Fatalf("Check: %v, want none", err)
+				}
+				return
+			}
+			var got *SplitError
+			if !errors.As(err, &got) {
+				t.Fatalf("Check: %v, want a *SplitError", err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("Check (-want +got):\n%s", diff)
+			}
+			if err.Error() != tc.text {
+				t.Errorf("Check says %q, want %q", err.Error(), tc.text)
+			}
+		})
+	}
+}
