@@ -9,6 +9,8 @@ import (
 	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
 // A watch cache is only as fresh as its watch. While the watch is cut (the
@@ -82,7 +84,7 @@ func (f *freshness) current(holds string) bool {
 	if !f.broken {
 		return true
 	}
-	if f.relisted == "" || Newer(f.relisted, holds) {
+	if f.relisted == "" || routes.NewerVersion(f.relisted, holds) {
 		return false
 	}
 	f.broken = false

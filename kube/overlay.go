@@ -1,10 +1,6 @@
 package kube
 
-import (
-	"strconv"
-
-	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
-)
+import "github.com/gatewayapi-ssa/rollouts-plugin/routes"
 
 // The write overlay: the answers to the plugin's writes, kept until the
 // watch cache has them, so that a read never answers with an older route.
@@ -19,7 +15,7 @@ func (c *Cluster) remember(a *Answer) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.found(a.Ref)
-	if old, ok := c.overlay[a.Ref]; ok && Newer(old.ResourceVersion, a.ResourceVersion) {
+	if old, ok := c.overlay[a.Ref]; ok && routes.NewerVersion(old.ResourceVersion, a.ResourceVersion) {
 		return
 	}
 	c.overlay[a.Ref] = a
@@ -35,7 +31,7 @@ func (c *Cluster) remember(a *Answer) {
 func (c *Cluster) newest(r routes.Route, slim, shared bool) (routes.Route, bool) {
 	c.mu.Lock()
 	w, ok := c.overlay[r.Ref]
-	if ok && !Newer(w.ResourceVersion, r.ResourceVersion) {
+	if ok && !routes.NewerVersion(w.ResourceVersion, r.ResourceVersion) {
 		delete(c.overlay, r.Ref)
 		ok = false
 	}
@@ -53,7 +49,7 @@ func (c *Cluster) newest(r routes.Route, slim, shared bool) (routes.Route, bool)
 		c.mu.Unlock()
 	}
 	if slim {
-		if hasWhole && !Newer(r.ResourceVersion, whole.ResourceVersion) {
+		if hasWhole && !routes.NewerVersion(r.ResourceVersion, whole.ResourceVersion) {
 			return whole.DeepCopy(), false
 		}
 		return r, true
@@ -69,7 +65,7 @@ func (c *Cluster) newest(r routes.Route, slim, shared bool) (routes.Route, bool)
 func (c *Cluster) keepWhole(r routes.Route) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if old, ok := c.freshWhole[r.Ref]; !ok || !Newer(old.ResourceVersion, r.ResourceVersion) {
+	if old, ok := c.freshWhole[r.Ref]; !ok || !routes.NewerVersion(old.ResourceVersion, r.ResourceVersion) {
 		c.freshWhole[r.Ref] = r.DeepCopy()
 	}
 }
@@ -86,7 +82,7 @@ func (c *Cluster) caughtUp(obj any) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.found(cr.ref)
-	if w, ok := c.overlay[cr.ref]; ok && !Newer(w.ResourceVersion, cr.resourceVersion) {
+	if w, ok := c.overlay[cr.ref]; ok && !routes.NewerVersion(w.ResourceVersion, cr.resourceVersion) {
 		delete(c.overlay, cr.ref)
 	}
 	if cr.route != nil {
@@ -115,13 +111,4 @@ func (c *Cluster) NextEvent(ref routes.Ref) <-chan struct{} {
 		c.changes[ref] = ch
 	}
 	return ch
-}
-
-// Newer says resourceVersion a is newer than b, comparing them the way
-// client-go's mutation cache does: as integers where both parse; otherwise
-// it says no (what the cache holds wins).
-func Newer(a, b string) bool {
-	ai, errA := strconv.ParseUint(a, 10, 64)
-	bi, errB := strconv.ParseUint(b, 10, 64)
-	return errA == nil && errB == nil && ai > bi
 }

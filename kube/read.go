@@ -70,7 +70,7 @@ func (c *Cluster) ResourceVersion(ctx context.Context, ref routes.Ref) string {
 	rv := obj.(*cachedRoute).resourceVersion
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if a, ok := c.overlay[ref]; ok && Newer(a.ResourceVersion, rv) {
+	if a, ok := c.overlay[ref]; ok && routes.NewerVersion(a.ResourceVersion, rv) {
 		rv = a.ResourceVersion
 	}
 	return rv
@@ -113,7 +113,7 @@ func (c *Cluster) fromCache(store cache.Store, obj any) (r routes.Route, slim bo
 	}
 	r, slim = c.newest(cr.whole(), cr.slim(), true)
 	if now, ok, err := store.Get(obj); err == nil && ok {
-		if n := now.(*cachedRoute); Newer(n.resourceVersion, r.ResourceVersion) {
+		if n := now.(*cachedRoute); routes.NewerVersion(n.resourceVersion, r.ResourceVersion) {
 			if n.err != nil {
 				return routes.Route{}, false, n.err
 			}

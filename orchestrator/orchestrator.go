@@ -152,7 +152,7 @@ func (o *Orchestrator) Run(ctx context.Context, c rollout.Call) (out error) {
 	})
 	for i, plan := range plans {
 		if errs[i] == nil {
-			o.claimed.note(c.Rollout.String(), plan.Live.Ref, !plan.Desired.Claim.Empty())
+			o.claimed.note(plan.Env.Rollout, plan.Live.Ref, !plan.Desired.Claim.Empty())
 		}
 	}
 	for i, err := range errs {

@@ -70,7 +70,7 @@ func refused(errs []error) bool {
 // reached the apiserver, and tells the route's owners (RouteEvents) what it
 // changed, or that it failed.
 func (o *Orchestrator) Write(ctx context.Context, p Plan, call rollout.Call) (err error) {
-	w := &routeWrite{o: o, call: call, plan: p, log: o.log.WithFields(logrus.Fields{"rollout": call.Rollout.String(), "call": call.Label.String()})}
+	w := &routeWrite{o: o, call: call, plan: p, log: o.log.WithFields(logrus.Fields{"rollout": p.Env.Rollout, "call": call.Label.String()})}
 	defer func() {
 		o.counts.ended(err)
 		if err != nil {
@@ -300,7 +300,7 @@ func (w *routeWrite) replanOnNextEvent(ctx context.Context) error {
 	for {
 		changed := w.o.reader.NextEvent(ref) // before the read: an event after it closes it
 		live, err := w.o.reader.Get(ctx, ref)
-		if err == nil && kube.Newer(live.ResourceVersion, w.plan.Live.ResourceVersion) {
+		if err == nil && routes.NewerVersion(live.ResourceVersion, w.plan.Live.ResourceVersion) {
 			return w.decideAgain(ctx, live)
 		}
 		if changed == nil {
@@ -320,14 +320,14 @@ func (w *routeWrite) replanOnNextEvent(ctx context.Context) error {
 // route than the plan was decided from.
 func (w *routeWrite) replanIfNewer(ctx context.Context) error {
 	ref := w.plan.Live.Ref
-	if rv := w.o.reader.ResourceVersion(ctx, ref); rv != "" && !kube.Newer(rv, w.plan.Live.ResourceVersion) {
+	if rv := w.o.reader.ResourceVersion(ctx, ref); rv != "" && !routes.NewerVersion(rv, w.plan.Live.ResourceVersion) {
 		return nil // known without a copy of the route
 	}
 	live, err := w.o.reader.Get(ctx, ref)
 	if err != nil {
 		return routes.RouteError(ref, ssa.Explain(ctx, err, ref, "get"))
 	}
-	if !kube.Newer(live.ResourceVersion, w.plan.Live.ResourceVersion) {
+	if !routes.NewerVersion(live.ResourceVersion, w.plan.Live.ResourceVersion) {
 		return nil
 	}
 	return w.decideAgain(ctx, live)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -349,4 +350,13 @@ func APIVersion(v string) string {
 		return Group + "/v1alpha2"
 	}
 	return Group + "/" + v
+}
+
+// NewerVersion says resourceVersion a is newer than b, comparing them the
+// way client-go's mutation cache does: as integers where both parse;
+// otherwise it says no (what the cache holds wins).
+func NewerVersion(a, b string) bool {
+	ai, errA := strconv.ParseUint(a, 10, 64)
+	bi, errB := strconv.ParseUint(b, 10, 64)
+	return errA == nil && errB == nil && ai > bi
 }
