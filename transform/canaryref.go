@@ -12,7 +12,7 @@ import (
 // backendRefs are (locate, lastOf, removeLast), and weighed by
 // SetWeights once it is there.
 
-// CanaryInput is what AddCanary and RemoveCanary need besides the route.
+// CanaryInput is what addCanary and RemoveCanary need besides the route.
 type CanaryInput struct {
 	Stable, Canary routes.ObjectRef
 	// Targeting says which rules can be weighted rules.
@@ -35,12 +35,12 @@ func StableOnly(ns string, rules []routes.Rule, stable, canary routes.ObjectRef,
 	return out
 }
 
-// AddCanary returns rules in which every stable-only rule (StableOnly) ends
+// addCanary returns rules in which every stable-only rule (StableOnly) ends
 // with a copy of its stable backendRef named for the canary, weight 0 (the
 // split weighs it), and the record of the canary backendRefs the plugin
 // added: those claimed that are still its own, and the new ones. A claimed
 // one someone removed is added again with the stable weight first recorded.
-func AddCanary(route routes.Route, rules []routes.Rule, in CanaryInput, claimed []routes.AddedCanary) ([]routes.Rule, []routes.AddedCanary, []routes.Change) {
+func addCanary(route routes.Route, rules []routes.Rule, in CanaryInput, claimed []routes.AddedCanary) ([]routes.Rule, []routes.AddedCanary, []routes.Change) {
 	rules = routes.CopyRules(rules)
 	ns := route.Namespace
 	var kept []routes.AddedCanary

@@ -5,7 +5,7 @@
 // step's values become (kept within the Rollout's own rule, confine.go), the
 // backendRefs of experiment Services (SetExperimentRefs, experiment.go) and
 // the canary backendRef added to rules that hold only the stable one
-// (AddCanary, canaryref.go), and the limits the Gateway API CRDs enforce.
+// (addCanary, canaryref.go), and the limits the Gateway API CRDs enforce.
 // Weigh (weigh.go) is SetWeight's rule work in one entry: the canary
 // backendRef, the weights, the experiment backendRefs and the record of the
 // weights written, from one view of the route the decision builds.

@@ -25,7 +25,7 @@ type WeighInput struct {
 	// experiment.
 	Ends bool
 	// AddCanaryBackendRef lets the call add the canary backendRef to the
-	// rules that hold only the stable one (AddCanary).
+	// rules that hold only the stable one (addCanary).
 	AddCanaryBackendRef bool
 	// StickyNext says a sticky step (SetSticky) changes the rules after
 	// Weigh: the weights are recorded on its rules (RecordWeights), and
@@ -50,7 +50,7 @@ type WeighResult struct {
 
 // Weigh does SetWeight's rule work on one route, in this order: the canary
 // backendRefs addCanaryBackendRef adds while the canary or an experiment has
-// weight, or takes away when the call ends the rollout (AddCanary,
+// weight, or takes away when the call ends the rollout (addCanary,
 // RemoveCanary); the split on the weighted rules (SetWeights), nothing to
 // weigh when a call that ends the rollout finds only rules that hold the
 // stable backendRef alone; the experiment backendRefs (SetExperimentRefs);
@@ -69,7 +69,7 @@ func Weigh(in WeighInput) (WeighResult, error) {
 	if err != nil {
 		return WeighResult{}, err
 	}
-	changes = append(changes, Notes(weightChanges)...)
+	changes = append(changes, notes(weightChanges)...)
 	changes = append(changes, expChanges...)
 	res := WeighResult{Rules: rules, CanaryRefs: canaryRefs, Backends: backends, Changes: changes}
 	if !in.StickyNext {
@@ -92,7 +92,7 @@ func (in WeighInput) canaryRefs() (routes.Route, []routes.AddedCanary, []routes.
 		return routed, nil, changes
 	case in.AddCanaryBackendRef:
 		var refs []routes.AddedCanary
-		routed.Rules, refs, changes = AddCanary(in.Live, in.Live.Rules, c, in.CanaryRefs)
+		routed.Rules, refs, changes = addCanary(in.Live, in.Live.Rules, c, in.CanaryRefs)
 		return routed, refs, changes
 	}
 	return routed, in.CanaryRefs, nil

@@ -80,8 +80,8 @@ func (c Change) Note() routes.Change {
 	return routes.Change{Kind: routes.WeightChanged, Text: c.String()}
 }
 
-// Notes are the changes as the write's log line and Events tell them.
-func Notes(changes []Change) []routes.Change {
+// notes are the changes as the write's log line and Events tell them.
+func notes(changes []Change) []routes.Change {
 	out := make([]routes.Change, len(changes))
 	for i, c := range changes {
 		out[i] = c.Note()

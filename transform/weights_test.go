@@ -756,7 +756,7 @@ func TestWeightChangesAreNotedInOrder(t *testing.T) {
 		{Kind: routes.WeightChanged, Text: "rule 0 " + wtStable.String() + " 100→70"},
 		{Kind: routes.WeightChanged, Text: "rule 2 " + wtCanary.String() + " 0→30"},
 	}
-	if diff := cmp.Diff(want, Notes(changes)); diff != "" {
+	if diff := cmp.Diff(want, notes(changes)); diff != "" {
 		t.Errorf("notes (-want +got):\n%s", diff)
 	}
 }
