@@ -40,13 +40,13 @@ type Request struct {
 	Repeatable bool
 }
 
-// Send sends the request through client and returns the answer, as the
-// function Send does: its body for a status code of 200–206, else the
-// refusal as client-go gives it. In this order, it refuses a namespace or name that is
-// no path segment (CheckPathSegments) before anything is sent, waits for a
-// token of limiter (none when nil), marks the request safe to repeat when it
-// is Repeatable, and sends it to the URL built from the checked segments
-// (url).
+// Send sends the request through client and returns the answer, as do
+// does: its body for a status code of 200–206, else the refusal as
+// client-go gives it. In this order, it refuses a namespace or name that
+// is no path segment (CheckPathSegments) before anything is sent, waits
+// for a token of limiter (none when nil), marks the request safe to repeat
+// when it is Repeatable, and sends it to the URL built from the checked
+// segments (url).
 func (r Request) Send(ctx context.Context, client *http.Client, limiter flowcontrol.RateLimiter) ([]byte, error) {
 	names := []string{r.Namespace, r.Name}
 	if r.Collection {
@@ -69,7 +69,7 @@ func (r Request) Send(ctx context.Context, client *http.Client, limiter flowcont
 	if r.Repeatable {
 		ctx = SafeToRepeat(ctx)
 	}
-	return Send(ctx, client, r.Method, r.url(), r.ContentType, r.Body, r.Resource, r.Name)
+	return do(ctx, client, r.Method, r.url(), r.ContentType, r.Body, r.Resource, r.Name)
 }
 
 // url is Prefix, "/namespaces/", the namespace, "/", the resource, then
