@@ -37,7 +37,7 @@ type httpSink struct {
 	// prefix is events.k8s.io/v1's URL, without a trailing slash.
 	prefix string
 	// query is what client-go adds to every request: the client's timeout.
-	query string
+	query url.Values
 }
 
 // newHTTPSink is the Events API of the cluster of cfg, with the http.Client
@@ -65,23 +65,19 @@ func newHTTPSink(cfg *rest.Config) (*httpSink, error) {
 	u.RawQuery = ""
 	s := &httpSink{client: client, prefix: strings.TrimSuffix(u.String(), "/")}
 	if client.Timeout > 0 {
-		s.query = "?" + url.Values{"timeout": {client.Timeout.String()}}.Encode()
+		s.query = url.Values{"timeout": {client.Timeout.String()}}
 	}
 	return s, nil
 }
 
 func (h *httpSink) create(ctx context.Context, e *eventsv1.Event) (string, error) {
-	if err := kubeclient.CheckPathSegments(e.Namespace); err != nil {
-		return "", err
-	}
 	typed := *e
 	typed.TypeMeta = metav1.TypeMeta{APIVersion: eventsv1.SchemeGroupVersion.String(), Kind: "Event"}
 	body, err := json.Marshal(&typed)
 	if err != nil {
 		return "", err
 	}
-	u := h.prefix + "/namespaces/" + url.PathEscape(e.Namespace) + "/events" + h.query
-	raw, err := h.send(ctx, http.MethodPost, u, "application/json", body, "")
+	raw, err := h.send(ctx, kubeclient.Request{Method: http.MethodPost, Namespace: e.Namespace, Collection: true, ContentType: "application/json", Body: body})
 	if err != nil {
 		return "", err
 	}
@@ -97,19 +93,23 @@ func (h *httpSink) create(ctx context.Context, e *eventsv1.Event) (string, error
 }
 
 func (h *httpSink) patch(ctx context.Context, namespace, name string, data []byte) error {
-	if err := kubeclient.CheckPathSegments(namespace, name); err != nil {
-		return err
-	}
-	u := h.prefix + "/namespaces/" + url.PathEscape(namespace) + "/events/" + url.PathEscape(name) + h.query
-	_, err := h.send(ctx, http.MethodPatch, u, string(types.MergePatchType), data, name)
+	_, err := h.send(ctx, kubeclient.Request{Method: http.MethodPatch, Namespace: namespace, Name: name, ContentType: string(types.MergePatchType), Body: data})
 	return err
 }
 
-// send sends body to u and returns the answer, or the refusal as client-go
-// gives it. Nothing is sent again here: the Recorder decides when an Event
-// that was not taken is tried again (a 429's Retry-After included).
-func (h *httpSink) send(ctx context.Context, method, u, contentType string, body []byte, name string) ([]byte, error) {
-	raw, err := kubeclient.Send(ctx, h.client, method, u, contentType, body, schema.GroupResource{Group: eventsv1.GroupName, Resource: "events"}, name)
+// eventsResource is what every request of the sink is about.
+var eventsResource = schema.GroupResource{Group: eventsv1.GroupName, Resource: "events"}
+
+// send sends r, an Events API request of the sink's cluster, and returns
+// the answer, or the refusal as client-go gives it; a namespace or name
+// that is no path segment is refused before anything is sent
+// (kubeclient.Request.Send). Nothing is sent again here: the Recorder
+// decides when an Event that was not taken is tried again (a 429's
+// Retry-After included), and it has its own token bucket: no limiter is
+// given here.
+func (h *httpSink) send(ctx context.Context, r kubeclient.Request) ([]byte, error) {
+	r.Prefix, r.Resource, r.Query = h.prefix, eventsResource, h.query
+	raw, err := r.Send(ctx, h.client, nil)
 	if err != nil {
 		return nil, err
 	}

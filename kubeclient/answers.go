@@ -20,15 +20,16 @@ import (
 )
 
 // The plugin sends its applies (ssa) and its Events (events) straight with
-// net/http, past client-go's rest.Request; Send reads an answer as
-// rest.Request's Result does, so that a caller sees the same errors.
+// net/http, past client-go's rest.Request (Request.Send, straight.go); do
+// reads an answer as rest.Request's Result does, so that a caller sees the
+// same errors.
 
-// Send sends body (of contentType) with method to u through client, a
+// do sends body (of contentType) with method to u through client, a
 // request about the object name of gr, and returns the answer: its body for
 // a status code of 200–206, else the refusal as client-go gives it
 // (refusal). The answer's warnings go to client-go's handler. Nothing is
 // sent again here: the transport under client retries what it may.
-func Send(ctx context.Context, client *http.Client, method, u, contentType string, body []byte, gr schema.GroupResource, name string) ([]byte, error) {
+func do(ctx context.Context, client *http.Client, method, u, contentType string, body []byte, gr schema.GroupResource, name string) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, method, u, bytes.NewReader(body))
 	if err != nil {
 		return nil, err

@@ -11,7 +11,8 @@ import (
 // request's path: not empty, not "." or "..", and holding no "/" or "%",
 // so that a name taken from a Rollout or a route names one object and never
 // climbs to another path. Every request path the plugin builds from names
-// passes here before it is sent (kube's objectPath, ssa's applies).
+// passes here before it is sent (kube's objectPath; Request.Send, which
+// sends ssa's applies and events' Events).
 func CheckPathSegments(segments ...string) error {
 	for _, s := range segments {
 		if s == "" {

@@ -217,7 +217,8 @@ type repeatable struct{}
 // writer that builds a write knows whether a second attempt could do
 // anything twice (package ssa marks its applies, which carry their
 // resourceVersion or are not forced, and its release, a JSON patch that
-// tests first); the transport does not read the body to guess.
+// tests first); the transport does not read the body to guess. A Request
+// built by hand says so in its field Repeatable, which Send marks here.
 func SafeToRepeat(ctx context.Context) context.Context {
 	return context.WithValue(ctx, repeatable{}, true)
 }

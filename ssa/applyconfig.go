@@ -25,6 +25,7 @@ import (
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube"
+	"github.com/gatewayapi-ssa/rollouts-plugin/kubeclient"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
@@ -86,8 +87,10 @@ func (k kindApply) encode(obj map[string]any) ([]byte, bool) {
 // It applies the kind's typed apply configuration; when that cannot carry
 // the route's rules exactly (a field a newer Gateway API added, which the
 // typed apply would delete), it applies the same object unstructured, with
-// the same options, and says why in unstructured.
-func (w *Writer) apply(ctx context.Context, live routes.Route, d Content, opts metav1.ApplyOptions) (answer *kube.Answer, unstructuredWhy string, err error) {
+// the same options, and says why in unstructured. repeatable says that
+// sending it again cannot write twice: the transport may then repeat it
+// (kubeclient.SafeToRepeat).
+func (w *Writer) apply(ctx context.Context, live routes.Route, d Content, opts metav1.ApplyOptions, repeatable bool) (answer *kube.Answer, unstructuredWhy string, err error) {
 	kv := kindVersion{live.Kind, live.Version}
 	k, ok := applies[kv]
 	if !ok {
@@ -97,12 +100,16 @@ func (w *Writer) apply(ctx context.Context, live routes.Route, d Content, opts m
 	body, encoded := k.encode(obj)
 	if encoded {
 		if s, ok := w.sender(kv, k); ok {
-			raw, err := s.apply(ctx, live.Ref, body, opts.ToPatchOptions())
+			raw, err := s.apply(ctx, live.Ref, body, opts.ToPatchOptions(), repeatable)
 			if err != nil {
 				return nil, "", err
 			}
 			return answerOf(live.Ref, raw)
 		}
+	}
+	if repeatable {
+		// The requests below are client-go's: the mark goes on their context.
+		ctx = kubeclient.SafeToRepeat(ctx)
 	}
 	var unrep *unrepresentableError
 	req, err := k.request(w.client, obj, body, encoded)

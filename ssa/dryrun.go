@@ -13,7 +13,7 @@ import (
 // resourceVersion): the apiserver validates it (schema, CEL, limits,
 // admission) and stores nothing.
 func (w *Writer) DryRun(ctx context.Context, live routes.Route, d Content) error {
-	_, _, err := w.apply(ctx, live, d, metav1.ApplyOptions{FieldManager: w.fieldManager, Force: true, DryRun: []string{metav1.DryRunAll}})
+	_, _, err := w.apply(ctx, live, d, metav1.ApplyOptions{FieldManager: w.fieldManager, Force: true, DryRun: []string{metav1.DryRunAll}}, false)
 	if err != nil {
 		return routes.RouteError(live.Ref, Explain(ctx, err, live.Ref, "patch"))
 	}

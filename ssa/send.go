@@ -2,9 +2,7 @@ package ssa
 
 import (
 	"context"
-	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -50,19 +48,20 @@ func senderFor(rc rest.Interface) (*sender, bool) {
 // apply sends body, a server-side apply of the route ref in its JSON form,
 // with the query parameters of opts, and returns the apiserver's answer, or
 // its refusal as client-go gives it (a StatusError from the Status it
-// answered with, else a generic error of the status code).
-func (s *sender) apply(ctx context.Context, ref routes.Ref, body []byte, opts metav1.PatchOptions) ([]byte, error) {
-	// Escaped, a "/" would stay in its segment; refused, it never reaches the wire.
-	if err := kubeclient.CheckPathSegments(ref.Namespace, ref.Name); err != nil {
-		return nil, err
-	}
-	if s.limiter != nil {
-		if err := s.limiter.Wait(ctx); err != nil {
-			return nil, fmt.Errorf("client rate limiter Wait returned an error: %w", err)
-		}
-	}
-	resource := ref.Kind.Resource()
-	u := s.prefix + "/namespaces/" + url.PathEscape(ref.Namespace) + "/" + resource + "/" + url.PathEscape(ref.Name) + "?" + patchQuery(opts).Encode()
-	return kubeclient.Send(ctx, s.client, http.MethodPatch, u, string(types.ApplyYAMLPatchType), body,
-		schema.GroupResource{Group: routes.Group, Resource: resource}, ref.Name)
+// answered with, else a generic error of the status code). repeatable says
+// a second attempt could not write twice (Writer.Apply). kubeclient's
+// Request.Send refuses a namespace or name that is no path segment before
+// anything is sent, and waits for the client's token bucket.
+func (s *sender) apply(ctx context.Context, ref routes.Ref, body []byte, opts metav1.PatchOptions, repeatable bool) ([]byte, error) {
+	return kubeclient.Request{
+		Method:      http.MethodPatch,
+		Prefix:      s.prefix,
+		Namespace:   ref.Namespace,
+		Resource:    schema.GroupResource{Group: routes.Group, Resource: ref.Kind.Resource()},
+		Name:        ref.Name,
+		Query:       patchQuery(opts),
+		ContentType: string(types.ApplyYAMLPatchType),
+		Body:        body,
+		Repeatable:  repeatable,
+	}.Send(ctx, s.client, s.limiter)
 }

@@ -2,15 +2,27 @@ package ssa
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
 	gateway "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/gatewayapi-ssa/rollouts-plugin/kube/kubetest"
+	"github.com/gatewayapi-ssa/rollouts-plugin/kubeclient"
+	"github.com/gatewayapi-ssa/rollouts-plugin/retry"
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
@@ -41,11 +53,11 @@ func TestSenderAsTheRESTClient(t *testing.T) {
 			direct := NewWriter(client, nil, opts.FieldManager, nil)
 			viaRequest := NewWriter(client, nil, opts.FieldManager, nil)
 			viaRequest.senders = map[kindVersion]*sender{{routes.HTTPRoute, "v1"}: nil} // rest.Request's way
-			a1, _, err1 := direct.apply(context.Background(), liveHTTPRoute, want, opts)
+			a1, _, err1 := direct.apply(context.Background(), liveHTTPRoute, want, opts, false)
 			if n := len(requests()); n != 1 {
 				t.Fatalf("%d requests sent straight; want 1", n)
 			}
-			a2, _, err2 := viaRequest.apply(context.Background(), liveHTTPRoute, want, opts)
+			a2, _, err2 := viaRequest.apply(context.Background(), liveHTTPRoute, want, opts, false)
 			seen := requests()
 			wantByRequest := 1
 			if answer.RetryAfter != "" {
@@ -110,12 +122,150 @@ func TestAnApplyOfARouteWhoseNameIsNoNameIsNotSent(t *testing.T) {
 			if way == "rest.Request" {
 				w.senders = map[kindVersion]*sender{{routes.HTTPRoute, "v1"}: nil}
 			}
-			if _, _, err := w.apply(context.Background(), live, content, opts); err == nil {
+			if _, _, err := w.apply(context.Background(), live, content, opts, false); err == nil {
 				t.Errorf("%s: applying a route named %q did not fail", way, name)
 			}
 		}
 	}
 	if got := requests(); len(got) > 0 {
 		t.Errorf("requests sent: %v", got)
+	}
+}
+
+// wire is what a request was on the wire, as a server read it.
+type wire struct {
+	Method, URI, ContentType, Accept, Body string
+}
+
+// recording starts a server that answers every request with a stored
+// route, after a 500 to the first attempt when fail; requests says what
+// reached it.
+func recording(t *testing.T, fail bool) (string, func() []wire) {
+	var mu sync.Mutex
+	var seen []wire
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		seen = append(seen, wire{r.Method, r.RequestURI, r.Header.Get("Content-Type"), r.Header.Get("Accept"), string(body)})
+		n := len(seen)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		if fail && n == 1 {
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = io.WriteString(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"try again","reason":"InternalError","code":500}`)
+			return
+		}
+		_, _ = io.WriteString(w, `{"apiVersion":"gateway.networking.k8s.io/v1","kind":"HTTPRoute","metadata":{"name":"web","namespace":"shop","resourceVersion":"43"}}`)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, func() []wire {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(seen)
+	}
+}
+
+// waits is a limiter that counts its Waits.
+type waits struct {
+	flowcontrol.RateLimiter
+	n atomic.Int32
+}
+
+func (w *waits) Wait(context.Context) error {
+	w.n.Add(1)
+	return nil
+}
+
+// An apply goes on the wire as before kubeclient.Request built its URL:
+// the URL sender.apply built by hand then (beforeURL, kept here as it was),
+// and the same string spelled out, for a name and a namespace that escape
+// and the query of every option; after one Wait of the client's limiter.
+func TestSenderSendsWhatItSentBefore(t *testing.T) {
+	host, requests := recording(t, false)
+	beforeURL := func(s *sender, ref routes.Ref, opts metav1.PatchOptions) string {
+		return s.prefix + "/namespaces/" + url.PathEscape(ref.Namespace) + "/" + ref.Kind.Resource() + "/" + url.PathEscape(ref.Name) + "?" + patchQuery(opts).Encode()
+	}
+	force := true
+	for _, tc := range []struct {
+		ref  routes.Ref
+		opts metav1.PatchOptions
+		want string
+	}{
+		{routes.Ref{Kind: routes.HTTPRoute, Namespace: "shop", Name: "web"}, metav1.PatchOptions{FieldManager: "argo rollouts/gatewayapi", Force: &force},
+			"/apis/gateway.networking.k8s.io/v1/namespaces/shop/httproutes/web?fieldManager=argo+rollouts%2Fgatewayapi&force=true"},
+		{routes.Ref{Kind: routes.GRPCRoute, Namespace: "a b", Name: "web;v2?x#y"}, metav1.PatchOptions{FieldManager: "m", Force: &force, DryRun: []string{metav1.DryRunAll}, FieldValidation: "Strict"},
+			"/apis/gateway.networking.k8s.io/v1/namespaces/a%20b/grpcroutes/web%3Bv2%3Fx%23y?dryRun=All&fieldManager=m&fieldValidation=Strict&force=true"},
+	} {
+		limiter := &waits{RateLimiter: flowcontrol.NewFakeAlwaysRateLimiter()}
+		s := &sender{client: http.DefaultClient, prefix: host + "/apis/gateway.networking.k8s.io/v1", limiter: limiter}
+		if got := beforeURL(s, tc.ref, tc.opts); got != host+tc.want {
+			t.Fatalf("%s: the URL built before is %q, not %q", tc.ref, got, host+tc.want)
+		}
+		body := `{"kind":"HTTPRoute"}`
+		n := len(requests())
+		if _, err := s.apply(context.Background(), tc.ref, []byte(body), tc.opts, false); err != nil {
+			t.Fatal(err)
+		}
+		want := []wire{{http.MethodPatch, tc.want, "application/apply-patch+yaml", "application/json, */*", body}}
+		if diff := cmp.Diff(want, requests()[n:]); diff != "" {
+			t.Errorf("%s: on the wire (-before +now):\n%s", tc.ref, diff)
+		}
+		if n := limiter.n.Load(); n != 1 {
+			t.Errorf("%s: the limiter was waited on %d times, want 1", tc.ref, n)
+		}
+	}
+}
+
+// An apply is sent again after a 500 only when a second one could not
+// write twice (Writer.Apply): guarded by its resourceVersion or not forced;
+// a forced one without a resourceVersion, and a dry run, once. So it is
+// sent straight (kubeclient.Request's Repeatable), through rest.Request,
+// and unstructured (on the context SafeToRepeat marked).
+func TestAnApplyIsSentAgainOnlyWhenItCannotWriteTwice(t *testing.T) {
+	unknown := Content{Rules: []routes.Rule{{"aFieldOfANewerGatewayAPI": "x"}}}
+	quiet := logrus.New()
+	quiet.SetOutput(io.Discard)
+	for _, tc := range []struct {
+		name     string
+		rv       string
+		guard    Guard
+		dryRun   bool
+		attempts int
+	}{
+		{"guarded by the resourceVersion", "42", ByResourceVersion, false, 2},
+		{"guarded by ownership", "42", ByOwnership, false, 2},
+		{"forced without a resourceVersion", "", ByResourceVersion, false, 1},
+		{"a dry run", "42", ByResourceVersion, true, 1},
+	} {
+		for _, way := range []string{"straight", "rest.Request", "unstructured"} {
+			host, requests := recording(t, true)
+			c, err := kubeclient.NewClients(&rest.Config{Host: host, QPS: -1},
+				retry.Requests{Timeout: 5 * time.Second, Attempts: 3, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond}, logrus.NewEntry(quiet))
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := NewWriter(c.Gateway, c.Dynamic, "m", nil)
+			want := Content{Rules: liveHTTPRoute.Rules}
+			switch way {
+			case "rest.Request":
+				w.senders = map[kindVersion]*sender{{routes.HTTPRoute, "v1"}: nil}
+			case "unstructured":
+				want = unknown
+			}
+			live := liveHTTPRoute
+			live.ResourceVersion = tc.rv
+			var why string
+			if tc.dryRun {
+				err = w.DryRun(context.Background(), live, want)
+			} else {
+				_, why, err = w.Apply(context.Background(), live, want, tc.guard)
+			}
+			if !tc.dryRun && (why != "") != (way == "unstructured") {
+				t.Fatalf("%s, %s: applied unstructured because %q", tc.name, way, why)
+			}
+			if got := len(requests()); got != tc.attempts || (err == nil) != (tc.attempts == 2) {
+				t.Errorf("%s, %s: %d attempts (%v), want %d", tc.name, way, got, err, tc.attempts)
+			}
+		}
 	}
 }

@@ -105,13 +105,11 @@ func (w *Writer) Apply(ctx context.Context, live routes.Route, want Content, gua
 		live.ResourceVersion = "" // live is a copy: the caller's keeps its version
 		opts.Force = false
 	}
-	if !opts.Force || live.ResourceVersion != "" {
-		// Sent again after a lost answer, it cannot write twice: a second
-		// apply guarded by the resourceVersion fails as stale, and one that
-		// is not forced applies what is already there (or conflicts).
-		ctx = kubeclient.SafeToRepeat(ctx)
-	}
-	return w.apply(ctx, live, want, opts)
+	// Sent again after a lost answer, it cannot write twice: a second apply
+	// guarded by the resourceVersion fails as stale, and one that is not
+	// forced applies what is already there (or conflicts).
+	repeatable := !opts.Force || live.ResourceVersion != ""
+	return w.apply(ctx, live, want, opts, repeatable)
 }
 
 // Released is what a release did: the update's answer (nil if it could not
