@@ -2,12 +2,13 @@ package test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"regexp"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,17 +28,32 @@ import (
 const fieldManager = "argo-rollouts-gatewayapi"
 
 var (
-	nsCounter atomic.Int32
-	notDNS    = regexp.MustCompile(`[^a-z0-9]+`)
+	namespaces = struct {
+		sync.Mutex
+		made map[string]int // of each test, by name
+	}{made: map[string]int{}}
+	notDNS = regexp.MustCompile(`[^a-z0-9]+`)
 )
 
 // namespace creates a fresh namespace holding Services "stable" and "canary".
+// Its name is the test's and how many the test made before it: the same on
+// every run whatever order the parallel tests start in, so that what names
+// it (a rule's backendRefs, and the claims' digests of those rules) is too,
+// and hack/compare-writes.sh compares two runs. A name cut to fit ends in a
+// digest of the whole, so two tests whose names start alike do not share one.
 func namespace(t *testing.T, c *harness.Cluster) string {
 	t.Helper()
-	name := fmt.Sprintf("t%d-%s", nsCounter.Add(1), strings.Trim(notDNS.ReplaceAllString(strings.ToLower(t.Name()), "-"), "-"))
-	if len(name) > 50 {
-		name = strings.TrimRight(name[:50], "-")
+	namespaces.Lock()
+	namespaces.made[t.Name()]++
+	n := namespaces.made[t.Name()]
+	namespaces.Unlock()
+	prefix := fmt.Sprintf("t%d-", n)
+	slug := strings.Trim(notDNS.ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
+	if len(prefix)+len(slug) > 50 {
+		sum := sha256.Sum256([]byte(t.Name()))
+		slug = strings.TrimRight(slug[:50-len(prefix)-7], "-") + "-" + hex.EncodeToString(sum[:3])
 	}
+	name := prefix + slug
 	ctx := context.Background()
 	if _, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
