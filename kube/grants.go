@@ -31,6 +31,29 @@ func Reach(ctx context.Context, r GrantReader, rollouts string, t routes.Targets
 	return routes.Reach(rollouts, t, grants), nil
 }
 
+// Reachable is where a Rollout may reach routes from: the namespace of its
+// Rollouts, and, with Any (-require-reference-grants=false), every other.
+type Reachable struct {
+	From string
+	Any  bool
+}
+
+// ResolveInReach reads the routes of the targets when all of them are
+// within reach (Reach), as ResolveEach does; when one is not, it reads no
+// route, and answers with the targets refused.
+func ResolveInReach(ctx context.Context, r interface {
+	GrantReader
+	RouteReader
+}, reach Reachable, t routes.Targets) (Resolution, []*routes.NotGrantedError, error) {
+	if !reach.Any {
+		refused, err := Reach(ctx, r, reach.From, t)
+		if err != nil || len(refused) > 0 {
+			return Resolution{}, refused, err
+		}
+	}
+	return ResolveEach(ctx, r, t), nil, nil
+}
+
 // grantObject is what the plugin keeps of a ReferenceGrant.
 type grantObject struct {
 	metav1.TypeMeta

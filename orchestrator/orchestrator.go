@@ -107,8 +107,13 @@ func (o *Orchestrator) Run(ctx context.Context, c rollout.Call) (out error) {
 	if err != nil {
 		return err
 	}
+	// Before anything of theirs is read, the targets must be within the
+	// Rollout's reach: its own namespace, and another only where that
+	// namespace grants it with a ReferenceGrant, unless the platform team
+	// lets Rollouts reach every namespace (-require-reference-grants=false).
+	// Outside it, nothing is read, written or recorded.
 	targets := c.Settings.Targets
-	refused, err := o.reach(ctx, c, targets)
+	res, refused, err := kube.ResolveInReach(ctx, o.reader, reachOf(c), targets)
 	if err != nil {
 		return nothingWritten(err)
 	}
@@ -125,8 +130,8 @@ func (o *Orchestrator) Run(ctx context.Context, c rollout.Call) (out error) {
 			// What the Rollout may still undo is undone; the rest is refused.
 			defer func() { out = errors.Join(append([]error{out}, still...)...) }()
 		}
+		res = kube.ResolveEach(ctx, o.reader, targets)
 	}
-	res := kube.ResolveEach(ctx, o.reader, targets)
 	if res.TooMany != nil {
 		return nothingWritten(res.TooMany)
 	}
@@ -148,7 +153,7 @@ func (o *Orchestrator) Run(ctx context.Context, c rollout.Call) (out error) {
 	intent := faulty(c.Intent)
 	eachAtOnce(len(res.Routes), func(i int) {
 		r := res.Routes[i]
-		plans[i], errs[i] = o.MakePlan(ctx, r, envOf(c, r.Ref), intent)
+		plans[i], errs[i] = o.MakePlan(ctx, r, EnvOf(c, r.Ref), intent)
 	})
 	for i, plan := range plans {
 		if errs[i] == nil {
@@ -168,26 +173,22 @@ func (o *Orchestrator) Run(ctx context.Context, c rollout.Call) (out error) {
 	return o.writeAll(ctx, c, plans, res.Failed)
 }
 
-// envOf is what the route ref is decided in for the call: its Env as the
-// Rollout's config says, with the name of the controller's cluster when the
-// routes are in a route cluster.
-func envOf(c rollout.Call, ref routes.Ref) desired.Env {
-	env := c.Envs.Of(ref)
+// EnvOf is what the route ref is decided in for call c: its Env as the
+// Rollout's config says (a named route's own, even when a selector finds it
+// too; else the one the routes only a selector finds share), with the name
+// of the controller's cluster when the routes are in a route cluster.
+func EnvOf(c rollout.Call, ref routes.Ref) desired.Env {
+	env, named := c.Envs.Named[ref]
+	if !named {
+		env = c.Envs.Selected
+	}
 	env.Cluster, env.ClusterUID, env.ClusterSource = c.Member.Name, c.Member.UID, c.Member.Source
 	return env
 }
 
-// reach checks, before anything of theirs is read, that the targets are
-// within the Rollout's reach: its own namespace, and another only where
-// that namespace grants it with a ReferenceGrant (kube.Reach), unless the
-// platform team lets Rollouts reach every namespace
-// (-require-reference-grants=false). Outside it, nothing is read, written
-// or recorded.
-func (o *Orchestrator) reach(ctx context.Context, c rollout.Call, t routes.Targets) ([]*routes.NotGrantedError, error) {
-	if c.AnyNamespace {
-		return nil, nil
-	}
-	return kube.Reach(ctx, o.reader, c.Rollout.Namespace, t)
+// reachOf is where call c may reach routes from.
+func reachOf(c rollout.Call) kube.Reachable {
+	return kube.Reachable{From: c.Rollout.Namespace, Any: c.AnyNamespace}
 }
 
 func notGranted(refused []*routes.NotGrantedError) []error {

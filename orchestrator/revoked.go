@@ -130,7 +130,7 @@ func (o *Orchestrator) ownClaimsOnly(ctx context.Context, c rollout.Call, t rout
 		}
 	}
 	if len(undo) > 0 {
-		o.log.WithFields(logrus.Fields{"rollout": rollout, "call": c.Label.String(), "routes": len(undo)}).
+		o.log.WithFields(logrus.Fields{"rollout": rollout, "call": c.Name, "routes": len(undo)}).
 			Warn("a ReferenceGrant the Rollout's routes need is missing: the call only takes back the Rollout's own claim there")
 	}
 	return out, undo, still, nil

@@ -27,14 +27,11 @@ import (
 // False gives an error naming the route, the parent and the reason.
 func (o *Orchestrator) Verify(ctx context.Context, c rollout.Call) (bool, error) {
 	s := c.Settings
-	if refused, err := o.reach(ctx, c, s.Targets); err != nil || len(refused) > 0 {
-		return false, errors.Join(append(notGranted(refused), err)...)
-	}
-	live, err := o.freshRoutes(ctx, s.Targets)
+	live, err := o.freshRoutes(ctx, reachOf(c), s.Targets)
 	if err != nil {
 		return false, err
 	}
-	log := o.log.WithFields(logrus.Fields{"rollout": c.Rollout.String(), "call": c.Label.String()})
+	log := o.log.WithFields(logrus.Fields{"rollout": c.Rollout.String(), "call": c.Name})
 	var errs []error
 	var failed []string
 	behind := 0
@@ -74,14 +71,19 @@ func (o *Orchestrator) Verify(ctx context.Context, c rollout.Call) (bool, error)
 	return true, nil
 }
 
-// freshRoutes resolves the targets and reads every route again with a GET,
-// concurrently: VerifyWeight comes right after SetWeight, and a watch cache a
-// moment behind would show the generation before the write.
-func (o *Orchestrator) freshRoutes(ctx context.Context, t routes.Targets) ([]routes.Route, error) {
-	resolved, err := kube.Resolve(ctx, o.reader, t)
-	if err != nil {
+// freshRoutes resolves the targets, when they are within reach, and reads
+// every route again with a GET, concurrently: VerifyWeight comes right after
+// SetWeight, and a watch cache a moment behind would show the generation
+// before the write.
+func (o *Orchestrator) freshRoutes(ctx context.Context, reach kube.Reachable, t routes.Targets) ([]routes.Route, error) {
+	res, refused, err := kube.ResolveInReach(ctx, o.reader, reach, t)
+	if err != nil || len(refused) > 0 {
+		return nil, errors.Join(append(notGranted(refused), err)...)
+	}
+	if err := res.Err(); err != nil {
 		return nil, err
 	}
+	resolved := res.Routes
 	if err := withinTargets(t, resolved); err != nil {
 		return nil, err // read again, they would be read outside the reach
 	}

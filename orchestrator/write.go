@@ -70,7 +70,7 @@ func refused(errs []error) bool {
 // reached the apiserver, and tells the route's owners (RouteEvents) what it
 // changed, or that it failed.
 func (o *Orchestrator) Write(ctx context.Context, p Plan, call rollout.Call) (err error) {
-	w := &routeWrite{o: o, call: call, plan: p, log: o.log.WithFields(logrus.Fields{"rollout": p.Env.Rollout, "call": call.Label.String()})}
+	w := &routeWrite{o: o, call: call, plan: p, log: o.log.WithFields(logrus.Fields{"rollout": p.Env.Rollout, "call": call.Name})}
 	defer func() {
 		o.counts.ended(err)
 		if err != nil {

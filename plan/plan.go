@@ -255,7 +255,7 @@ func (p *Plan) decide(ctx context.Context, in Input, st *state, step Step, c cal
 	results = make([]desired.Result, len(st.live))
 	ok = true
 	for i, live := range st.live {
-		r, err := orchestrator.Decide(ctx, in.Reader, c.Intent, live, c.Envs.Of(live.Ref))
+		r, err := orchestrator.Decide(ctx, in.Reader, c.Intent, live, orchestrator.EnvOf(c.Call, live.Ref))
 		if err != nil {
 			ok = false
 			routeSteps[i].Error = name + ": " + err.Error()

@@ -97,6 +97,8 @@ type Member struct {
 type Call struct {
 	Rollout Rollout
 	Label   Label
+	// Name is the call as logs name it, Label.String() made once.
+	Name string
 	// Settings is the Rollout's plugin config; Envs what each of its
 	// routes is decided in.
 	Settings Settings
@@ -154,18 +156,19 @@ func skipWhenEnding(ro *v1alpha1.Rollout) string {
 // (orchestrator.ReadPorts). On an error the Call still names its Rollout
 // and its Label, for the error to be told.
 func Decode(p Process, ro *v1alpha1.Rollout, l Label) (Call, error) {
-	c := Call{Rollout: Rollout{Namespace: ro.Namespace, Name: ro.Name, UID: ro.UID}, Label: l, AnyNamespace: p.AnyNamespace}
+	named := Call{Rollout: Rollout{Namespace: ro.Namespace, Name: ro.Name, UID: ro.UID}, Label: l, Name: l.String(), AnyNamespace: p.AnyNamespace}
+	c := named
 	s, envs, err := p.Configs.Parse(ro, p.PluginName, p.FieldManager)
 	if err != nil {
 		return c, &ConfigError{Err: err}
 	}
 	c.Settings, c.Envs = s, envs
 	if err := c.decide(ro); err != nil {
-		return Call{Rollout: c.Rollout, Label: l, AnyNamespace: p.AnyNamespace}, err
+		return named, err
 	}
 	rc, err := s.RouteClusterOf(p.RouteClusters)
 	if err != nil {
-		return Call{Rollout: c.Rollout, Label: l, AnyNamespace: p.AnyNamespace}, err
+		return named, err
 	}
 	if rc != nil {
 		c.RouteCluster = rc.Name

@@ -18,14 +18,6 @@ type Envs struct {
 	Selected desired.Env
 }
 
-// Of is the Env of the route ref.
-func (e Envs) Of(ref routes.Ref) desired.Env {
-	if env, ok := e.Named[ref]; ok {
-		return env
-	}
-	return e.Selected
-}
-
 // envs are the Envs of Rollout rollout's settings in a process writing as
 // fieldManager, whose config is read under pluginName. Their Predecessor is
 // shared: a decision that adds a route's records to it copies it first
