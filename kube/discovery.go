@@ -26,6 +26,9 @@ func (c *Cluster) ServedVersion(ctx context.Context, kind routes.Kind) (string, 
 		v, ok := c.versions[kind]
 		return v, ok
 	}
+	if v, ok := discovered(); ok {
+		return v, nil // every call but a kind's first: no flight to look for
+	}
 	// Calls that start together (a hundred Rollouts on a fresh process)
 	// wait for one discovery.
 	return c.discoveries.Do(ctx, kind, discovered, func() (string, error) {
