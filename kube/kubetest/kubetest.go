@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp/cmpopts"
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -113,6 +114,11 @@ type Request struct {
 	// fake held it when it served the request; "" for other requests.
 	Found string
 }
+
+// OnTheWire has cmp compare Requests by what came on the wire: the method,
+// the raw URI, the Content-Type, the Accept and the body (not Path and
+// Query, which the URI holds escaped, nor the User-Agent).
+var OnTheWire = cmpopts.IgnoreFields(Request{}, "Path", "Query", "UserAgent")
 
 func (r Request) String() string {
 	s := r.Method + " " + r.Path
