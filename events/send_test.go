@@ -3,12 +3,9 @@ package events
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -207,28 +204,13 @@ func TestAnEventWhoseNameIsNoNameIsNotSent(t *testing.T) {
 	}
 }
 
-// wire is what a request was on the wire, as a server read it.
-type wire struct {
-	Method, URI, ContentType, Accept, Body string
-}
-
 // An Event's create and patch go on the wire as before kubeclient.Request
 // built their URLs: the URLs httpSink built by hand then (beforeURL, kept
 // here as it was), and the same strings spelled out, for a namespace and a
 // name that escape, with the client's timeout as the query and without.
 func TestHTTPSinkSendsWhatItSentBefore(t *testing.T) {
-	var mu sync.Mutex
-	var seen []wire
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		seen = append(seen, wire{r.Method, r.RequestURI, r.Header.Get("Content-Type"), r.Header.Get("Accept"), string(body)})
-		mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusCreated)
-		_, _ = io.WriteString(w, `{"kind":"Event","apiVersion":"events.k8s.io/v1","metadata":{"name":"web.1"}}`)
-	}))
-	t.Cleanup(srv.Close)
+	host, requests := kubetest.Answering(t, kubetest.Canned{Code: http.StatusCreated, ContentType: "application/json",
+		Body: `{"kind":"Event","apiVersion":"events.k8s.io/v1","metadata":{"name":"web.1"}}`})
 	beforeURL := func(prefix, namespace, name string, timeout time.Duration) string {
 		var query string
 		if timeout > 0 {
@@ -251,33 +233,29 @@ func TestHTTPSinkSendsWhatItSentBefore(t *testing.T) {
 		{30 * time.Second, "/prefix/apis/events.k8s.io/v1/namespaces/a%20b/events?timeout=30s", "/prefix/apis/events.k8s.io/v1/namespaces/a%20b/events/web.1%3Bx%3Fy?timeout=30s"},
 		{0, "/prefix/apis/events.k8s.io/v1/namespaces/a%20b/events", "/prefix/apis/events.k8s.io/v1/namespaces/a%20b/events/web.1%3Bx%3Fy"},
 	} {
-		sink, err := newHTTPSink(&rest.Config{Host: srv.URL + "/prefix", Timeout: tc.timeout})
+		sink, err := newHTTPSink(&rest.Config{Host: host + "/prefix", Timeout: tc.timeout})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := beforeURL(sink.prefix, "a b", "", tc.timeout); got != srv.URL+tc.wantCreate {
-			t.Fatalf("the create's URL built before is %q, not %q", got, srv.URL+tc.wantCreate)
+		if got := beforeURL(sink.prefix, "a b", "", tc.timeout); got != host+tc.wantCreate {
+			t.Fatalf("the create's URL built before is %q, not %q", got, host+tc.wantCreate)
 		}
-		if got := beforeURL(sink.prefix, "a b", "web.1;x?y", tc.timeout); got != srv.URL+tc.wantPatch {
-			t.Fatalf("the patch's URL built before is %q, not %q", got, srv.URL+tc.wantPatch)
+		if got := beforeURL(sink.prefix, "a b", "web.1;x?y", tc.timeout); got != host+tc.wantPatch {
+			t.Fatalf("the patch's URL built before is %q, not %q", got, host+tc.wantPatch)
 		}
-		mu.Lock()
-		seen = nil
-		mu.Unlock()
+		n := len(requests())
 		if name, err := sink.create(context.Background(), event); err != nil || name != "web.1" {
 			t.Fatalf("created %q, %v", name, err)
 		}
 		if err := sink.patch(context.Background(), "a b", "web.1;x?y", []byte(`{"series":{"count":2}}`)); err != nil {
 			t.Fatal(err)
 		}
-		want := []wire{
-			{http.MethodPost, tc.wantCreate, "application/json", "application/json, */*", string(body)},
-			{http.MethodPatch, tc.wantPatch, "application/merge-patch+json", "application/json, */*", `{"series":{"count":2}}`},
+		want := []kubetest.Request{
+			{Method: http.MethodPost, URI: tc.wantCreate, ContentType: "application/json", Accept: "application/json, */*", Body: string(body)},
+			{Method: http.MethodPatch, URI: tc.wantPatch, ContentType: "application/merge-patch+json", Accept: "application/json, */*", Body: `{"series":{"count":2}}`},
 		}
-		mu.Lock()
-		if diff := cmp.Diff(want, seen); diff != "" {
+		if diff := cmp.Diff(want, requests()[n:], kubetest.OnTheWire); diff != "" {
 			t.Errorf("timeout %s: on the wire (-before +now):\n%s", tc.timeout, diff)
 		}
-		mu.Unlock()
 	}
 }

@@ -20,7 +20,7 @@ import (
 )
 
 // The plugin sends its applies (ssa) and its Events (events) straight with
-// net/http, past client-go's rest.Request (Request.Send, straight.go); do
+// net/http, past client-go's rest.Request (Request.Send, request.go); do
 // reads an answer as rest.Request's Result does, so that a caller sees the
 // same errors.
 

@@ -5,7 +5,7 @@
 // A request built by hand (ssa's applies, events' Events) enters here once:
 // Request.Send checks its path's segments, waits for the limiter it is
 // given, marks it safe to repeat if it is, and sends it straight with
-// net/http (straight.go). Flights lets concurrent callers share one request
+// net/http (request.go). Flights lets concurrent callers share one request
 // per key. A request that got no usable answer in any attempt fails with
 // an error whose Reason says so (ApiserverUnavailable). The packages that send requests say a refusal
 // in the same words (refusals.go): what to grant (PermissionError) and a

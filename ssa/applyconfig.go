@@ -133,15 +133,23 @@ func (w *Writer) apply(ctx context.Context, live routes.Route, d Content, opts m
 	if err != nil {
 		return nil, "", err
 	}
+	answer, err = w.applyUnstructured(ctx, live, plain, opts)
+	return answer, unrep.Reason, err
+}
+
+// applyUnstructured applies plain, the object of the apply as plain JSON,
+// to the live route through the dynamic client, with opts, and returns the
+// apiserver's answer.
+func (w *Writer) applyUnstructured(ctx context.Context, live routes.Route, plain map[string]any, opts metav1.ApplyOptions) (*kube.Answer, error) {
 	u, err := w.dyn.Resource(live.Kind.GVR(live.Version)).Namespace(live.Namespace).Apply(ctx, live.Name, &unstructured.Unstructured{Object: plain}, opts)
 	if err != nil {
-		return nil, unrep.Reason, err
+		return nil, err
 	}
 	stored, err := routes.FromUnstructuredNoCopy(u)
 	if err != nil {
-		return nil, unrep.Reason, fmt.Errorf("reading the apiserver's answer: %w", err)
+		return nil, fmt.Errorf("reading the apiserver's answer: %w", err)
 	}
-	return kube.Answered(stored, u), unrep.Reason, nil
+	return kube.Answered(stored, u), nil
 }
 
 // answerOf is the apiserver's answer raw to a typed apply of the route ref.

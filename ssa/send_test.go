@@ -4,10 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
-	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,6 +23,13 @@ import (
 	"github.com/gatewayapi-ssa/rollouts-plugin/routes"
 )
 
+// storedRoute is the apiserver's answer to an apply it stored;
+// internalError, a 500 that an apply may be sent again after.
+var (
+	storedRoute   = kubetest.Canned{Code: http.StatusOK, ContentType: "application/json", Body: `{"apiVersion":"gateway.networking.k8s.io/v1","kind":"HTTPRoute","metadata":{"name":"web","namespace":"shop","resourceVersion":"43"}}`}
+	internalError = kubetest.Canned{Code: http.StatusInternalServerError, ContentType: "application/json", Body: `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"try again","reason":"InternalError","code":500}`}
+)
+
 // An apply sent straight (send.go) is the request client-go's rest.Request
 // sends, and each answer reads the same: the stored route, a Status refusal
 // (a conflict naming the manager), a refusal in plain text with
@@ -36,7 +40,7 @@ import (
 func TestSenderAsTheRESTClient(t *testing.T) {
 	conflict := `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Apply failed with 1 conflict: conflict with \"argocd\" using gateway.networking.k8s.io/v1: .spec.rules","reason":"Conflict","details":{"name":"web","group":"gateway.networking.k8s.io","kind":"httproutes","causes":[{"type":"FieldManagerConflict","message":"conflict with \"argocd\"","field":".spec.rules"}]},"code":409}`
 	answers := map[string]kubetest.Canned{
-		"stored":     {Code: 200, ContentType: "application/json", Body: `{"apiVersion":"gateway.networking.k8s.io/v1","kind":"HTTPRoute","metadata":{"name":"web","namespace":"shop","resourceVersion":"43"}}`},
+		"stored":     storedRoute,
 		"conflict":   {Code: 409, ContentType: "application/json", Body: conflict},
 		"throttled":  {Code: 429, ContentType: "text/plain; charset=utf-8", RetryAfter: "0", Body: "Too many requests, please try again later.\n"},
 		"unexpected": {Code: 502, ContentType: "application/octet-stream", Body: "\x00\x01"},
@@ -107,8 +111,7 @@ func TestSenderAsTheRESTClient(t *testing.T) {
 // straight or by rest.Request: escaped, "../../other/httproutes/web" would
 // stay one segment, but no name of that shape is ever sent at all.
 func TestAnApplyOfARouteWhoseNameIsNoNameIsNotSent(t *testing.T) {
-	url, requests := kubetest.Answering(t, kubetest.Canned{Code: 200, ContentType: "application/json",
-		Body: `{"apiVersion":"gateway.networking.k8s.io/v1","kind":"HTTPRoute","metadata":{"name":"web","namespace":"shop","resourceVersion":"43"}}`})
+	url, requests := kubetest.Answering(t, storedRoute)
 	client, err := gateway.NewForConfig(&rest.Config{Host: url, QPS: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -132,39 +135,6 @@ func TestAnApplyOfARouteWhoseNameIsNoNameIsNotSent(t *testing.T) {
 	}
 }
 
-// wire is what a request was on the wire, as a server read it.
-type wire struct {
-	Method, URI, ContentType, Accept, Body string
-}
-
-// recording starts a server that answers every request with a stored
-// route, after a 500 to the first attempt when fail; requests says what
-// reached it.
-func recording(t *testing.T, fail bool) (string, func() []wire) {
-	var mu sync.Mutex
-	var seen []wire
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		seen = append(seen, wire{r.Method, r.RequestURI, r.Header.Get("Content-Type"), r.Header.Get("Accept"), string(body)})
-		n := len(seen)
-		mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		if fail && n == 1 {
-			w.WriteHeader(http.StatusInternalServerError)
-			_, _ = io.WriteString(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"try again","reason":"InternalError","code":500}`)
-			return
-		}
-		_, _ = io.WriteString(w, `{"apiVersion":"gateway.networking.k8s.io/v1","kind":"HTTPRoute","metadata":{"name":"web","namespace":"shop","resourceVersion":"43"}}`)
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL, func() []wire {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(seen)
-	}
-}
-
 // waits is a limiter that counts its Waits.
 type waits struct {
 	flowcontrol.RateLimiter
@@ -181,7 +151,7 @@ func (w *waits) Wait(context.Context) error {
 // and the same string spelled out, for a name and a namespace that escape
 // and the query of every option; after one Wait of the client's limiter.
 func TestSenderSendsWhatItSentBefore(t *testing.T) {
-	host, requests := recording(t, false)
+	host, requests := kubetest.Answering(t, storedRoute)
 	beforeURL := func(s *sender, ref routes.Ref, opts metav1.PatchOptions) string {
 		return s.prefix + "/namespaces/" + url.PathEscape(ref.Namespace) + "/" + ref.Kind.Resource() + "/" + url.PathEscape(ref.Name) + "?" + patchQuery(opts).Encode()
 	}
@@ -206,8 +176,8 @@ func TestSenderSendsWhatItSentBefore(t *testing.T) {
 		if _, err := s.apply(context.Background(), tc.ref, []byte(body), tc.opts, false); err != nil {
 			t.Fatal(err)
 		}
-		want := []wire{{http.MethodPatch, tc.want, "application/apply-patch+yaml", "application/json, */*", body}}
-		if diff := cmp.Diff(want, requests()[n:]); diff != "" {
+		want := []kubetest.Request{{Method: http.MethodPatch, URI: tc.want, ContentType: "application/apply-patch+yaml", Accept: "application/json, */*", Body: body}}
+		if diff := cmp.Diff(want, requests()[n:], kubetest.OnTheWire); diff != "" {
 			t.Errorf("%s: on the wire (-before +now):\n%s", tc.ref, diff)
 		}
 		if n := limiter.n.Load(); n != 1 {
@@ -238,7 +208,7 @@ func TestAnApplyIsSentAgainOnlyWhenItCannotWriteTwice(t *testing.T) {
 		{"a dry run", "42", ByResourceVersion, true, 1},
 	} {
 		for _, way := range []string{"straight", "rest.Request", "unstructured"} {
-			host, requests := recording(t, true)
+			host, requests := kubetest.Answering(t, internalError, storedRoute)
 			c, err := kubeclient.NewClients(&rest.Config{Host: host, QPS: -1},
 				retry.Requests{Timeout: 5 * time.Second, Attempts: 3, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond}, logrus.NewEntry(quiet))
 			if err != nil {

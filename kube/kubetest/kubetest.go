@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp/cmpopts"
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -104,13 +105,20 @@ type Request struct {
 	Method, Path string
 	Query        string
 	ContentType  string
-	// Accept and UserAgent are recorded by Answering's server only.
-	Accept, UserAgent string
-	Body              string
+	// URI, Accept and UserAgent are recorded by Answering's server only.
+	// URI is the request's target as it came (RequestURI): its path and
+	// query with their escapes as sent, where Path is decoded.
+	URI, Accept, UserAgent string
+	Body                   string
 	// Found is the resourceVersion of the route the request names as the
 	// fake held it when it served the request; "" for other requests.
 	Found string
 }
+
+// OnTheWire has cmp compare Requests by what came on the wire: the method,
+// the raw URI, the Content-Type, the Accept and the body (not Path and
+// Query, which the URI holds escaped, nor the User-Agent).
+var OnTheWire = cmpopts.IgnoreFields(Request{}, "Path", "Query", "UserAgent")
 
 func (r Request) String() string {
 	s := r.Method + " " + r.Path
@@ -917,26 +925,29 @@ func appliedFields(applied *unstructured.Unstructured) map[string]any {
 	return owns
 }
 
-// Canned is the answer of Answering's server to every request: a status
-// code, a Content-Type, a Retry-After header (when not "") and a body, sent
-// after Delay.
+// Canned is an answer of Answering's server: a status code, a
+// Content-Type, a Retry-After header (when not "") and a body, sent after
+// Delay.
 type Canned struct {
 	Code                          int
 	ContentType, RetryAfter, Body string
 	Delay                         time.Duration
 }
 
-// Answering starts a server on 127.0.0.1 that answers every request with
-// c, for a test of how a client reads an answer; requests says what it got
-// so far, in order.
-func Answering(t testing.TB, c Canned) (url string, requests func() []Request) {
+// Answering starts a server on 127.0.0.1 that answers the requests it gets
+// with first and then in turn, the last answer to every request after
+// them, for a test of how a client reads an answer; requests says what it
+// got so far, in order.
+func Answering(t testing.TB, first Canned, then ...Canned) (url string, requests func() []Request) {
+	answers := append([]Canned{first}, then...)
 	var mu sync.Mutex
 	var seen []Request
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		mu.Lock()
-		seen = append(seen, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, ContentType: r.Header.Get("Content-Type"),
-			Accept: r.Header.Get("Accept"), UserAgent: r.UserAgent(), Body: string(body)})
+		c := answers[min(len(seen), len(answers)-1)]
+		seen = append(seen, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, URI: r.RequestURI,
+			ContentType: r.Header.Get("Content-Type"), Accept: r.Header.Get("Accept"), UserAgent: r.UserAgent(), Body: string(body)})
 		mu.Unlock()
 		time.Sleep(c.Delay)
 		w.Header().Set("Content-Type", c.ContentType)
