@@ -102,16 +102,16 @@ func (untold) Refused(corev1.ObjectReference, rollout.Call, error)          {}
 // Run carries out the call on every route of its targets: read every route,
 // decide every route's desired state, and only if all of that worked, write
 // the routes that change, concurrently.
+// Before anything of theirs is read, the targets must be within the
+// Rollout's reach (kube.ResolveInReach): its own namespace, and another only
+// where that namespace grants it with a ReferenceGrant, unless the platform
+// team lets Rollouts reach every namespace (-require-reference-grants=false).
+// Outside it, nothing is read, written or recorded.
 func (o *Orchestrator) Run(ctx context.Context, c rollout.Call) (out error) {
 	c, err := ReadPorts(ctx, o.services, c)
 	if err != nil {
 		return err
 	}
-	// Before anything of theirs is read, the targets must be within the
-	// Rollout's reach: its own namespace, and another only where that
-	// namespace grants it with a ReferenceGrant, unless the platform team
-	// lets Rollouts reach every namespace (-require-reference-grants=false).
-	// Outside it, nothing is read, written or recorded.
 	targets := c.Settings.Targets
 	res, refused, err := kube.ResolveInReach(ctx, o.reader, reachOf(c), targets)
 	if err != nil {
