@@ -221,3 +221,30 @@ func TestHeaderAndMirrorCallsDoNothingWhileTheRolloutEnds(t *testing.T) {
 		}
 	}
 }
+
+// Decode names the call for the logs (Call.Name, the label's String) on
+// every way out: a call decoded, a config it cannot read, a step it refuses.
+func TestADecodedCallIsNamedForTheLogsEvenWhenItFails(t *testing.T) {
+	process := Process{PluginName: DefaultPluginName}
+	good := cfgRollout(DefaultPluginName, `{"httpRoute": "web"}`)
+	badConfig := cfgRollout(DefaultPluginName, `{"httpRoute": 1}`)
+	for _, tc := range []struct {
+		name    string
+		ro      *v1alpha1.Rollout
+		label   Label
+		want    string
+		decoded bool
+	}{
+		{"decoded", good, Label{Method: SetWeight, Weight: 20}, "SetWeight(20)", true},
+		{"a config it cannot read", badConfig, Label{Method: SetWeight, Weight: 20}, "SetWeight(20)", false},
+		{"a step it refuses", good, Label{Method: SetHeaderRoute}, "SetHeaderRoute", false},
+	} {
+		c, err := Decode(process, tc.ro, tc.label)
+		if (err == nil) != tc.decoded {
+			t.Errorf("%s: error %v", tc.name, err)
+		}
+		if c.Name != tc.want || c.Name != tc.label.String() {
+			t.Errorf("%s: named %q, want %q", tc.name, c.Name, tc.want)
+		}
+	}
+}
